@@ -1,0 +1,43 @@
+# servingbench — every target bootstraps what it needs on a fresh machine.
+#   make demo   set up, then run the main job on the embedded default (emulated)
+#   make test   set up, then run lint + the whole test suite (what CI runs)
+#   make ui     set up, then start the Dagster UI on http://127.0.0.1:3000
+SHELL := /bin/bash
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+STAMP := $(VENV)/.servingbench-synced
+
+.PHONY: setup demo test lint ui bench clean
+
+setup: $(STAMP)
+
+$(UV):
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "servingbench needs Python >= 3.11, found " + sys.version.split()[0]'
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(STAMP): pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --quiet
+	@touch $@
+
+demo: $(STAMP)
+	$(VENV)/bin/servingbench demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/python -m pytest
+
+ui: $(STAMP)
+	$(VENV)/bin/servingbench ui
+
+bench: $(STAMP)
+	$(VENV)/bin/python benchmarks/run.py
+
+clean:
+	rm -rf $(TOOLS) $(VENV) .pytest_cache .ruff_cache
