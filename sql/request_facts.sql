@@ -1,0 +1,31 @@
+-- name: request_facts
+-- SPEC §5 rules 1, 2 and 4: one row per steady request with the chunk-level facts the
+-- gates validate (chunk work stays here, in DuckDB; only per-request rows leave).
+-- inputs (views): steady (request log, phase = steady), chunks (chunk log)
+-- params: none
+WITH ordered AS (
+    SELECT request_id, seq, "at", tokens,
+           lag("at") OVER (PARTITION BY request_id ORDER BY seq) AS prev_at
+    FROM chunks
+    WHERE request_id IN (SELECT request_id FROM steady)
+),
+per_request AS (
+    SELECT c.request_id,
+           count(*) AS n_chunks,
+           sum(c.tokens) AS chunk_tokens,
+           count(*) FILTER (WHERE c."at" < c.prev_at) AS chunks_out_of_order,
+           count(*) FILTER (WHERE c."at" < s.sent_at OR c."at" > s.finished_at) AS chunks_outside
+    FROM ordered c JOIN steady s USING (request_id)
+    GROUP BY c.request_id
+)
+SELECT
+    row_number() OVER () - 1 AS _row,
+    s.request_id, s.status, s.output_tokens_source,
+    s.scheduled_at, s.sent_at, s.first_token_at, s.last_token_at, s.finished_at,
+    s.output_tokens,
+    coalesce(p.n_chunks, 0) AS n_chunks,
+    CAST(coalesce(p.chunk_tokens, 0) AS BIGINT) AS chunk_tokens,
+    coalesce(p.chunks_out_of_order, 0) AS chunks_out_of_order,
+    coalesce(p.chunks_outside, 0) AS chunks_outside
+FROM steady s LEFT JOIN per_request p USING (request_id)
+ORDER BY _row
