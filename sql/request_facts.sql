@@ -3,6 +3,7 @@
 -- gates validate (chunk work stays here, in DuckDB; only per-request rows leave).
 -- inputs (views): steady (request log, phase = steady), chunks (chunk log)
 -- params: none
+-- order_violation names every broken pair of scheduled ≤ sent ≤ first ≤ last ≤ finished.
 WITH ordered AS (
     SELECT request_id, seq, "at", tokens,
            lag("at") OVER (PARTITION BY request_id ORDER BY seq) AS prev_at
@@ -26,6 +27,20 @@ SELECT
     coalesce(p.n_chunks, 0) AS n_chunks,
     CAST(coalesce(p.chunk_tokens, 0) AS BIGINT) AS chunk_tokens,
     coalesce(p.chunks_out_of_order, 0) AS chunks_out_of_order,
-    coalesce(p.chunks_outside, 0) AS chunks_outside
+    coalesce(p.chunks_outside, 0) AS chunks_outside,
+    -- SPEC §5 rule 2 over every pair of the chain whose both sides are present
+    -- (a null side is rule 1's business), so a failed request's sent/finished still count.
+    NULLIF(concat_ws('; ',
+        CASE WHEN s.sent_at < s.scheduled_at THEN 'sent_at before scheduled_at' END,
+        CASE WHEN s.first_token_at < s.scheduled_at THEN 'first_token_at before scheduled_at' END,
+        CASE WHEN s.last_token_at < s.scheduled_at THEN 'last_token_at before scheduled_at' END,
+        CASE WHEN s.finished_at < s.scheduled_at THEN 'finished_at before scheduled_at' END,
+        CASE WHEN s.first_token_at < s.sent_at THEN 'first_token_at before sent_at' END,
+        CASE WHEN s.last_token_at < s.sent_at THEN 'last_token_at before sent_at' END,
+        CASE WHEN s.finished_at < s.sent_at THEN 'finished_at before sent_at' END,
+        CASE WHEN s.last_token_at < s.first_token_at THEN 'last_token_at before first_token_at' END,
+        CASE WHEN s.finished_at < s.first_token_at THEN 'finished_at before first_token_at' END,
+        CASE WHEN s.finished_at < s.last_token_at THEN 'finished_at before last_token_at' END
+    ), '') AS order_violation
 FROM steady s LEFT JOIN per_request p USING (request_id)
 ORDER BY _row
