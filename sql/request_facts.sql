@@ -1,23 +1,17 @@
 -- name: request_facts
 -- SPEC §5 rules 1, 2 and 4: one row per steady request with the chunk-level facts the
 -- gates validate (chunk work stays here, in DuckDB; only per-request rows leave).
--- inputs (views): steady (request log, phase = steady), chunks (chunk log)
+-- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql)
 -- params: none
 -- order_violation names every broken pair of scheduled ≤ sent ≤ first ≤ last ≤ finished.
-WITH ordered AS (
-    SELECT request_id, seq, "at", tokens,
-           lag("at") OVER (PARTITION BY request_id ORDER BY seq) AS prev_at
-    FROM chunks
-    WHERE request_id IN (SELECT request_id FROM steady)
-),
-per_request AS (
-    SELECT c.request_id,
+WITH per_request AS (
+    SELECT request_id,
            count(*) AS n_chunks,
-           sum(c.tokens) AS chunk_tokens,
-           count(*) FILTER (WHERE c."at" < c.prev_at) AS chunks_out_of_order,
-           count(*) FILTER (WHERE c."at" < s.sent_at OR c."at" > s.finished_at) AS chunks_outside
-    FROM ordered c JOIN steady s USING (request_id)
-    GROUP BY c.request_id
+           sum(tokens) AS chunk_tokens,
+           count(*) FILTER (WHERE gap_ns < 0) AS chunks_out_of_order,
+           count(*) FILTER (WHERE outside) AS chunks_outside
+    FROM chunk_gaps
+    GROUP BY request_id
 )
 SELECT
     row_number() OVER () - 1 AS _row,

@@ -1,6 +1,6 @@
 -- name: step_metrics
 -- SPEC §3: one row per step of the steady phase → derived_metrics.parquet.
--- inputs (views): steady (request log, phase = steady), chunks (chunk log),
+-- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql),
 --                 manifest_steps (step, client_limited) from the manifest's steps[]
 -- params: $run_id, $source (manifest source), $slo_ttft_s, $slo_tpot_s (goodput thresholds)
 -- Durations are float64 seconds from integer nanoseconds: (epoch_ns(a) - epoch_ns(b)) / 1e9.
@@ -30,37 +30,24 @@ steps AS (
         sum(e2e) AS busy_s,
         count(*) FILTER (WHERE ok AND ttft <= $slo_ttft_s
                          AND (tpot <= $slo_tpot_s OR output_tokens < 2)) AS n_good,
-        quantile_cont(ttft, 0.50) FILTER (WHERE ok) AS ttft_s_p50,
-        quantile_cont(ttft, 0.90) FILTER (WHERE ok) AS ttft_s_p90,
-        quantile_cont(ttft, 0.95) FILTER (WHERE ok) AS ttft_s_p95,
-        quantile_cont(ttft, 0.99) FILTER (WHERE ok) AS ttft_s_p99,
+        quantile_cont(ttft, [0.50, 0.90, 0.95, 0.99]) FILTER (WHERE ok) AS ttft_q,
         avg(ttft) FILTER (WHERE ok) AS ttft_s_mean,
         min(ttft) FILTER (WHERE ok) AS ttft_s_min,
         max(ttft) FILTER (WHERE ok) AS ttft_s_max,
         count(ttft) FILTER (WHERE ok) AS ttft_s_n,
-        quantile_cont(ttft_sched, 0.50) FILTER (WHERE ok) AS ttft_sched_s_p50,
-        quantile_cont(ttft_sched, 0.90) FILTER (WHERE ok) AS ttft_sched_s_p90,
-        quantile_cont(ttft_sched, 0.95) FILTER (WHERE ok) AS ttft_sched_s_p95,
-        quantile_cont(ttft_sched, 0.99) FILTER (WHERE ok) AS ttft_sched_s_p99,
+        quantile_cont(ttft_sched, [0.50, 0.90, 0.95, 0.99]) FILTER (WHERE ok) AS ttft_sched_q,
         avg(ttft_sched) FILTER (WHERE ok) AS ttft_sched_s_mean,
         min(ttft_sched) FILTER (WHERE ok) AS ttft_sched_s_min,
         max(ttft_sched) FILTER (WHERE ok) AS ttft_sched_s_max,
         count(ttft_sched) FILTER (WHERE ok) AS ttft_sched_s_n,
-        quantile_cont(sched_lag, 0.50) AS sched_lag_s_p50,
-        quantile_cont(sched_lag, 0.99) AS sched_lag_s_p99,
+        quantile_cont(sched_lag, [0.50, 0.99]) AS sched_lag_q,
         max(sched_lag) AS sched_lag_s_max,
-        quantile_cont(tpot, 0.50) FILTER (WHERE ok) AS tpot_s_p50,
-        quantile_cont(tpot, 0.90) FILTER (WHERE ok) AS tpot_s_p90,
-        quantile_cont(tpot, 0.95) FILTER (WHERE ok) AS tpot_s_p95,
-        quantile_cont(tpot, 0.99) FILTER (WHERE ok) AS tpot_s_p99,
+        quantile_cont(tpot, [0.50, 0.90, 0.95, 0.99]) FILTER (WHERE ok) AS tpot_q,
         avg(tpot) FILTER (WHERE ok) AS tpot_s_mean,
         min(tpot) FILTER (WHERE ok) AS tpot_s_min,
         max(tpot) FILTER (WHERE ok) AS tpot_s_max,
         count(tpot) FILTER (WHERE ok) AS tpot_s_n,
-        quantile_cont(e2e, 0.50) FILTER (WHERE ok) AS e2e_s_p50,
-        quantile_cont(e2e, 0.90) FILTER (WHERE ok) AS e2e_s_p90,
-        quantile_cont(e2e, 0.95) FILTER (WHERE ok) AS e2e_s_p95,
-        quantile_cont(e2e, 0.99) FILTER (WHERE ok) AS e2e_s_p99,
+        quantile_cont(e2e, [0.50, 0.90, 0.95, 0.99]) FILTER (WHERE ok) AS e2e_q,
         avg(e2e) FILTER (WHERE ok) AS e2e_s_mean,
         min(e2e) FILTER (WHERE ok) AS e2e_s_min,
         max(e2e) FILTER (WHERE ok) AS e2e_s_max,
@@ -71,22 +58,15 @@ steps AS (
 -- Per-token ITL: chunk seq >= 1 of an ok request gives (at[seq] - at[seq-1]) / tokens,
 -- counted `tokens` times, so a chunk bundling k tokens weighs k.
 gaps AS (
-    SELECT r.step, c.tokens,
-           (epoch_ns(c."at") - epoch_ns(lag(c."at") OVER (PARTITION BY c.request_id ORDER BY c.seq)))
-               / 1e9 / c.tokens AS itl,
-           c.seq
-    FROM chunks c
-    JOIN (SELECT request_id, step FROM steady WHERE status = 'ok') r USING (request_id)
+    SELECT step, tokens, gap_ns / 1e9 / tokens AS itl
+    FROM chunk_gaps WHERE ok AND seq >= 1
 ),
 token_gaps AS (
-    SELECT step, itl FROM gaps, range(tokens) WHERE seq >= 1 AND itl IS NOT NULL
+    SELECT step, itl FROM gaps, range(tokens) WHERE itl IS NOT NULL
 ),
 itl AS (
     SELECT step,
-        quantile_cont(itl, 0.50) AS itl_s_p50,
-        quantile_cont(itl, 0.90) AS itl_s_p90,
-        quantile_cont(itl, 0.95) AS itl_s_p95,
-        quantile_cont(itl, 0.99) AS itl_s_p99,
+        quantile_cont(itl, [0.50, 0.90, 0.95, 0.99]) AS q,
         avg(itl) AS itl_s_mean,
         min(itl) AS itl_s_min,
         max(itl) AS itl_s_max,
@@ -95,7 +75,7 @@ itl AS (
 ),
 itl_share AS (
     SELECT step, avg(CASE WHEN tokens > 1 THEN 1.0 ELSE 0.0 END) AS itl_multi_token_share
-    FROM gaps WHERE seq >= 1 GROUP BY step
+    FROM gaps GROUP BY step
 ),
 derived AS (
     SELECT
@@ -116,18 +96,18 @@ SELECT
     d.window_start, d.window_end, d.window_s,
     d.input_tokens, d.output_tokens, d.output_tok_s, d.request_s,
     d.achieved_concurrency, d.goodput_s,
-    d.ttft_s_p50, d.ttft_s_p90, d.ttft_s_p95, d.ttft_s_p99, d.ttft_s_mean, d.ttft_s_min, d.ttft_s_max, d.ttft_s_n,
-    d.ttft_sched_s_p50, d.ttft_sched_s_p90, d.ttft_sched_s_p95, d.ttft_sched_s_p99, d.ttft_sched_s_mean, d.ttft_sched_s_min, d.ttft_sched_s_max, d.ttft_sched_s_n,
-    d.sched_lag_s_p50, d.sched_lag_s_p99, d.sched_lag_s_max,
-    i.itl_s_p50, i.itl_s_p90, i.itl_s_p95, i.itl_s_p99, i.itl_s_mean, i.itl_s_min, i.itl_s_max, coalesce(i.itl_s_n, 0) AS itl_s_n,
+    d.ttft_q[1] AS ttft_s_p50, d.ttft_q[2] AS ttft_s_p90, d.ttft_q[3] AS ttft_s_p95, d.ttft_q[4] AS ttft_s_p99, d.ttft_s_mean, d.ttft_s_min, d.ttft_s_max, d.ttft_s_n,
+    d.ttft_sched_q[1] AS ttft_sched_s_p50, d.ttft_sched_q[2] AS ttft_sched_s_p90, d.ttft_sched_q[3] AS ttft_sched_s_p95, d.ttft_sched_q[4] AS ttft_sched_s_p99, d.ttft_sched_s_mean, d.ttft_sched_s_min, d.ttft_sched_s_max, d.ttft_sched_s_n,
+    d.sched_lag_q[1] AS sched_lag_s_p50, d.sched_lag_q[2] AS sched_lag_s_p99, d.sched_lag_s_max,
+    i.q[1] AS itl_s_p50, i.q[2] AS itl_s_p90, i.q[3] AS itl_s_p95, i.q[4] AS itl_s_p99, i.itl_s_mean, i.itl_s_min, i.itl_s_max, coalesce(i.itl_s_n, 0) AS itl_s_n,
     sh.itl_multi_token_share,
-    d.tpot_s_p50, d.tpot_s_p90, d.tpot_s_p95, d.tpot_s_p99, d.tpot_s_mean, d.tpot_s_min, d.tpot_s_max, d.tpot_s_n,
-    d.e2e_s_p50, d.e2e_s_p90, d.e2e_s_p95, d.e2e_s_p99, d.e2e_s_mean, d.e2e_s_min, d.e2e_s_max, d.e2e_s_n,
+    d.tpot_q[1] AS tpot_s_p50, d.tpot_q[2] AS tpot_s_p90, d.tpot_q[3] AS tpot_s_p95, d.tpot_q[4] AS tpot_s_p99, d.tpot_s_mean, d.tpot_s_min, d.tpot_s_max, d.tpot_s_n,
+    d.e2e_q[1] AS e2e_s_p50, d.e2e_q[2] AS e2e_s_p90, d.e2e_q[3] AS e2e_s_p95, d.e2e_q[4] AS e2e_s_p99, d.e2e_s_mean, d.e2e_s_min, d.e2e_s_max, d.e2e_s_n,
     NULLIF(concat_ws(';',
         CASE WHEN 100 * (d.n_requests - d.n_ok) > d.n_requests THEN 'error_rate' END,
         CASE WHEN d.load_mode = 'concurrency' AND d.achieved_concurrency < 0.9 * d.target
              THEN 'achieved_concurrency' END,
-        CASE WHEN d.load_mode = 'rate' AND d.sched_lag_s_p99 > 0.010 THEN 'sched_lag' END,
+        CASE WHEN d.load_mode = 'rate' AND d.sched_lag_q[2] > 0.010 THEN 'sched_lag' END,
         CASE WHEN d.client_limited THEN 'client_limited' END
     ), '') AS invalid_reason
 FROM derived d

@@ -1,5 +1,6 @@
 """A run folder (SPEC §6) opened for analysis: its manifest, checked record sets, and a
-DuckDB connection with one view per record set (`steady`, `warmup`, `chunks`, `bill`).
+DuckDB connection with one view per record set (`steady`, `warmup`, `chunks`, `bill`) and
+the table `chunk_gaps` (sql/chunk_gaps.sql) that the gates and the metrics share.
 
 Parquet files are scanned by DuckDB directly (only their schema is read here), so a
 12.8M-row chunk log never passes through Python. A run killed half-way is read from its
@@ -16,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import manifest as manifest_mod
+from . import sqlfiles
 from .schemas import RUN_FILES, SchemaError, conform, read_records, record_path
 
 VIEWS = {"steady_state_request_log": "steady", "warmup_log": "warmup", "chunk_log": "chunks",
@@ -70,6 +72,8 @@ def open_run(path: Path, duckdb_path: str = ":memory:") -> RunFolder:
                 con.register(view, read_records(path, name))
                 continue
             rel.create_view(view)
+        # chunk gaps are needed by both the gates and the metrics: compute them once
+        con.sql(sqlfiles.load("chunk_gaps")).create("chunk_gaps")
     except Exception:
         con.close()
         raise
