@@ -22,9 +22,19 @@ from emulator.scheduler import Scheduler, Seq
 
 
 class _Timer:
+    """One event-loop timer aimed at a perf_counter deadline, never firing before it.
+
+    uvloop (libuv) timers have whole-millisecond resolution on a cached clock, so they
+    can fire up to ~1 ms early. The timer is aimed at the last whole millisecond before
+    the deadline; the sub-millisecond rest is slept (nanosleep) rather than spun, so a
+    quiet server keeps its CPU scheduler credit and wakes precisely.
+    """
+
+    SLEEP_MAX_NS = 1_500_000
+
     def __init__(self, loop: asyncio.AbstractEventLoop, callback):
         self.loop, self.callback = loop, callback
-        self.handle: asyncio.TimerHandle | None = None
+        self.handle: asyncio.Handle | None = None
         self.at: int | None = None
 
     def arm(self, deadline_ns: int) -> None:
@@ -33,11 +43,22 @@ class _Timer:
                 return
             self.handle.cancel()
         self.at = deadline_ns
-        delay = (deadline_ns - time.perf_counter_ns()) / 1e9
-        self.handle = self.loop.call_at(self.loop.time() + max(delay, 0.0), self._fire)
+        ms = (deadline_ns - time.perf_counter_ns()) // 1_000_000
+        if ms >= 1:
+            self.handle = self.loop.call_later(ms / 1000, self._fire)
+        else:
+            self.handle = self.loop.call_soon(self._fire)
 
     def _fire(self) -> None:
+        at = self.at
         self.handle, self.at = None, None
+        if at is not None:
+            rest = at - time.perf_counter_ns()
+            if rest > self.SLEEP_MAX_NS:
+                self.arm(at)
+                return
+            if rest > 0:
+                time.sleep(rest / 1e9)
         self.callback()
 
     def cancel(self) -> None:
