@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +112,11 @@ class App:
             fn(self, conn, req)
         except api.ApiError as exc:
             conn.respond(exc.status, exc.body())
+        except Exception as exc:  # a bug here must not hang the client: answer like vLLM's 500
+            print(f"servingbench emulator: internal error on {req.method} {req.path}: {exc!r}",
+                  file=sys.stderr, flush=True)
+            if not conn.closed and conn.busy:
+                conn.respond(500, api.error_body(500, f"emulator internal error: {exc!r}"))
 
     def health(self, conn: HttpConnection, req: Request) -> None:
         conn.respond(200 if self.ready else 503, b"", b"text/plain")

@@ -103,12 +103,17 @@ class Stream:
         self.pending += n
         produced = self.sent + self.pending
         last = produced >= self.target
+        cut = f.disconnect_after if f.disconnect_after is not None else f.malformed_after
         if not self.req.stream:
+            if cut is not None and produced >= cut:  # no SSE to break: drop the connection
+                self.sent = cut
+                self.conn.abort()
+                self._record(200, abort=True)
+                return False
             self.sent, self.pending = produced, 0
             if last:
                 self._finish_full(scheduled_ns)
             return not last
-        cut = f.disconnect_after if f.disconnect_after is not None else f.malformed_after
         if cut is not None and self.sent >= cut:
             return self._cut(scheduled_ns)
         if self.pending < f.tokens_per_chunk and not last and (cut is None or produced < cut):

@@ -95,3 +95,10 @@ def test_bad_fault_header_is_a_400(fixed):
 def test_server_survives_faults(fixed):
     r = httpx.post(fixed.base_url + "/v1/completions", json={"prompt": "ok", "max_tokens": 2})
     assert r.status_code == 200
+
+
+def test_disconnect_on_a_non_streaming_request_drops_the_connection(fixed):
+    with pytest.raises(httpx.HTTPError):
+        httpx.post(fixed.base_url + "/v1/completions", json={**BODY, "stream": False,
+                                                             "stream_options": None},
+                   headers={H: "disconnect_after=2"})
