@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,9 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+PIN = True
+
+
 def _pin(core: int):
     def pin() -> None:
-        if hasattr(os, "sched_setaffinity") and core < (os.cpu_count() or 1):
+        if PIN and hasattr(os, "sched_setaffinity") and core < (os.cpu_count() or 1):
             os.sched_setaffinity(0, {core})
     return pin
 
@@ -75,13 +79,15 @@ def client_main(port: int, streams: int, tokens: int) -> None:
 
 
 # --- driver ------------------------------------------------------------------------------------
-def run(streams: int, itl_ms: float, seconds: float, server_args: list[str] | None = None) -> dict:
+def run(streams: int, itl_ms: float, seconds: float, framework: bool = False) -> dict:
     tokens = int(seconds * 1000 / itl_ms)
     with tempfile.TemporaryDirectory() as tmp:
         port_file, gt = Path(tmp) / "port", Path(tmp) / "gt.jsonl"
         cmd = [sys.executable, "-m", "emulator", "--fixed-timing", f"0:{itl_ms}", "--cold-start-s",
-               "0", "--port", "0", "--port-file", str(port_file), "--ground-truth", str(gt),
-               *(server_args or [])]
+               "0", "--port", "0", "--port-file", str(port_file), "--ground-truth", str(gt)]
+        if framework:
+            cmd = [sys.executable, str(ROOT / "benchmarks" / "emulator_framework_server.py"),
+                   "--itl-ms", str(itl_ms), "--port-file", str(port_file), "--ground-truth", str(gt)]
         server = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, preexec_fn=_pin(0))
         try:
             while not port_file.exists():
@@ -107,6 +113,7 @@ def run(streams: int, itl_ms: float, seconds: float, server_args: list[str] | No
     span = (last - first) / 1e9
     cpu0, cpu1 = u0 + s0, u1 + s1
     return {
+        "server": "starlette+uvicorn" if framework else "emulator (hand-written HTTP/1.1)",
         "streams": streams, "itl_ms": itl_ms, "target_chunks_per_s": streams * 1000 / itl_ms,
         "chunks": len(lags), "client_chunks": client["chunks"],
         "chunks_per_s": len(lags) / span, "server_cpu_share": (cpu1 - cpu0) / (t1 - t0),
@@ -119,6 +126,25 @@ def run(streams: int, itl_ms: float, seconds: float, server_args: list[str] | No
     }
 
 
+KEYS = ("chunks_per_s", "server_cpu_share", "server_cpu_us_per_chunk",
+        "capacity_chunks_per_s_one_core", "lag_ms_p50", "lag_ms_p99", "lag_ms_max", "loadavg_1m")
+
+
+def suite(reps: int, streams: int, itl_ms: float, seconds: float, out: Path | None) -> None:
+    runs: dict[str, list[dict]] = {"emulator": [], "framework": []}
+    for _ in range(reps):
+        runs["emulator"].append(run(streams, itl_ms, seconds, framework=False))
+        runs["framework"].append(run(streams, itl_ms, seconds, framework=True))
+    summary = {name: {k: statistics.median(r[k] for r in rs) for k in KEYS}
+               for name, rs in runs.items()}
+    summary["ratio_cpu_per_chunk_framework_over_emulator"] = (
+        summary["framework"]["server_cpu_us_per_chunk"] / summary["emulator"]["server_cpu_us_per_chunk"])
+    print(json.dumps({"streams": streams, "itl_ms": itl_ms, "reps": reps, "median": summary,
+                      "runs": runs}, indent=1))
+    if out:
+        out.write_text(json.dumps({"median": summary, "runs": runs}, indent=1))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--client", type=int, default=None, help=argparse.SUPPRESS)
@@ -126,12 +152,21 @@ def main() -> None:
     p.add_argument("--streams", type=int, default=256)
     p.add_argument("--itl-ms", type=float, default=5.0)
     p.add_argument("--seconds", type=float, default=8.0)
+    p.add_argument("--no-pin", action="store_true", help="let the OS place server and client")
+    p.add_argument("--framework", action="store_true", help="measure the Starlette/uvicorn path")
+    p.add_argument("--suite", type=int, default=0, metavar="REPS",
+                   help="alternate emulator and framework REPS times each; print medians")
     p.add_argument("--json", type=Path, default=None)
     a = p.parse_args()
+    global PIN
+    PIN = not a.no_pin
+    if a.suite:
+        suite(a.suite, a.streams, a.itl_ms, a.seconds, a.json)
+        return
     if a.client is not None:
         client_main(a.client, a.streams, a.tokens)
         return
-    r = run(a.streams, a.itl_ms, a.seconds)
+    r = run(a.streams, a.itl_ms, a.seconds, a.framework)
     print(json.dumps(r, indent=1))
     if a.json:
         a.json.write_text(json.dumps(r, indent=1))
