@@ -48,6 +48,7 @@ class HttpConnection(asyncio.Protocol):
         self.on_lost: Callable[[], None] | None = None  # set while a response is in progress
         self.request_id: str | None = None
         self._parsing = False
+        self._continued = False
 
     # --- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -106,7 +107,11 @@ class HttpConnection(asyncio.Protocol):
                 self._fail(413, "request body too large")
                 return
             if len(self.buf) < end + 4 + length:
+                if headers.get("expect", "").lower() == "100-continue" and not self._continued:
+                    self._continued = True
+                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # type: ignore[union-attr]
                 return
+            self._continued = False
             body = bytes(self.buf[end + 4:end + 4 + length])
             del self.buf[:end + 4 + length]
             conn_hdr = headers.get("connection", "").lower()

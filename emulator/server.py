@@ -172,7 +172,7 @@ class App:
         if f.status is not None:
             conn.respond(f.status, api.error_body(f.status, f"emulated fault: status {f.status}"))
             stream.headers_ns = time.perf_counter_ns()
-            stream._record(f.status)
+            stream.record(f.status)
             return
         self.metrics.prompt_tokens += g.prompt_tokens
         if f.empty:

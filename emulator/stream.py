@@ -108,7 +108,7 @@ class Stream:
             if cut is not None and produced >= cut:  # no SSE to break: drop the connection
                 self.sent = cut
                 self.conn.abort()
-                self._record(200, abort=True)
+                self.record(200, abort=True)
                 return False
             self.sent, self.pending = produced, 0
             if last:
@@ -135,7 +135,7 @@ class Stream:
         self.chunks.append([scheduled_ns, time.perf_counter_ns(), k])
         self.app.metrics.generation_tokens += k
         if done:
-            self._record(200)
+            self.record(200)
             return False
         if cut is not None and self.sent >= cut:
             return self._cut(scheduled_ns)
@@ -163,7 +163,7 @@ class Stream:
             self.conn.abort()
         else:
             self.conn.close_after(MALFORMED)
-        self._record(200, abort=True)
+        self.record(200, abort=True)
         return False
 
     def _finish_full(self, scheduled_ns: int) -> None:
@@ -176,7 +176,7 @@ class Stream:
         self.headers_ns = time.perf_counter_ns()
         self.chunks.append([scheduled_ns, self.headers_ns, self.sent])
         self.app.metrics.generation_tokens += self.sent
-        self._record(200)
+        self.record(200)
 
     def finish_empty(self) -> None:
         """The `empty=1` fault: a 200 stream with no content chunk, usage 0, [DONE]."""
@@ -190,13 +190,13 @@ class Stream:
             self.conn.respond(200, api.full_response(self.req.chat, self.cid, self.created,
                                                      self.app.served_model, "", "stop",
                                                      self.req.prompt_tokens, 0))
-        self._record(200)
+        self.record(200)
 
     def _client_gone(self) -> None:
         if self.alive:
-            self._record(499, abort=True)  # nginx's "client closed request"
+            self.record(499, abort=True)  # nginx's "client closed request"
 
-    def _record(self, status: int, abort: bool = False) -> None:
+    def record(self, status: int, abort: bool = False) -> None:
         if not self.alive:
             return
         self.alive = False

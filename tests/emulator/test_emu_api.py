@@ -137,3 +137,35 @@ def test_metrics_and_status_carry_the_emulated_mark(emu):
     s = httpx.get(emu.base_url + "/servingbench/status")
     assert s.json()["emulated"] is True and s.json()["config"]["calibrated"] is False
     assert json.loads(s.content)["config"]["candidate"] == "p5.48xlarge"
+
+
+def test_aiohttp_client_parses_the_stream(emu):
+    import asyncio
+
+    import aiohttp
+
+    async def go() -> list[bytes]:
+        async with aiohttp.ClientSession() as s, s.post(
+                emu.base_url + "/v1/completions",
+                json={"prompt": "a", "max_tokens": 6, "ignore_eos": True, "stream": True}) as r:
+            assert r.headers["x-servingbench-emulated"] == "1"
+            return [line async for line in r.content if line.startswith(b"data: ")]
+
+    lines = asyncio.run(go())
+    assert len(lines) == 7 and lines[-1] == b"data: [DONE]\n"
+
+
+def test_expect_100_continue_and_pipelined_requests(emu):
+    import socket
+    body = json.dumps({"prompt": "x", "max_tokens": 1}).encode()
+    head = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", emu.port), timeout=10) as s:
+        s.sendall(head)
+        assert s.recv(100).startswith(b"HTTP/1.1 100 Continue")
+        get = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        s.sendall(body + get)  # a second request pipelined behind the first
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    assert data.count(b"HTTP/1.1 200 OK") == 2 and b"connection: close" in data
