@@ -67,14 +67,23 @@ def test_malformed_sse_line_then_close(fixed):
 
 
 def test_stall_after_first_token(fixed):
+    from emulator.groundtruth import read
     t0 = time.monotonic()
     with httpx.Client(timeout=30) as c, c.stream("POST", fixed.base_url + "/v1/completions",
-                                                 json=BODY, headers={H: "stall_s=0.4"}) as r:
+                                                 json=BODY, headers={H: "stall_s=0.4",
+                                                                     "X-Request-ID": "stall-1"}) as r:
         times = [time.monotonic() for line in r.iter_lines() if '"text":' in line]
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
     assert len(times) == 8
-    assert gaps[0] >= 0.35 and max(gaps[1:]) < 0.35  # only the gap after the first token
-    assert times[-1] - t0 < 5
+    assert times[1] - times[0] >= 0.35 and times[-1] - t0 < 30
+    deadline = time.monotonic() + 5
+    while not [x for x in read(fixed.gt) if x["request_id"] == "stall-1"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    rec = [x for x in read(fixed.gt) if x["request_id"] == "stall-1"][0]
+    sched = [s for s, _, _ in rec["chunks"]]
+    gaps = [b - a for a, b in zip(sched, sched[1:], strict=False)]
+    # fixed timing 20:5 ms: only the gap after the first token carries the 0.4 s stall
+    assert gaps == [400_000_000 + 5_000_000] + [5_000_000] * 6
 
 
 def test_first_byte_delay(fixed):

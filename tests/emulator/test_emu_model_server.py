@@ -39,7 +39,7 @@ def test_lone_request_is_scheduled_at_the_modelled_step_times(tmp_path):
     assert rec["prompt_tokens"] == 300 and len(sched) == 10
     scale_ns = SCALE * 1e9
     prefill = int(m.step_time(300, 0, 0.0, m.prefill_pairs(0, 300)) * scale_ns)
-    assert prefill <= sched[0] - rec["arrival_ns"] < prefill + 50_000_000  # + admission delay
+    assert prefill <= sched[0] - rec["arrival_ns"] < prefill + 500_000_000  # + admission delay
     expected = []
     for i in range(1, 10):
         ctx = m.effective_context(300 + i)
@@ -49,8 +49,8 @@ def test_lone_request_is_scheduled_at_the_modelled_step_times(tmp_path):
 
 def test_concurrent_requests_share_steps_and_itl_grows(tmp_path):
     gt = tmp_path / "gt.jsonl"
-    body = {"prompt": "x y z", "max_tokens": 60, "ignore_eos": True, "stream": True}
-    scale = 0.5  # steps of ~2 ms: the 16 requests overlap for most of their ~150 ms
+    body = {"prompt": "x y z", "max_tokens": 100, "ignore_eos": True, "stream": True}
+    scale = 0.5  # steps of ~2 ms: the 16 requests overlap for most of their ~250 ms
     with EmulatorProcess(["--time-scale", str(scale), "--cold-start-s", "0",
                           "--ground-truth", str(gt)]) as e:
         stream(e.base_url, "/v1/completions", body)
@@ -71,5 +71,5 @@ def test_concurrent_requests_share_steps_and_itl_grows(tmp_path):
 
     assert sum(mean_itl(r) for r in batch) / len(batch) > mean_itl(lone) * 1.2
     assert mean_itl(lone) == pytest.approx(
-        PerfModel(specs.config("p5.48xlarge", "scout", "bf16")).decode_step(1, 3 + 30) * scale * 1e9,
+        PerfModel(specs.config("p5.48xlarge", "scout", "bf16")).decode_step(1, 3 + 50) * scale * 1e9,
         rel=0.05)
