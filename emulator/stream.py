@@ -106,8 +106,7 @@ class Stream:
         cut = f.disconnect_after if f.disconnect_after is not None else f.malformed_after
         if not self.req.stream:
             if cut is not None and produced >= cut:  # no SSE to break: drop the connection
-                self.sent = cut
-                self.conn.abort()
+                self.conn.abort()  # nothing was written: completion_tokens stays 0
                 self.record(200, abort=True)
                 return False
             self.sent, self.pending = produced, 0
