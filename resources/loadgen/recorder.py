@@ -80,6 +80,9 @@ class Recorder:
                 "a run is never overwritten: choose a new run folder"
             )
         run_dir.mkdir(parents=True, exist_ok=True)
+        # Arrow loads its time-zone data on first use (about a CPU-second): pay it now,
+        # before any request is timed, not in the middle of the first step.
+        pc.add(pa.array([0], pa.int64()), pa.scalar(0, pa.int64())).cast(REQUEST_LOG.field("sent_at").type)
         self.run_dir, self.run_id, self.clock = run_dir, run_id, clock
         self.streams = {
             "warmup_log": _Stream(run_dir / f"warmup_log{PARTIAL_SUFFIX}", REQUEST_LOG),

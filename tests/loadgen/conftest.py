@@ -35,9 +35,13 @@ class ServerProcess:
         self.port = int(self.port_file.read_text())
         self.base_url = f"http://127.0.0.1:{self.port}"
 
+    def truth_rows(self) -> list[dict]:
+        """Every ground-truth line, the probe's (no request id) included."""
+        return [json.loads(x) for x in self.ground_truth.read_text().splitlines() if x.strip()]
+
     def truth(self) -> dict[str, dict]:
-        rows = [json.loads(x) for x in self.ground_truth.read_text().splitlines() if x.strip()]
-        return {r["request_id"]: r for r in rows}
+        """Ground truth by request id (the run's requests only)."""
+        return {r["request_id"]: r for r in self.truth_rows() if r["request_id"]}
 
     def stop(self) -> None:
         if self.proc.poll() is None:

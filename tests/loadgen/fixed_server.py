@@ -113,6 +113,7 @@ class Server:
         if opts.get("continuous_usage_stats") and self.a.reject_continuous:
             return self._error(writer, 400, "continuous_usage_stats: extra inputs are not permitted", extra)
         if "status" in fault:
+            self._truth(None, rid, arrival, utc_ns(), None, 0, int(fault["status"]), [])
             return self._error(writer, int(fault["status"]), "injected fault", extra)
         if "first_byte_delay_s" in fault:
             await asyncio.sleep(float(fault["first_byte_delay_s"]))
