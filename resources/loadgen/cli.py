@@ -8,8 +8,7 @@ from pathlib import Path
 
 from resources.analysis.manifest import ManifestError
 from resources.loadgen.config import ConfigError, LoadConfig
-from resources.loadgen.probe import LoadError
-from resources.loadgen.recorder import RunExistsError
+from resources.loadgen.errors import LoadError, RunExistsError
 
 
 def _ints(text: str) -> list[int]:

@@ -5,14 +5,11 @@ from __future__ import annotations
 import httpx
 
 from resources.loadgen.config import LoadConfig
+from resources.loadgen.errors import LoadError
 from resources.loadgen.redact import short_error
 
 FULL = {"include_usage": True, "continuous_usage_stats": True}
 FINAL_ONLY = {"include_usage": True}
-
-
-class LoadError(RuntimeError):
-    """The run cannot start or go on (unreachable endpoint, refused auth, bad model...)."""
 
 
 def api_url(cfg: LoadConfig) -> str:

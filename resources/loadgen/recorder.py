@@ -24,13 +24,10 @@ from resources.analysis.schemas import (
 )
 from resources.loadgen.client import Request
 from resources.loadgen.clock import Clock
+from resources.loadgen.errors import RunExistsError
 
 NAMES = ("warmup_log", "steady_state_request_log", "chunk_log")
 _TS_COLS = ("scheduled_at", "sent_at", "first_token_at", "last_token_at", "finished_at")
-
-
-class RunExistsError(FileExistsError):
-    """The run folder already holds request logs: a rerun never overwrites a run."""
 
 
 def existing_logs(run_dir: Path) -> list[Path]:

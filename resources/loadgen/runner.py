@@ -19,9 +19,10 @@ from resources.analysis import manifest as mf
 from resources.loadgen import client
 from resources.loadgen.clock import Clock
 from resources.loadgen.config import ConfigError, LoadConfig, step_name
-from resources.loadgen.probe import LoadError, api_url, probe
+from resources.loadgen.errors import LoadError, RunExistsError
+from resources.loadgen.probe import api_url, probe
 from resources.loadgen.progress import make_progress
-from resources.loadgen.recorder import Recorder, RunExistsError, existing_logs
+from resources.loadgen.recorder import Recorder, existing_logs
 from resources.loadgen.schedule import profile_schedule, rate_steps
 from resources.loadgen.selfwatch import InFlight, SelfWatch
 from resources.loadgen.workload import Tokenizer, Workload
@@ -64,6 +65,7 @@ class _Run:
         self.mismatch = 0
         self.watch: SelfWatch | None = None
         self.session: aiohttp.ClientSession | None = None
+        self.save: Callable[[], None] = lambda: None  # writes the manifest so far
 
     # --- one request -----------------------------------------------------------------
     async def _one(self, phase: str, step: str, mode: str, target: float, scheduled: int,
@@ -169,6 +171,7 @@ class _Run:
             "loop_lag_p99_s": None if w.loop_lag_p99_s is None else round(w.loop_lag_p99_s, 6),
         })
         self.progress.step_end(name, why)
+        self.save()
 
     # --- phases ----------------------------------------------------------------------
     async def warmup(self) -> None:
@@ -182,11 +185,13 @@ class _Run:
         self.progress.step_end(f"warm-up c={cfg.warmup_concurrency}", [])
         self.phases["warmup"] = {"started_at": mf.format_ts(start),
                                  "ended_at": mf.format_ts(self.clock.now_utc())}
+        self.save()
 
     async def steady(self) -> None:
         cfg = self.cfg
         start = self.clock.now_utc()
         self.phases["steady"] = {"started_at": mf.format_ts(start), "ended_at": None}
+        self.save()
         for c in cfg.concurrency:
             name = step_name("concurrency", c)
             self.progress.step_start(name, cfg.requests_per_step)
@@ -298,6 +303,26 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
     recorder = Recorder(run_dir, m["run_id"], clock)
     run = _Run(cfg, recorder, workload, clock, stream_options, {**headers, **cfg.headers},
                secrets, make_progress(progress))
+    base_phases = dict(m["phases"])
+
+    def save(final: bool = False) -> None:
+        # Written at every phase and step boundary, so a run killed mid-way still has a
+        # valid manifest beside its partial records; `ended_at` stays null until known.
+        if emulated or run.emulated:
+            m["source"] = "emulated"
+        if m.get("model") is None:
+            m["model"] = cfg.model
+        m["scenario"] = workload.scenario(stream_options)
+        phases = dict(base_phases)
+        for name, span in run.phases.items():
+            end = span["ended_at"] or (mf.format_ts(clock.now_utc()) if final else None)
+            phases[name] = {"started_at": span["started_at"], "ended_at": end}
+        m["phases"] = phases
+        m["steps"] = list(run.steps)
+        mf.dump(m, run_dir / "manifest.json")
+
+    run.save = save
+    save()
     interrupted = False
     try:
         with _runner() as runner:
@@ -307,18 +332,7 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
     finally:
         recorder.finalize()
         run.progress.close()
-        if emulated or run.emulated:
-            m["source"] = "emulated"
-        if m.get("model") is None:
-            m["model"] = cfg.model
-        m["scenario"] = workload.scenario(stream_options)
-        phases = dict(m["phases"])
-        for name, span in run.phases.items():
-            phases[name] = {"started_at": span["started_at"],
-                            "ended_at": span["ended_at"] or mf.format_ts(clock.now_utc())}
-        m["phases"] = phases
-        m["steps"] = run.steps
-        mf.dump(m, run_dir / "manifest.json")
+        save(final=True)
     result = LoadResult(
         run_id=m["run_id"], run_dir=run_dir, source=m["source"],
         n_requests=recorder.counts["steady_state_request_log"], n_warmup=recorder.counts["warmup_log"],

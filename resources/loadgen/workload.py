@@ -90,8 +90,8 @@ class Workload:
         self.filler_rng = random.Random(f"{cfg.seed}:filler")
         self.dataset = load_dataset(Path(cfg.dataset)) if cfg.dataset else None
         self._filler: dict[int, str] = {}
-        self.shared = self._shared_text() if cfg.prefix == "shared" else ""
         self.words_per_token: float | None = None
+        self.shared = self._shared_text() if cfg.prefix == "shared" else ""
         self.issued = 0
 
     # --- calibration ----------------------------------------------------------------
