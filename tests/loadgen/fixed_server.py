@@ -140,16 +140,28 @@ class Server:
             writer.write(event('[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]', 0 if cont else None))
         disconnect = int(fault.get("disconnect_after", -1))
         malformed = int(fault.get("malformed_after", -1))
-        stall = float(fault.get("stall_s", 0))
-        sent = 0
-        base = arrival + self.ttft_ns
-        while sent < n_out:
-            k = min(per, n_out - sent)
-            due = base + (sent + k - 1) * self.itl_ns
-            now = _perf()
-            if due > now:
-                await asyncio.sleep((due - now) / 1e9)
-            sent += k
+        stall_ns = int(float(fault.get("stall_s", 0)) * 1e9)
+        itl = self.itl_ns
+        # Tokens are written from timer callbacks, not a coroutine per token: the server
+        # has to keep up with tens of thousands of tokens a second on one core.
+        loop = asyncio.get_running_loop()
+        finished = loop.create_future()
+        st = [0, arrival + self.ttft_ns]  # tokens sent, base deadline
+
+        def arm() -> None:
+            k = min(per, n_out - st[0])
+            due = st[1] + (st[0] + k - 1) * itl
+            loop.call_later(max(0.0, (due - _perf()) / 1e9), emit, due, k)
+
+        def emit(due: int, k: int) -> None:
+            if _perf() < due:  # the loop's cached clock fired us early: wait the rest
+                loop.call_later((due - _perf()) / 1e9, emit, due, k)
+                return
+            if finished.done() or writer.transport.is_closing():
+                if not finished.done():
+                    finished.set_result("disconnect")
+                return
+            sent = st[0] = st[0] + k
             text = "".join(f" t{sent - k + j}" for j in range(k))
             fin = '"length"' if sent == n_out else "null"
             if chat:
@@ -158,20 +170,28 @@ class Server:
                 choices = f'[{{"index":0,"text":"{text}","logprobs":null,"finish_reason":{fin}}}]'
             writer.write(event(choices, sent if cont else None))
             gt_chunks.append([_ANCHOR + due, utc_ns(), k])
-            if stall and sent == k:
-                await asyncio.sleep(stall)
-                base += int(stall * 1e9)
+            if stall_ns and sent == k:
+                st[1] += stall_ns
             if sent == disconnect:
                 writer.transport.abort()
-                self._truth(cid, rid, arrival, headers_ns, p_tok, sent, "disconnect", gt_chunks)
-                return False
-            if sent == malformed:
+                finished.set_result("disconnect")
+            elif sent == malformed:
                 data = b"data: {not json\n\n"
                 writer.write(b"%x\r\n%s\r\n" % (len(data), data))
-                await writer.drain()
-                writer.transport.abort()
-                self._truth(cid, rid, arrival, headers_ns, p_tok, sent, "malformed", gt_chunks)
+                writer.transport.close()  # flushes what is buffered, then closes
+                finished.set_result("malformed")
+            elif sent >= n_out:
+                finished.set_result(200)
+            else:
+                arm()
+
+        if n_out > 0:
+            arm()
+            outcome = await finished
+            if outcome != 200:
+                self._truth(cid, rid, arrival, headers_ns, p_tok, st[0], outcome, gt_chunks)
                 return False
+        sent = st[0]
         if final_usage:
             writer.write(event("[]", sent))
         writer.write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
