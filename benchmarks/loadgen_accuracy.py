@@ -98,7 +98,9 @@ def measure(summary: dict, reqs: list[dict], truth: dict[str, dict], mode: str, 
         row["achieved_rate"] = (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9)
         row["sched_lag_ms_p99"] = pct([(r["sent"] - r["scheduled"]) / 1e6 for r in reqs], 0.99)
     if "steps" in summary:
-        row["client_limited"] = summary["steps"][0]["client_limited"]
+        step = summary["steps"][0]
+        row.update(client_limited=step["client_limited"], client_cpu_share=step["client_cpu_share"],
+                   loop_lag_p99_s=step["loop_lag_p99_s"])
     return row
 
 

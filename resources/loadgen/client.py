@@ -159,17 +159,31 @@ async def _consume(resp: aiohttp.ClientResponse, req: Request, tm: asyncio.Timeo
     req.status, req.error = "disconnect", f"stream ended without [DONE] after {n} chunks"
 
 
+async def _on_headers_sent(session, ctx, params) -> None:
+    ctx.trace_request_ctx.sent = _now()
+
+
+def trace_config() -> aiohttp.TraceConfig:
+    """Marks `sent_at` when the request is handed to an open connection (after any connect)."""
+    tc = aiohttp.TraceConfig()
+    tc.on_request_headers_sent.append(_on_headers_sent)
+    return tc
+
+
 async def send(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str],
                req: Request, first_token_timeout_s: float, total_timeout_s: float,
                secrets: tuple[str, ...] = ()) -> Request:
-    """Send one streaming request and fill `req`; never raises except on programming errors."""
+    """Send one streaming request and fill `req`; never raises except on programming errors.
+
+    The session should carry `trace_config()` so that `sent_at` excludes connection setup.
+    """
     loop = asyncio.get_running_loop()
     start = loop.time()
     total_deadline = start + total_timeout_s
-    req.sent = _now()
+    req.sent = _now()  # until the headers go out on a connection (trace_config)
     try:
         async with asyncio.timeout_at(min(start + first_token_timeout_s, total_deadline)) as tm:
-            async with session.post(url, data=body, headers=headers) as resp:
+            async with session.post(url, data=body, headers=headers, trace_request_ctx=req) as resp:
                 req.http_status = resp.status
                 if resp.headers.get("x-servingbench-emulated") == "1":
                     req.emulated = True

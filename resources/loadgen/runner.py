@@ -233,7 +233,8 @@ class _Run:
         conn = aiohttp.TCPConnector(limit=0, keepalive_timeout=120, ttl_dns_cache=None)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.cfg.connect_timeout_s)
         async with aiohttp.ClientSession(connector=conn, timeout=timeout, read_bufsize=1 << 20,
-                                         auto_decompress=False) as self.session:
+                                         auto_decompress=False,
+                                         trace_configs=[client.trace_config()]) as self.session:
             flusher = loop.create_task(self._flush_loop())
             try:
                 await self.warmup()
