@@ -12,6 +12,7 @@ class LoadSettings:
     concurrency: tuple[int, ...] | None = None   # override every candidate's plan
     rates: tuple[float, ...] | None = None
     requests_per_step: int | None = None
+    duration_s: float | None = None              # bound each step by time (with or without a count)
     warmup_requests: int | None = None
     output_tokens: int | None = None
     input_tokens: int | None = None
@@ -37,6 +38,7 @@ class LoadSettings:
         cfg = LoadConfig(
             endpoint=endpoint, model=served_model, concurrency=list(plan.concurrency),
             rates=list(plan.rates), requests_per_step=plan.requests_per_step,
+            duration_s=self.duration_s,
             warmup_requests=plan.warmup_requests,
             input_tokens=self.input_tokens or candidate.scenario["input_tokens"],
             output_tokens=self.output_tokens or candidate.scenario["output_tokens"],
