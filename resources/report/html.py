@@ -37,7 +37,8 @@ h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #d0d0d0; padd
 .badge.unknown { background: #6c6c6c; color: #ffffff; }
 .scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; }
-th, td { border: 1px solid #d4d4d4; padding: 3px 8px; text-align: left; vertical-align: top; }
+th, td { border: 1px solid #d4d4d4; padding: 3px 8px; text-align: left; vertical-align: top;
+         max-width: 460px; overflow-wrap: anywhere; }
 th { background: #f0f2f5; font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.null { color: #8a8a8a; text-align: center; }

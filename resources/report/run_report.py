@@ -59,12 +59,14 @@ def render_run(run: RunData, plots: dict[str, Path]) -> str:
     return page(title, "\n".join(body), banner)
 
 
-def write_run_report(run_dir: Path | str, out_path: Path | str | None = None) -> Path:
+def write_run_report(run_dir: Path | str, out_path: Path | str | None = None,
+                     slo: tuple[float, float] | None = None) -> Path:
     """Write the self-contained HTML report of one run folder (SPEC §6) and its PNG plots
     (`<run_dir>/plots/`); returns the HTML path (default `<run_dir>/report.html`).
+    `slo` (TTFT s, TPOT s) sets the plots' SLO lines; default the run's headline SLO.
     Raises ReportError for an unreadable folder."""
     run = load_run(run_dir)
-    slo_ttft, slo_tpot = slo_of([run])
+    slo_ttft, slo_tpot = slo or slo_of([run])
     plots = write_run_plots(run, run.run_dir / "plots", slo_ttft, slo_tpot)
     out = Path(out_path) if out_path else run.run_dir / "report.html"
     return write_html(render_run(run, plots), out)

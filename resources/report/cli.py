@@ -1,0 +1,58 @@
+"""`servingbench report <run_dir>... [--out PATH]`
+
+One run folder: writes `<run_dir>/report.html` (or PATH). Several: writes each run's
+report into its folder and the comparison of the latest run of each candidate to PATH
+(default `comparison.html` beside the first run folder). Prints the written paths.
+Exit status: 0 written, 2 bad input (a one-line message naming the file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from resources.report.rundata import ReportError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="servingbench report",
+        description="Write the HTML report of run folders (SPEC §6); with several folders, "
+                    "also the comparison across the latest run of each candidate.")
+    p.add_argument("run_dirs", nargs="+", type=Path, metavar="run_dir")
+    p.add_argument("--out", type=Path, default=None,
+                   help="HTML to write: the run report for one folder, the comparison for several")
+    p.add_argument("--compare", action="store_true",
+                   help="write a comparison report even for a single folder")
+    p.add_argument("--slo-ttft-s", type=float, default=None,
+                   help="SLO lines and headline row to show (default: the runs' headline SLO)")
+    p.add_argument("--slo-tpot-s", type=float, default=None)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    if (args.slo_ttft_s is None) != (args.slo_tpot_s is None):
+        print("servingbench report: give both --slo-ttft-s and --slo-tpot-s, or neither",
+              file=sys.stderr)
+        return 2
+    slo = None if args.slo_ttft_s is None else (args.slo_ttft_s, args.slo_tpot_s)
+    from resources.report.comparison import write_comparison_report
+    from resources.report.run_report import write_run_report
+
+    try:
+        compare = args.compare or len(args.run_dirs) > 1
+        for run_dir in args.run_dirs:
+            out = args.out if not compare else None
+            print(f"run report: {write_run_report(run_dir, out, slo)}")
+        if compare:
+            out = args.out or args.run_dirs[0].resolve().parent / "comparison.html"
+            print(f"comparison report: {write_comparison_report(args.run_dirs, out, slo)}")
+    except ReportError as exc:
+        print(f"servingbench report: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"servingbench report: cannot write the report ({exc})", file=sys.stderr)
+        return 2
+    return 0
