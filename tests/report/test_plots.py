@@ -20,7 +20,8 @@ def assert_real_png(path: Path, min_w: int = 600, min_h: int = 400) -> np.ndarra
     assert w >= min_w and h >= min_h, (w, h)
     rgb = img[..., :3].reshape(-1, 3)
     # not one flat colour: many distinct colours and real contrast
-    assert len(np.unique((rgb * 255).round().astype(np.uint8), axis=0)) > 50
+    packed = (rgb * 255).round().astype(np.int64) @ np.array([65536, 256, 1])
+    assert len(np.unique(packed)) > 50
     assert rgb.std() > 0.05
     if img.shape[2] == 4:
         assert img[..., 3].min() == 1.0, "transparent pixels read badly on dark backgrounds"
