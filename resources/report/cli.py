@@ -38,11 +38,14 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     slo = None if args.slo_ttft_s is None else (args.slo_ttft_s, args.slo_tpot_s)
-    from resources.report.comparison import write_comparison_report
+    from resources.report.comparison import unique_runs, write_comparison_report
     from resources.report.run_report import write_run_report
+    from resources.report.rundata import load_run
 
     try:
         compare = args.compare or len(args.run_dirs) > 1
+        # check every folder before writing anything: bad input leaves no half-done output
+        unique_runs([load_run(d) for d in args.run_dirs])
         for run_dir in args.run_dirs:
             out = args.out if not compare else None
             print(f"run report: {write_run_report(run_dir, out, slo)}")

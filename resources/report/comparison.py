@@ -198,21 +198,25 @@ def render(runs: list[RunData], plots: dict[str, Path], slo: tuple[float, float]
     return page(title, "\n".join(body), banner)
 
 
+def unique_runs(runs: list[RunData]) -> list[RunData]:
+    """Drop a folder given twice; refuse one run_id in two different folders."""
+    seen: dict[str, RunData] = {}
+    for run in runs:
+        other = seen.get(run.run_id)
+        if other is not None and other.run_dir.resolve() != run.run_dir.resolve():
+            raise ReportError(f"run_id {run.run_id!r} is in two folders: {other.run_dir} "
+                              f"and {run.run_dir} (run ids are never reused)")
+        seen[run.run_id] = run
+    return list(seen.values())
+
+
 def write_comparison_report(run_dirs: list[Path | str], out_path: Path | str,
                             slo: tuple[float, float] | None = None) -> Path:
     """Write one self-contained HTML comparing the latest run of each candidate among
     `run_dirs` (plots beside it in `<stem>_plots/`); returns `out_path`."""
     if not run_dirs:
         raise ReportError("no run folders given")
-    runs: dict[str, RunData] = {}
-    for d in run_dirs:
-        run = load_run(d, raw=False)
-        other = runs.get(run.run_id)
-        if other is not None and other.run_dir.resolve() != run.run_dir.resolve():
-            raise ReportError(f"run_id {run.run_id!r} is in two folders: {other.run_dir} "
-                              f"and {run.run_dir} (run ids are never reused)")
-        runs[run.run_id] = run
-    all_runs = list(runs.values())
+    all_runs = unique_runs([load_run(d, raw=False) for d in run_dirs])
     slo = slo or slo_of(latest_per_candidate(all_runs))
     out = Path(out_path)
     plots = write_comparison_plots(all_runs, out.parent / f"{out.stem}_plots", *slo)

@@ -1,0 +1,100 @@
+"""`servingbench report`: writes what it says, and bad input gets one clear line, exit 2,
+no traceback, and leaves the run folder untouched."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from resources.report.cli import main
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def test_one_folder_writes_its_report(runs, capsys):
+    assert main([str(runs[4])]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == f"run report: {runs[4] / 'report.html'}"
+    assert "meets no step" in (runs[4] / "report.html").read_text()
+
+
+def test_several_folders_write_run_reports_and_a_comparison(runs, tmp_path, capsys):
+    target = tmp_path / "cmp" / "all.html"
+    assert main([str(runs[0]), str(runs[3]), "--out", str(target)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == f"comparison report: {target}"
+    assert len(lines) == 3 and all((r / "report.html").exists() for r in (runs[0], runs[3]))
+    assert target.exists() and "Candidate comparison" in target.read_text()
+
+
+def test_default_comparison_path_is_beside_the_runs(runs, capsys):
+    assert main([str(runs[0]), "--compare"]) == 0
+    assert (runs[0].parent / "comparison.html").exists()
+
+
+def _fails(argv: list[str], capsys) -> str:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert captured.err.startswith("servingbench report: ")
+    assert len(captured.err.strip().splitlines()) == 1
+    return captured.err
+
+
+def test_missing_folder(tmp_path, capsys):
+    assert "not a run folder" in _fails([str(tmp_path / "nope")], capsys)
+
+
+def test_bad_manifest_names_the_file_and_key_and_loses_nothing(runs, capsys):
+    m = json.loads((runs[0] / "manifest.json").read_text())
+    m["candidat"] = m.pop("candidate")
+    (runs[0] / "manifest.json").write_text(json.dumps(m))
+    before = _digest(runs[0])
+    err = _fails([str(runs[0])], capsys)
+    assert "manifest.json" in err and "'candidat'" in err
+    assert _digest(runs[0]) == before  # nothing written, nothing lost
+
+
+def test_derived_metrics_missing_a_column_is_named(runs, capsys):
+    path = runs[1] / "derived_metrics.parquet"
+    pq.write_table(pq.read_table(path).drop(["tpot_s_p99"]), path)
+    before = _digest(runs[1])
+    err = _fails([str(runs[0]), str(runs[1])], capsys)
+    assert "derived_metrics.parquet" in err and "'tpot_s_p99'" in err
+    assert _digest(runs[1]) == before
+    assert not (runs[0] / "report.html").exists()  # checked all folders before writing
+
+
+def test_unreadable_gates_and_chunk_log(runs, capsys):
+    (runs[2] / "gates.json").write_text("{not json")
+    assert "gates.json: not valid JSON" in _fails([str(runs[2])], capsys)
+    (runs[3] / "chunk_log.parquet").write_bytes(b"garbage")
+    assert "chunk_log.parquet" in _fails([str(runs[3])], capsys)
+
+
+def test_one_slo_flag_alone_is_refused(runs, capsys):
+    assert "both --slo-ttft-s and --slo-tpot-s" in _fails(
+        [str(runs[0]), "--slo-ttft-s", "1"], capsys)
+
+
+def test_same_run_id_in_two_folders_is_refused(runs, tmp_path, capsys):
+    import shutil
+
+    twin = tmp_path / "elsewhere" / runs[0].name
+    shutil.copytree(runs[0], twin)
+    err = _fails([str(runs[0]), str(twin), "--out", str(tmp_path / "c.html")], capsys)
+    assert "is in two folders" in err
+    assert not (runs[0] / "report.html").exists() and not (tmp_path / "c.html").exists()
+
+
+def test_no_argument_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([])
+    assert exc.value.code == 2
