@@ -53,9 +53,13 @@ def _suptitle(fig: Figure, text: str, emulated: bool, mixed: bool = False) -> No
         fig.suptitle(text)
 
 
-def _figure(width: float, emulated: bool, ncols: int = 1) -> tuple[Figure, list]:
+def _figure(width: float, emulated: bool, ncols: int = 1, bottom: float = 0.12
+            ) -> tuple[Figure, list]:
+    # Fixed margins rather than constrained layout: it halves the drawing time.
     with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=(width, 4.6), dpi=DPI, layout="constrained")
+        fig = Figure(figsize=(width, 4.6), dpi=DPI)
+        fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=bottom,
+                            top=0.84 if ncols > 1 else 0.9, wspace=0.22)
         axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
     if emulated:
         fig.text(0.5, 0.5, "EMULATED", fontsize=54, color=EMULATED_COLOR, alpha=0.08,
@@ -173,7 +177,7 @@ def plot_latency_throughput(runs: list[RunData], slo_ttft_s: float, slo_tpot_s: 
     """p99 TPOT and p99 TTFT against output tokens/s, every candidate on one chart."""
     emulated = all(r.emulated for r in runs)
     mixed = not emulated and any(r.emulated for r in runs)
-    fig, (ax1, ax2) = _figure(12, emulated, ncols=2)
+    fig, (ax1, ax2) = _figure(12, emulated, ncols=2, bottom=0.3)
     ys: dict[str, list] = {"tpot_s_p99": [], "ttft_s_p99": []}
     for i, run in enumerate(runs):
         if run.metrics is None or run.metrics.empty:
@@ -200,7 +204,7 @@ def plot_latency_throughput(runs: list[RunData], slo_ttft_s: float, slo_tpot_s: 
         ax.set_xlabel("output tokens/s")
         ax.set_ylabel(name)
         ax.set_xlim(left=0)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     _suptitle(fig, "latency vs throughput, latest run of each candidate", emulated, mixed)
     ax1.set_title("p99 TPOT vs output tokens/s (hollow marker = invalid step)")
     ax2.set_title("p99 TTFT vs output tokens/s")
@@ -222,7 +226,7 @@ def plot_cost(latest: list[RunData], spread: dict[str, list[float]] | None = Non
     """
     emulated = all(r.emulated for r in latest)
     mixed = not emulated and any(r.emulated for r in latest)
-    fig, (ax,) = _figure(9, emulated)
+    fig, (ax,) = _figure(9, emulated, bottom=0.2)
     ax.set_axisbelow(True)
     values = []
     for run in latest:

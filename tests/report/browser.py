@@ -96,7 +96,8 @@ def _errors(events: list[dict]) -> list[str]:
     return out
 
 
-async def _load(port: int, url: str) -> PageLoad:
+async def _load(port: int, urls: list[str]) -> list[PageLoad]:
+    out = []
     async with aiohttp.ClientSession() as http:
         async with http.get(f"http://127.0.0.1:{port}/json/list") as resp:
             targets = await resp.json()
@@ -107,18 +108,26 @@ async def _load(port: int, url: str) -> PageLoad:
                 await cdp.call(f"{domain}.enable")
             await cdp.call("Emulation.setDeviceMetricsOverride", width=1400, height=1800,
                            deviceScaleFactor=1, mobile=False)
-            await cdp.call("Page.navigate", url=url)
-            await cdp.wait_event("Page.loadEventFired")
-            await cdp.drain(0.5)
-            probe = await cdp.call("Runtime.evaluate", expression=PROBE, returnByValue=True)
-            shot = await cdp.call("Page.captureScreenshot", format="png")
-            return PageLoad(errors=_errors(cdp.events),
-                            facts=json.loads(probe["result"]["value"]),
-                            screenshot=base64.b64decode(shot["data"]))
+            for url in urls:
+                cdp.events = []
+                await cdp.call("Page.navigate", url=url)
+                await cdp.wait_event("Page.loadEventFired")
+                await cdp.drain(0.5)
+                probe = await cdp.call("Runtime.evaluate", expression=PROBE, returnByValue=True)
+                shot = await cdp.call("Page.captureScreenshot", format="png")
+                out.append(PageLoad(errors=_errors(cdp.events),
+                                    facts=json.loads(probe["result"]["value"]),
+                                    screenshot=base64.b64decode(shot["data"])))
+    return out
 
 
 def load_page(page: Path, profile: Path) -> PageLoad:
     """Open `page` in headless Chromium over CDP (127.0.0.1 only) and report what happened."""
+    return load_pages([page], profile)[0]
+
+
+def load_pages(pages: list[Path], profile: Path) -> list[PageLoad]:
+    """Open each page in turn in one headless Chromium, over CDP on 127.0.0.1."""
     cmd = [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
            "--remote-debugging-address=127.0.0.1", "about:blank"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -130,7 +139,7 @@ def load_page(page: Path, profile: Path) -> PageLoad:
                 raise RuntimeError(f"chromium did not open its DevTools port (rc={proc.poll()})")
             time.sleep(0.1)
         port = int(port_file.read_text().split()[0])
-        return asyncio.run(_load(port, page.resolve().as_uri()))
+        return asyncio.run(_load(port, [p.resolve().as_uri() for p in pages]))
     finally:
         proc.terminate()
         try:

@@ -7,7 +7,7 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 
-from tests.report.browser import CHROMIUM, load_page, screenshot
+from tests.report.browser import CHROMIUM, load_page, load_pages, screenshot
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(),
@@ -31,20 +31,21 @@ def test_comparison_report_screenshot(reports, tmp_path):
     assert top[0] > 0.6 and top[1] < 0.2 and top[2] < 0.2, top
 
 
-@pytest.mark.parametrize("which", ["comparison", "emulated", "measured"])
-def test_report_loads_without_console_errors(reports, tmp_path, which):
-    page = load_page(reports[which], tmp_path / "profile")
-    assert page.errors == []
-    images = page.facts["images"]
-    assert len(images) == (2 if which == "comparison" else 3)
-    assert all(complete and w > 500 and h > 300 for complete, w, h in images), images
-    assert page.facts["scripts"] == 0 and page.facts["tables"] >= 5
-    if which == "measured":
-        assert page.facts["banner"] is None and "EMULATED" not in page.facts["title"]
-    else:
-        assert page.facts["banner"].startswith("EMULATED")
-    (tmp_path / "cdp.png").write_bytes(page.screenshot)
-    _non_trivial(tmp_path / "cdp.png")
+def test_reports_load_without_console_errors(reports, tmp_path):
+    which = ["comparison", "emulated", "measured"]
+    loads = load_pages([reports[w] for w in which], tmp_path / "profile")
+    for name, page in zip(which, loads, strict=True):
+        assert page.errors == [], name
+        images = page.facts["images"]
+        assert len(images) == (2 if name == "comparison" else 3), name
+        assert all(complete and w > 500 and h > 300 for complete, w, h in images), images
+        assert page.facts["scripts"] == 0 and page.facts["tables"] >= 5
+        if name == "measured":
+            assert page.facts["banner"] is None and "EMULATED" not in page.facts["title"]
+        else:
+            assert page.facts["banner"].startswith("EMULATED")
+        (tmp_path / f"{name}.png").write_bytes(page.screenshot)
+        _non_trivial(tmp_path / f"{name}.png")
 
 
 def test_the_console_check_catches_errors(tmp_path):

@@ -18,25 +18,21 @@ def _digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def test_one_folder_writes_its_report(runs, capsys):
-    assert main([str(runs[4])]) == 0
+def test_one_folder_writes_its_report(runs, tmp_path, capsys):
+    assert main([str(runs[4]), "--out", str(tmp_path / "slow.html")]) == 0
     out = capsys.readouterr().out
-    assert out.strip() == f"run report: {runs[4] / 'report.html'}"
-    assert "meets no step" in (runs[4] / "report.html").read_text()
+    assert out.strip() == f"run report: {tmp_path / 'slow.html'}"
+    assert "meets no step" in (tmp_path / "slow.html").read_text()
+    assert not (runs[4] / "report.html").exists()
 
 
-def test_several_folders_write_run_reports_and_a_comparison(runs, tmp_path, capsys):
-    target = tmp_path / "cmp" / "all.html"
-    assert main([str(runs[0]), str(runs[3]), "--out", str(target)]) == 0
+def test_several_folders_write_run_reports_and_a_comparison(runs, capsys):
+    target = runs[0].parent / "comparison.html"  # the default: beside the first folder
+    assert main([str(runs[0]), str(runs[3])]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == f"comparison report: {target}"
     assert len(lines) == 3 and all((r / "report.html").exists() for r in (runs[0], runs[3]))
     assert target.exists() and "Candidate comparison" in target.read_text()
-
-
-def test_default_comparison_path_is_beside_the_runs(runs, capsys):
-    assert main([str(runs[0]), "--compare"]) == 0
-    assert (runs[0].parent / "comparison.html").exists()
 
 
 def _fails(argv: list[str], capsys) -> str:
