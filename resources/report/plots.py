@@ -8,7 +8,8 @@ EMULATED watermark.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import matplotlib
@@ -26,11 +27,21 @@ STYLE = {
     "grid.color": "#dddddd", "grid.linewidth": 0.8, "font.size": 10,
     "axes.titlesize": 11, "legend.fontsize": 8, "legend.framealpha": 0.9,
     "legend.facecolor": "white", "legend.edgecolor": "#bbbbbb",
+    "text.parse_math": False,  # a `$` in a candidate name is text, never mathtext
 }
 DPI = 110
 EMULATED_COLOR = "#b00020"
 CANDIDATE_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
                     "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
+
+
+def _styled(fn: Callable) -> Callable:
+    """Build the whole figure under STYLE (rcParams are read when each artist is made)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context(STYLE):
+            return fn(*args, **kwargs)
+    return wrapper
 
 
 def _title(ax, text: str, emulated: bool, mixed: bool = False) -> None:
@@ -56,22 +67,21 @@ def _suptitle(fig: Figure, text: str, emulated: bool, mixed: bool = False) -> No
 def _figure(width: float, emulated: bool, ncols: int = 1, bottom: float = 0.12
             ) -> tuple[Figure, list]:
     # Fixed margins rather than constrained layout: it halves the drawing time.
-    with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=(width, 4.6), dpi=DPI)
-        fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=bottom,
-                            top=0.84 if ncols > 1 else 0.9, wspace=0.22)
-        axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+    fig = Figure(figsize=(width, 4.6), dpi=DPI)
+    fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=bottom,
+                        top=0.84 if ncols > 1 else 0.9, wspace=0.22)
+    axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
     if emulated:
         fig.text(0.5, 0.5, "EMULATED", fontsize=54, color=EMULATED_COLOR, alpha=0.08,
                  ha="center", va="center", rotation=20, fontweight="bold", zorder=0)
     return fig, axes
 
 
+@_styled
 def _save(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with matplotlib.rc_context(STYLE):
-        fig.savefig(tmp, format="png", dpi=DPI, facecolor="white")
+    fig.savefig(tmp, format="png", dpi=DPI, facecolor="white")
     tmp.replace(path)
     return path
 
@@ -101,6 +111,7 @@ def _invalid_steps(run: RunData) -> set[str]:
     return set(run.metrics.loc[~run.metrics["valid"].fillna(False).astype(bool), "step"])
 
 
+@_styled
 def plot_cdf(run: RunData, kind: str, slo_s: float | None) -> Figure | None:
     """kind 'ttft' (one sample per request) or 'itl' (per-token, token-weighted)."""
     data = cdf.ttft_cdf(run) if kind == "ttft" else cdf.itl_cdf(run)
@@ -129,6 +140,7 @@ def plot_cdf(run: RunData, kind: str, slo_s: float | None) -> Figure | None:
     return fig
 
 
+@_styled
 def plot_scaling(run: RunData, slo_ttft_s: float | None) -> Figure | None:
     """Output tokens/s and p99 TTFT against concurrency, one point per step."""
     m = run.metrics
@@ -173,6 +185,7 @@ def _label(run: RunData) -> str:
     return f"{run.candidate} (EMULATED)" if run.emulated else run.candidate
 
 
+@_styled
 def plot_latency_throughput(runs: list[RunData], slo_ttft_s: float, slo_tpot_s: float) -> Figure:
     """p99 TPOT and p99 TTFT against output tokens/s, every candidate on one chart."""
     emulated = all(r.emulated for r in runs)
@@ -217,6 +230,7 @@ def _headline_row(run: RunData) -> dict | None:
     return run.headline.iloc[0].to_dict()
 
 
+@_styled
 def plot_cost(latest: list[RunData], spread: dict[str, list[float]] | None = None) -> Figure:
     """Cost per 1M output tokens at the SLO operating point, one bar per candidate.
 

@@ -111,3 +111,15 @@ def test_run_without_raw_records_skips_the_cdfs(runs, tmp_path):
     (runs[0] / "steady_state_request_log.parquet").unlink()
     out = plots.write_run_plots(load_run(runs[0]), tmp_path / "p", 2.0, 0.1)
     assert set(out) == {"scaling"}
+
+
+def test_dollar_signs_and_markup_in_names_are_plain_text(runs, tmp_path):
+    from resources.analysis.manifest import dump, load
+
+    m = load(runs[4] / "manifest.json")
+    m["candidate"] = r"$\notacommand{x}_$ <b>"
+    dump(m, runs[4] / "manifest.json")
+    latest = plots.latest_per_candidate([load_run(r, raw=False) for r in runs])
+    fig = plots.plot_cost(latest)
+    assert r"$\notacommand{x}_$ <b>" in [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert_real_png(plots._save(fig, tmp_path / "cost.png"))
