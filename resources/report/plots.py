@@ -25,7 +25,7 @@ STYLE = {
     "text.color": "#1a1a1a", "axes.labelcolor": "#1a1a1a", "axes.edgecolor": "#555555",
     "xtick.color": "#333333", "ytick.color": "#333333", "axes.grid": True,
     "grid.color": "#dddddd", "grid.linewidth": 0.8, "font.size": 10,
-    "axes.titlesize": 11, "legend.fontsize": 8, "legend.framealpha": 0.9,
+    "axes.titlesize": 11, "legend.fontsize": 9, "legend.framealpha": 0.9,
     "legend.facecolor": "white", "legend.edgecolor": "#bbbbbb",
     "text.parse_math": False,  # a `$` in a candidate name is text, never mathtext
 }

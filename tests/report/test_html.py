@@ -154,3 +154,29 @@ def test_gate_failure_shows_the_gates_and_withholds_cost(runs, tmp_path):
     gates = _table_after(html, "gates")
     assert gates[5][:3] == ["5", "scoped", "FAIL"]
     assert not Path(gated / "cost_per_1m.parquet").exists()
+
+
+def test_load_only_run_without_bill_says_so(runs):
+    run = runs[0]
+    (run / "cost_per_1m.parquet").unlink()
+    (run / "headline.parquet").unlink()
+    gates = json.loads((run / "gates.json").read_text())
+    for g in gates[4:]:
+        g.update(passed=None, message="no bill")
+    (run / "gates.json").write_text(json.dumps(gates))
+    page = check_safe(write_run_report(run).read_text())
+    assert "the run has no bill (a load-only run)" in page.plain
+    assert "not checked" in page.plain and "accepted" in page.plain
+
+
+def test_manifest_only_folder_still_reports_what_it_knows(runs):
+    run = runs[4]
+    for p in run.iterdir():
+        if p.name != "manifest.json":
+            p.unlink()
+    html = write_run_report(run).read_text()
+    page = check_safe(html)
+    assert "the analyzer has not run on this folder" in page.plain
+    assert "No raw request/chunk log" in page.plain
+    assert "inf2.48xlarge" in page.plain and "weights_load" in page.plain
+    assert sum(1 for t, _ in page.tags if t == "img") == 0
