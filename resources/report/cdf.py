@@ -15,18 +15,33 @@ import numpy as np
 from resources.report.rundata import RunData
 
 MAX_POINTS = 2000
+Cdf = dict[str, tuple[np.ndarray, np.ndarray]]
 _SQL = Path(__file__).parent
 
 
-def _query(name: str, **relations) -> list[tuple]:
+def _query(name: str, **relations) -> dict[str, np.ndarray]:
+    """Run one named query over Arrow tables; columns as numpy arrays."""
     sql = (_SQL / f"{name}.sql").read_text()
     con = duckdb.connect(":memory:")
     try:
         for rel_name, table in relations.items():
             con.register(rel_name, table)
-        return con.execute(sql).fetchall()
+        return con.execute(sql).fetchnumpy()
     finally:
         con.close()
+
+
+def _by_step(cols: dict[str, np.ndarray], x: str, y: str | None) -> Cdf:
+    """Split the (step-sorted) query result by step; y = i/n when no y column."""
+    steps = np.asarray(cols["step"], dtype=object)
+    out: Cdf = {}
+    for step in dict.fromkeys(steps.tolist()):
+        mask = steps == step
+        xs = np.asarray(cols[x], dtype=float)[mask]
+        ys = (np.asarray(cols[y], dtype=float)[mask] if y
+              else np.arange(1, len(xs) + 1, dtype=float) / len(xs))
+        out[step] = _thin(xs, ys)
+    return out
 
 
 def _thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -36,31 +51,16 @@ def _thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x[idx], y[idx]
 
 
-Cdf = dict[str, tuple[np.ndarray, np.ndarray]]
-
-
 def ttft_cdf(run: RunData) -> Cdf:
     """step -> (sorted TTFT seconds, cumulative share i/n)."""
     if run.requests is None or run.requests.num_rows == 0:
         return {}
-    per_step: dict[str, list[float]] = {}
-    for step, ttft in _query("ttft_samples", requests=run.requests):
-        per_step.setdefault(step, []).append(ttft)
-    out: Cdf = {}
-    for step, values in per_step.items():
-        x = np.asarray(values, dtype=float)
-        y = np.arange(1, len(x) + 1, dtype=float) / len(x)
-        out[step] = _thin(x, y)
-    return out
+    return _by_step(_query("ttft_samples", requests=run.requests), "ttft_s", None)
 
 
 def itl_cdf(run: RunData) -> Cdf:
     """step -> (sorted per-token ITL seconds, token-weighted cumulative share)."""
     if run.requests is None or run.chunks is None or run.chunks.num_rows == 0:
         return {}
-    per_step: dict[str, tuple[list[float], list[float]]] = {}
-    for step, itl, share in _query("itl_cdf", requests=run.requests, chunks=run.chunks):
-        xs, ys = per_step.setdefault(step, ([], []))
-        xs.append(itl)
-        ys.append(share)
-    return {s: _thin(np.asarray(x), np.asarray(y)) for s, (x, y) in per_step.items()}
+    cols = _query("itl_cdf", requests=run.requests, chunks=run.chunks)
+    return _by_step(cols, "itl_s", "cum_share")
