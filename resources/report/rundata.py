@@ -45,6 +45,29 @@ HEADLINE_COLUMNS: tuple[str, ...] = (
 )
 GATE_KEYS = ("rule", "name", "passed", "offending_rows", "examples", "message")
 
+_STRINGS = {"run_id", "step", "load_mode", "source", "invalid_reason", "candidate",
+            "instance_type", "bill_source", "bill_status", "cross_check_note", "price_region",
+            "purchase_option", "retrieved_on"}
+_TIMESTAMPS = {"window_start", "window_end"}
+_BOOLS = {"valid", "meets_slo"}
+_LISTS = {"included", "excluded_items"}
+
+
+def _kind_ok(name: str, typ: pa.DataType) -> tuple[bool, str]:
+    """Type families, not exact types: the report reads values, it does not re-check the
+    analyzer's precision (a null-only column may be typed `null`)."""
+    if pa.types.is_null(typ):
+        return True, ""
+    if name in _STRINGS:
+        return pa.types.is_string(typ) or pa.types.is_large_string(typ), "string"
+    if name in _TIMESTAMPS:
+        return pa.types.is_timestamp(typ), "timestamp"
+    if name in _BOOLS:
+        return pa.types.is_boolean(typ), "bool"
+    if name in _LISTS:
+        return pa.types.is_list(typ) or pa.types.is_large_list(typ), "list"
+    return pa.types.is_integer(typ) or pa.types.is_floating(typ), "number"
+
 
 class ReportError(ValueError):
     """A run folder cannot be reported on; the message names the file and what is wrong."""
@@ -101,7 +124,12 @@ def _read_frame(path: Path, columns: tuple[str, ...]) -> pd.DataFrame | None:
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise ReportError(f"{path}: missing column {missing[0]!r} (SPEC §3/§4)")
-    return table.to_pandas(types_mapper=None)
+    for name in columns:
+        ok, kind = _kind_ok(name, table.schema.field(name).type)
+        if not ok:
+            raise ReportError(f"{path}: column {name!r} has type "
+                              f"{table.schema.field(name).type}, expected a {kind}")
+    return table.to_pandas()
 
 
 def _read_gates(path: Path) -> list[dict] | None:
@@ -117,6 +145,10 @@ def _read_gates(path: Path) -> list[dict] | None:
         missing = [k for k in GATE_KEYS if k not in gate]
         if missing:
             raise ReportError(f"{path}: gate [{i}] lacks key {missing[0]!r}")
+        if gate["passed"] not in (True, False, None):
+            raise ReportError(f"{path}: gate [{i}] 'passed' must be true, false or null")
+        if not isinstance(gate["examples"], list | type(None)):
+            raise ReportError(f"{path}: gate [{i}] 'examples' must be a list")
     return gates
 
 

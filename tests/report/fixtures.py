@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -164,6 +165,16 @@ EXCLUDED = pa.list_(pa.struct([("service", pa.string()), ("usage_type", pa.strin
                                 ("period_start", TS), ("amount", pa.float64())]))
 
 
+def _excluded(m: dict) -> list[dict]:
+    """One monthly KMS fee behind the first step: listed, never prorated (SPEC §4)."""
+    if m["step"] != "c=1":
+        return []
+    start = datetime.fromtimestamp(m["window_start"] // NS, UTC).replace(
+        day=1, hour=0, minute=0, second=0)
+    return [dict(service="AWS Key Management Service", usage_type="KMS-Keys",
+                 period_start=start, amount=1.0)]
+
+
 def _cost_rows(c: Candidate, run_id: str, metrics: list[dict]) -> pa.Table:
     rows = []
     for m in metrics:
@@ -174,7 +185,7 @@ def _cost_rows(c: Candidate, run_id: str, metrics: list[dict]) -> pa.Table:
                          output_tokens=m["output_tokens"], cost_per_1m_output_usd=rate,
                          hourly_price_usd=c.hourly_usd, cost_per_1m_via_rate_usd=rate,
                          cross_check_delta=0.0, cross_check_note=None, included=["instance"],
-                         excluded_items=[], price_region="us-east-1",
+                         excluded_items=_excluded(m), price_region="us-east-1",
                          purchase_option="on_demand", retrieved_on="2026-11-28"))
     types = {k: pa.float64() for k in rows[0]}
     types.update({k: pa.string() for k in ("run_id", "step", "source", "bill_source",

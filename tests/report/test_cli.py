@@ -68,6 +68,21 @@ def test_derived_metrics_missing_a_column_is_named(runs, capsys):
     assert not (runs[0] / "report.html").exists()  # checked all folders before writing
 
 
+def test_mistyped_columns_and_gates_are_named(runs, capsys):
+    import pyarrow as pa
+
+    path = runs[2] / "derived_metrics.parquet"
+    table = pq.read_table(path)
+    i = table.column_names.index("valid")
+    pq.write_table(table.set_column(i, "valid", table["valid"].cast(pa.string())), path)
+    err = _fails([str(runs[2])], capsys)
+    assert "derived_metrics.parquet: column 'valid' has type string, expected a bool" in err
+    gates = json.loads((runs[3] / "gates.json").read_text())
+    gates[0]["passed"] = "yes"
+    (runs[3] / "gates.json").write_text(json.dumps(gates))
+    assert "gate [0] 'passed' must be true, false or null" in _fails([str(runs[3])], capsys)
+
+
 def test_unreadable_gates_and_chunk_log(runs, capsys):
     (runs[2] / "gates.json").write_text("{not json")
     assert "gates.json: not valid JSON" in _fails([str(runs[2])], capsys)

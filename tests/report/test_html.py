@@ -67,6 +67,7 @@ def test_run_report_has_its_sections_and_tables(reports):
     for fact in ("p5.48xlarge", "bf16", "sha256:abab", "on_demand", "price_list", "570.86.15",
                  "weights_load", "image_pull", "compile"):
         assert fact in text, fact
+    assert "AWS Key Management Service KMS-Keys $1.00" in text  # excluded, not prorated
     # the invalid step and why
     assert "error_rate;achieved_concurrency" in text
     assert "more than 1 % of its requests failed (4 of 48)" in text

@@ -123,3 +123,19 @@ def test_dollar_signs_and_markup_in_names_are_plain_text(runs, tmp_path):
     fig = plots.plot_cost(latest)
     assert r"$\notacommand{x}_$ <b>" in [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert_real_png(plots._save(fig, tmp_path / "cost.png"))
+
+
+def test_open_loop_steps_are_drawn_against_achieved_concurrency(runs):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = runs[0] / "derived_metrics.parquet"
+    t = pq.read_table(path)
+    t = t.set_column(t.column_names.index("load_mode"), "load_mode",
+                     pa.array(["rate"] * t.num_rows))
+    pq.write_table(t, path)
+    run = load_run(runs[0], raw=False)
+    fig = plots.plot_scaling(run, 2.0)
+    assert fig.axes[0].get_xlabel() == "achieved concurrency"
+    xs = sorted(fig.axes[0].get_lines()[0].get_xdata())
+    assert xs == sorted(run.metrics["achieved_concurrency"])
