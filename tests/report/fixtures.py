@@ -8,7 +8,7 @@ them here with numpy, so the CDFs and the tables of a fixture agree with each ot
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from resources.analysis.manifest import dump, format_ts, parse_ts
-from resources.analysis.schemas import CHUNK_LOG, REQUEST_LOG, TS
-from resources.report.rundata import STATS
+from resources.analysis.schemas import BILL, CHUNK_LOG, REQUEST_LOG, TS
+from resources.report.rundata import DERIVED_COLUMNS, STATS
 
 NS = 1_000_000_000
 GATE_NAMES = ("complete", "ordered", "phased", "counted", "scoped", "single-source")
@@ -165,14 +165,37 @@ EXCLUDED = pa.list_(pa.struct([("service", pa.string()), ("usage_type", pa.strin
                                 ("period_start", TS), ("amount", pa.float64())]))
 
 
+def _bill(c: Candidate, run_id: str, start: int, end: int) -> pa.Table:
+    """Hourly instance rows at the price basis' rate covering the steady phase (SPEC §2.4)."""
+    hour = 3600 * NS
+    rows = []
+    for h in range(start - start % hour, end, hour):
+        rows.append(dict(run_id=run_id, period_start=h, period_end=h + hour,
+                         account_id="123456789012", region="us-east-1",
+                         service="Amazon Elastic Compute Cloud - Compute",
+                         usage_type=f"USE1-BoxUsage:{c.instance_type}",
+                         instance_type=c.instance_type, tag_key="servingbench:run-id",
+                         tag_value=run_id, metric="UnblendedCost", amount=c.hourly_usd,
+                         unit="USD", usage_quantity=1.0, usage_unit="Hrs", estimated=False,
+                         source="fixture"))
+    month = [int(t.timestamp()) * NS for t in _month(start)]
+    rows.append({**rows[0], "period_start": month[0], "period_end": month[1],
+                 "service": "AWS Key Management Service", "usage_type": "KMS-Keys",
+                 "instance_type": None, "amount": 1.0, "usage_quantity": 1.0,
+                 "usage_unit": "Keys"})
+    return _table(rows, {f.name: f.type for f in BILL})
+
+
+def _month(ns: int) -> tuple[datetime, datetime]:
+    start = datetime.fromtimestamp(ns // NS, UTC).replace(day=1, hour=0, minute=0, second=0)
+    end = start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+    return start, end
+
+
 def _excluded(m: dict) -> list[dict]:
-    """One monthly KMS fee behind the first step: listed, never prorated (SPEC §4)."""
-    if m["step"] != "c=1":
-        return []
-    start = datetime.fromtimestamp(m["window_start"] // NS, UTC).replace(
-        day=1, hour=0, minute=0, second=0)
+    """The month's KMS key fee is behind every step: listed, never prorated (SPEC §4)."""
     return [dict(service="AWS Key Management Service", usage_type="KMS-Keys",
-                 period_start=start, amount=1.0)]
+                 period_start=_month(m["window_start"])[0], amount=1.0)]
 
 
 def _cost_rows(c: Candidate, run_id: str, metrics: list[dict]) -> pa.Table:
@@ -266,19 +289,29 @@ def build_run(root: Path, c: Candidate, run_id: str, created_at: str = "2026-11-
         all_reqs += reqs
         all_chunks += chunks
         t = max(r["finished_at"] for r in reqs) + NS
+    warm_reqs, warm_chunks = _simulate_step(
+        replace(c, requests_per_slot=1, failing_step=None), run_id, 1,
+        created + 1301 * NS, rng)
+    for r in warm_reqs:
+        r.update(request_id=r["request_id"] + "-warmup", step="c=1")
+    for ch in warm_chunks:
+        ch["request_id"] += "-warmup"
     run_dir = root / run_id
     run_dir.mkdir(parents=True)
     dump(_manifest(c, run_id, created, (created + 1360 * NS, t)), run_dir / "manifest.json")
-    for r in all_reqs:
-        r.update(run_id=run_id, phase="steady", load_mode="concurrency",
-                 output_tokens_source="usage")
+    for phase, rows in (("steady", all_reqs), ("warmup", warm_reqs)):
+        for r in rows:
+            r.update(run_id=run_id, phase=phase, load_mode="concurrency",
+                     output_tokens_source="usage")
     req_types = {f.name: f.type for f in REQUEST_LOG}
     pq.write_table(_table(all_reqs, req_types), run_dir / "steady_state_request_log.parquet")
+    pq.write_table(_table(warm_reqs, req_types), run_dir / "warmup_log.parquet")
+    all_chunks = warm_chunks + all_chunks
     for ch in all_chunks:
         ch["run_id"] = run_id
     pq.write_table(_table(all_chunks, {f.name: f.type for f in CHUNK_LOG}),
                    run_dir / "chunk_log.parquet")
-    from resources.report.rundata import DERIVED_COLUMNS
+    pq.write_table(_bill(c, run_id, created + 1360 * NS, t), run_dir / "bill.parquet")
     pq.write_table(_table(metrics, {n: _derived_type(n) for n in DERIVED_COLUMNS}),
                    run_dir / "derived_metrics.parquet")
     gates = [dict(rule=i + 1, name=n, passed=not (c.gate_fail and i == 4),
