@@ -37,8 +37,8 @@ h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #d0d0d0; padd
 .badge.unknown { background: #6c6c6c; color: #ffffff; }
 .scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: 6px 0 12px; font-size: 13px; }
-th, td { border: 1px solid #d4d4d4; padding: 3px 8px; text-align: left; vertical-align: top;
-         max-width: 460px; overflow-wrap: anywhere; }
+th, td { border: 1px solid #d4d4d4; padding: 3px 8px; text-align: left; vertical-align: top; }
+td.long { max-width: 460px; overflow-wrap: anywhere; }
 th { background: #f0f2f5; font-weight: 600; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.null { color: #8a8a8a; text-align: center; }
@@ -86,7 +86,10 @@ def usd(value) -> str:
 
 
 def pct(value, digits: int = 1) -> str:
-    return NULL if is_null(value) else f"{float(value) * 100:.{digits}f} %"
+    if is_null(value):
+        return NULL
+    shown = round(float(value) * 100, digits)
+    return f"{shown + 0.0:.{digits}f} %"  # + 0.0: never "-0.0 %"
 
 
 class Cell:
@@ -101,6 +104,8 @@ def cell(value, kind: str = "text") -> Cell:
     """An escaped text cell, or a number cell when `kind == 'num'` (value already formatted)."""
     if is_null(value) or value == NULL:
         return Cell(NULL, "null")
+    if kind == "text" and any(len(word) > 40 for word in str(value).split()):
+        kind = "text long"  # a digest or id: may break anywhere, other text only at spaces
     return Cell(esc(value), kind)
 
 

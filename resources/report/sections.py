@@ -183,7 +183,7 @@ def manifest_facts(run: RunData) -> list[tuple[str, object]]:
         ("region / AZ", f"{m.get('region') or NULL} / {m.get('availability_zone') or NULL}"),
         ("cluster / nodegroup / k8s",
          f"{m.get('cluster_name') or NULL} / {m.get('nodegroup') or NULL} / {m.get('k8s_version') or NULL}"),
-        ("scenario", ", ".join(f"{k}={v}" for k, v in sc.items()) or None),
+        ("scenario", ", ".join(f"{k}={NULL if v is None else v}" for k, v in sc.items()) or None),
         ("price basis", (f"{usd(pb.get('hourly_usd_per_node'))}/node-hour, {pb.get('purchase_option')}, "
                          f"{pb.get('region')}, {pb.get('source')}, retrieved {pb.get('retrieved_on')}")
          if pb else None),
