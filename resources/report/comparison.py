@@ -21,6 +21,7 @@ from resources.report.html import (
     write_html,
 )
 from resources.report.plots import write_comparison_plots
+from resources.report.regression import Thresholds, compare_to_history, record_of
 from resources.report.repeatability import step_spreads
 from resources.report.run_report import slo_of
 from resources.report.rundata import ReportError, RunData, latest_per_candidate, load_run
@@ -116,6 +117,39 @@ def repeatability_table(spreads: pd.DataFrame) -> str:
         "shown where n \u2265 3.")
 
 
+def regression_table(latest: list[RunData], runs: list[RunData],
+                     slo: tuple[float, float]) -> str:
+    """The nightly check, as the pipeline runs it, for each candidate's latest run."""
+    records = {r.run_id: record_of(r, slo) for r in runs}
+    rows, classes = [], []
+    for run in latest:
+        current = records[run.run_id]
+        history = [records[r.run_id] for r in runs
+                   if r.candidate == run.candidate and r.run_id != run.run_id
+                   and records[r.run_id] is not None]
+        if current is None or not history:
+            why = "no headline" if current is None else "no earlier run"
+            rows.append([cell(run.candidate), cell(run.run_id), s.n(len(history))]
+                        + [cell(None)] * 3 + [badge(why, "unknown")])
+            classes.append("")
+            continue
+        res = compare_to_history(current, history)
+        found = {f["metric"]: f for f in res.findings}
+        changes = [s.share(found[m]["change"]) for m in
+                   ("output_tok_s", "ttft_s_p99", "cost_per_1m_output_usd")]
+        status = badge("WARN: " + ", ".join(res.metadata["regressed_metrics"]), "bad") \
+            if res.regressed else badge("ok", "ok")
+        rows.append([cell(run.candidate), cell(run.run_id), s.n(res.metadata["n_history"]),
+                     *changes, status])
+        classes.append("bad" if res.regressed else "")
+    t = Thresholds()
+    return table(("candidate", "latest run", "earlier runs", "output tok/s vs median",
+                  "p99 TTFT vs median", "USD / 1M vs median", "check"), rows, classes) + para(
+        f"Against the median of up to 5 earlier runs of the same candidate, source and SLO; "
+        f"WARN when output tok/s falls more than {t.throughput_drop:.0%}, p99 TTFT rises "
+        f"more than {t.ttft_p99_rise:.0%} or cost per 1M rises more than {t.cost_rise:.0%}.")
+
+
 def side_by_side(latest: list[RunData]) -> str:
     facts = [dict(s.manifest_facts(run)) for run in latest]
     names = list(facts[0]) if facts else []
@@ -187,6 +221,8 @@ def render(runs: list[RunData], plots: dict[str, Path], slo: tuple[float, float]
                 "plots"),
         section("Repeatability (steps run several times)", repeatability_table(spreads),
                 "repeatability"),
+        section("Regression check (latest run vs earlier runs)",
+                regression_table(latest, runs, slo), "regression"),
         section("Gates", gates_table(latest), "gates"),
         section("Invalid steps and why", invalid_table(latest), "invalid"),
         section("Manifests side by side", side_by_side(latest), "manifest"),

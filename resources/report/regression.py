@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from resources.analysis.manifest import parse_ts
-from resources.report.rundata import load_run
+from resources.report.rundata import RunData, load_run
 
 
 @dataclass(frozen=True)
@@ -123,21 +123,24 @@ def compare_to_history(current: dict, history: list[dict], n: int = 5,
     return result
 
 
-def headline_record(run_dir: Path | str, slo_ttft_s: float | None = None,
-                    slo_tpot_s: float | None = None) -> dict | None:
-    """The headline row of a run folder as a dict with `created_at` from its manifest;
-    the row for the given SLO when several; None when the run has no headline."""
-    run = load_run(run_dir, raw=False)
+def record_of(run: RunData, slo: tuple[float, float] | None = None) -> dict | None:
+    """A run's headline row (for `slo` when given, else the first) as a dict with
+    `created_at` from its manifest; None when the run has no headline."""
     if run.headline is None or run.headline.empty:
         return None
     rows = run.headline
-    if slo_ttft_s is not None:
-        rows = rows[rows["slo_ttft_s"] == slo_ttft_s]
-    if slo_tpot_s is not None:
-        rows = rows[rows["slo_tpot_s"] == slo_tpot_s]
+    if slo is not None:
+        rows = rows[(rows["slo_ttft_s"] == slo[0]) & (rows["slo_tpot_s"] == slo[1])]
     if rows.empty:
         return None
     row = {k: (None if not isinstance(v, list | tuple) and pd.isna(v) else v)
            for k, v in rows.iloc[0].to_dict().items()}
     row["created_at"] = run.manifest["created_at"]
     return row
+
+
+def headline_record(run_dir: Path | str, slo_ttft_s: float | None = None,
+                    slo_tpot_s: float | None = None) -> dict | None:
+    """`record_of` a run folder: the input `compare_to_history` takes."""
+    slo = None if slo_ttft_s is None or slo_tpot_s is None else (slo_ttft_s, slo_tpot_s)
+    return record_of(load_run(run_dir, raw=False), slo)

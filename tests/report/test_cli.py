@@ -35,6 +35,27 @@ def test_several_folders_write_run_reports_and_a_comparison(runs, capsys):
     assert target.exists() and "Candidate comparison" in target.read_text()
 
 
+def test_a_folder_of_runs_stands_for_its_runs(runs, tmp_path, capsys):
+    import shutil
+
+    root = tmp_path / "nightly"
+    for run in (runs[3], runs[4]):
+        shutil.copytree(run, root / run.name)
+    assert main([str(root)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == \
+        f"comparison report: {root.resolve() / 'comparison.html'}"
+    assert (root / "comparison_plots").is_dir()
+    # again: the comparison's own outputs beside the runs are not mistaken for runs
+    assert main([str(root)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 3
+
+
+def test_a_folder_with_no_run_in_it(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    err = _fails([str(tmp_path / "empty")], capsys)
+    assert "empty/manifest.json: missing" in err
+
+
 def _fails(argv: list[str], capsys) -> str:
     assert main(argv) == 2
     captured = capsys.readouterr()

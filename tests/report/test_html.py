@@ -181,3 +181,20 @@ def test_manifest_only_folder_still_reports_what_it_knows(runs):
     assert "No raw request/chunk log" in page.plain
     assert "inf2.48xlarge" in page.plain and "weights_load" in page.plain
     assert sum(1 for t, _ in page.tags if t == "img") == 0
+
+
+def test_comparison_shows_the_regression_check_of_each_latest_run(reports):
+    from resources.report.regression import compare_to_history, headline_record
+
+    rows = _table_after(reports["comparison"].read_text(), "regression")
+    by_candidate = {r[0]: r for r in rows[1:]}
+    assert by_candidate["g6e-scout-fp8-tp8"][-1] == "no earlier run"
+    fast = by_candidate["p5-scout-bf16-tp8"]
+    root = reports["comparison"].parent.parent
+    expected = compare_to_history(headline_record(root / "fast-2"),
+                                  [headline_record(root / f"fast-{i}") for i in (0, 1)])
+    assert fast[1:3] == ["fast-2", "2"]
+    # fixture noise: p99 TTFT over 24 requests moves > 20 % between runs
+    assert expected.metadata["regressed_metrics"] == ["ttft_s_p99"]
+    assert fast[-1] == "WARN: ttft_s_p99"
+    assert fast[4] == f"{expected.metadata['ttft_s_p99_change'] * 100:.1f} %"
