@@ -188,7 +188,7 @@ def invalid_table(latest: list[RunData]) -> str:
         for m in run.metrics.itertuples(index=False):
             if not m.valid:
                 rows.append([cell(run.candidate), cell(run.run_id), cell(m.step),
-                             cell(m.invalid_reason), cell(s._why(m, steps.get(m.step)))])
+                             cell(m.invalid_reason), cell(s.why_invalid(m, steps.get(m.step)))])
     if not rows:
         return para("Every step of every latest run is valid.")
     return table(("candidate", "run", "step", "invalid_reason", "why"), rows,

@@ -115,7 +115,7 @@ def steps(run: RunData) -> str:
                  rows, classes) + para("Latencies in seconds, client side, steady phase only.")
 
 
-def _why(m, manifest_step: dict | None) -> str:
+def why_invalid(m, manifest_step: dict | None) -> str:
     parts = []
     for code in str(m.invalid_reason or "").split(";"):
         if not code:
@@ -141,7 +141,7 @@ def invalid_steps(run: RunData) -> str:
     if bad.empty:
         return para("Every step is valid.")
     by_name = {s["step"]: s for s in run.manifest.get("steps") or []}
-    rows = [[cell(m.step), cell(m.invalid_reason), cell(_why(m, by_name.get(m.step)))]
+    rows = [[cell(m.step), cell(m.invalid_reason), cell(why_invalid(m, by_name.get(m.step)))]
             for m in bad.itertuples(index=False)]
     return table(("step", "invalid_reason", "why"), rows) + para(
         "Invalid steps stay in every table but are never ranked or used for the headline.")
