@@ -26,15 +26,6 @@ def test_one_folder_writes_its_report(runs, tmp_path, capsys):
     assert not (runs[4] / "report.html").exists()
 
 
-def test_several_folders_write_run_reports_and_a_comparison(runs, capsys):
-    target = runs[0].parent / "comparison.html"  # the default: beside the first folder
-    assert main([str(runs[0]), str(runs[3])]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[-1] == f"comparison report: {target}"
-    assert len(lines) == 3 and all((r / "report.html").exists() for r in (runs[0], runs[3]))
-    assert target.exists() and "Candidate comparison" in target.read_text()
-
-
 def test_a_folder_of_runs_stands_for_its_runs(runs, tmp_path, capsys):
     import shutil
 
@@ -45,9 +36,12 @@ def test_a_folder_of_runs_stands_for_its_runs(runs, tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1] == \
         f"comparison report: {root.resolve() / 'comparison.html'}"
     assert (root / "comparison_plots").is_dir()
+    assert all((root / r.name / "report.html").exists() for r in (runs[3], runs[4]))
     # again: the comparison's own outputs beside the runs are not mistaken for runs
-    assert main([str(root)]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 3
+    assert main([str(root), "--out", str(tmp_path / "elsewhere.html")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and lines[-1] == f"comparison report: {tmp_path / 'elsewhere.html'}"
+    assert "Candidate comparison" in (tmp_path / "elsewhere.html").read_text()
 
 
 def test_a_folder_with_no_run_in_it(tmp_path, capsys):
