@@ -2,14 +2,25 @@
 the latest run of each candidate, the nightly regression check and repeatability spreads.
 
 Reads run folders (SPEC §6); never writes into them except `report.html` and `plots/`.
+Names are imported on first use, so `servingbench report --help` stays fast.
 """
 
-from resources.report.comparison import write_comparison_report
-from resources.report.regression import RegressionResult, Thresholds, compare_to_history
-from resources.report.run_report import write_run_report
-from resources.report.rundata import ReportError
+from __future__ import annotations
 
-__all__ = [
-    "ReportError", "RegressionResult", "Thresholds", "compare_to_history",
-    "write_comparison_report", "write_run_report",
-]
+import importlib
+
+_EXPORTS = {
+    "write_run_report": "resources.report.run_report",
+    "write_comparison_report": "resources.report.comparison",
+    "compare_to_history": "resources.report.regression",
+    "RegressionResult": "resources.report.regression",
+    "Thresholds": "resources.report.regression",
+    "ReportError": "resources.report.rundata",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'resources.report' has no attribute {name!r}")

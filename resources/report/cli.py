@@ -14,8 +14,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from resources.report.rundata import ReportError
-
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -56,7 +54,7 @@ def main(argv: list[str]) -> int:
     slo = None if args.slo_ttft_s is None else (args.slo_ttft_s, args.slo_tpot_s)
     from resources.report.comparison import unique_runs, write_comparison_report
     from resources.report.run_report import write_run_report
-    from resources.report.rundata import load_run
+    from resources.report.rundata import ReportError, load_run
 
     run_dirs = expand(args.run_dirs)
     try:
