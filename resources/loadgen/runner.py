@@ -28,7 +28,7 @@ from resources.loadgen.selfwatch import InFlight, SelfWatch
 from resources.loadgen.workload import Tokenizer, Workload
 
 _now = time.perf_counter_ns
-FLUSH_S = 0.5
+FLUSH_S = 0.25
 
 
 @dataclass
