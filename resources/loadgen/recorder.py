@@ -158,9 +158,10 @@ class Recorder:
             self.counts["chunk_log"] += len(at)
 
     def flush(self) -> None:
+        # Chunks first: a request row on disk always has its chunks on disk before it.
         off = self.clock.offset_ns
-        for s in self.streams.values():
-            s.flush(off)
+        for name in ("chunk_log", "warmup_log", "steady_state_request_log"):
+            self.streams[name].flush(off)
 
     def finalize(self) -> dict[str, Path]:
         """Flush, close, and turn every stream into parquet; returns the parquet paths."""
