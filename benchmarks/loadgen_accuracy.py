@@ -64,7 +64,7 @@ def run_client(name: str, base: str, mode: str, value: float, count: int, tmp: P
     out = tmp / f"{name}-{mode}{value:g}.jsonl"
     if name == "servingbench":
         cmd = [sys.executable, str(HERE / "loadgen_sbclient.py"), base, mode, str(value), str(count),
-               str(tmp / f"run-{mode}{value:g}"), str(out)]
+               str(Path(tempfile.mkdtemp(dir=tmp)) / "run"), str(out)]
     else:
         host, port = base.removeprefix("http://").split(":")
         cmd = [sys.executable, str(HERE / "loadgen_rawclient.py"), host, port, mode, str(value), str(count), str(out)]

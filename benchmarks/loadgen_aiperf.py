@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import resource
 import subprocess
+import tempfile
 from pathlib import Path
 
 _MAKE_TOKENIZER = """
@@ -37,7 +38,7 @@ def make_tokenizer(python: str, where: Path) -> Path:
 
 def run_aiperf(python: str, taskset: list[str], base: str, mode: str, value: float, count: int,
                tmp: Path) -> tuple[dict, list[dict]]:
-    out = tmp / f"aiperf-{mode}{value:g}"
+    out = Path(tempfile.mkdtemp(dir=tmp, prefix=f"aiperf-{mode}{value:g}-"))
     tok = make_tokenizer(python, tmp / "aiperf-tokenizer")
     load = ["--concurrency", str(int(value))] if mode == "c" else ["--request-rate", str(value)]
     cmd = [*taskset, python, "-m", "aiperf", "profile", "--model", "fixed", "--tokenizer", str(tok),
