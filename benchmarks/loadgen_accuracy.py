@@ -104,6 +104,8 @@ def measure(summary: dict, reqs: list[dict], truth: dict[str, dict], mode: str, 
     else:
         sent = sorted(r["sent"] for r in reqs)
         row["achieved_rate"] = (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9)
+        sched = sorted(r["scheduled"] for r in reqs)  # the drawn schedule's own rate
+        row["scheduled_rate"] = (len(sched) - 1) / ((sched[-1] - sched[0]) / 1e9)
         row["sched_lag_ms_p99"] = pct([(r["sent"] - r["scheduled"]) / 1e6 for r in reqs], 0.99)
     if "steps" in summary:
         step = summary["steps"][0]

@@ -9,8 +9,10 @@ import sys
 import time
 
 import pytest
+from pyarrow.parquet import read_table as read_parquet
 
 from resources.analysis import manifest as mf
+from resources.analysis.analyze import analyze_run
 from resources.analysis.schemas import SchemaError, read_records
 from resources.loadgen import RunExistsError, run_load
 
@@ -62,6 +64,10 @@ def test_kill_9_mid_run_leaves_completed_requests_intact(start_server, tmp_path)
         assert sums[r["request_id"]] == 20  # chunks are flushed before their request row
     m = mf.load(run_dir / "manifest.json")  # a valid manifest was written before the kill
     assert m["phases"]["steady"]["ended_at"] is None and m["source"] == "emulated"
+    analysis = analyze_run(run_dir)  # the analyzer reads the partial streams as they are
+    assert analysis.exit_code == 0, analysis.failed_rules
+    metrics = read_parquet(run_dir / "derived_metrics.parquet").to_pylist()
+    assert [(x["step"], x["n_requests"], x["n_ok"]) for x in metrics] == [("c=2", len(steady), len(steady))]
 
 
 def test_a_rerun_never_overwrites_a_run(server, tmp_path):
