@@ -31,6 +31,14 @@ NAMES = ("warmup_log", "steady_state_request_log", "chunk_log")
 _TS_COLS = ("scheduled_at", "sent_at", "first_token_at", "last_token_at", "finished_at")
 
 
+def refuse_existing(run_dir: Path) -> None:
+    """Raise RunExistsError when `run_dir` holds request logs (final or partial)."""
+    found = existing_logs(run_dir)
+    if found:
+        raise RunExistsError(f"{run_dir} already holds request logs ({found[0].name}); "
+                             "a run is never overwritten: choose a new run folder")
+
+
 def existing_logs(run_dir: Path) -> list[Path]:
     found = []
     for name in NAMES:
@@ -117,11 +125,7 @@ class _ChunkStream:
 
 class Recorder:
     def __init__(self, run_dir: Path, run_id: str, clock: Clock) -> None:
-        if existing_logs(run_dir):
-            raise RunExistsError(
-                f"{run_dir} already holds request logs ({existing_logs(run_dir)[0].name}); "
-                "a run is never overwritten: choose a new run folder"
-            )
+        refuse_existing(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         # Arrow loads its time-zone data on first use (about a CPU-second): pay it now,
         # before any request is timed, not in the middle of the first step.
