@@ -38,10 +38,10 @@ def test_kill_9_mid_run_leaves_completed_requests_intact(start_server, tmp_path)
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90
         while _steady_rows(run_dir) < 6:
             assert proc.poll() is None, proc.stderr.read().decode()
-            assert time.monotonic() < deadline, "no steady rows flushed within 30 s"
+            assert time.monotonic() < deadline, "no steady rows flushed within 90 s"
             time.sleep(0.1)
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
