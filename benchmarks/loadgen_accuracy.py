@@ -3,9 +3,10 @@
 Server (tests/loadgen/fixed_server.py) pinned to CPU 1: 128 tokens, TTFT 20 ms, ITL 5 ms,
 on absolute deadlines, logging its own write times. Each client pinned to CPU 0, one
 after the other, in one run (the machine is noisy: compare ratios within a run):
-servingbench's load generator, and a minimal raw-socket asyncio client (the limit).
+servingbench's load generator, a minimal raw-socket asyncio client (the limit), and
+AIPerf when its virtualenv is given (see benchmarks/loadgen_aiperf.py).
 
-    .venv/bin/python benchmarks/loadgen_accuracy.py [--quick]
+    .venv/bin/python benchmarks/loadgen_accuracy.py [--quick] [--aiperf /tmp/aiperf-venv/bin/python]
 
 Prints a markdown table and writes benchmarks/out/loadgen_accuracy.json.
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 TTFT_MS, ITL_MS, TOKENS = 20.0, 5.0, 128
 IDEAL_E2E_S = (TTFT_MS + (TOKENS - 1) * ITL_MS) / 1000
 
@@ -53,11 +55,16 @@ def start_server(tmp: Path) -> tuple[subprocess.Popen, str, Path]:
     return proc, f"http://127.0.0.1:{port_file.read_text()}", truth
 
 
-def run_client(name: str, base: str, mode: str, value: float, count: int, tmp: Path) -> tuple[dict, list[dict]]:
+def run_client(name: str, base: str, mode: str, value: float, count: int, tmp: Path,
+               aiperf: str | None = None) -> tuple[dict, list[dict]]:
+    if name == "aiperf":
+        from loadgen_aiperf import run_aiperf
+
+        return run_aiperf(aiperf, taskset(0), base, mode, value, count, tmp)
     out = tmp / f"{name}-{mode}{value:g}.jsonl"
     if name == "servingbench":
         cmd = [sys.executable, str(HERE / "loadgen_sbclient.py"), base, mode, str(value), str(count),
-               str(tmp / f"run-{mode}{value:g}"), str(out)]
+               str(Path(tempfile.mkdtemp(dir=tmp)) / "run"), str(out)]
     else:
         host, port = base.removeprefix("http://").split(":")
         cmd = [sys.executable, str(HERE / "loadgen_rawclient.py"), host, port, mode, str(value), str(count), str(out)]
@@ -89,6 +96,7 @@ def measure(summary: dict, reqs: list[dict], truth: dict[str, dict], mode: str, 
         "ttft_err_ms_p50": pct(ttft_err, 0.5), "ttft_err_ms_p99": pct(ttft_err, 0.99),
         "itl_err_ms_p99": pct(itl_err, 0.99), "server_write_lag_ms_p99": pct(write_lag, 0.99),
         "cpu_s": summary["cpu_s"], "cpu_s_per_1k_tokens": summary["cpu_s"] / tokens * 1000 if tokens else None,
+        "step_cpu_s_per_1k_tokens": summary["step_cpu_s"] / tokens * 1000 if "step_cpu_s" in summary else None,
     }
     if mode == "c":
         row["ideal_tok_s"] = value * TOKENS / IDEAL_E2E_S
@@ -96,6 +104,8 @@ def measure(summary: dict, reqs: list[dict], truth: dict[str, dict], mode: str, 
     else:
         sent = sorted(r["sent"] for r in reqs)
         row["achieved_rate"] = (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9)
+        sched = sorted(r["scheduled"] for r in reqs)  # the drawn schedule's own rate
+        row["scheduled_rate"] = (len(sched) - 1) / ((sched[-1] - sched[0]) / 1e9)
         row["sched_lag_ms_p99"] = pct([(r["sent"] - r["scheduled"]) / 1e6 for r in reqs], 0.99)
     if "steps" in summary:
         step = summary["steps"][0]
@@ -108,6 +118,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="1 round per step instead of 3")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--aiperf", default=None, help="python of a virtualenv with aiperf installed")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="passes, client order rotated each pass; the table shows medians")
     a = ap.parse_args()
     rounds = 1 if a.quick else a.rounds
     scenarios = [("c", 64, 64 * rounds), ("c", 256, 256 * rounds), ("rate", 100, 1000 if not a.quick else 300)]
@@ -115,18 +128,21 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sb-loadgen-bench-") as d:
         tmp = Path(d)
         server, base, truth_path = start_server(tmp)
+        clients = [("raw-socket asyncio (limit)", "raw"), ("servingbench", "servingbench")]
+        if a.aiperf:
+            clients.append(("AIPerf 0.13", "aiperf"))
         try:
-            for mode, value, count in scenarios:
-                for name in ("raw-socket asyncio (limit)", "servingbench"):
-                    key = "servingbench" if name == "servingbench" else "raw"
-                    summary, reqs = run_client(key, base, mode, value, count, tmp)
+            for rnd, (mode, value, count) in ((r, s) for r in range(a.repeat) for s in scenarios):
+                order = clients[rnd % len(clients):] + clients[:rnd % len(clients)]
+                for name, key in order:
+                    summary, reqs = run_client(key, base, mode, value, count, tmp, a.aiperf)
                     time.sleep(0.5)  # let the server flush its ground truth
                     truth = {}
                     for line in truth_path.read_text().splitlines():
                         t = json.loads(line)
                         if t["request_id"]:
                             truth[t["request_id"]] = t
-                    row = {"client": name, **measure(summary, reqs, truth, mode, value)}
+                    row = {"client": name, "pass": rnd, **measure(summary, reqs, truth, mode, value)}
                     results.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
         finally:
@@ -134,8 +150,31 @@ def main() -> int:
             server.wait(10)
     (ROOT / "benchmarks/out").mkdir(exist_ok=True)
     (ROOT / "benchmarks/out/loadgen_accuracy.json").write_text(json.dumps(results, indent=1))
-    print(table(results))
+    print(table(medians(results, [c for c, _ in clients])))
     return 0
+
+
+def medians(rows: list[dict], order: list[str]) -> list[dict]:
+    """One row per client and step: the median of each figure over the passes."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["step"], r["client"]), []).append(r)
+    steps = list(dict.fromkeys(r["step"] for r in rows))
+    out = []
+    for step in steps:
+        for client in order:
+            g = groups.get((step, client), [])
+            if not g:
+                continue
+            m = {"client": client, "step": step, "passes": len(g)}
+            for k, v in g[0].items():
+                if isinstance(v, float) and not isinstance(v, bool):
+                    vals = [x[k] for x in g if x.get(k) is not None]
+                    m[k] = pct(vals, 0.5) if vals else None
+                elif k not in m:
+                    m[k] = v
+            out.append(m)
+    return out
 
 
 def _f(v, fmt: str) -> str:
@@ -144,14 +183,14 @@ def _f(v, fmt: str) -> str:
 
 def table(rows: list[dict]) -> str:
     lines = ["| client | step | tok/s (% of ideal) | TTFT err p50 / p99 ms | per-token ITL err p99 ms "
-             "| achieved rate, sched lag p99 | CPU s / 1k tok | server write lag p99 ms |",
+             "| achieved rate, sched lag p99 | CPU s / 1k tok (whole run; in-step) | server write lag p99 ms |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         tput = f"{r['tok_s']:,.0f}" + (f" ({r['pct_of_ideal']:.0f} %)" if "pct_of_ideal" in r else "")
         sched = f"{r['achieved_rate']:.1f}/s, {r['sched_lag_ms_p99']:.2f} ms" if "achieved_rate" in r else "-"
         lines.append(f"| {r['client']} | {r['step']} | {tput} | {_f(r['ttft_err_ms_p50'], '.2f')} / "
                      f"{_f(r['ttft_err_ms_p99'], '.2f')} | {_f(r['itl_err_ms_p99'], '.3f')} | {sched} | "
-                     f"{_f(r['cpu_s_per_1k_tokens'], '.4f')} | {_f(r['server_write_lag_ms_p99'], '.2f')} |")
+                     f"{_f(r['cpu_s_per_1k_tokens'], '.4f')}; {_f(r['step_cpu_s_per_1k_tokens'], '.4f')} | {_f(r['server_write_lag_ms_p99'], '.2f')} |")
     return "\n".join(lines)
 
 

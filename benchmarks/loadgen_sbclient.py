@@ -12,6 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from resources.analysis.manifest import parse_ts  # noqa: E402
 from resources.analysis.schemas import read_records  # noqa: E402
 from resources.loadgen import LoadConfig, run_load  # noqa: E402
 
@@ -42,7 +43,11 @@ def main(base: str, mode: str, value: float, count: int, run_dir: Path, out: str
             f.write(json.dumps({"request_id": r["request_id"], "scheduled": r["scheduled_at"].value,
                                 "sent": r["sent_at"].value, "finished": r["finished_at"].value,
                                 "chunks": chunks.get(r["request_id"], []), "ok": r["status"] == "ok"}) + "\n")
-    print(json.dumps({"cpu_s": cpu, "wall_s": wall, "steps": result.steps}))
+    m = json.loads((run_dir / "manifest.json").read_text())
+    steady = m["phases"]["steady"]
+    step_wall = (parse_ts(steady["ended_at"]) - parse_ts(steady["started_at"])) / 1e9
+    step_cpu = result.steps[0]["client_cpu_share"] * step_wall  # the self-watch's own figure
+    print(json.dumps({"cpu_s": cpu, "wall_s": wall, "step_cpu_s": step_cpu, "steps": result.steps}))
 
 
 if __name__ == "__main__":

@@ -114,6 +114,8 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
 
 
 def _on_event(req: Request, event: bytes, at: int) -> bool:
+    if event[:6] == b"data: " and b"\n" not in event:  # the common one-line event
+        return _on_data(req, event[6:].strip(), at)
     done = False
     for line in event.split(b"\n"):
         if line.startswith(b"data:"):
@@ -126,7 +128,11 @@ async def _consume(resp: aiohttp.ClientResponse, req: Request, tm: asyncio.Timeo
     buf = b""
     done = False
     first_seen = False
-    async for data in resp.content.iter_any():
+    content = resp.content
+    while True:
+        data = await content.readany()
+        if not data:
+            break
         at = _now()
         buf = buf + data if buf else data
         if b"\r" in buf:

@@ -22,13 +22,13 @@ from resources.loadgen.config import ConfigError, LoadConfig, step_name
 from resources.loadgen.errors import LoadError, RunExistsError
 from resources.loadgen.probe import api_url, probe
 from resources.loadgen.progress import make_progress
-from resources.loadgen.recorder import Recorder, existing_logs
+from resources.loadgen.recorder import Recorder, refuse_existing
 from resources.loadgen.schedule import profile_schedule, rate_steps
 from resources.loadgen.selfwatch import InFlight, SelfWatch
 from resources.loadgen.workload import Tokenizer, Workload
 
 _now = time.perf_counter_ns
-FLUSH_S = 0.5
+FLUSH_S = 0.25
 
 
 @dataclass
@@ -283,9 +283,7 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
     run (SIGINT/SIGTERM) still finalizes its records and manifest, then re-raises.
     """
     run_dir = Path(run_dir)
-    if existing_logs(run_dir):
-        raise RunExistsError(f"{run_dir} already holds request logs ({existing_logs(run_dir)[0].name}); "
-                             "a run is never overwritten: choose a new run folder")
+    refuse_existing(run_dir)
     _check_profile(cfg)
     clock = Clock.start()
     m = _manifest(run_dir, manifest_base, cfg.run_id, clock)

@@ -71,11 +71,11 @@ class SelfWatch:
         self.loop_lag_p99_s: float | None = None
 
     async def _sample(self) -> None:
-        loop = asyncio.get_running_loop()
+        # perf_counter, not loop.time(): uvloop's loop clock is cached at millisecond steps
         while True:
-            due = loop.time() + _TICK_S
+            due = time.perf_counter() + _TICK_S
             await asyncio.sleep(_TICK_S)
-            self.lags.append(max(0.0, loop.time() - due))
+            self.lags.append(max(0.0, time.perf_counter() - due))
 
     def start(self) -> None:
         self._cpu0, self._wall0 = time.process_time(), time.perf_counter()

@@ -115,3 +115,21 @@ def test_bursty_profile_runs_one_step_per_non_zero_segment(server, tmp_path):
     t0 = min(ns(r["scheduled_at"]) for r in steady)
     later = [ns(r["scheduled_at"]) - t0 for r in steady if r["step"] == "rate=10"]
     assert min(later) == pytest.approx(0.8e9, abs=1e6)  # after the 0.3 s idle gap, on schedule
+
+
+def test_a_run_folder_is_accepted_by_the_analyzer(server, tmp_path):
+    from pyarrow.parquet import read_table
+
+    from resources.analysis.analyze import analyze_run
+
+    cfg = config(server.base_url, concurrency=[1, 2], rates=[20], requests_per_step=4,
+                 warmup_requests=2)
+    run_load(cfg, tmp_path / "run", progress=False)
+    analysis = analyze_run(tmp_path / "run")
+    assert analysis.exit_code == 0, analysis.failed_rules
+    gates = json.loads((tmp_path / "run" / "gates.json").read_text())
+    assert [g["passed"] for g in gates] == [True, True, True, True, None, None]  # no bill
+    metrics = read_table(tmp_path / "run" / "derived_metrics.parquet").to_pylist()
+    assert sorted((m["step"], m["n_ok"], m["output_tokens"]) for m in metrics) == \
+        [("c=1", 4, 32), ("c=2", 4, 32), ("rate=20", 4, 32)]
+    assert {m["source"] for m in metrics} == {"emulated"}

@@ -78,3 +78,10 @@ def test_api_key_is_sent_and_never_stored(start_server, tmp_path, monkeypatch):
     monkeypatch.delenv("SB_TEST_KEY")
     with pytest.raises(ConfigError, match="SB_TEST_KEY"):
         run_load(config(srv.base_url, api_key_env="SB_TEST_KEY"), tmp_path / "run3", progress=False)
+
+
+def test_long_input_scenario(server, tmp_path):
+    result = run_load(config(server.base_url, input_tokens=8192, output_tokens=2, requests_per_step=2,
+                             concurrency=[2]), tmp_path / "run", progress=False)
+    assert {r["input_tokens"] for r in rows(tmp_path / "run")} == {8192}
+    assert result.prompt_token_mismatches == 0
