@@ -63,12 +63,11 @@ class PermissionDenied(AwsCallError):
 
 def iam_action(client: Any, operation: str) -> str:
     """`ce` + `get_cost_and_usage` → `ce:GetCostAndUsage`."""
-    service = client.meta.service_model.service_name
+    meta = getattr(client, "meta", None)
+    service = meta.service_model.service_name if meta else getattr(client, "service_name", "aws")
     prefix = IAM_PREFIX.get(service, service)
-    try:
-        name = client.meta.method_to_api_mapping[operation]
-    except KeyError:
-        name = "".join(part.capitalize() for part in operation.split("_"))
+    mapping = meta.method_to_api_mapping if meta else {}
+    name = mapping.get(operation) or "".join(p.capitalize() for p in operation.split("_"))
     return f"{prefix}:{name}"
 
 
