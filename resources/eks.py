@@ -266,7 +266,7 @@ class EksCluster:
         return out["LaunchTemplate"]["LaunchTemplateId"]
 
     def _wait(self, waiter_name: str, name: str, timeout_s: float) -> None:
-        delay = max(1, int(self.poll_s))
+        delay = max(0.05, self.poll_s)
         attempts = max(1, math.ceil(timeout_s / delay))
         waiter = self.eks.get_waiter(waiter_name)
         try:

@@ -51,7 +51,7 @@ def test_create_describe_delete(moto):
     endpoint, session = moto
     eks, ec2, subnet = make_cluster(endpoint, session)
     cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, endpoint_url=endpoint,
-                         poll_s=1)
+                         poll_s=0.1)
     run_id = "20261129T020000Z-p5.48xlarge-scout-bf16-7f3a"
     info = cluster.create_nodegroup(SPEC, run_id, timeout_s=10)
     assert info.nodegroup == nodegroup_name(run_id) and len(info.nodegroup) <= 63
@@ -86,7 +86,7 @@ def test_failure_after_provisioning_still_tears_down(moto):
     endpoint, session = moto
     eks, ec2, _ = make_cluster(endpoint, session)
     cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, endpoint_url=endpoint,
-                         poll_s=1)
+                         poll_s=0.1)
     seen = []
     with pytest.raises(RuntimeError, match="deploy failed"):
         with cluster.provisioned(SPEC, "run-fails", timeout_s=10) as info:
@@ -100,7 +100,7 @@ def test_create_failure_removes_the_launch_template(moto):
     endpoint, session = moto
     eks, ec2, subnet = make_cluster(endpoint, session)
     cluster = EksCluster(session, "no-such-cluster", REGION, node_role_arn=ROLE,
-                         subnet_ids=[subnet], endpoint_url=endpoint, poll_s=1)
+                         subnet_ids=[subnet], endpoint_url=endpoint, poll_s=0.1)
     with pytest.raises(AwsCallError, match="eks:CreateNodegroup failed: ResourceNotFound"):
         cluster.create_nodegroup(SPEC, "run-a", timeout_s=10)
     assert templates(ec2) == []  # the launch template made before the failure is gone
@@ -110,7 +110,7 @@ def test_reaper_deletes_only_old_servingbench_nodegroups(moto):
     endpoint, session = moto
     eks, ec2, subnet = make_cluster(endpoint, session)
     cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, endpoint_url=endpoint,
-                         poll_s=1)
+                         poll_s=0.1)
     eks.create_nodegroup(clusterName="bench", nodegroupName="system", nodeRole=ROLE,
                          subnets=[subnet])  # not ours: never touched
     old = cluster.create_nodegroup(SPEC, "run-old", timeout_s=10)
@@ -125,7 +125,7 @@ def test_calls_are_counted(moto):
     make_cluster(endpoint, session)
     caller = Caller()
     cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, endpoint_url=endpoint,
-                         poll_s=1, caller=caller)
+                         poll_s=0.1, caller=caller)
     cluster.create_nodegroup(SPEC, "run-count", timeout_s=10)
     assert caller.calls["eks:CreateNodegroup"] == 1
     assert caller.calls["ec2:CreateLaunchTemplate"] == 1
