@@ -90,7 +90,7 @@ class Scope:
 def nodegroup_name(run_id: str) -> str:
     """A valid, unique node group name (≤ 63 chars) for `run_id`."""
     digest = hashlib.sha256(run_id.encode()).hexdigest()[:8]
-    slug = re.sub(r"[^A-Za-z0-9-]", "-", run_id)[:40].strip("-") or "run"
+    slug = re.sub(r"[^a-z0-9-]", "-", run_id.lower())[:40].strip("-") or "run"
     return f"sb-{slug}-{digest}"
 
 
