@@ -15,18 +15,20 @@ ROLE = "arn:aws:iam::123456789012:role/sb-nodes"
 
 
 def make_cluster(endpoint, session):
+    """A cluster in moto (its EKS does not check subnet ids; EC2 VPCs are slow to make)."""
     eks = make_client(session, "eks", REGION, endpoint)
     ec2 = make_client(session, "ec2", REGION, endpoint)
-    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24",
-                               AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
+    subnet = "subnet-0aaaabbbbccccdddd"
     eks.create_cluster(name="bench", roleArn="arn:aws:iam::123456789012:role/sb-cluster",
                        resourcesVpcConfig={"subnetIds": [subnet]}, version="1.33")
     return eks, ec2, subnet
 
 
-def launch_nodes(ec2, subnet, nodegroup, count, instance_type="p5.48xlarge"):
+def launch_nodes(ec2, nodegroup, count, instance_type="p5.48xlarge"):
     """What EKS does after the node group is created: start tagged instances."""
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24",
+                               AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
     image = "ami-0123456789abcdef0"  # any id: moto does not check it
     tags = [{"Key": "eks:cluster-name", "Value": "bench"},
             {"Key": "eks:nodegroup-name", "Value": nodegroup}]
@@ -69,8 +71,8 @@ def test_create_describe_delete(moto):
     start, end = info.phases["provision"]
     assert start <= end
 
-    ids = launch_nodes(ec2, subnet, info.nodegroup, 2)
-    launch_nodes(ec2, subnet, "someone-elses-nodegroup", 1)
+    ids = launch_nodes(ec2, info.nodegroup, 2)
+    launch_nodes(ec2, "someone-elses-nodegroup", 1)
     scope = cluster.describe_scope(info)
     assert scope.instance_ids == ids
     assert scope.availability_zone == "us-east-1a" and scope.region == REGION
