@@ -47,12 +47,15 @@ class NodegroupSpec:
     capacity_type: str = "ON_DEMAND"  # ON_DEMAND | SPOT | CAPACITY_BLOCK
     disk_size_gib: int = 500
     ami_type: str | None = None  # default: AMI_TYPES[accelerator]
+    capacity_reservation_id: str | None = None  # an ODCR or a Capacity Block (cr-…)
 
     def __post_init__(self) -> None:
         if self.accelerator not in AMI_TYPES:
             raise ValueError(f"accelerator must be one of {sorted(AMI_TYPES)}, got {self.accelerator!r}")
         if self.node_count < 1:
             raise ValueError(f"node_count must be >= 1, got {self.node_count}")
+        if self.capacity_type == "CAPACITY_BLOCK" and not self.capacity_reservation_id:
+            raise ValueError("capacity_type CAPACITY_BLOCK needs capacity_reservation_id")
 
 
 @dataclass
@@ -176,12 +179,15 @@ class EksCluster:
             self._wait("nodegroup_deleted", name, timeout_s)
             log.info("node group %s deleted", name)
         if launch_template_id:
-            try:
-                self.call(self.ec2, "delete_launch_template", LaunchTemplateId=launch_template_id)
-            except AwsCallError as exc:
-                if "NotFound" not in (exc.code or ""):
-                    raise
+            self._delete_launch_template(launch_template_id)
         return existed
+
+    def _delete_launch_template(self, template_id: str) -> None:
+        try:
+            self.call(self.ec2, "delete_launch_template", LaunchTemplateId=template_id)
+        except AwsCallError as exc:
+            if "NotFound" not in (exc.code or ""):
+                raise
 
     @contextmanager
     def provisioned(self, spec: NodegroupSpec, run_id: str, *,
@@ -192,6 +198,21 @@ class EksCluster:
             yield info
         finally:
             self.delete_nodegroup(info.nodegroup, info.launch_template_id, timeout_s=timeout_s)
+
+    def teardown(self, run_id: str, *, timeout_s: float = 1800.0) -> bool:
+        """Delete the run's node group and launch template knowing only `run_id`
+        (for a failure hook in another process); idempotent. True if the group existed."""
+        name = nodegroup_name(run_id)
+        existed = self.delete_nodegroup(name, timeout_s=timeout_s)
+        try:
+            found = self.call(self.ec2, "describe_launch_templates", LaunchTemplateNames=[name])
+        except AwsCallError as exc:
+            if "NotFound" not in (exc.code or ""):
+                raise
+            found = {}
+        for template in found.get("LaunchTemplates", []):
+            self._delete_launch_template(template["LaunchTemplateId"])
+        return existed
 
     def reap(self, ttl_s: float, *, now_ns: int | None = None) -> list[str]:
         """Delete servingbench node groups (and launch templates) older than `ttl_s`."""
@@ -260,6 +281,11 @@ class EksCluster:
                                   for kind in ("instance", "volume")],
             "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 2},
         }
+        if spec.capacity_reservation_id:
+            data["CapacityReservationSpecification"] = {
+                "CapacityReservationTarget": {"CapacityReservationId": spec.capacity_reservation_id}}
+        if spec.capacity_type == "CAPACITY_BLOCK":
+            data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
         out = self.call(self.ec2, "create_launch_template", LaunchTemplateName=name,
                         LaunchTemplateData=data, TagSpecifications=[
                             {"ResourceType": "launch-template", "Tags": tag_list}])

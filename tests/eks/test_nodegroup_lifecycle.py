@@ -131,3 +131,35 @@ def test_calls_are_counted(moto):
     cluster.create_nodegroup(SPEC, "run-count", timeout_s=10)
     assert caller.calls["eks:CreateNodegroup"] == 1
     assert caller.calls["ec2:CreateLaunchTemplate"] == 1
+
+
+def test_capacity_block_goes_into_the_launch_template(moto):
+    endpoint, session = moto
+    eks, ec2, _ = make_cluster(endpoint, session)
+    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, endpoint_url=endpoint,
+                         poll_s=0.1)
+    spec = NodegroupSpec("trn2-scout", "trn2.48xlarge", accelerator="neuron",
+                         capacity_type="CAPACITY_BLOCK", capacity_reservation_id="cr-0123456789abcdef0")
+    info = cluster.create_nodegroup(spec, "run-cb", timeout_s=10)
+    ng = eks.describe_nodegroup(clusterName="bench", nodegroupName=info.nodegroup)["nodegroup"]
+    assert ng["amiType"] == "AL2023_x86_64_NEURON" and ng["capacityType"] == "CAPACITY_BLOCK"
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=info.launch_template_id)[
+        "LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    assert data["CapacityReservationSpecification"]["CapacityReservationTarget"] == {
+        "CapacityReservationId": "cr-0123456789abcdef0"}
+    with pytest.raises(ValueError, match="needs capacity_reservation_id"):
+        NodegroupSpec("x", "p5.48xlarge", capacity_type="CAPACITY_BLOCK")
+
+
+def test_teardown_by_run_id_from_another_process(moto):
+    endpoint, session = moto
+    eks, ec2, _ = make_cluster(endpoint, session)
+    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, endpoint_url=endpoint,
+                         poll_s=0.1)
+    cluster.create_nodegroup(SPEC, "run-hook", timeout_s=10)
+    other = EksCluster(session, "bench", REGION, node_role_arn=ROLE, endpoint_url=endpoint,
+                       poll_s=0.1)  # e.g. a Dagster failure hook: knows only the run id
+    assert other.teardown("run-hook", timeout_s=10) is True
+    assert names(eks) == [] and templates(ec2) == []
+    assert other.teardown("run-hook", timeout_s=10) is False
