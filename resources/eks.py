@@ -88,6 +88,15 @@ class Scope:
     ami_release: str | None
     instance_type: str
     instance_ids: list[str]
+    node_count: int | None = None
+
+    def manifest_fields(self) -> dict:
+        """The run manifest's scope keys (SPEC §2.1), unknowns None."""
+        return {"account_id": self.account_id, "region": self.region,
+                "availability_zone": self.availability_zone, "cluster_name": self.cluster_name,
+                "k8s_version": self.k8s_version, "nodegroup": self.nodegroup,
+                "instance_type": self.instance_type, "node_count": self.node_count,
+                "instance_ids": list(self.instance_ids)}
 
 
 def nodegroup_name(run_id: str) -> str:
@@ -243,7 +252,7 @@ class EksCluster:
             cluster_name=self.cluster_name, k8s_version=info.k8s_version,
             nodegroup=info.nodegroup, ami_release=info.ami_release,
             instance_type=info.instance_type,
-            instance_ids=sorted(i["InstanceId"] for i in instances),
+            instance_ids=sorted(i["InstanceId"] for i in instances), node_count=info.node_count,
         )
 
     def _instances(self, nodegroup: str) -> list[dict]:

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from resources.analysis import manifest as mf
 from resources.aws_retry import AwsCallError, Caller, make_client
 from resources.eks import RUN_TAG, EksCluster, NodegroupSpec, nodegroup_name
 
@@ -78,6 +79,11 @@ def test_create_describe_delete(moto):
     assert scope.availability_zone == "us-east-1a" and scope.region == REGION
     assert scope.account_id == "123456789012" and scope.nodegroup == info.nodegroup
     assert scope.ami_release == ng["releaseVersion"] and scope.k8s_version == ng["version"]
+    fields = scope.manifest_fields()
+    m = mf.empty(run_id, "measured", 0)
+    m.update(fields)
+    mf.validate(m)  # the scope fits the strict manifest as it is
+    assert fields["instance_ids"] == ids and fields["node_count"] == 2
 
     assert cluster.delete_nodegroup(info.nodegroup, info.launch_template_id, timeout_s=10)
     assert names(eks) == [] and templates(ec2) == []
