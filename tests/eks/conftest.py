@@ -34,10 +34,18 @@ def aws_env(monkeypatch):
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/servingbench-test-creds")
 
 
+@pytest.fixture(scope="session")
+def shared_session():
+    """One boto3 session for the module's tests: botocore parses each service model once
+    per session (EC2's is large), so sharing it keeps the suite fast. Dummy keys only."""
+    return boto3.Session(aws_access_key_id=DUMMY_KEY_ID, aws_secret_access_key=DUMMY_SECRET,
+                         aws_session_token=DUMMY_SESSION_TOKEN, region_name=REGION)
+
+
 @pytest.fixture
-def moto(moto_server, aws_env):
+def moto(moto_server, aws_env, shared_session):
     """A reset moto server and a boto3 session pointed at it."""
     import httpx
 
     httpx.post(f"{moto_server}/moto-api/reset").raise_for_status()
-    return moto_server, boto3.Session(region_name=REGION)
+    return moto_server, shared_session
