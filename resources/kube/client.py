@@ -53,7 +53,11 @@ class KubeClient:
                  clock: Callable[[], float] = time.monotonic):
         verify: Any = True
         if ca_data:
-            verify = ssl.create_default_context(cadata=base64.b64decode(ca_data).decode())
+            try:
+                verify = ssl.create_default_context(cadata=base64.b64decode(ca_data).decode())
+            except (ValueError, ssl.SSLError):
+                raise KubeError("the cluster's certificateAuthority.data is not a base64 PEM "
+                                "certificate") from None
         self.server, self.namespace = server.rstrip("/"), namespace
         self._token, self.sleep, self.clock = token, sleep, clock
         self.http = httpx.Client(base_url=self.server, verify=verify, timeout=timeout_s)
