@@ -1,0 +1,114 @@
+"""The measured part of the chain as one step: provisioned_cluster → deployed_model →
+warmup_log → steady_state_request_log.
+
+They are four assets in the graph, materialized together because the model server only
+lives while the cluster does, and both must be torn down whatever happens: provisioning,
+deployment and load run inside one try/finally, so no node (or emulator) outlives a
+failure. Each link's own logic lives in its own file (cluster.py, model.py, load.py).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import dagster as dg
+
+from resources.analysis import manifest as mf
+
+from . import cluster as cluster_link
+from . import load as load_link
+from . import model as model_link
+from .partitions import candidate_of, run_value
+
+KEYS = ("provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log")
+DESCRIPTIONS = {
+    "provisioned_cluster": "The scope that produces the tokens: account, region, cluster, node "
+                           "group, instance type × count (the local profile: this host, EMULATED).",
+    "deployed_model": "The engine serving the candidate, with cold-start sub-phases recorded "
+                      "apart from steady state.",
+    "warmup_log": "Warm-up requests (SPEC §2.2, phase = warmup); never feed a figure.",
+    "steady_state_request_log": "Steady-state requests and their chunk log (SPEC §2.2/§2.3).",
+}
+RESOURCES = {"cluster", "model_server", "load_settings", "storage", "candidates"}
+
+
+def initial_manifest(candidate, run_id: str, source: str) -> dict:
+    m = mf.empty(run_id, source, time.time_ns())
+    m.update(candidate=candidate.name, model=candidate.model, model_revision=candidate.model_revision,
+             precision=candidate.precision, tensor_parallel=candidate.tensor_parallel,
+             expert_parallel=candidate.expert_parallel, max_model_len=candidate.max_model_len,
+             engine=candidate.engine, image_digest=candidate.image_digest,
+             instance_type=candidate.instance_type, node_count=candidate.node_count,
+             scenario=dict(candidate.scenario),
+             price_basis=candidate.price.as_manifest() if candidate.price else None)
+    return m
+
+
+def build(partitions_def) -> dg.AssetsDefinition:
+    deps = {KEYS[0]: set()} | {KEYS[i]: {dg.AssetKey(KEYS[i - 1])} for i in range(1, len(KEYS))}
+
+    @dg.multi_asset(
+        name="benchmark_run",
+        outs={k: dg.AssetOut(description=DESCRIPTIONS[k], group_name="benchmark") for k in KEYS},
+        internal_asset_deps=deps, partitions_def=partitions_def, can_subset=False,
+        required_resource_keys=RESOURCES)
+    def benchmark_run(context):
+        r = context.resources
+        candidate = r.candidates[candidate_of(context)]
+        fit = cluster_link.preflight(candidate)
+        run_id, run_dir = r.storage.new_run(candidate.name, candidate.instance_type)
+        context.log.info(f"run {run_id} → {run_dir}")
+        (run_dir / "partition.json").write_text(json.dumps(
+            {"partition": str(context.partition_key), "created_at": mf.format_ts(time.time_ns())}))
+        manifest = initial_manifest(candidate, run_id,
+                                    "emulated" if r.cluster.emulated else "measured")
+        info = cluster_link.provision(r.cluster, candidate, run_id)
+        try:
+            manifest.update(info.facts)
+            manifest["phases"].update(info.phases)
+            mf.dump(manifest, run_dir / "manifest.json")
+            yield dg.Output(run_value(run_id, run_dir, **info.facts), "provisioned_cluster",
+                            metadata=cluster_link.metadata(info, fit, run_dir))
+            with r.model_server.deploy(candidate, info, run_dir) as dep:
+                manifest.update(dep.facts)
+                manifest["phases"].update(dep.phases)
+                if dep.emulated:
+                    manifest["source"] = "emulated"
+                mf.dump(manifest, run_dir / "manifest.json")
+                yield dg.Output(run_value(run_id, run_dir, endpoint=dep.endpoint,
+                                          emulated=dep.emulated),
+                                "deployed_model", metadata=model_link.metadata(dep))
+                result = r.load_settings.run(candidate, dep.endpoint, dep.served_model, run_dir,
+                                             run_id, progress=_progress(context))
+        finally:
+            r.cluster.teardown(info)
+        manifest = mf.load(run_dir / "manifest.json")
+        context.log.info(f"{result.n_warmup} warm-up and {result.n_requests} steady requests "
+                         f"recorded ({manifest['source']})")
+        yield dg.Output(run_value(run_id, run_dir, rows=result.n_warmup), "warmup_log",
+                        metadata=load_link.log_metadata(run_dir, "warmup_log", manifest, "warmup"))
+        yield dg.Output(run_value(run_id, run_dir, rows=result.n_requests),
+                        "steady_state_request_log",
+                        metadata=load_link.log_metadata(run_dir, "steady_state_request_log",
+                                                        manifest, "steady"))
+
+    return benchmark_run
+
+
+def _progress(context):
+    """A live display on the terminal (`servingbench demo`), else each step's summary in the
+    Dagster log (the UI, schedules)."""
+    if context.resources.load_settings.progress == "terminal":
+        return True
+
+    def sink(event: dict) -> None:
+        if event.get("finished"):
+            ttft = event["ttft_p50_s"]
+            context.log.info(
+                f"step {event['step']}: {event['done']}/{event['total']} requests, "
+                f"{event['tok_s']:,.0f} tok/s, {event['errors']} errors, p50 TTFT "
+                f"{'-' if ttft is None else f'{ttft * 1e3:.0f} ms'}"
+                + (f", CLIENT-LIMITED: {'; '.join(event['client_limited'])}"
+                   if event["client_limited"] else ""))
+    return sink

@@ -1,0 +1,38 @@
+"""cost_explorer_bill: the bill of exactly the run's scope (SPEC §2.4), fetched after the
+steady phase. The local profile's comes from the price sheet (source = price_sheet)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import dagster as dg
+
+from resources.analysis import manifest as mf
+from resources.analysis.schemas import write_parquet
+
+from .partitions import run_value
+
+
+def build(partitions_def) -> dg.AssetsDefinition:
+    @dg.asset(partitions_def=partitions_def, group_name="benchmark",
+              required_resource_keys={"bill_source"},
+              description="The run's bill, normalized (SPEC §2.4). Rows stay `estimated` until "
+                          "Cost Explorer closes the month; bill_refresh_job refetches them.")
+    def cost_explorer_bill(context, steady_state_request_log: dict) -> dg.Output:
+        run_dir = Path(steady_state_request_log["run_dir"])
+        manifest = mf.load(run_dir / "manifest.json")
+        bill = context.resources.bill_source.fetch_bill(manifest)
+        write_parquet(bill, run_dir / "bill.parquet")
+        rows = bill.to_pylist()
+        return dg.Output(
+            run_value(manifest["run_id"], run_dir, rows=len(rows)),
+            metadata={
+                "rows": dg.MetadataValue.int(len(rows)),
+                "path": dg.MetadataValue.path(str(run_dir / "bill.parquet")),
+                "sources": dg.MetadataValue.json(dict(Counter(r["source"] for r in rows))),
+                "estimated_rows": dg.MetadataValue.int(sum(bool(r["estimated"]) for r in rows)),
+                "total_usd": dg.MetadataValue.float(float(sum(r["amount"] or 0 for r in rows))),
+            })
+
+    return cost_explorer_bill

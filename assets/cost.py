@@ -1,0 +1,48 @@
+"""cost_per_1m_output_tokens: SPEC §4 per step and the SLO headline, into the DuckDB file
+(and cost_per_1m.parquet / headline.parquet in the run folder). Never for a rejected run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pyarrow.parquet as pq
+
+from resources.analysis import manifest as mf
+from resources.analysis.summary import COST_COLUMNS, HEADLINE_COLUMNS, table
+
+from .partitions import run_value
+
+
+def build(partitions_def) -> dg.AssetsDefinition:
+    @dg.asset(partitions_def=partitions_def, group_name="benchmark",
+              required_resource_keys={"storage"},
+              description="Cost per 1M output tokens per step and the SLO headline (SPEC §4).")
+    def cost_per_1m_output_tokens(context,
+                                  derived_metrics: dict) -> dg.Output:
+        run_dir = Path(derived_metrics["run_dir"])
+        if not derived_metrics["accepted"] or not (run_dir / "cost_per_1m.parquet").exists():
+            raise dg.Failure(description="the run was rejected by a gate: its cost is withheld "
+                                         f"(see {run_dir / 'gates.json'})")
+        tables = {name: pq.read_table(run_dir / f"{name}.parquet")
+                  for name in ("derived_metrics", "cost_per_1m", "headline")}
+        manifest = mf.load(run_dir / "manifest.json")
+        storage = context.resources.storage
+        storage.publish(derived_metrics["run_id"], str(context.partition_key), manifest, tables)
+        cost, headline = tables["cost_per_1m"].to_pylist(), tables["headline"].to_pylist()
+        title = "EMULATED — " if manifest["source"] == "emulated" else ""
+        return dg.Output(
+            run_value(derived_metrics["run_id"], run_dir,
+                      bill_status=sorted({r["bill_status"] for r in cost})),
+            metadata={
+                "source": dg.MetadataValue.text(manifest["source"]),
+                "cost_per_1m": dg.MetadataValue.md(f"{title}cost per 1M output tokens\n\n"
+                                                   + table(cost, COST_COLUMNS, markdown=True)),
+                "headline": dg.MetadataValue.md(table(headline, HEADLINE_COLUMNS, markdown=True)),
+                "bill_status": dg.MetadataValue.text(",".join(sorted({r["bill_status"] for r in cost}))),
+                "duckdb": dg.MetadataValue.path(str(storage.duckdb_path)),
+                "run_dir": dg.MetadataValue.path(str(run_dir)),
+                "path": dg.MetadataValue.path(str(run_dir / "cost_per_1m.parquet")),
+            })
+
+    return cost_per_1m_output_tokens

@@ -1,0 +1,159 @@
+"""Load generator accuracy and cost, against a fixed-timing server's ground truth.
+
+Server (tests/loadgen/fixed_server.py) pinned to CPU 1: 128 tokens, TTFT 20 ms, ITL 5 ms,
+on absolute deadlines, logging its own write times. Each client pinned to CPU 0, one
+after the other, in one run (the machine is noisy: compare ratios within a run):
+servingbench's load generator, and a minimal raw-socket asyncio client (the limit).
+
+    .venv/bin/python benchmarks/loadgen_accuracy.py [--quick]
+
+Prints a markdown table and writes benchmarks/out/loadgen_accuracy.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+TTFT_MS, ITL_MS, TOKENS = 20.0, 5.0, 128
+IDEAL_E2E_S = (TTFT_MS + (TOKENS - 1) * ITL_MS) / 1000
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    v = sorted(values)
+    k = (len(v) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def taskset(cpu: int) -> list[str]:
+    return ["taskset", "-c", str(cpu)] if os.cpu_count() and os.cpu_count() > 1 else []
+
+
+def start_server(tmp: Path) -> tuple[subprocess.Popen, str, Path]:
+    port_file, truth = tmp / "port", tmp / "truth.jsonl"
+    proc = subprocess.Popen([*taskset(1), sys.executable, str(ROOT / "tests/loadgen/fixed_server.py"),
+                             "--port", "0", "--port-file", str(port_file), "--ground-truth", str(truth),
+                             "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)],
+                            stdout=subprocess.DEVNULL)
+    while not port_file.exists():
+        time.sleep(0.05)
+    return proc, f"http://127.0.0.1:{port_file.read_text()}", truth
+
+
+def run_client(name: str, base: str, mode: str, value: float, count: int, tmp: Path) -> tuple[dict, list[dict]]:
+    out = tmp / f"{name}-{mode}{value:g}.jsonl"
+    if name == "servingbench":
+        cmd = [sys.executable, str(HERE / "loadgen_sbclient.py"), base, mode, str(value), str(count),
+               str(tmp / f"run-{mode}{value:g}"), str(out)]
+    else:
+        host, port = base.removeprefix("http://").split(":")
+        cmd = [sys.executable, str(HERE / "loadgen_rawclient.py"), host, port, mode, str(value), str(count), str(out)]
+    p = subprocess.run([*taskset(0), *cmd], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    if p.returncode != 0:
+        raise RuntimeError(f"{name} failed: {p.stderr[-2000:]}")
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    return summary, [json.loads(x) for x in out.read_text().splitlines()]
+
+
+def measure(summary: dict, reqs: list[dict], truth: dict[str, dict], mode: str, value: float) -> dict:
+    ok = [r for r in reqs if r["ok"]]
+    tokens = sum(t for r in ok for _, t in r["chunks"])
+    window = (max(r["finished"] for r in reqs) - min(r["sent"] for r in reqs)) / 1e9
+    ttft_err, itl_err, write_lag = [], [], []
+    for r in ok:
+        t = truth[r["request_id"]]
+        server_ttft = t["chunks"][0][1] - t["arrival_ns"]
+        ttft_err.append(((r["chunks"][0][0] - r["sent"]) - server_ttft) / 1e6)
+        sc = t["chunks"]
+        write_lag += [(w - s) / 1e6 for s, w, _ in sc]
+        for k in range(1, min(len(sc), len(r["chunks"]))):
+            mine = (r["chunks"][k][0] - r["chunks"][k - 1][0]) / r["chunks"][k][1]
+            theirs = (sc[k][1] - sc[k - 1][1]) / sc[k][2]
+            itl_err.append(abs(mine - theirs) / 1e6)
+    row = {
+        "step": f"c={int(value)}" if mode == "c" else f"rate={value:g}",
+        "requests": len(reqs), "ok": len(ok), "tok_s": tokens / window,
+        "ttft_err_ms_p50": pct(ttft_err, 0.5), "ttft_err_ms_p99": pct(ttft_err, 0.99),
+        "itl_err_ms_p99": pct(itl_err, 0.99), "server_write_lag_ms_p99": pct(write_lag, 0.99),
+        "cpu_s": summary["cpu_s"], "cpu_s_per_1k_tokens": summary["cpu_s"] / tokens * 1000 if tokens else None,
+    }
+    if mode == "c":
+        row["ideal_tok_s"] = value * TOKENS / IDEAL_E2E_S
+        row["pct_of_ideal"] = 100 * row["tok_s"] / row["ideal_tok_s"]
+    else:
+        sent = sorted(r["sent"] for r in reqs)
+        row["achieved_rate"] = (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9)
+        row["sched_lag_ms_p99"] = pct([(r["sent"] - r["scheduled"]) / 1e6 for r in reqs], 0.99)
+    if "steps" in summary:
+        step = summary["steps"][0]
+        row.update(client_limited=step["client_limited"], client_cpu_share=step["client_cpu_share"],
+                   loop_lag_p99_s=step["loop_lag_p99_s"])
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="1 round per step instead of 3")
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    rounds = 1 if a.quick else a.rounds
+    scenarios = [("c", 64, 64 * rounds), ("c", 256, 256 * rounds), ("rate", 100, 1000 if not a.quick else 300)]
+    results = []
+    with tempfile.TemporaryDirectory(prefix="sb-loadgen-bench-") as d:
+        tmp = Path(d)
+        server, base, truth_path = start_server(tmp)
+        try:
+            for mode, value, count in scenarios:
+                for name in ("raw-socket asyncio (limit)", "servingbench"):
+                    key = "servingbench" if name == "servingbench" else "raw"
+                    summary, reqs = run_client(key, base, mode, value, count, tmp)
+                    time.sleep(0.5)  # let the server flush its ground truth
+                    truth = {}
+                    for line in truth_path.read_text().splitlines():
+                        t = json.loads(line)
+                        if t["request_id"]:
+                            truth[t["request_id"]] = t
+                    row = {"client": name, **measure(summary, reqs, truth, mode, value)}
+                    results.append(row)
+                    print(json.dumps(row), file=sys.stderr, flush=True)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(10)
+    (ROOT / "benchmarks/out").mkdir(exist_ok=True)
+    (ROOT / "benchmarks/out/loadgen_accuracy.json").write_text(json.dumps(results, indent=1))
+    print(table(results))
+    return 0
+
+
+def _f(v, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| client | step | tok/s (% of ideal) | TTFT err p50 / p99 ms | per-token ITL err p99 ms "
+             "| achieved rate, sched lag p99 | CPU s / 1k tok | server write lag p99 ms |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        tput = f"{r['tok_s']:,.0f}" + (f" ({r['pct_of_ideal']:.0f} %)" if "pct_of_ideal" in r else "")
+        sched = f"{r['achieved_rate']:.1f}/s, {r['sched_lag_ms_p99']:.2f} ms" if "achieved_rate" in r else "-"
+        lines.append(f"| {r['client']} | {r['step']} | {tput} | {_f(r['ttft_err_ms_p50'], '.2f')} / "
+                     f"{_f(r['ttft_err_ms_p99'], '.2f')} | {_f(r['itl_err_ms_p99'], '.3f')} | {sched} | "
+                     f"{_f(r['cpu_s_per_1k_tokens'], '.4f')} | {_f(r['server_write_lag_ms_p99'], '.2f')} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""`servingbench emulator` / `python -m emulator`: parse options, fit-check, serve.
+
+Exit codes: 0 clean stop (SIGTERM/SIGINT), 2 bad options, 3 the configuration does
+not fit in memory (like an out-of-memory at load), 1 the port could not be bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+from emulator import faults, specs
+from emulator.fit import fit_of
+from emulator.httpproto import HttpConnection
+from emulator.server import App, Options
+
+
+def _timing(text: str) -> tuple[float, float]:
+    ttft, sep, itl = text.partition(":")
+    try:
+        pair = (float(ttft), float(itl))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected TTFT_MS:ITL_MS, got {text!r}") from None
+    if not sep or pair[0] < 0 or pair[1] <= 0:
+        raise argparse.ArgumentTypeError(f"expected TTFT_MS:ITL_MS with TTFT ≥ 0, ITL > 0, got {text!r}")
+    return pair
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        return v
+    return parse
+
+
+def _rate(text: str) -> tuple[str, float]:
+    try:
+        return faults.parse_rate(text)
+    except faults.FaultError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="servingbench emulator",
+                                description="Local engine emulator: a vLLM-compatible server "
+                                "whose every number is EMULATED (modelled, not measured).")
+    p.add_argument("--candidate", default="p5.48xlarge", choices=specs.candidates())
+    p.add_argument("--model", default="scout", choices=specs.models())
+    p.add_argument("--precision", default="bf16", choices=specs.precisions())
+    p.add_argument("--tp", type=_positive(int), default=None, help="default: all accelerators")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--port-file", type=Path, default=None, help="written atomically once bound")
+    p.add_argument("--time-scale", type=_positive(float), default=1.0,
+                   help="multiplies modelled times (cold start, tokens); 0.05 = 20x faster")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ground-truth", type=Path, default=None, help="JSONL, one line per request")
+    p.add_argument("--max-num-seqs", type=_positive(int), default=None)
+    p.add_argument("--max-model-len", type=_positive(int), default=None)
+    p.add_argument("--fixed-timing", type=_timing, default=None, metavar="TTFT_MS:ITL_MS",
+                   help="bypass the model: constant TTFT and ITL in real ms (not scaled)")
+    p.add_argument("--no-continuous-usage", action="store_true")
+    p.add_argument("--no-usage", action="store_true")
+    p.add_argument("--cold-start-s", type=float, default=None,
+                   help="total cold start in real seconds (split over the phases pro rata)")
+    p.add_argument("--fault-rate", type=_rate, action="append", default=[], metavar="KIND=P")
+    p.add_argument("--metrics-token-skew", type=_positive(float), default=1.0)
+    return p
+
+
+def _write_port_file(path: Path, port: int) -> None:
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(f"{port}\n")
+    os.replace(tmp, path)
+
+
+async def serve(opts: Options, host: str, port: int, port_file: Path | None) -> int:
+    loop = asyncio.get_running_loop()
+    app = App(opts, loop)
+    try:
+        server = await loop.create_server(lambda: HttpConnection(app.handle, _perf_ns), host, port,
+                                          reuse_address=True, backlog=1024)
+    except OSError as exc:
+        print(f"servingbench emulator: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+        return 1
+    bound = server.sockets[0].getsockname()[1]
+    print(f"servingbench emulator (EMULATED) listening on http://{host}:{bound}", flush=True)
+    if port_file is not None:
+        _write_port_file(port_file, bound)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loader = asyncio.create_task(app.cold_start())
+    await stop.wait()
+    loader.cancel()
+    server.close()
+    app.close()
+    return 0
+
+
+def _perf_ns() -> int:
+    import time
+    return time.perf_counter_ns()
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    if a.cold_start_s is not None and a.cold_start_s < 0:
+        print("servingbench emulator: --cold-start-s must be ≥ 0", file=sys.stderr)
+        return 2
+    try:
+        cfg = specs.config(a.candidate, a.model, a.precision, a.tp)
+    except specs.SpecError as exc:
+        print(f"servingbench emulator: {exc}", file=sys.stderr)
+        return 2
+    fit = fit_of(cfg)
+    if not fit.fits:
+        print(f"servingbench emulator: refusing to start: {fit.message}", file=sys.stderr)
+        return 3
+    opts = Options(cfg, fit, a.time_scale, a.seed, a.ground_truth, a.max_num_seqs,
+                   a.max_model_len, a.fixed_timing, not a.no_continuous_usage, not a.no_usage,
+                   a.cold_start_s, dict(a.fault_rate), a.metrics_token_skew)
+    try:
+        import uvloop
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a pinned dependency
+        runner = asyncio.run
+    return runner(serve(opts, a.host, a.port, a.port_file))

@@ -1,0 +1,176 @@
+"""Real-time drivers: they call `stream.on_token(n, scheduled_ns)` on absolute deadlines.
+
+Deadlines are perf_counter ns computed from the previous *scheduled* time, never from
+when a callback happened to run, so lateness never accumulates. One timer serves all
+streams; every stream due at a wake-up is written in that one callback.
+
+* FixedEngine — constant TTFT and ITL (`--fixed-timing`): token k of a request is due
+  at arrival + TTFT + k × ITL.
+* ModelEngine — the continuous-batching scheduler and the performance model; a step's
+  tokens are all due at the step's end, the next step starts at that deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+
+from emulator.metrics import Metrics
+from emulator.scheduler import Scheduler, Seq
+
+
+class _Timer:
+    """One event-loop timer aimed at a perf_counter deadline, never firing before it.
+
+    uvloop (libuv) timers have whole-millisecond resolution on a cached clock, so they
+    can fire up to ~1 ms early. The timer is aimed at the last whole millisecond before
+    the deadline; the sub-millisecond rest is slept (nanosleep) rather than spun, so a
+    quiet server keeps its CPU scheduler credit and wakes precisely.
+    """
+
+    SLEEP_MAX_NS = 1_500_000
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, callback):
+        self.loop, self.callback = loop, callback
+        self.handle: asyncio.Handle | None = None
+        self.at: int | None = None
+
+    def arm(self, deadline_ns: int) -> None:
+        if self.handle is not None:
+            if self.at is not None and self.at <= deadline_ns:
+                return
+            self.handle.cancel()
+        self.at = deadline_ns
+        ms = (deadline_ns - time.perf_counter_ns()) // 1_000_000
+        if ms >= 1:
+            self.handle = self.loop.call_later(ms / 1000, self._fire)
+        else:
+            self.handle = self.loop.call_soon(self._fire)
+
+    def _fire(self) -> None:
+        at = self.at
+        self.handle, self.at = None, None
+        if at is not None:
+            rest = at - time.perf_counter_ns()
+            if rest > self.SLEEP_MAX_NS:
+                self.arm(at)
+                return
+            if rest > 0:
+                time.sleep(rest / 1e9)
+        self.callback()
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+        self.handle, self.at = None, None
+
+
+class FixedEngine:
+    def __init__(self, loop: asyncio.AbstractEventLoop, metrics: Metrics, ttft_ms: float,
+                 itl_ms: float):
+        self.metrics = metrics
+        self.ttft_ns, self.itl_ns = int(ttft_ms * 1e6), int(itl_ms * 1e6)
+        self.heap: list[tuple[int, int, object]] = []
+        self.counter = itertools.count()
+        self.timer = _Timer(loop, self._fire)
+        self.active = 0
+
+    def submit(self, stream) -> None:
+        self.active += 1
+        self.metrics.running = self.active
+        self._push(stream.arrival_ns + self.ttft_ns, stream)
+
+    def abort(self, stream) -> None:
+        self.active -= 1  # its heap entry is skipped when popped (stream.alive is False)
+        self.metrics.running = self.active
+
+    def _push(self, deadline: int, stream) -> None:
+        heapq.heappush(self.heap, (deadline, next(self.counter), stream))
+        self.timer.arm(deadline)
+
+    def _fire(self) -> None:
+        now = time.perf_counter_ns()
+        heap = self.heap
+        while heap and heap[0][0] <= now:
+            deadline, _, stream = heapq.heappop(heap)
+            if not stream.alive:
+                continue
+            first = stream.first_token_ns is None
+            if stream.on_token(1, deadline):
+                nxt = deadline + self.itl_ns + (stream.stall_ns if first else 0)
+                heapq.heappush(heap, (nxt, next(self.counter), stream))
+        if heap:
+            self.timer.arm(heap[0][0])
+
+    def close(self) -> None:
+        self.timer.cancel()
+
+
+class ModelEngine:
+    def __init__(self, loop: asyncio.AbstractEventLoop, metrics: Metrics, scheduler: Scheduler,
+                 time_scale: float):
+        self.metrics = metrics
+        self.sched = scheduler
+        self.scale_ns = time_scale * 1e9
+        self.timer = _Timer(loop, self._fire)
+        self.idle = True
+        self.deadline = 0
+        self.step = None
+
+    def submit(self, stream) -> None:
+        seq = Seq(stream.req.prompt_tokens, stream.target, tag=stream)
+        stream.seq = seq
+        self.sched.add(seq)
+        self._gauges()
+        if self.idle:
+            self._run(time.perf_counter_ns())
+
+    def abort(self, stream) -> None:
+        if stream.seq is not None:
+            self.sched.abort(stream.seq)
+            self._gauges()
+
+    def _gauges(self) -> None:
+        m = self.metrics
+        m.running, m.waiting, m.kv_usage = len(self.sched.running), len(self.sched.waiting), self.sched.kv_usage
+
+    def _run(self, t0: int) -> None:
+        """Plan the step starting at t0 (perf ns) and arm its end."""
+        step = self.sched.step(t0)
+        self._gauges()
+        if step is None:
+            self.idle, self.step = True, None
+            wake = self.sched.next_unpause()
+            if wake is not None:
+                self.idle = False
+                self.deadline = int(wake)
+                self.timer.arm(self.deadline)
+            return
+        self.idle, self.step = False, step
+        self.deadline = t0 + int(step.duration * self.scale_ns)
+        self.timer.arm(self.deadline)
+
+    def _fire(self) -> None:
+        now = time.perf_counter_ns()
+        if now < self.deadline:  # woke early (timer granularity): wait the rest
+            self.timer.arm(self.deadline)
+            return
+        step, deadline = self.step, self.deadline
+        if step is not None:
+            finished = set(step.finished)
+            for seq in step.emitted:
+                stream = seq.tag
+                if not stream.alive:
+                    continue
+                first = stream.first_token_ns is None
+                more = stream.on_token(1, deadline)
+                if not more and seq not in finished:
+                    self.sched.abort(seq)
+                elif first and stream.stall_ns:
+                    seq.paused_until = deadline + stream.stall_ns
+        self._run(deadline)
+
+    def close(self) -> None:
+        self.timer.cancel()

@@ -1,0 +1,60 @@
+"""Fit check: do the weights plus a minimal KV cache fit the TP group's memory?
+
+capacity  = tp × memory_per_accelerator × gpu_memory_utilization
+needed    = weights (total params × bytes/param) + tp × runtime overhead + KV for min_kv_tokens
+A configuration that fails refuses to start (like an out-of-memory at load); the
+pipeline calls the same function as a pre-flight check before provisioning anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from emulator import specs
+
+
+@dataclass(frozen=True)
+class FitResult:
+    fits: bool
+    message: str
+    weights_gb: float
+    kv_min_gb: float
+    overhead_gb: float
+    capacity_gb: float
+    kv_capacity_gb: float  # what is left for the KV cache (negative when it does not fit)
+    candidate: str
+    model: str
+    precision: str
+    tp: int
+
+
+def fit_check(instance_type: str, model: str, precision: str, tp: int | None = None) -> FitResult:
+    """Raises specs.SpecError for unknown names or an impossible TP degree."""
+    cfg = specs.config(instance_type, model, precision, tp)
+    return fit_of(cfg)
+
+
+def fit_of(cfg: specs.Config) -> FitResult:
+    acc = cfg.instance.accelerator
+    util = cfg.serving["gpu_memory_utilization"]
+    capacity = cfg.tp * acc.memory_gb * util
+    weights = cfg.weights_bytes / specs.GB
+    overhead = cfg.tp * cfg.serving["runtime_overhead_gb_per_accelerator"]
+    kv_tokens = int(cfg.serving["min_kv_tokens"])
+    kv_min = cfg.model.kv_bytes_per_token() * kv_tokens / specs.GB
+    needed = weights + overhead + kv_min
+    fits = needed <= capacity
+    arithmetic = (
+        f"{cfg.model.name} {cfg.precision.name}: weights {cfg.model.total_params_b:g}B params × "
+        f"{cfg.precision.bytes_per_param:g} B = {weights:.1f} GB, + runtime overhead "
+        f"{cfg.tp} × {cfg.serving['runtime_overhead_gb_per_accelerator']:g} GB = {overhead:.1f} GB, "
+        f"+ minimal KV cache {kv_tokens} tokens × {cfg.model.kv_bytes_per_token() / 1024:.0f} KiB = "
+        f"{kv_min:.1f} GB → needs {needed:.1f} GB; {cfg.instance.name} TP={cfg.tp}: "
+        f"{cfg.tp} × {acc.memory_gb:g} GB × {util:g} usable = {capacity:.1f} GB"
+    )
+    verdict = "fits" if fits else "DOES NOT FIT (out of memory at load)"
+    return FitResult(
+        fits=fits, message=f"{verdict}: {arithmetic}", weights_gb=weights, kv_min_gb=kv_min,
+        overhead_gb=overhead, capacity_gb=capacity, kv_capacity_gb=capacity - weights - overhead,
+        candidate=cfg.instance.name, model=cfg.model.name, precision=cfg.precision.name, tp=cfg.tp,
+    )

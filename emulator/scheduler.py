@@ -1,0 +1,165 @@
+"""Continuous batching, vLLM-V1 style, in model time (no clock, no I/O).
+
+Each `step()` takes the running sequences' decode tokens first, then prefill chunks,
+then admits waiting sequences while `max_num_seqs`, the per-step token budget and
+the KV cache allow. A sequence reserves KV for prompt + output at admission (no
+preemption), so when the cache is full new requests wait. The sequence whose last
+prompt chunk runs in a step emits its first token at the end of that step.
+`simulate()` drives the same scheduler in virtual time for the modelled curves.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from emulator.model import PerfModel
+
+
+@dataclass(eq=False)
+class Seq:
+    prompt: int
+    output: int  # tokens this sequence will generate before it finishes
+    tag: object = None  # the engine's handle (a stream)
+    computed: int = 0  # prompt tokens prefilled so far
+    generated: int = 0
+    paused_until: float = 0.0  # engine time before which the sequence is not scheduled
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.prompt + self.output
+
+
+@dataclass
+class Step:
+    duration: float  # modelled seconds
+    emitted: list[Seq] = field(default_factory=list)  # one new token each
+    finished: list[Seq] = field(default_factory=list)
+
+
+class Scheduler:
+    def __init__(self, model: PerfModel, max_num_seqs: int, token_budget: int, kv_tokens: int):
+        self.model = model
+        self.max_num_seqs = max_num_seqs
+        self.token_budget = token_budget
+        self.kv_capacity = kv_tokens
+        self.kv_used = 0
+        self.waiting: deque[Seq] = deque()
+        self.running: list[Seq] = []
+
+    def add(self, seq: Seq) -> None:
+        if seq.kv_tokens > self.kv_capacity:
+            raise ValueError(f"sequence needs {seq.kv_tokens} KV tokens, cache holds {self.kv_capacity}")
+        self.waiting.append(seq)
+
+    def abort(self, seq: Seq) -> None:
+        if seq in self.running:
+            self.running.remove(seq)
+            self.kv_used -= seq.kv_tokens
+        elif seq in self.waiting:
+            self.waiting.remove(seq)
+
+    @property
+    def kv_usage(self) -> float:
+        return self.kv_used / self.kv_capacity if self.kv_capacity else 0.0
+
+    def next_unpause(self) -> float | None:
+        paused = [s.paused_until for s in self.running if s.paused_until > 0]
+        return min(paused) if paused else None
+
+    def step(self, now: float = 0.0) -> Step | None:
+        """Plan and account one step; None when nothing can run now."""
+        budget = self.token_budget
+        decodes: list[Seq] = []
+        prefills: list[tuple[Seq, int]] = []
+        for s in self.running:
+            if s.paused_until > now:
+                continue
+            s.paused_until = 0.0
+            if s.computed == s.prompt:
+                if budget > 0:
+                    decodes.append(s)
+                    budget -= 1
+            elif budget > 0:
+                c = min(budget, s.prompt - s.computed)
+                prefills.append((s, c))
+                budget -= c
+        while (self.waiting and budget > 0 and len(self.running) < self.max_num_seqs
+               and self.kv_used + self.waiting[0].kv_tokens <= self.kv_capacity):
+            s = self.waiting.popleft()
+            self.running.append(s)
+            self.kv_used += s.kv_tokens
+            c = min(budget, s.prompt)
+            prefills.append((s, c))
+            budget -= c
+        if not decodes and not prefills:
+            return None
+        m = self.model
+        kv_read = sum(m.effective_context(s.prompt + s.generated) for s in decodes)
+        pairs = kv_read + sum(m.prefill_pairs(s.computed, c) for s, c in prefills)
+        n_prefill = sum(c for _, c in prefills)
+        step = Step(m.step_time(n_prefill, len(decodes), kv_read, pairs))
+        for s in decodes:
+            s.generated += 1
+            step.emitted.append(s)
+        for s, c in prefills:
+            s.computed += c
+            if s.computed == s.prompt:
+                s.generated += 1
+                step.emitted.append(s)
+        for s in step.emitted:
+            if s.generated >= s.output:
+                step.finished.append(s)
+                self.running.remove(s)
+                self.kv_used -= s.kv_tokens
+        return step
+
+
+@dataclass(frozen=True)
+class Curve:
+    concurrency: int
+    throughput_tok_s: float  # aggregate output tokens / s
+    ttft_s: float  # mean
+    itl_s: float  # mean inter-token latency
+
+
+def simulate(model: PerfModel, concurrency: int, prompt: int, output: int,
+             max_num_seqs: int = 256, token_budget: int = 8192, kv_tokens: int | None = None,
+             requests: int | None = None) -> Curve:
+    """Closed loop in virtual time: `concurrency` requests always in flight."""
+    kv = kv_tokens if kv_tokens is not None else 10**9
+    sched = Scheduler(model, max_num_seqs, token_budget, kv)
+    total = requests or max(4 * concurrency, 32)
+    started, now = 0, 0.0
+    arrival: dict[Seq, float] = {}
+    last: dict[Seq, float] = {}
+    ttfts: list[float] = []
+    itls: list[float] = []
+    tokens = 0
+
+    def launch() -> None:
+        nonlocal started
+        s = Seq(prompt, output)
+        arrival[s] = now
+        sched.add(s)
+        started += 1
+
+    for _ in range(min(concurrency, total)):
+        launch()
+    while True:
+        step = sched.step(now)
+        if step is None:
+            break
+        now += step.duration
+        for s in step.emitted:
+            tokens += 1
+            if s in last:
+                itls.append(now - last[s])
+            else:
+                ttfts.append(now - arrival[s])
+            last[s] = now
+        for _ in step.finished:
+            if started < total:
+                launch()
+    return Curve(concurrency, tokens / now if now else 0.0,
+                 sum(ttfts) / len(ttfts), sum(itls) / len(itls) if itls else 0.0)

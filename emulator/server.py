@@ -1,0 +1,242 @@
+"""The emulator's HTTP application: routes, cold start, request admission, bookkeeping.
+
+The hot path is httpproto (parsing, chunked writes) + engine (deadlines) + stream
+(chunk bytes); this module only routes and accounts. Everything is EMULATED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from emulator import api, faults, specs
+from emulator.engine import FixedEngine, ModelEngine
+from emulator.fit import FitResult
+from emulator.groundtruth import Clock, GroundTruth
+from emulator.httpproto import HttpConnection, Request
+from emulator.metrics import Metrics
+from emulator.model import PerfModel
+from emulator.scheduler import Scheduler
+from emulator.stream import Stream
+from resources.analysis.manifest import format_ts
+
+NATURAL_MAX = 256  # without ignore_eos or max_tokens, a request "stops" within this many tokens
+
+
+@dataclass
+class Options:
+    cfg: specs.Config
+    fit: FitResult
+    time_scale: float = 1.0
+    seed: int = 0
+    ground_truth: Path | None = None
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+    fixed_timing: tuple[float, float] | None = None
+    continuous_usage: bool = True
+    usage: bool = True
+    cold_start_s: float | None = None
+    fault_rates: dict[str, float] = field(default_factory=dict)
+    metrics_token_skew: float = 1.0
+
+
+class App:
+    def __init__(self, opts: Options, loop: asyncio.AbstractEventLoop):
+        self.opts, self.loop = opts, loop
+        cfg = opts.cfg
+        self.served_model = cfg.model.hf_id
+        self.clock = Clock()
+        self.model = PerfModel(cfg)
+        kv_tokens = self.model.kv_capacity_tokens(opts.fit.kv_capacity_gb)
+        self.max_model_len = min(opts.max_model_len or int(cfg.serving["default_max_model_len"]),
+                                 kv_tokens, cfg.model.max_context)
+        self.metrics = Metrics(self.served_model, opts.metrics_token_skew)
+        self.gt = GroundTruth(opts.ground_truth)
+        self.rng = random.Random(opts.seed)
+        self.ids = 0
+        max_seqs = opts.max_num_seqs or int(cfg.serving["max_num_seqs"])
+        if opts.fixed_timing is not None:
+            self.engine: FixedEngine | ModelEngine = FixedEngine(loop, self.metrics, *opts.fixed_timing)
+        else:
+            sched = Scheduler(self.model, max_seqs, int(cfg.serving["max_num_batched_tokens"]),
+                              kv_tokens)
+            self.engine = ModelEngine(loop, self.metrics, sched, opts.time_scale)
+        self.ready = False
+        self.phases: dict[str, dict[str, str | None]] = {}
+        self.max_num_seqs = max_seqs
+
+    # --- cold start ------------------------------------------------------------------------
+    def cold_start_plan(self) -> list[tuple[str, float]]:
+        """Real seconds per phase: modelled × time_scale, or --cold-start-s split pro rata."""
+        phases = self.model.cold_start_phases()
+        total = sum(s for _, s in phases)
+        if self.opts.cold_start_s is not None:
+            return [(n, self.opts.cold_start_s * s / total) for n, s in phases]
+        return [(n, s * self.opts.time_scale) for n, s in phases]
+
+    async def cold_start(self) -> None:
+        for name, secs in self.cold_start_plan():
+            self.phases[name] = {"started_at": format_ts(self.clock.now_wall()), "ended_at": None}
+            await asyncio.sleep(secs)
+            self.phases[name]["ended_at"] = format_ts(self.clock.now_wall())
+        self.ready = True
+
+    def status(self) -> dict:
+        o = self.opts
+        config = {**o.cfg.describe(), "served_model_name": self.served_model,
+                  "time_scale": o.time_scale, "seed": o.seed, "max_num_seqs": self.max_num_seqs,
+                  "max_model_len": self.max_model_len,
+                  "fixed_timing_ms": list(o.fixed_timing) if o.fixed_timing else None,
+                  "continuous_usage": o.continuous_usage, "usage": o.usage,
+                  "fault_rates": o.fault_rates, "metrics_token_skew": o.metrics_token_skew,
+                  "fit": o.fit.message, "cold_start_plan_s": dict(self.cold_start_plan()),
+                  "calibrated": False}
+        return {"emulated": True, "ready": self.ready, "phases": self.phases, "config": config}
+
+    # --- routing ---------------------------------------------------------------------------
+    def handle(self, conn: HttpConnection, req: Request) -> None:
+        route = ROUTES.get(req.path)
+        if route is None:
+            conn.respond(404, b'{"detail":"Not Found"}')
+            return
+        method, fn = route
+        if req.method != method:
+            conn.respond(405, b'{"detail":"Method Not Allowed"}')
+            return
+        try:
+            fn(self, conn, req)
+        except api.ApiError as exc:
+            conn.respond(exc.status, exc.body())
+        except Exception as exc:  # a bug here must not hang the client: answer like vLLM's 500
+            print(f"servingbench emulator: internal error on {req.method} {req.path}: {exc!r}",
+                  file=sys.stderr, flush=True)
+            if not conn.closed and conn.busy:
+                conn.respond(500, api.error_body(500, f"emulator internal error: {exc!r}"))
+
+    def health(self, conn: HttpConnection, req: Request) -> None:
+        conn.respond(200 if self.ready else 503, b"", b"text/plain")
+
+    def status_route(self, conn: HttpConnection, req: Request) -> None:
+        conn.respond(200, json.dumps(self.status()).encode())
+
+    def models(self, conn: HttpConnection, req: Request) -> None:
+        self._need_ready()
+        card = {"id": self.served_model, "object": "model", "created": int(time.time()),
+                "owned_by": "vllm", "root": self.served_model, "parent": None,
+                "max_model_len": self.max_model_len, "permission": []}
+        conn.respond(200, json.dumps({"object": "list", "data": [card]}).encode())
+
+    def metrics_route(self, conn: HttpConnection, req: Request) -> None:
+        conn.respond(200, self.metrics.render(), b"text/plain; version=0.0.4; charset=utf-8")
+
+    def tokenize(self, conn: HttpConnection, req: Request) -> None:
+        self._need_ready()
+        ids = api.parse_tokenize(req.body, self.served_model)
+        body = {"tokens": ids, "count": len(ids), "max_model_len": self.max_model_len}
+        conn.respond(200, json.dumps(body).encode())
+
+    def _need_ready(self) -> None:
+        if not self.ready:
+            raise api.ApiError(503, "the engine is still loading (cold start); poll /health")
+
+    # --- generation ------------------------------------------------------------------------
+    def completions(self, conn: HttpConnection, req: Request) -> None:
+        self._generate(conn, req, chat=False)
+
+    def chat(self, conn: HttpConnection, req: Request) -> None:
+        self._generate(conn, req, chat=True)
+
+    def _generate(self, conn: HttpConnection, req: Request, chat: bool) -> None:
+        self._need_ready()
+        try:
+            f = faults.parse_header(req.headers.get(faults.HEADER))
+        except faults.FaultError as exc:
+            raise api.ApiError(400, str(exc), "X-Servingbench-Fault") from None
+        g = api.parse_generation(req.body, chat, self.served_model, self.max_model_len)
+        o = self.opts
+        g = api.GenRequest(g.chat, g.stream, g.include_usage and o.usage,
+                           g.continuous_usage and g.include_usage and o.usage and o.continuous_usage,
+                           g.prompt_tokens, g.max_tokens, g.min_tokens, g.ignore_eos)
+        target, finish = self._length(g)
+        if not f.any and o.fault_rates:
+            f = faults.draw(o.fault_rates, self.rng, target)
+        self.ids += 1
+        cid = ("chatcmpl-" if chat else "cmpl-") + f"{o.seed:x}{self.ids:08x}"
+        stream = Stream(self, conn, g, f, cid, req.headers.get("x-request-id"),
+                        req.arrival_perf_ns, target, finish, self.ids * 7)
+        if f.status is not None:
+            conn.respond(f.status, api.error_body(f.status, f"emulated fault: status {f.status}"))
+            stream.headers_ns = time.perf_counter_ns()
+            stream.record(f.status)
+            return
+        self.metrics.prompt_tokens += g.prompt_tokens
+        if f.empty:
+            stream.finish_empty()
+            return
+        if f.first_byte_delay_s > 0:
+            self.loop.call_later(f.first_byte_delay_s, self._admit, stream)
+        else:
+            self._admit(stream)
+
+    def _admit(self, stream: Stream) -> None:
+        if not stream.alive:
+            return
+        if stream.faults.first_byte_delay_s > 0:
+            stream.arrival_ns = time.perf_counter_ns()  # the engine sees it after the delay
+        stream.start()
+        stream.submitted = True
+        self.engine.submit(stream)
+
+    def _length(self, g: api.GenRequest) -> tuple[int, str]:
+        room = self.max_model_len - g.prompt_tokens
+        cap = min(g.max_tokens, room) if g.max_tokens is not None else room
+        if g.ignore_eos:
+            return cap, "length"
+        lo = max(1, g.min_tokens)
+        n = self.rng.randint(lo, max(lo, min(cap, max(NATURAL_MAX, lo))))
+        n = min(n, cap)
+        return n, ("length" if n >= cap else "stop")
+
+    def finished(self, stream: Stream, status: int, abort: bool) -> None:
+        """Bookkeeping when a stream ends in any way."""
+        if stream.submitted:
+            self.engine.abort(stream)
+        m = self.metrics
+        now = time.perf_counter_ns()
+        if status == 200 and not abort:
+            m.success[stream.finish] += 1
+            m.e2e.observe((now - stream.arrival_ns) / 1e9)
+        elif abort:
+            m.success["abort"] += 1
+        if stream.first_token_ns is not None and stream.chunks:
+            m.ttft.observe((stream.chunks[0][1] - stream.arrival_ns) / 1e9)
+        if self.gt.enabled:
+            w = self.clock.wall
+            self.gt.write({
+                "completion_id": stream.cid, "request_id": stream.request_id,
+                "arrival_ns": w(stream.arrival_ns),
+                "headers_ns": w(stream.headers_ns) if stream.headers_ns is not None else None,
+                "prompt_tokens": stream.req.prompt_tokens, "completion_tokens": stream.sent,
+                "status": status,
+                "chunks": [[w(s), w(x), k] for s, x, k in stream.chunks],
+            })
+
+    def close(self) -> None:
+        self.engine.close()
+        self.gt.close()
+
+
+ROUTES = {
+    "/health": ("GET", App.health),
+    "/servingbench/status": ("GET", App.status_route),
+    "/v1/models": ("GET", App.models),
+    "/metrics": ("GET", App.metrics_route),
+    "/tokenize": ("POST", App.tokenize),
+    "/v1/completions": ("POST", App.completions),
+    "/v1/chat/completions": ("POST", App.chat),
+}

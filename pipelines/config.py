@@ -1,0 +1,211 @@
+"""The candidates file (pipelines/candidates.yaml) and the price sheet, validated strictly.
+
+Unknown keys and bad values raise ConfigError naming the file and the key, e.g.
+`candidates.yaml: candidates[2].precison: unknown key (did you mean 'precision'?)`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_FILE = REPO / "pipelines" / "candidates.yaml"
+NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+PRECISIONS = ("bf16", "fp8", "int4")
+ENGINES = ("vllm", "vllm-neuron", "sglang")
+
+
+class ConfigError(ValueError):
+    """The candidates file or price sheet is malformed; the message names the key."""
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    concurrency: tuple[int, ...] = (1, 4, 8, 16, 32)
+    rates: tuple[float, ...] = ()
+    requests_per_step: int = 64
+    warmup_requests: int = 8
+
+
+@dataclass(frozen=True)
+class PriceBasis:
+    region: str
+    purchase_option: str
+    retrieved_on: str
+    source: str
+    hourly_usd_per_node: float | None
+
+    def as_manifest(self) -> dict:
+        return {"region": self.region, "purchase_option": self.purchase_option,
+                "retrieved_on": self.retrieved_on, "source": self.source,
+                "hourly_usd_per_node": self.hourly_usd_per_node}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    instance_type: str
+    model: str
+    precision: str
+    tensor_parallel: int
+    node_count: int = 1
+    model_revision: str | None = None
+    expert_parallel: bool = False
+    engine: str = "vllm"
+    image_digest: str | None = None
+    max_model_len: int = 8192
+    scenario: dict = field(default_factory=lambda: {"input_tokens": 512, "output_tokens": 128,
+                                                    "dataset": None})
+    load: LoadPlan = LoadPlan()
+    price: PriceBasis | None = None
+
+    @property
+    def model_key(self) -> str:
+        """The emulator's name for the model family (scout | maverick)."""
+        low = self.model.lower()
+        for key in ("scout", "maverick"):
+            if key in low:
+                return key
+        return low.rsplit("/", 1)[-1]
+
+
+# key -> (type check, description)
+_TYPES: dict[str, tuple[Any, str]] = {
+    "name": (str, "a name of letters, digits, '.', '_' or '-'"),
+    "instance_type": (str, "an EC2 instance type, e.g. p5.48xlarge"),
+    "model": (str, "a model id, e.g. meta-llama/Llama-4-Scout-17B-16E-Instruct"),
+    "precision": (str, f"one of {', '.join(PRECISIONS)}"),
+    "tensor_parallel": (int, "a positive integer"),
+    "node_count": (int, "a positive integer"),
+    "model_revision": ((str, type(None)), "a revision string or null"),
+    "expert_parallel": (bool, "true or false"),
+    "engine": (str, f"one of {', '.join(ENGINES)}"),
+    "image_digest": ((str, type(None)), "an image reference pinned by digest, or null"),
+    "max_model_len": (int, "a positive integer"),
+    "scenario": (dict, "a mapping with input_tokens, output_tokens, dataset"),
+    "load": (dict, "a mapping with concurrency, rates, requests_per_step, warmup_requests"),
+    "price": (dict, "a mapping with region, purchase_option, sheet"),
+}
+_LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests"}
+_PRICE_KEYS = {"region", "purchase_option", "sheet"}
+_SCENARIO_KEYS = {"input_tokens", "output_tokens", "dataset"}
+
+
+def _unknown(where: str, key: str, allowed) -> ConfigError:
+    close = difflib.get_close_matches(key, list(allowed), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ConfigError(f"{where}.{key}: unknown key{hint}")
+
+
+def _check_keys(obj: dict, allowed, where: str) -> None:
+    if not isinstance(obj, dict):
+        raise ConfigError(f"{where}: expected a mapping")
+    for key in obj:
+        if key not in allowed:
+            raise _unknown(where, key, allowed)
+
+
+def _positive_ints(value, where: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool)
+                                              and v > 0 for v in value):
+        raise ConfigError(f"{where}: expected a list of positive integers, got {value!r}")
+    return tuple(value)
+
+
+def _load_plan(raw: dict, where: str) -> LoadPlan:
+    _check_keys(raw, _LOAD_KEYS, where)
+    rates = raw.get("rates", [])
+    if not isinstance(rates, list) or not all(isinstance(r, int | float) and r > 0 for r in rates):
+        raise ConfigError(f"{where}.rates: expected a list of positive numbers, got {rates!r}")
+    plan = LoadPlan(
+        concurrency=_positive_ints(raw.get("concurrency", [1, 4, 8, 16, 32]), f"{where}.concurrency"),
+        rates=tuple(float(r) for r in rates),
+        requests_per_step=_positive_ints([raw.get("requests_per_step", 64)], f"{where}.requests_per_step")[0],
+        warmup_requests=raw.get("warmup_requests", 8))
+    if not isinstance(plan.warmup_requests, int) or plan.warmup_requests < 0:
+        raise ConfigError(f"{where}.warmup_requests: expected an integer >= 0")
+    if not plan.concurrency and not plan.rates:
+        raise ConfigError(f"{where}: no step: give concurrency and/or rates")
+    return plan
+
+
+def load_price_sheet(path: Path, where: str) -> dict:
+    try:
+        sheet = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: price sheet {path} not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    _check_keys(sheet, {"region", "purchase_option", "retrieved_on", "hourly_usd_per_node"},
+                str(Path(path).name))
+    prices = sheet.get("hourly_usd_per_node")
+    if not isinstance(prices, dict) or not all(isinstance(v, int | float) and v > 0
+                                               for v in prices.values()):
+        raise ConfigError(f"{path}: hourly_usd_per_node must map instance types to positive prices")
+    return sheet
+
+
+def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
+    _check_keys(raw, _TYPES, where)
+    merged = {**defaults, **raw}
+    for key, (kind, what) in _TYPES.items():
+        if key in merged and not isinstance(merged[key], kind) or (
+                kind is int and isinstance(merged.get(key), bool)):
+            raise ConfigError(f"{where}.{key}: expected {what}, got {merged[key]!r}")
+    for key in ("name", "instance_type", "model", "precision", "tensor_parallel"):
+        if key not in merged:
+            raise ConfigError(f"{where}: missing key {key!r}")
+    if not NAME.fullmatch(merged["name"]):
+        raise ConfigError(f"{where}.name: {merged['name']!r} is not {_TYPES['name'][1]}")
+    if merged["precision"] not in PRECISIONS:
+        raise ConfigError(f"{where}.precision: {merged['precision']!r} is not one of {PRECISIONS}")
+    if merged.get("engine", "vllm") not in ENGINES:
+        raise ConfigError(f"{where}.engine: {merged['engine']!r} is not one of {ENGINES}")
+    for key in ("tensor_parallel", "node_count", "max_model_len"):
+        if key in merged and merged[key] < 1:
+            raise ConfigError(f"{where}.{key}: must be >= 1")
+    scenario = merged.get("scenario", {"input_tokens": 512, "output_tokens": 128, "dataset": None})
+    _check_keys(scenario, _SCENARIO_KEYS, f"{where}.scenario")
+    price = merged.pop("price", None)
+    basis = None
+    if price is not None:
+        _check_keys(price, _PRICE_KEYS, f"{where}.price")
+        sheet = load_price_sheet(base / price["sheet"], f"{where}.price.sheet") if "sheet" in price else {}
+        basis = PriceBasis(
+            region=price.get("region", sheet.get("region")),
+            purchase_option=price.get("purchase_option", sheet.get("purchase_option")),
+            retrieved_on=str(sheet.get("retrieved_on")), source="price_sheet",
+            hourly_usd_per_node=(sheet.get("hourly_usd_per_node") or {}).get(merged["instance_type"]))
+    load = _load_plan(merged.pop("load", {}), f"{where}.load")
+    return Candidate(**{**merged, "scenario": dict(scenario), "load": load, "price": basis})
+
+
+def load_candidates(path: Path | str = DEFAULT_FILE) -> list[Candidate]:
+    """Read and validate a candidates file; raise ConfigError naming the key on any problem."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    where = path.name
+    _check_keys(doc, {"defaults", "candidates"}, where)
+    defaults = doc.get("defaults") or {}
+    _check_keys(defaults, _TYPES, f"{where}: defaults")
+    raw = doc.get("candidates")
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{where}.candidates: expected a non-empty list")
+    base = REPO if path.resolve().is_relative_to(REPO) else path.parent
+    out = [_candidate(c, defaults, f"{where}: candidates[{i}]", base) for i, c in enumerate(raw)]
+    names = [c.name for c in out]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"{where}.candidates: duplicate name {dupes[0]!r}")
+    return out

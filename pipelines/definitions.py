@@ -1,0 +1,34 @@
+"""Dagster definitions: the asset chain, its gates, jobs and schedules, with the resources
+of the chosen profile (pipelines/profiles.py). `dagster dev -w workspace.yaml` loads `defs`."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets import benchmark, bill, checks, cost, metrics
+from assets.partitions import partitions_def
+
+from .profiles import Settings, resources_for
+from .schedules import jobs, schedules
+
+
+def build_definitions(settings: Settings | None = None, resources: dict | None = None) -> dg.Definitions:
+    """The definitions for `settings` (default: from the environment). `resources` replaces
+    profile resources by key (asset tests pass fixture resources this way)."""
+    settings = settings or Settings.from_env()
+    res = resources_for(settings) | (resources or {})
+    names = list(res["candidates"])
+    parts = partitions_def(names)
+    return dg.Definitions(
+        assets=[benchmark.build(parts), bill.build(parts), metrics.build(parts), cost.build(parts)],
+        asset_checks=checks.build(parts),
+        jobs=jobs(parts),
+        schedules=schedules(names),
+        resources=res,
+        executor=dg.in_process_executor,
+    )
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return build_definitions()

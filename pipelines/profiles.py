@@ -1,0 +1,65 @@
+"""The one place that picks resources: `local` (the embedded default) or `eks`.
+
+Settings come from the caller (the demo, tests) or, for the Dagster UI and schedules, from
+SERVINGBENCH_PROFILE / SERVINGBENCH_DATA_DIR / SERVINGBENCH_CANDIDATES, read when the
+definitions load — never at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dagster as dg
+
+from resources.bill_source import PriceSheetBill
+from resources.cluster import LocalHostCluster
+from resources.load import LoadSettings
+from resources.model_server import EmulatorModelServer
+from resources.storage import Storage
+
+from .config import DEFAULT_FILE, REPO, ConfigError, load_candidates
+
+PROFILES = ("local", "eks")
+
+
+@dataclass(frozen=True)
+class Settings:
+    profile: str = "local"
+    data_dir: Path = REPO / "data"
+    candidates_file: Path = DEFAULT_FILE
+    time_scale: float = 1.0                 # emulator clock (1.0: the modelled hardware's speed)
+    cold_start_s: float | None = None       # emulator cold start override (None: modelled)
+    load: LoadSettings = field(default_factory=LoadSettings)
+    slos: tuple[tuple[float, float], ...] = ((2.0, 0.1),)
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        env = os.environ
+        return cls(profile=env.get("SERVINGBENCH_PROFILE", "local"),
+                   data_dir=Path(env.get("SERVINGBENCH_DATA_DIR", REPO / "data")),
+                   candidates_file=Path(env.get("SERVINGBENCH_CANDIDATES", DEFAULT_FILE)))
+
+
+def resources_for(settings: Settings) -> dict:
+    if settings.profile not in PROFILES:
+        raise ConfigError(f"profile {settings.profile!r}: expected one of {PROFILES}")
+    candidates = {c.name: c for c in load_candidates(settings.candidates_file)}
+    common = {
+        "storage": Storage(Path(settings.data_dir)),
+        "candidates": candidates,
+        "load_settings": settings.load,
+        "slos": settings.slos,
+        "io_manager": dg.FilesystemIOManager(base_dir=str(Path(settings.data_dir) / "dagster_io")),
+    }
+    if settings.profile == "local":
+        return common | {
+            "cluster": LocalHostCluster(),
+            "model_server": EmulatorModelServer(time_scale=settings.time_scale,
+                                                cold_start_s=settings.cold_start_s),
+            "bill_source": PriceSheetBill(),
+        }
+    from .eks_profile import eks_resources
+
+    return common | eks_resources(settings, candidates)

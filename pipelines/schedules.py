@@ -1,0 +1,79 @@
+"""Jobs and nightly schedules."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import dagster as dg
+
+CHAIN = ["provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log",
+         "cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens"]
+BILL_PART = ["cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens"]
+REFRESH_DAYS = 14
+
+
+def jobs(partitions_def) -> list:
+    return [
+        dg.define_asset_job("benchmark_job", selection=dg.AssetSelection.assets(*CHAIN),
+                            partitions_def=partitions_def, executor_def=dg.in_process_executor,
+                            description="The whole chain for one date × candidate partition."),
+        dg.define_asset_job("bill_refresh_job", selection=dg.AssetSelection.assets(*BILL_PART),
+                            partitions_def=partitions_def, executor_def=dg.in_process_executor,
+                            description="Refetch the bill of a run whose cost is still "
+                                        "provisional (or whose bill did not yet cover it)."),
+    ]
+
+
+def _key(date: str, candidate: str) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({"date": date, "candidate": candidate})
+
+
+def refresh_candidates(storage, days: int = REFRESH_DAYS, now: dt.datetime | None = None) -> list[str]:
+    """Partition keys of recent runs to refetch: cost still provisional, or rejected by the
+    bill's scope rule only (usage that had not appeared in Cost Explorer yet)."""
+    now = now or dt.datetime.now(dt.UTC)
+    keys = []
+    for part_file in sorted(storage.runs_dir.glob("*/partition.json")):
+        run_dir = part_file.parent
+        info = json.loads(part_file.read_text())
+        if dt.datetime.fromisoformat(info["created_at"]) < now - dt.timedelta(days=days):
+            continue
+        gates_file = run_dir / "gates.json"
+        if not gates_file.exists():
+            continue
+        failed = [g["rule"] for g in json.loads(gates_file.read_text()) if g["passed"] is False]
+        cost_file = run_dir / "cost_per_1m.parquet"
+        provisional = False
+        if cost_file.exists():
+            import pyarrow.parquet as pq
+            provisional = "provisional" in pq.read_table(cost_file, columns=["bill_status"])[
+                "bill_status"].to_pylist()
+        if provisional or failed == [5]:
+            keys.append(info["partition"])
+    return sorted(set(keys))
+
+
+def schedules(candidate_names: list[str]) -> list:
+    @dg.schedule(job_name="benchmark_job", cron_schedule="0 2 * * *", execution_timezone="UTC",
+                 name="benchmark_schedule", default_status=dg.DefaultScheduleStatus.STOPPED,
+                 description="Every night: benchmark every candidate for the day's partition.")
+    def benchmark_schedule(context):
+        date = context.scheduled_execution_time.strftime("%Y-%m-%d")
+        for name in candidate_names:
+            key = _key(date, name)
+            yield dg.RunRequest(run_key=f"{key}", partition_key=key)
+
+    @dg.schedule(job_name="bill_refresh_job", cron_schedule="0 6 * * *", execution_timezone="UTC",
+                 name="bill_refresh_schedule", default_status=dg.DefaultScheduleStatus.STOPPED,
+                 required_resource_keys={"storage"},
+                 description="Every morning: refetch bills until every recent cost is final.")
+    def bill_refresh_schedule(context):
+        stamp = context.scheduled_execution_time.strftime("%Y%m%d")
+        keys = refresh_candidates(context.resources.storage)
+        if not keys:
+            yield dg.SkipReason("every recent run's cost is final")
+        for key in keys:
+            yield dg.RunRequest(run_key=f"{key}@{stamp}", partition_key=key)
+
+    return [benchmark_schedule, bill_refresh_schedule]

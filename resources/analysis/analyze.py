@@ -1,0 +1,120 @@
+"""The offline analyzer (SPEC §6): gates, metrics and cost for one run folder.
+
+One implementation: `servingbench analyze`, the Dagster assets and the tests all call
+`analyze_run`. Exit codes: 0 accepted, 3 rejected by a gate, 2 unreadable/malformed input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from . import sqlfiles
+from .gates import Gate, run_gates
+from .manifest import ManifestError
+from .rundir import RunFolder, open_run
+from .schemas import SchemaError, write_parquet
+
+ACCEPTED, MALFORMED, REJECTED = 0, 2, 3
+DEFAULT_SLO = (2.0, 0.1)
+COST_FILES = ("cost_per_1m.parquet", "headline.parquet")
+
+
+@dataclass
+class Analysis:
+    run_dir: Path
+    exit_code: int
+    message: str = ""
+    manifest: dict | None = None
+    gates: list[dict] = field(default_factory=list)
+    metrics: pa.Table | None = None
+    cost: pa.Table | None = None
+    headline: pa.Table | None = None
+    partial: list[str] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> bool:
+        return self.exit_code == ACCEPTED
+
+    @property
+    def failed_rules(self) -> list[dict]:
+        return [g for g in self.gates if g["passed"] is False]
+
+
+def _manifest_steps(manifest: dict) -> pa.Table:
+    steps = manifest["steps"]
+    return pa.table({"step": pa.array([s["step"] for s in steps], pa.string()),
+                     "client_limited": pa.array([bool(s["client_limited"]) for s in steps],
+                                                pa.bool_())})
+
+
+def step_metrics(run: RunFolder, slo: tuple[float, float] = DEFAULT_SLO) -> pa.Table:
+    """SPEC §3 for every step of the steady phase."""
+    run.con.register("manifest_steps", _manifest_steps(run.manifest))
+    return sqlfiles.query(run.con, "step_metrics", run_id=run.manifest["run_id"],
+                          source=run.manifest["source"], slo_ttft_s=slo[0], slo_tpot_s=slo[1])
+
+
+def cost_tables(run: RunFolder, metrics: pa.Table,
+                slos: list[tuple[float, float]]) -> tuple[pa.Table, pa.Table]:
+    """SPEC §4: the cost per 1M output tokens per step, and the SLO headline."""
+    m, con = run.manifest, run.con
+    basis = m["price_basis"] or {}
+    con.register("metrics", metrics)
+    cost = sqlfiles.query(
+        con, "cost_per_1m", instance_type=m["instance_type"], node_count=m["node_count"],
+        hourly_usd_per_node=basis.get("hourly_usd_per_node"), price_region=basis.get("region"),
+        purchase_option=basis.get("purchase_option"), retrieved_on=basis.get("retrieved_on"))
+    con.register("cost", cost)
+    con.register("slos", pa.table({"slo_ttft_s": [float(a) for a, _ in slos],
+                                   "slo_tpot_s": [float(b) for _, b in slos]}))
+    headline = sqlfiles.query(con, "headline", run_id=m["run_id"], candidate=m["candidate"],
+                              instance_type=m["instance_type"], source=m["source"])
+    return cost, headline
+
+
+def _write_gates(run_dir: Path, gates: list[Gate]) -> None:
+    tmp = run_dir / "gates.json.tmp"
+    tmp.write_text(json.dumps([g.as_dict() for g in gates], indent=2) + "\n")
+    os.replace(tmp, run_dir / "gates.json")
+
+
+def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
+                write: bool = True) -> Analysis:
+    """Gate, measure and cost one run folder; write its outputs beside the raw records.
+
+    Raw records are never modified. A rejected run keeps them all; only the cost files
+    are withheld (and a stale copy from an earlier analysis is removed).
+    """
+    run_dir = Path(run_dir)
+    slos = slos or [DEFAULT_SLO]
+    try:
+        run = open_run(run_dir)
+    except (ManifestError, SchemaError) as exc:
+        return Analysis(run_dir, MALFORMED, message=str(exc))
+    try:
+        gates = run_gates(run)
+        metrics = step_metrics(run, slos[0])
+        accepted = all(g.passed is not False for g in gates)
+        cost = headline = None
+        if accepted and run.has_bill:
+            cost, headline = cost_tables(run, metrics, slos)
+        if write:
+            _write_gates(run_dir, gates)
+            write_parquet(metrics, run_dir / "derived_metrics.parquet")
+            for name, table in zip(COST_FILES, (cost, headline), strict=True):
+                if table is not None:
+                    write_parquet(table, run_dir / name)
+                else:
+                    (run_dir / name).unlink(missing_ok=True)
+        failed = [g for g in gates if g.passed is False]
+        message = ("rejected by " + ", ".join(f"rule {g.rule} ({g.name})" for g in failed)
+                   if failed else "accepted")
+        return Analysis(run_dir, REJECTED if failed else ACCEPTED, message, run.manifest,
+                        [g.as_dict() for g in gates], metrics, cost, headline, run.partial)
+    finally:
+        run.close()

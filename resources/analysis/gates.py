@@ -1,0 +1,199 @@
+"""SPEC §5: the six gates, as Great Expectations validations over facts computed in DuckDB.
+
+Each gate reports `{rule, name, passed, offending_rows, examples, message}`; `passed` is
+None for the bill rules when the run has no bill. A comparison with a null side is left to
+rule 1 (GX's column-pair expectations ignore such rows), so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import pandas as pd
+
+from . import gx, sqlfiles
+from .manifest import format_ts, parse_ts
+from .rundir import RunFolder
+from .schemas import BILL_SOURCES, PHASES
+
+NAMES = {1: "complete", 2: "ordered", 3: "phased", 4: "counted", 5: "scoped", 6: "single-source"}
+MAX_EXAMPLES = 5
+OK = 'status=="ok"'
+
+
+@dataclass
+class Gate:
+    rule: int
+    name: str
+    passed: bool | None
+    offending_rows: int
+    examples: list[str] = field(default_factory=list)
+    message: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _finish(rule: int, problems: list[tuple[str, set]], keys: pd.Series, extra: int = 0,
+            extra_examples: list[str] | None = None, extra_problems: list[str] | None = None) -> Gate:
+    """Union the offending `_row`s of every failed check of a rule into one Gate."""
+    rows: set[int] = set().union(*(r for _, r in problems)) if problems else set()
+    failed = [f"{what} ({len(r)} rows)" for what, r in problems if r] + (extra_problems or [])
+    examples = sorted({str(keys.iloc[i]) for i in rows} | set(extra_examples or []))[:MAX_EXAMPLES]
+    n = len(rows) + extra
+    return Gate(rule, NAMES[rule], n == 0 and not failed, n, examples,
+                "passed" if n == 0 and not failed else "; ".join(failed))
+
+
+def _run(df: pd.DataFrame, checks: list[tuple[str, object]], label: str) -> list[tuple[str, set]]:
+    if df.empty:
+        return []
+    outcomes = gx.validate(df, [c for _, c in checks], label)
+    return [(what, set(o.rows)) for (what, _), o in zip(checks, outcomes, strict=True)]
+
+
+def complete(facts: pd.DataFrame) -> Gate:
+    E = gx.expectations()
+    checks = [(f"{c} missing", E.ExpectColumnValuesToNotBeNull(column=c))
+              for c in ("sent_at", "finished_at")]
+    checks += [(f"ok request without {c}", E.ExpectColumnValuesToNotBeNull(
+                   column=c, row_condition=OK, condition_parser="pandas"))
+               for c in ("first_token_at", "last_token_at", "output_tokens")]
+    return _finish(1, _run(facts, checks, "complete"), facts["request_id"])
+
+
+def ordered(facts: pd.DataFrame) -> Gate:
+    E = gx.expectations()
+    checks = [("timestamps out of order", E.ExpectColumnValuesToBeNull(column="order_violation")),
+              ("chunk times decrease with seq", E.ExpectColumnValuesToBeBetween(
+                  column="chunks_out_of_order", max_value=0)),
+              ("chunk outside [sent_at, finished_at]", E.ExpectColumnValuesToBeBetween(
+                  column="chunks_outside", max_value=0))]
+    problems = _run(facts, checks, "ordered")
+    if problems and problems[0][1]:
+        kinds = sorted(set("; ".join(facts["order_violation"].dropna()).split("; ")))
+        problems[0] = (f"timestamps out of order: {', '.join(kinds)}", problems[0][1])
+    return _finish(2, problems, facts["request_id"])
+
+
+def phased(facts: pd.DataFrame) -> Gate:
+    E = gx.expectations()
+    checks = [
+        ("request_id repeated", E.ExpectColumnValuesToBeUnique(column="request_id")),
+        ("phase missing", E.ExpectColumnValuesToNotBeNull(column="phase")),
+        ("phase unknown", E.ExpectColumnValuesToBeInSet(column="phase", value_set=list(PHASES))),
+        ("phase differs from its log", E.ExpectColumnValuesToBeInSet(
+            column="phase_matches_file", value_set=[True])),
+        ("steady request sent before the last warm-up request finished",
+         E.ExpectColumnPairValuesAToBeGreaterThanB(
+             column_A="sent_at", column_B="warmup_end", or_equal=True,
+             ignore_row_if="either_value_is_missing")),
+    ]
+    return _finish(3, _run(facts, checks, "phased"), facts["request_id"])
+
+
+def counted(facts: pd.DataFrame) -> Gate:
+    E = gx.expectations()
+    checks = [
+        ("ok request with output_tokens < 1", E.ExpectColumnValuesToBeBetween(
+            column="output_tokens", min_value=1, row_condition=OK, condition_parser="pandas")),
+        ("chunk tokens do not sum to output_tokens", E.ExpectColumnPairValuesToBeEqual(
+            column_A="output_tokens", column_B="chunk_tokens",
+            ignore_row_if="either_value_is_missing",
+            row_condition='status=="ok" and output_tokens_source=="usage"',
+            condition_parser="pandas")),
+    ]
+    return _finish(4, _run(facts, checks, "counted"), facts["request_id"])
+
+
+def _uncovered(periods: list[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
+    """Stretches of [start, end] that no billing period covers."""
+    gaps, cursor = [], start
+    for p_start, p_end in periods:
+        if p_start > cursor:
+            gaps.append((cursor, min(p_start, end)))
+        cursor = max(cursor, p_end)
+        if cursor >= end:
+            break
+    if cursor < end:
+        gaps.append((cursor, end))
+    return [(a, b) for a, b in gaps if a < b]
+
+
+def scoped(run: RunFolder) -> Gate:
+    m, con = run.manifest, run.con
+    E = gx.expectations()
+    facts = sqlfiles.query(con, "bill_facts", account_id=m["account_id"], region=m["region"],
+                           run_id=m["run_id"], instance_type=m["instance_type"]).to_pandas()
+    keys = facts["period_start"].map(lambda t: format_ts(t.value))
+    checks = [(f"bill row {what}", E.ExpectColumnValuesToBeInSet(column=col, value_set=[False]))
+              for what, col in [("names another account", "other_account"),
+                                ("names another region", "other_region"),
+                                ("carries another run-id tag value", "other_tag"),
+                                ("names another instance type", "other_instance_type"),
+                                ("is not in USD", "not_usd")]]
+    problems = _run(facts, checks, "scoped")
+    steady = m["phases"].get("steady") or {}
+    start, end = steady.get("started_at"), steady.get("ended_at")
+    if not (start and end and m["instance_type"] and m["node_count"]):
+        return _finish(5, problems, keys, extra_problems=[
+            "manifest lacks phases.steady, instance_type or node_count: coverage unknown"])
+    s_ns, e_ns = parse_ts(start), parse_ts(end)
+    periods = sqlfiles.query(con, "instance_periods", instance_type=m["instance_type"]).to_pylist()
+    gaps = _uncovered([(p["start_ns"], p["end_ns"]) for p in periods], s_ns, e_ns)
+    usage = sqlfiles.query(con, "bill_usage", instance_type=m["instance_type"],
+                           node_count=m["node_count"],
+                           steady_start=pd.Timestamp(s_ns, tz="UTC"),
+                           steady_end=pd.Timestamp(e_ns, tz="UTC")).to_pandas()
+    bad_periods: dict[str, set] = {}
+    for flag, what in [("usage_missing", "instance-hours below 95 % of node_count × overlap"),
+                       ("usage_outside_scope", "instance-hours above 105 % of node_count × period")]:
+        hit = usage[usage[flag]]
+        if len(hit):
+            starts = set(hit["period_start"])
+            bad_periods[what] = set(facts.index[facts["period_start"].isin(starts)
+                                                & facts["is_instance"]])
+    problems += list(bad_periods.items())
+    gap_text = [f"steady phase not covered by instance rows from {format_ts(a)} to {format_ts(b)}"
+                for a, b in gaps]
+    return _finish(5, problems, keys, extra=len(gaps),
+                   extra_examples=[format_ts(a) for a, _ in gaps], extra_problems=gap_text)
+
+
+def single_source(run: RunFolder) -> Gate:
+    E = gx.expectations()
+    facts = sqlfiles.query(run.con, "bill_facts", account_id=None, region=None, run_id=None,
+                           instance_type=None).to_pandas()
+    keys = facts["period_start"].map(lambda t: format_ts(t.value))
+    if facts.empty:
+        return _finish(6, [], keys)
+    counts = facts["source"].value_counts(dropna=False)
+    common = counts.index[0]
+    checks = [(f"bill row source differs from the most common one ({common})",
+               E.ExpectColumnValuesToBeInSet(column="source", value_set=[common])),
+              ("bill source unknown", E.ExpectColumnValuesToBeInSet(
+                  column="source", value_set=list(BILL_SOURCES)))]
+    return _finish(6, _run(facts, checks, "single_source"), keys)
+
+
+def no_bill(rule: int) -> Gate:
+    return Gate(rule, NAMES[rule], None, 0, [], "no bill")
+
+
+def request_gates(run: RunFolder) -> list[Gate]:
+    """Rules 1-4, on the request logs and the chunk log."""
+    facts = sqlfiles.query(run.con, "request_facts").to_pandas()
+    phases = sqlfiles.query(run.con, "phase_facts").to_pandas()
+    return [complete(facts), ordered(facts), phased(phases), counted(facts)]
+
+
+def bill_gates(run: RunFolder) -> list[Gate]:
+    """Rules 5-6, on the bill (reported `passed: None`, "no bill", without one)."""
+    if not run.has_bill:
+        return [no_bill(5), no_bill(6)]
+    return [scoped(run), single_source(run)]
+
+
+def run_gates(run: RunFolder) -> list[Gate]:
+    """All six rules, in order."""
+    return request_gates(run) + bill_gates(run)

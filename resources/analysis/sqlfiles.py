@@ -1,0 +1,38 @@
+"""Named queries from `sql/`: one query per file, values only through `$` bind parameters."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@cache
+def load(name: str) -> str:
+    """The text of `sql/<name>.sql`; its header must name it."""
+    text = (SQL_DIR / f"{name}.sql").read_text()
+    if f"-- name: {name}\n" not in text:
+        raise ValueError(f"sql/{name}.sql: header '-- name: {name}' missing")
+    return text
+
+
+def params_of(name: str) -> set[str]:
+    """The `$params` a query binds (comment lines excluded)."""
+    body = "\n".join(line for line in load(name).splitlines() if not line.lstrip().startswith("--"))
+    return set(_PARAM.findall(body))
+
+
+def query(con: duckdb.DuckDBPyConnection, name: str, **params) -> pa.Table:
+    """Run the named query with exactly the parameters it uses; return an Arrow table."""
+    wanted = params_of(name)
+    missing = wanted - params.keys()
+    if missing:
+        raise TypeError(f"sql/{name}.sql needs parameters {sorted(missing)}")
+    bound = {k: v for k, v in params.items() if k in wanted}
+    return con.sql(load(name), params=bound or None).to_arrow_table()

@@ -1,0 +1,96 @@
+"""Plain-text rendering of an analysis for terminals and logs (also markdown for Dagster)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .analyze import Analysis
+
+
+def _fmt(value, spec: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and spec:
+        return format(value, spec)
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "-"
+    return str(value)
+
+
+def table(rows: Sequence[dict], columns: Sequence[tuple[str, str, str]], markdown: bool = False) -> str:
+    """Rows as an aligned text (or markdown) table; columns are (key, title, format)."""
+    cells = [[title for _, title, _ in columns]]
+    cells += [[_fmt(r.get(key), spec) for key, _, spec in columns] for r in rows]
+    if markdown:
+        head, *body = cells
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in body])
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+             for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+STEP_COLUMNS = [
+    ("step", "step", ""), ("n_requests", "n", ""), ("error_rate", "err", ".1%"),
+    ("output_tok_s", "out tok/s", ",.1f"), ("request_s", "req/s", ".2f"),
+    ("achieved_concurrency", "conc", ".2f"), ("ttft_s_p50", "TTFT p50 s", ".3f"),
+    ("ttft_s_p99", "TTFT p99 s", ".3f"), ("tpot_s_p50", "TPOT p50 s", ".4f"),
+    ("tpot_s_p99", "TPOT p99 s", ".4f"), ("itl_s_p99", "ITL p99 s", ".4f"),
+    ("valid", "valid", ""), ("invalid_reason", "why invalid", ""),
+]
+COST_COLUMNS = [
+    ("step", "step", ""), ("cost_per_1m_output_usd", "USD / 1M out", ",.4f"),
+    ("window_cost_usd", "window USD", ",.6f"), ("bill_status", "bill", ""),
+    ("bill_source", "bill source", ""), ("cross_check_delta", "x-check", "+.2%"),
+    ("included", "included", ""), ("cross_check_note", "note", ""),
+]
+HEADLINE_COLUMNS = [
+    ("candidate", "candidate", ""), ("instance_type", "instance", ""), ("source", "source", ""),
+    ("slo_ttft_s", "SLO TTFT s", ".3g"), ("slo_tpot_s", "SLO TPOT s", ".3g"),
+    ("meets_slo", "meets", ""), ("step", "step", ""), ("output_tok_s", "out tok/s", ",.1f"),
+    ("ttft_s_p99", "TTFT p99 s", ".3f"), ("tpot_s_p99", "TPOT p99 s", ".4f"),
+    ("cost_per_1m_output_usd", "USD / 1M out", ",.4f"), ("bill_status", "bill", ""),
+]
+GATE_COLUMNS = [
+    ("rule", "rule", ""), ("name", "name", ""), ("result", "result", ""),
+    ("offending_rows", "rows", ""), ("examples", "examples", ""), ("message", "why", ""),
+]
+
+
+def gate_rows(gates: list[dict]) -> list[dict]:
+    verdict = {True: "pass", False: "FAIL", None: "n/a"}
+    return [{**g, "result": verdict[g["passed"]], "examples": g["examples"][:3]} for g in gates]
+
+
+def render(a: Analysis) -> str:
+    """The human summary `servingbench analyze` prints."""
+    if a.exit_code == 2:
+        return f"MALFORMED: {a.message}"
+    m = a.manifest or {}
+    emulated = m.get("source") == "emulated"
+    out = []
+    if emulated:
+        out.append("=" * 72 + "\nEMULATED - every figure below comes from the local engine emulator,"
+                   "\nnot from real hardware. Do not quote it as a measurement.\n" + "=" * 72)
+    out.append(f"run {m.get('run_id')}  candidate {m.get('candidate')}  "
+               f"instance {m.get('instance_type')} x{m.get('node_count')}  source {m.get('source')}")
+    if a.partial:
+        out.append(f"note: read from partial streams (run was cut short): {', '.join(a.partial)}")
+    out += ["", "Gates (SPEC §5)", table(gate_rows(a.gates), GATE_COLUMNS)]
+    if a.metrics is not None:
+        out += ["", "Steps (steady phase)", table(a.metrics.to_pylist(), STEP_COLUMNS)]
+    if a.cost is not None:
+        out += ["", "Cost per 1M output tokens", table(a.cost.to_pylist(), COST_COLUMNS)]
+        out += ["", "Headline (best valid step within the SLO)",
+                table(a.headline.to_pylist(), HEADLINE_COLUMNS)]
+    elif a.exit_code == 3:
+        out += ["", "Cost table WITHHELD: the run was rejected; raw records are kept."]
+    else:
+        out += ["", "No bill in this run folder: no cost table."]
+    verdict = {0: "ACCEPTED", 3: "REJECTED"}[a.exit_code]
+    out += ["", f"{verdict}{' (EMULATED)' if emulated else ''}: {a.message}  [{a.run_dir}]"]
+    return "\n".join(out)

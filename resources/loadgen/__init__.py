@@ -1,0 +1,21 @@
+"""The streaming load generator (issue 3): drives an OpenAI-compatible endpoint and records.
+
+    from resources.loadgen import LoadConfig, run_load
+    result = run_load(LoadConfig(endpoint="http://127.0.0.1:8000", model="m"), Path("run"))
+
+The load side only records (SPEC §2.2/§2.3); metrics come from `resources.analysis`.
+`run_load` and `LoadResult` are imported on first use (aiohttp, pyarrow are heavy).
+"""
+
+from resources.loadgen.config import ConfigError, LoadConfig
+from resources.loadgen.errors import LoadError, RunExistsError
+
+__all__ = ["ConfigError", "LoadConfig", "LoadError", "LoadResult", "RunExistsError", "run_load"]
+
+
+def __getattr__(name: str):
+    if name in ("run_load", "LoadResult"):
+        from resources.loadgen import runner
+
+        return getattr(runner, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,118 @@
+"""What a load run asks for: one strict, validated configuration object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+
+class ConfigError(ValueError):
+    """A load configuration that cannot run; the message says which field and why."""
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    endpoint: str
+    model: str
+    api: str = "completions"  # "completions" | "chat"
+    concurrency: list[int] = field(default_factory=lambda: [1, 4, 8, 16, 32])
+    rates: list[float] = field(default_factory=list)
+    arrival: str = "poisson"  # "poisson" | "constant"
+    requests_per_step: int | None = 64
+    duration_s: float | None = None
+    warmup_requests: int = 8
+    warmup_duration_s: float | None = None
+    warmup_concurrency: int = 4
+    input_tokens: int = 512
+    output_tokens: int = 128
+    seed: int = 0
+    api_key_env: str | None = None
+    connect_timeout_s: float = 10
+    first_token_timeout_s: float = 60
+    total_timeout_s: float = 600
+    drain_timeout_s: float = 30
+    # Bursty profile: piecewise open-loop arrival rates [(segment_s, rate), ...]; one step
+    # per segment, named `rate=<R>`, run back to back on one absolute schedule.
+    profile: list[tuple[float, float]] = field(default_factory=list)
+    # Workload shape.
+    prefix: str = "unique"  # "unique" (random prefix per prompt) | "shared"
+    shared_prefix_tokens: int = 0
+    dataset: Path | None = None  # JSONL of {"prompt"[, "output_tokens"]} or {"input_tokens", "output_tokens"}
+    use_tokenize: bool = True
+    ignore_eos: bool = True  # also sends min_tokens = max_tokens (vLLM extensions)
+    continuous_usage: bool = True
+    headers: dict[str, str] = field(default_factory=dict)  # extra request headers (e.g. fault injection)
+    run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @property
+    def base_url(self) -> str:
+        return self.endpoint.rstrip("/").removesuffix("/v1")
+
+
+def _positive(name: str, value: float | None, allow_none: bool = True) -> None:
+    if value is None:
+        if not allow_none:
+            raise ConfigError(f"{name}: required")
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{name}: must be a positive number, got {value!r}")
+
+
+def validate(cfg: LoadConfig) -> None:
+    parts = urlsplit(cfg.endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"endpoint: {cfg.endpoint!r} is not an http(s) URL (e.g. http://127.0.0.1:8000)"
+        )
+    try:
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError:
+        raise ConfigError(f"endpoint: {cfg.endpoint!r} has an invalid port") from None
+    if not cfg.model:
+        raise ConfigError("model: required")
+    if cfg.api not in ("completions", "chat"):
+        raise ConfigError(f"api: {cfg.api!r} is not 'completions' or 'chat'")
+    if cfg.arrival not in ("poisson", "constant"):
+        raise ConfigError(f"arrival: {cfg.arrival!r} is not 'poisson' or 'constant'")
+    for c in cfg.concurrency:
+        if isinstance(c, bool) or not isinstance(c, int) or c < 1:
+            raise ConfigError(f"concurrency: {c!r} is not a positive integer")
+    for r in cfg.rates:
+        _positive("rates", r, allow_none=False)
+    for seg in cfg.profile:
+        if len(seg) != 2 or seg[0] <= 0 or seg[1] < 0:
+            raise ConfigError(f"profile: segment {seg!r} is not (duration_s > 0, rate >= 0)")
+    if not (cfg.concurrency or cfg.rates or cfg.profile):
+        raise ConfigError("no steps: give concurrency, rates or a profile")
+    if cfg.requests_per_step is None and cfg.duration_s is None and (cfg.concurrency or cfg.rates):
+        raise ConfigError("a step needs a bound: requests_per_step and/or duration_s")
+    if cfg.requests_per_step is not None and (
+        isinstance(cfg.requests_per_step, bool) or cfg.requests_per_step < 1
+    ):
+        raise ConfigError(f"requests_per_step: must be >= 1, got {cfg.requests_per_step!r}")
+    _positive("duration_s", cfg.duration_s)
+    _positive("warmup_duration_s", cfg.warmup_duration_s)
+    if cfg.warmup_requests < 0:
+        raise ConfigError("warmup_requests: must be >= 0")
+    _positive("warmup_concurrency", cfg.warmup_concurrency, allow_none=False)
+    _positive("input_tokens", cfg.input_tokens, allow_none=False)
+    _positive("output_tokens", cfg.output_tokens, allow_none=False)
+    for name in ("connect_timeout_s", "first_token_timeout_s", "total_timeout_s", "drain_timeout_s"):
+        _positive(name, getattr(cfg, name), allow_none=False)
+    if cfg.prefix not in ("unique", "shared"):
+        raise ConfigError(f"prefix: {cfg.prefix!r} is not 'unique' or 'shared'")
+    if cfg.prefix == "shared" and not 0 < cfg.shared_prefix_tokens < cfg.input_tokens:
+        raise ConfigError("shared_prefix_tokens: must be between 1 and input_tokens - 1")
+    if cfg.dataset is not None and not Path(cfg.dataset).is_file():
+        raise ConfigError(f"dataset: {cfg.dataset} is not a file")
+
+
+def step_name(load_mode: str, target: float) -> str:
+    """`c=8` or `rate=4` / `rate=2.5` (no trailing `.0` for integral rates)."""
+    if load_mode == "concurrency":
+        return f"c={int(target)}"
+    return f"rate={int(target)}" if float(target).is_integer() else f"rate={target:g}"

@@ -1,0 +1,136 @@
+"""Incremental, crash-safe record writing (SPEC §2.2/§2.3, §6).
+
+Finished requests are buffered in memory and appended as Arrow IPC stream batches to
+`<name>.partial.arrows` at least every `flush_s` seconds, so a `kill -9` loses at most
+the last interval. `finalize()` turns each stream into `<name>.parquet` (atomically) and
+removes the stream. Times arrive as perf_counter ns and are mapped to UTC here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+
+from resources.analysis.schemas import (
+    CHUNK_LOG,
+    PARTIAL_SUFFIX,
+    REQUEST_LOG,
+    read_partial_stream,
+    write_parquet,
+)
+from resources.loadgen.client import Request
+from resources.loadgen.clock import Clock
+from resources.loadgen.errors import RunExistsError
+
+NAMES = ("warmup_log", "steady_state_request_log", "chunk_log")
+_TS_COLS = ("scheduled_at", "sent_at", "first_token_at", "last_token_at", "finished_at")
+
+
+def existing_logs(run_dir: Path) -> list[Path]:
+    found = []
+    for name in NAMES:
+        for suffix in (".parquet", PARTIAL_SUFFIX):
+            p = run_dir / f"{name}{suffix}"
+            if p.exists():
+                found.append(p)
+    return found
+
+
+class _Stream:
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self.path, self.schema = path, schema
+        self.cols: dict[str, list] = {n: [] for n in schema.names}
+        self.sink = pa.OSFile(str(path), "wb")
+        self.writer = ipc.new_stream(self.sink, schema)
+
+    def flush(self, offset_ns: int) -> None:
+        if not self.cols[self.schema.names[0]]:
+            return
+        arrays = []
+        for f in self.schema:
+            values = self.cols[f.name]
+            if f.type == pa.timestamp("ns", tz="UTC"):
+                ints = pa.array(values, pa.int64())
+                arr = pc.add(ints, pa.scalar(offset_ns, pa.int64())).cast(f.type)
+            else:
+                arr = pa.array(values, f.type)
+            arrays.append(arr)
+        self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
+        self.sink.flush()
+        for v in self.cols.values():
+            v.clear()
+
+    def close(self) -> None:
+        self.writer.close()
+        self.sink.close()
+
+
+class Recorder:
+    def __init__(self, run_dir: Path, run_id: str, clock: Clock) -> None:
+        if existing_logs(run_dir):
+            raise RunExistsError(
+                f"{run_dir} already holds request logs ({existing_logs(run_dir)[0].name}); "
+                "a run is never overwritten: choose a new run folder"
+            )
+        run_dir.mkdir(parents=True, exist_ok=True)
+        # Arrow loads its time-zone data on first use (about a CPU-second): pay it now,
+        # before any request is timed, not in the middle of the first step.
+        pc.add(pa.array([0], pa.int64()), pa.scalar(0, pa.int64())).cast(REQUEST_LOG.field("sent_at").type)
+        self.run_dir, self.run_id, self.clock = run_dir, run_id, clock
+        self.streams = {
+            "warmup_log": _Stream(run_dir / f"warmup_log{PARTIAL_SUFFIX}", REQUEST_LOG),
+            "steady_state_request_log": _Stream(
+                run_dir / f"steady_state_request_log{PARTIAL_SUFFIX}", REQUEST_LOG),
+            "chunk_log": _Stream(run_dir / f"chunk_log{PARTIAL_SUFFIX}", CHUNK_LOG),
+        }
+        self.counts = dict.fromkeys(NAMES, 0)
+
+    def add(self, req: Request) -> None:
+        name = "warmup_log" if req.phase == "warmup" else "steady_state_request_log"
+        c = self.streams[name].cols
+        at = req.chunk_at
+        ok = req.status == "ok"
+        row = {
+            "run_id": self.run_id, "request_id": req.request_id, "phase": req.phase,
+            "step": req.step, "load_mode": req.load_mode, "target": float(req.target),
+            "scheduled_at": req.scheduled, "sent_at": req.sent,
+            "first_token_at": at[0] if at else None, "last_token_at": at[-1] if at else None,
+            "finished_at": req.finished, "input_tokens": req.input_tokens,
+            "output_tokens": req.output_tokens, "output_tokens_source": req.output_tokens_source,
+            "chunks": len(at), "status": req.status, "http_status": req.http_status,
+            "error": None if ok else req.error,
+        }
+        for k, v in row.items():
+            c[k].append(v)
+        self.counts[name] += 1
+        if at:
+            cc = self.streams["chunk_log"].cols
+            n = len(at)
+            cc["run_id"].extend([self.run_id] * n)
+            cc["request_id"].extend([req.request_id] * n)
+            cc["seq"].extend(range(n))
+            cc["at"].extend(at)
+            cc["tokens"].extend(req.chunk_tokens)
+            self.counts["chunk_log"] += n
+
+    def flush(self) -> None:
+        off = self.clock.offset_ns
+        for s in self.streams.values():
+            s.flush(off)
+
+    def finalize(self) -> dict[str, Path]:
+        """Flush, close, and turn every stream into parquet; returns the parquet paths."""
+        self.flush()
+        out = {}
+        for name, s in self.streams.items():
+            s.close()
+            table = read_partial_stream(s.path)
+            final = self.run_dir / f"{name}.parquet"
+            write_parquet(table, final)
+            os.remove(s.path)
+            out[name] = final
+        return out

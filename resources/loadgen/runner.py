@@ -1,0 +1,348 @@
+"""`run_load`: warm-up, then the steady steps, recorded incrementally into a run folder."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets as _secrets
+import signal
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+from resources.analysis import manifest as mf
+from resources.loadgen import client
+from resources.loadgen.clock import Clock
+from resources.loadgen.config import ConfigError, LoadConfig, step_name
+from resources.loadgen.errors import LoadError, RunExistsError
+from resources.loadgen.probe import api_url, probe
+from resources.loadgen.progress import make_progress
+from resources.loadgen.recorder import Recorder, existing_logs
+from resources.loadgen.schedule import profile_schedule, rate_steps
+from resources.loadgen.selfwatch import InFlight, SelfWatch
+from resources.loadgen.workload import Tokenizer, Workload
+
+_now = time.perf_counter_ns
+FLUSH_S = 0.5
+
+
+@dataclass
+class LoadResult:
+    run_id: str
+    run_dir: Path
+    source: str
+    n_requests: int  # steady requests recorded
+    n_warmup: int
+    steps: list[dict]  # the manifest's steps[]
+    statuses: dict[str, int] = field(default_factory=dict)  # steady requests per status
+    prompt_token_mismatches: int = 0  # steady requests whose usage.prompt_tokens != the target
+    interrupted: bool = False
+
+
+def _run_id(clock: Clock) -> str:
+    stamp = mf.format_ts(clock.now_utc())[:19].replace("-", "").replace(":", "")
+    return f"{stamp}Z-load-{_secrets.token_hex(2)}"
+
+
+class _Run:
+    def __init__(self, cfg: LoadConfig, recorder: Recorder, workload: Workload, clock: Clock,
+                 stream_options: dict | None, headers: dict[str, str], secrets: tuple[str, ...],
+                 progress) -> None:
+        self.cfg, self.rec, self.wl, self.clock = cfg, recorder, workload, clock
+        self.stream_options, self.headers, self.secrets = stream_options, headers, secrets
+        self.progress = progress
+        self.url = api_url(cfg)
+        self.tasks: set[asyncio.Task] = set()
+        self.emulated = False
+        self.steps: list[dict] = []
+        self.phases: dict[str, dict] = {}
+        self.statuses: Counter = Counter()
+        self.mismatch = 0
+        self.watch: SelfWatch | None = None
+        self.session: aiohttp.ClientSession | None = None
+        self.save: Callable[[], None] = lambda: None  # writes the manifest so far
+
+    # --- one request -----------------------------------------------------------------
+    async def _one(self, phase: str, step: str, mode: str, target: float, scheduled: int,
+                   expect_in: int | None) -> None:
+        item = self.wl.next_item()
+        rid = str(uuid.uuid4())
+        headers = dict(self.headers)
+        headers["X-Request-ID"] = rid
+        req = client.Request(rid, phase, step, mode, target, scheduled)
+        await client.send(self.session, self.url, self.wl.body(item, self.stream_options), headers,
+                          req, self.cfg.first_token_timeout_s, self.cfg.total_timeout_s, self.secrets)
+        if req.emulated:
+            self.emulated = True
+        if self.watch is not None and req.sent is not None:
+            self.watch.sched_lags.append((req.sent - scheduled) / 1e9)
+        self.rec.add(req)
+        if phase == "steady":
+            self.statuses[req.status] += 1
+            if expect_in is not None and req.input_tokens is not None and req.input_tokens != expect_in:
+                self.mismatch += 1
+        self.progress.request_done(req)
+
+    def _spawn(self, coro) -> asyncio.Task:
+        t = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(t)
+        t.add_done_callback(self.tasks.discard)
+        return t
+
+    async def _drain(self, tasks: set[asyncio.Task]) -> None:
+        pending = {t for t in tasks if not t.done()}
+        if pending:
+            _, pending = await asyncio.wait(pending, timeout=self.cfg.drain_timeout_s)
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def _expect_in(self) -> int | None:
+        return None if self.cfg.dataset else self.cfg.input_tokens
+
+    # --- load modes ------------------------------------------------------------------
+    async def closed(self, phase: str, c: int, count: int | None, duration_s: float | None) -> InFlight:
+        name = step_name("concurrency", c)
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+        issued = 0
+        inflight = InFlight()
+        stop_at = None if duration_s is None else _now() + int(duration_s * 1e9)
+        timer = loop.call_later(duration_s, done.set) if duration_s is not None else None
+        expect = self._expect_in()
+
+        async def worker() -> None:
+            nonlocal issued
+            while not done.is_set():
+                if stop_at is not None and _now() >= stop_at:
+                    done.set()
+                    break
+                issued += 1
+                if count is not None and issued >= count:
+                    done.set()
+                inflight.inc()
+                try:
+                    await self._one(phase, name, "concurrency", float(c), _now(), expect)
+                finally:
+                    inflight.dec()
+
+        workers = {self._spawn(worker()) for _ in range(c if count is None else min(c, count))}
+        await done.wait()
+        inflight.stop()
+        if timer is not None:
+            timer.cancel()
+        await self._drain(workers)
+        return inflight
+
+    async def open(self, phase: str, steps: list[tuple[str, float, int, list[float]]],
+                   origin: int, watches: list[SelfWatch] | None = None) -> None:
+        """Open loop on one absolute schedule: `origin + offset` for every arrival."""
+        tasks: set[asyncio.Task] = set()
+        expect = self._expect_in()
+        for k, (name, target, _, offsets) in enumerate(steps):
+            if watches is not None:
+                self._begin_watch(watches[k])
+            for off in offsets:
+                deadline = origin + int(off * 1e9)
+                while (now := _now()) < deadline:
+                    await asyncio.sleep((deadline - now) / 1e9)
+                t = self._spawn(self._one(phase, name, "rate", target, deadline, expect))
+                tasks.add(t)
+            if watches is not None:
+                await watches[k].stop()
+        await self._drain(tasks)
+
+    def _begin_watch(self, w: SelfWatch) -> None:
+        self.watch = w
+        w.start()
+
+    def _record_step(self, name: str, mode: str, target: float, w: SelfWatch,
+                     inflight: InFlight | None) -> None:
+        limited, why = w.verdict(mode, target, inflight.mean() if inflight else None)
+        self.steps.append({
+            "step": name, "load_mode": mode, "target": float(target), "client_limited": limited,
+            "client_cpu_share": None if w.cpu_share is None else round(w.cpu_share, 4),
+            "loop_lag_p99_s": None if w.loop_lag_p99_s is None else round(w.loop_lag_p99_s, 6),
+        })
+        self.progress.step_end(name, why)
+        self.save()
+
+    # --- phases ----------------------------------------------------------------------
+    async def warmup(self) -> None:
+        cfg = self.cfg
+        if cfg.warmup_requests == 0 and cfg.warmup_duration_s is None:
+            return
+        start = self.clock.now_utc()
+        count = cfg.warmup_requests if cfg.warmup_requests > 0 else None
+        self.progress.step_start(f"warm-up c={cfg.warmup_concurrency}", count)
+        await self.closed("warmup", cfg.warmup_concurrency, count, cfg.warmup_duration_s)
+        self.progress.step_end(f"warm-up c={cfg.warmup_concurrency}", [])
+        self.phases["warmup"] = {"started_at": mf.format_ts(start),
+                                 "ended_at": mf.format_ts(self.clock.now_utc())}
+        self.save()
+
+    async def steady(self) -> None:
+        cfg = self.cfg
+        start = self.clock.now_utc()
+        self.phases["steady"] = {"started_at": mf.format_ts(start), "ended_at": None}
+        self.save()
+        for c in cfg.concurrency:
+            name = step_name("concurrency", c)
+            self.progress.step_start(name, cfg.requests_per_step)
+            w = SelfWatch()
+            self._begin_watch(w)
+            inflight = await self.closed("steady", c, cfg.requests_per_step, cfg.duration_s)
+            await w.stop()
+            self._record_step(name, "concurrency", c, w, inflight)
+        schedules = rate_steps(cfg.rates, cfg.arrival, cfg.seed, cfg.requests_per_step, cfg.duration_s)
+        for rate, offsets in zip(cfg.rates, schedules, strict=True):
+            name = step_name("rate", rate)
+            self.progress.step_start(name, len(offsets))
+            w = SelfWatch()
+            await self.open("steady", [(name, rate, 0, offsets)], _now(), [w])
+            self._record_step(name, "rate", rate, w, None)
+        if cfg.profile:
+            segs = [(step_name("rate", r), r, 0, offs)
+                    for _, r, offs in profile_schedule(cfg.profile, cfg.arrival, cfg.seed)]
+            watches = [SelfWatch() for _ in segs]
+            self.progress.step_start("profile " + " → ".join(n for n, *_ in segs),
+                                     sum(len(s[3]) for s in segs))
+            await self.open("steady", segs, _now(), watches)
+            for (name, rate, _, offs), w in zip(segs, watches, strict=True):
+                if offs:
+                    self._record_step(name, "rate", rate, w, None)
+        self.phases["steady"]["ended_at"] = mf.format_ts(self.clock.now_utc())
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_S)
+            self.rec.flush()
+            self.progress.tick()
+
+    async def main(self) -> None:
+        loop = asyncio.get_running_loop()
+        me = asyncio.current_task()
+        for sig in (signal.SIGTERM,):
+            loop.add_signal_handler(sig, me.cancel)
+        conn = aiohttp.TCPConnector(limit=0, keepalive_timeout=120, ttl_dns_cache=None)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.cfg.connect_timeout_s)
+        async with aiohttp.ClientSession(connector=conn, timeout=timeout, read_bufsize=1 << 20,
+                                         auto_decompress=False,
+                                         trace_configs=[client.trace_config()]) as self.session:
+            flusher = loop.create_task(self._flush_loop())
+            try:
+                await self.warmup()
+                await self.steady()
+            finally:
+                pending = [t for t in self.tasks if not t.done()]
+                for t in pending:
+                    t.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                flusher.cancel()
+                self.rec.flush()
+
+
+def _check_profile(cfg: LoadConfig) -> None:
+    seen = [r for _, r in cfg.profile if r > 0] + list(cfg.rates)
+    if len(set(seen)) != len(seen):
+        raise ConfigError("rates/profile: each non-zero rate may appear once (step names must be unique)")
+
+
+def _manifest(run_dir: Path, base: dict | None, run_id: str | None, clock: Clock) -> dict:
+    path = run_dir / "manifest.json"
+    if path.exists():
+        return mf.load(path)
+    if base is not None:
+        m = mf.empty(base.get("run_id") or run_id or _run_id(clock), base.get("source") or "measured",
+                     clock.now_utc())
+        m.update({k: v for k, v in base.items() if v is not None})
+        return mf.validate(m)
+    return mf.empty(run_id or _run_id(clock), "measured", clock.now_utc())
+
+
+def _runner():
+    try:
+        import uvloop
+        return asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    except ImportError:  # pragma: no cover - uvloop is a pinned dependency
+        return asyncio.Runner()
+
+
+def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
+             progress: bool | Callable[[dict], None] = True) -> LoadResult:
+    """Drive `cfg.endpoint` and write a SPEC §6 run folder (no bill) into `run_dir`.
+
+    Raises RunExistsError when `run_dir` already holds request logs, LoadError when the
+    endpoint cannot be used, ConfigError / ManifestError for bad input. An interrupted
+    run (SIGINT/SIGTERM) still finalizes its records and manifest, then re-raises.
+    """
+    run_dir = Path(run_dir)
+    if existing_logs(run_dir):
+        raise RunExistsError(f"{run_dir} already holds request logs ({existing_logs(run_dir)[0].name}); "
+                             "a run is never overwritten: choose a new run folder")
+    _check_profile(cfg)
+    clock = Clock.start()
+    m = _manifest(run_dir, manifest_base, cfg.run_id, clock)
+    secrets: tuple[str, ...] = ()
+    headers = {"Content-Type": "application/json"}
+    if cfg.api_key_env:
+        key = os.environ.get(cfg.api_key_env)
+        if not key:
+            raise ConfigError(f"api_key_env: environment variable {cfg.api_key_env} is not set or empty")
+        headers["Authorization"] = f"Bearer {key}"
+        secrets = (key,)
+    stream_options, emulated = probe(cfg, headers, secrets)
+    workload = Workload(cfg, Tokenizer(cfg.base_url, cfg.model, dict(headers), cfg.use_tokenize))
+    if not cfg.dataset:
+        workload.filler(cfg.input_tokens)
+    recorder = Recorder(run_dir, m["run_id"], clock)
+    run = _Run(cfg, recorder, workload, clock, stream_options, {**headers, **cfg.headers},
+               secrets, make_progress(progress))
+    base_phases = dict(m["phases"])
+
+    def save(final: bool = False) -> None:
+        # Written at every phase and step boundary, so a run killed mid-way still has a
+        # valid manifest beside its partial records; `ended_at` stays null until known.
+        if emulated or run.emulated:
+            m["source"] = "emulated"
+        if m.get("model") is None:
+            m["model"] = cfg.model
+        m["scenario"] = workload.scenario(stream_options)
+        phases = dict(base_phases)
+        for name, span in run.phases.items():
+            end = span["ended_at"] or (mf.format_ts(clock.now_utc()) if final else None)
+            phases[name] = {"started_at": span["started_at"], "ended_at": end}
+        m["phases"] = phases
+        m["steps"] = list(run.steps)
+        mf.dump(m, run_dir / "manifest.json")
+
+    run.save = save
+    save()
+    interrupted = False
+    try:
+        with _runner() as runner:
+            runner.run(run.main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        interrupted = True
+    finally:
+        recorder.finalize()
+        run.progress.close()
+        save(final=True)
+    result = LoadResult(
+        run_id=m["run_id"], run_dir=run_dir, source=m["source"],
+        n_requests=recorder.counts["steady_state_request_log"], n_warmup=recorder.counts["warmup_log"],
+        steps=run.steps, statuses=dict(run.statuses), prompt_token_mismatches=run.mismatch,
+        interrupted=interrupted,
+    )
+    if interrupted:
+        raise KeyboardInterrupt
+    return result
+
+
+__all__ = ["LoadError", "LoadResult", "RunExistsError", "run_load"]

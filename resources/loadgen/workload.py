@@ -1,0 +1,183 @@
+"""Prompts and request bodies: built to a target token length, unique by default.
+
+Lengths are calibrated with the server's `/tokenize` when it has one (vLLM, the
+emulator); otherwise one token per vocabulary word is assumed and the scenario says
+`prompt_sizing: estimate`. Every prompt starts with a random prefix drawn from the
+run's seeded generator, so prefix-cache hits never mix into TTFT; the `shared` prefix
+mode puts one fixed text of `shared_prefix_tokens` first, to measure cache hits on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from resources.loadgen.config import ConfigError, LoadConfig
+
+VOCAB = (
+    "time year people way day man thing woman life child world school state family student "
+    "group country problem hand part place case week company system program question work "
+    "government number night point home water room mother area money story fact month lot "
+    "right study book eye job word business issue side kind head house service friend father "
+    "power hour game line end member law car city community name president team minute idea "
+    "kid body information back parent face others level office door health person art war "
+    "history party result change morning reason research girl guy moment air teacher force"
+).split()
+PREFIX_WORDS = 8
+
+
+@dataclass(frozen=True)
+class Item:
+    prompt: str
+    output_tokens: int
+
+
+def load_dataset(path: Path) -> list[dict]:
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                raise ConfigError(f"{path}:{n}: not a JSON line") from None
+            ok_prompt = isinstance(row, dict) and isinstance(row.get("prompt"), str)
+            ok_pair = isinstance(row, dict) and isinstance(row.get("input_tokens"), int)
+            if not (ok_prompt or ok_pair) or not isinstance(row.get("output_tokens", 1), int):
+                raise ConfigError(
+                    f"{path}:{n}: expected {{\"prompt\": str[, \"output_tokens\": int]}} "
+                    "or {\"input_tokens\": int, \"output_tokens\": int}"
+                )
+            rows.append(row)
+    if not rows:
+        raise ConfigError(f"{path}: no rows")
+    return rows
+
+
+class Tokenizer:
+    """Counts tokens with the server's `/tokenize`, or estimates one per word."""
+
+    def __init__(self, base_url: str, model: str, headers: dict[str, str], enabled: bool) -> None:
+        self.url, self.model, self.headers = f"{base_url}/tokenize", model, headers
+        self.available = enabled
+        self.calls = 0
+
+    def count(self, text: str) -> int:
+        if self.available:
+            try:
+                r = httpx.post(self.url, json={"model": self.model, "prompt": text},
+                               headers=self.headers, timeout=30)
+                if r.status_code == 200:
+                    self.calls += 1
+                    body = r.json()
+                    n = body.get("count")
+                    return int(n if n is not None else len(body["tokens"]))
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                pass
+            self.available = False
+        return len(text.split())
+
+
+class Workload:
+    def __init__(self, cfg: LoadConfig, tokenizer: Tokenizer) -> None:
+        self.cfg, self.tok = cfg, tokenizer
+        self.rng = random.Random(f"{cfg.seed}:prompts")
+        self.filler_rng = random.Random(f"{cfg.seed}:filler")
+        self.dataset = load_dataset(Path(cfg.dataset)) if cfg.dataset else None
+        self._filler: dict[int, str] = {}
+        self.words_per_token: float | None = None
+        self.shared = self._shared_text() if cfg.prefix == "shared" else ""
+        self.issued = 0
+
+    # --- calibration ----------------------------------------------------------------
+    def _words(self, n: int) -> str:
+        rng = random.Random(f"{self.cfg.seed}:fill:{n}")
+        return " ".join(rng.choice(VOCAB) for _ in range(max(n, 0)))
+
+    def _fit(self, target: int, head: str) -> str:
+        """Filler text so that `head + filler` counts `target` tokens (a few /tokenize calls)."""
+        guess = target - len(head.split())
+        if self.words_per_token is not None:
+            guess = round(guess * self.words_per_token)
+        text = self._words(guess)
+        for _ in range(6):
+            n = self.tok.count((head + " " + text).strip())
+            if n == target or not self.tok.available:
+                break
+            guess = max(0, guess + (target - n))
+            text = self._words(guess)
+        return text
+
+    def _shared_text(self) -> str:
+        return self._fit(self.cfg.shared_prefix_tokens, "")
+
+    def filler(self, target: int) -> str:
+        if target not in self._filler:
+            sample = self._prefix()
+            head = f"{self.shared} {sample}".strip()
+            self._filler[target] = self._fit(target, head)
+            if self.words_per_token is None and self.tok.available and target > 0:
+                words = len((head + " " + self._filler[target]).split())
+                self.words_per_token = words / target
+        return self._filler[target]
+
+    @property
+    def sizing(self) -> str:
+        return "tokenize" if self.tok.available else "estimate"
+
+    # --- prompts --------------------------------------------------------------------
+    def _prefix(self) -> str:
+        return " ".join(self.rng.choice(VOCAB) for _ in range(PREFIX_WORDS))
+
+    def next_item(self) -> Item:
+        cfg = self.cfg
+        i = self.issued
+        self.issued += 1
+        out = cfg.output_tokens
+        if self.dataset is not None:
+            row = self.dataset[i % len(self.dataset)]
+            out = row.get("output_tokens", out)
+            if "prompt" in row:
+                return Item(f"{self._prefix()} {row['prompt']}", out)
+            target = row["input_tokens"]
+        else:
+            target = cfg.input_tokens
+        head = f"{self.shared} {self._prefix()}".strip()
+        return Item(f"{head} {self.filler(target)}", out)
+
+    def body(self, item: Item, stream_options: dict | None) -> bytes:
+        cfg = self.cfg
+        req: dict = {"model": cfg.model, "max_tokens": item.output_tokens, "stream": True,
+                     "temperature": 0}
+        if cfg.api == "chat":
+            req["messages"] = [{"role": "user", "content": item.prompt}]
+        else:
+            req["prompt"] = item.prompt
+        if stream_options is not None:
+            req["stream_options"] = stream_options
+        if cfg.ignore_eos:
+            req["ignore_eos"] = True
+            req["min_tokens"] = item.output_tokens
+        return json.dumps(req, separators=(",", ":")).encode()
+
+    def scenario(self, stream_options: dict | None) -> dict:
+        cfg = self.cfg
+        return {
+            "input_tokens": None if self.dataset else cfg.input_tokens,
+            "output_tokens": None if self.dataset else cfg.output_tokens,
+            "dataset": str(cfg.dataset) if cfg.dataset else None,
+            "api": cfg.api,
+            "prefix": cfg.prefix,
+            "shared_prefix_tokens": cfg.shared_prefix_tokens if cfg.prefix == "shared" else 0,
+            "prompt_sizing": self.sizing,
+            "ignore_eos": cfg.ignore_eos,
+            "stream_options": stream_options,
+            "arrival": cfg.arrival,
+            "seed": cfg.seed,
+            "profile": [list(s) for s in cfg.profile] or None,
+        }

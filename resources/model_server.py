@@ -1,0 +1,74 @@
+"""The model server a candidate is measured on: one interface, the emulator beside the real
+deployments (vLLM / SGLang on GPU, vLLM on Neuron, in resources/kube).
+
+`deploy` is a context manager: the server is up inside it and always stopped after it, also
+when the measurement fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from resources.analysis.manifest import format_ts
+
+
+@dataclass
+class Deployment:
+    endpoint: str                   # base URL the load generator drives
+    served_model: str               # the `model` field requests carry
+    facts: dict                     # manifest keys: engine, engine_version, image_digest
+    phases: dict = field(default_factory=dict)   # deploy and its sub-phases (SPEC §2.1)
+    emulated: bool = False
+    details: dict = field(default_factory=dict)  # metadata only (pid, config, ground truth)
+
+
+class ModelServer(ABC):
+    @abstractmethod
+    def deploy(self, candidate, cluster, run_dir: Path) -> contextlib.AbstractContextManager[Deployment]:
+        ...
+
+
+class EmulatorModelServer(ModelServer):
+    """Starts the local engine emulator as a subprocess on a free loopback port. Its numbers
+    are modelled, never measured: every run it serves is labelled `emulated`."""
+
+    def __init__(self, time_scale: float = 1.0, cold_start_s: float | None = None,
+                 seed: int = 0, ready_timeout_s: float = 120, extra_args: tuple[str, ...] = ()):
+        self.time_scale, self.cold_start_s, self.seed = time_scale, cold_start_s, seed
+        self.ready_timeout_s, self.extra_args = ready_timeout_s, tuple(extra_args)
+
+    def args(self, candidate, run_dir: Path) -> list[str]:
+        args = ["--candidate", candidate.instance_type, "--model", candidate.model_key,
+                "--precision", candidate.precision, "--tp", str(candidate.tensor_parallel),
+                "--time-scale", str(self.time_scale), "--seed", str(self.seed),
+                "--max-model-len", str(candidate.max_model_len),
+                "--ground-truth", str(run_dir / "emulator_ground_truth.jsonl")]
+        if self.cold_start_s is not None:
+            args += ["--cold-start-s", str(self.cold_start_s)]
+        return args + list(self.extra_args)
+
+    @contextlib.contextmanager
+    def deploy(self, candidate, cluster, run_dir: Path) -> Iterator[Deployment]:
+        from emulator.process import EmulatorProcess
+
+        started = time.time_ns()
+        with EmulatorProcess(self.args(candidate, run_dir), ready_timeout_s=self.ready_timeout_s) as emu:
+            ended = time.time_ns()
+            status = emu.status()
+            phases = {"deploy": {"started_at": format_ts(started), "ended_at": format_ts(ended)}}
+            for name in ("image_pull", "weights_load", "compile", "ready"):
+                if status.get("phases", {}).get(name):
+                    phases[name] = status["phases"][name]
+            yield Deployment(
+                endpoint=emu.base_url, served_model=candidate.model,
+                facts={"engine": f"servingbench-emulator ({candidate.engine})",
+                       "engine_version": status.get("version"),
+                       "image_digest": None},
+                phases=phases, emulated=True,
+                details={"pid": emu.pid, "port": emu.port, "config": status.get("config"),
+                         "ground_truth": str(run_dir / "emulator_ground_truth.jsonl")})

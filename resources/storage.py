@@ -1,0 +1,88 @@
+"""Where outputs live: one data folder of run folders (SPEC §6) and one DuckDB file with the
+tables people query across runs (`runs`, `derived_metrics`, `cost_per_1m`, `headline`)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from resources.analysis.manifest import format_ts
+
+TABLES = ("derived_metrics", "cost_per_1m", "headline")
+
+
+@dataclass
+class Storage:
+    data_dir: Path
+
+    @property
+    def runs_dir(self) -> Path:
+        return Path(self.data_dir) / "runs"
+
+    @property
+    def duckdb_path(self) -> Path:
+        return Path(self.data_dir) / "servingbench.duckdb"
+
+    def new_run(self, candidate: str, instance_type: str) -> tuple[str, Path]:
+        """A fresh run id and its empty folder; an id is never reused."""
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            stamp = format_ts(time.time_ns())[:19].replace("-", "").replace(":", "")
+            run_id = f"{stamp}Z-{instance_type}-{candidate}-{secrets.token_hex(2)}"[:128]
+            run_dir = self.runs_dir / run_id
+            try:
+                run_dir.mkdir()
+                return run_id, run_dir
+            except FileExistsError:
+                continue
+
+    def publish(self, run_id: str, partition: str, manifest: dict, tables: dict[str, pa.Table]) -> None:
+        """Replace this run's rows in the DuckDB tables (one transaction)."""
+        con = duckdb.connect(str(self.duckdb_path))
+        try:
+            con.execute("CREATE TABLE IF NOT EXISTS runs (run_id VARCHAR PRIMARY KEY, partition VARCHAR,"
+                        " candidate VARCHAR, instance_type VARCHAR, source VARCHAR,"
+                        " created_at VARCHAR, manifest JSON)")
+            con.execute("BEGIN")
+            con.execute("DELETE FROM runs WHERE run_id = $run_id", {"run_id": run_id})
+            con.execute("INSERT INTO runs VALUES ($run_id, $partition, $candidate, $instance_type,"
+                        " $source, $created_at, $manifest)",
+                        {"run_id": run_id, "partition": partition, "candidate": manifest["candidate"],
+                         "instance_type": manifest["instance_type"], "source": manifest["source"],
+                         "created_at": manifest["created_at"], "manifest": json.dumps(manifest)})
+            for name, table in tables.items():
+                if name not in TABLES:
+                    raise ValueError(f"unknown table {name}")
+                con.register("incoming", table)
+                exists = con.execute("SELECT count(*) FROM information_schema.tables "
+                                     "WHERE table_name = $name", {"name": name}).fetchall()[0][0]
+                if not exists:
+                    con.sql("SELECT * FROM incoming LIMIT 0").create(name)
+                con.execute(_DELETE[name], {"run_id": run_id})
+                con.sql("SELECT * FROM incoming").insert_into(name)
+                con.unregister("incoming")
+            con.execute("COMMIT")
+        finally:
+            con.close()
+
+    def query(self, sql_name: str, **params) -> pa.Table:
+        from resources.analysis import sqlfiles
+
+        con = duckdb.connect(str(self.duckdb_path), read_only=True)
+        try:
+            return sqlfiles.query(con, sql_name, **params)
+        finally:
+            con.close()
+
+
+_DELETE = {  # table names are fixed identifiers; values go through bind parameters
+    "derived_metrics": "DELETE FROM derived_metrics WHERE run_id = $run_id",
+    "cost_per_1m": "DELETE FROM cost_per_1m WHERE run_id = $run_id",
+    "headline": "DELETE FROM headline WHERE run_id = $run_id",
+}

@@ -1,0 +1,8 @@
+-- name: instance_periods
+-- SPEC §5 rule 5, coverage: the distinct billing periods of the instance rows, in order.
+-- inputs (views): bill
+-- params: $instance_type
+SELECT DISTINCT epoch_ns(period_start) AS start_ns, epoch_ns(period_end) AS end_ns
+FROM bill
+WHERE instance_type = $instance_type AND usage_unit = 'Hrs'
+ORDER BY start_ns, end_ns

@@ -1,0 +1,40 @@
+-- name: request_facts
+-- SPEC §5 rules 1, 2 and 4: one row per steady request with the chunk-level facts the
+-- gates validate (chunk work stays here, in DuckDB; only per-request rows leave).
+-- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql)
+-- params: none
+-- order_violation names every broken pair of scheduled ≤ sent ≤ first ≤ last ≤ finished.
+WITH per_request AS (
+    SELECT request_id,
+           count(*) AS n_chunks,
+           sum(tokens) AS chunk_tokens,
+           count(*) FILTER (WHERE gap_ns < 0) AS chunks_out_of_order,
+           count(*) FILTER (WHERE outside) AS chunks_outside
+    FROM chunk_gaps
+    GROUP BY request_id
+)
+SELECT
+    row_number() OVER () - 1 AS _row,
+    s.request_id, s.status, s.output_tokens_source,
+    s.scheduled_at, s.sent_at, s.first_token_at, s.last_token_at, s.finished_at,
+    s.output_tokens,
+    coalesce(p.n_chunks, 0) AS n_chunks,
+    CAST(coalesce(p.chunk_tokens, 0) AS BIGINT) AS chunk_tokens,
+    coalesce(p.chunks_out_of_order, 0) AS chunks_out_of_order,
+    coalesce(p.chunks_outside, 0) AS chunks_outside,
+    -- SPEC §5 rule 2 over every pair of the chain whose both sides are present
+    -- (a null side is rule 1's business), so a failed request's sent/finished still count.
+    NULLIF(concat_ws('; ',
+        CASE WHEN s.sent_at < s.scheduled_at THEN 'sent_at before scheduled_at' END,
+        CASE WHEN s.first_token_at < s.scheduled_at THEN 'first_token_at before scheduled_at' END,
+        CASE WHEN s.last_token_at < s.scheduled_at THEN 'last_token_at before scheduled_at' END,
+        CASE WHEN s.finished_at < s.scheduled_at THEN 'finished_at before scheduled_at' END,
+        CASE WHEN s.first_token_at < s.sent_at THEN 'first_token_at before sent_at' END,
+        CASE WHEN s.last_token_at < s.sent_at THEN 'last_token_at before sent_at' END,
+        CASE WHEN s.finished_at < s.sent_at THEN 'finished_at before sent_at' END,
+        CASE WHEN s.last_token_at < s.first_token_at THEN 'last_token_at before first_token_at' END,
+        CASE WHEN s.finished_at < s.first_token_at THEN 'finished_at before first_token_at' END,
+        CASE WHEN s.finished_at < s.last_token_at THEN 'finished_at before last_token_at' END
+    ), '') AS order_violation
+FROM steady s LEFT JOIN per_request p USING (request_id)
+ORDER BY _row

@@ -1,0 +1,117 @@
+-- name: step_metrics
+-- SPEC §3: one row per step of the steady phase → derived_metrics.parquet.
+-- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql),
+--                 manifest_steps (step, client_limited) from the manifest's steps[]
+-- params: $run_id, $source (manifest source), $slo_ttft_s, $slo_tpot_s (goodput thresholds)
+-- Durations are float64 seconds from integer nanoseconds: (epoch_ns(a) - epoch_ns(b)) / 1e9.
+WITH req AS (
+    SELECT
+        step, load_mode, target, request_id, status = 'ok' AS ok,
+        sent_at, finished_at, input_tokens, output_tokens,
+        (epoch_ns(first_token_at) - epoch_ns(sent_at)) / 1e9 AS ttft,
+        (epoch_ns(first_token_at) - epoch_ns(scheduled_at)) / 1e9 AS ttft_sched,
+        (epoch_ns(sent_at) - epoch_ns(scheduled_at)) / 1e9 AS sched_lag,
+        (epoch_ns(finished_at) - epoch_ns(sent_at)) / 1e9 AS e2e,
+        CASE WHEN output_tokens >= 2
+             THEN (epoch_ns(last_token_at) - epoch_ns(first_token_at)) / 1e9 / (output_tokens - 1)
+        END AS tpot
+    FROM steady
+),
+steps AS (
+    SELECT
+        step, load_mode, target,
+        count(*) AS n_requests,
+        count(*) FILTER (WHERE ok) AS n_ok,
+        min(sent_at) AS window_start,
+        max(finished_at) AS window_end,
+        (epoch_ns(max(finished_at)) - epoch_ns(min(sent_at))) / 1e9 AS window_s,
+        CAST(sum(input_tokens) FILTER (WHERE ok) AS BIGINT) AS input_tokens,
+        CAST(sum(output_tokens) FILTER (WHERE ok) AS BIGINT) AS output_tokens,
+        sum(e2e) AS busy_s,
+        count(*) FILTER (WHERE ok AND ttft <= $slo_ttft_s
+                         AND (tpot <= $slo_tpot_s OR output_tokens < 2)) AS n_good,
+        quantile_cont(ttft, [0.50, 0.90, 0.95, 0.99]) FILTER (WHERE ok) AS ttft_q,
+        avg(ttft) FILTER (WHERE ok) AS ttft_s_mean,
+        min(ttft) FILTER (WHERE ok) AS ttft_s_min,
+        max(ttft) FILTER (WHERE ok) AS ttft_s_max,
+        count(ttft) FILTER (WHERE ok) AS ttft_s_n,
+        quantile_cont(ttft_sched, [0.50, 0.90, 0.95, 0.99]) FILTER (WHERE ok) AS ttft_sched_q,
+        avg(ttft_sched) FILTER (WHERE ok) AS ttft_sched_s_mean,
+        min(ttft_sched) FILTER (WHERE ok) AS ttft_sched_s_min,
+        max(ttft_sched) FILTER (WHERE ok) AS ttft_sched_s_max,
+        count(ttft_sched) FILTER (WHERE ok) AS ttft_sched_s_n,
+        quantile_cont(sched_lag, [0.50, 0.99]) AS sched_lag_q,
+        max(sched_lag) AS sched_lag_s_max,
+        quantile_cont(tpot, [0.50, 0.90, 0.95, 0.99]) FILTER (WHERE ok) AS tpot_q,
+        avg(tpot) FILTER (WHERE ok) AS tpot_s_mean,
+        min(tpot) FILTER (WHERE ok) AS tpot_s_min,
+        max(tpot) FILTER (WHERE ok) AS tpot_s_max,
+        count(tpot) FILTER (WHERE ok) AS tpot_s_n,
+        quantile_cont(e2e, [0.50, 0.90, 0.95, 0.99]) FILTER (WHERE ok) AS e2e_q,
+        avg(e2e) FILTER (WHERE ok) AS e2e_s_mean,
+        min(e2e) FILTER (WHERE ok) AS e2e_s_min,
+        max(e2e) FILTER (WHERE ok) AS e2e_s_max,
+        count(e2e) FILTER (WHERE ok) AS e2e_s_n
+    FROM req
+    GROUP BY step, load_mode, target
+),
+-- Per-token ITL: chunk seq >= 1 of an ok request gives (at[seq] - at[seq-1]) / tokens,
+-- counted `tokens` times, so a chunk bundling k tokens weighs k.
+gaps AS (
+    SELECT step, tokens, gap_ns / 1e9 / tokens AS itl
+    FROM chunk_gaps WHERE ok AND seq >= 1
+),
+token_gaps AS (
+    SELECT step, itl FROM gaps, range(tokens) WHERE itl IS NOT NULL
+),
+itl AS (
+    SELECT step,
+        quantile_cont(itl, [0.50, 0.90, 0.95, 0.99]) AS q,
+        avg(itl) AS itl_s_mean,
+        min(itl) AS itl_s_min,
+        max(itl) AS itl_s_max,
+        count(itl) AS itl_s_n
+    FROM token_gaps GROUP BY step
+),
+itl_share AS (
+    SELECT step, avg(CASE WHEN tokens > 1 THEN 1.0 ELSE 0.0 END) AS itl_multi_token_share
+    FROM gaps GROUP BY step
+),
+derived AS (
+    SELECT
+        s.*,
+        (s.n_requests - s.n_ok) / s.n_requests AS error_rate,
+        s.output_tokens / NULLIF(s.window_s, 0) AS output_tok_s,
+        s.n_ok / NULLIF(s.window_s, 0) AS request_s,
+        s.busy_s / NULLIF(s.window_s, 0) AS achieved_concurrency,
+        s.n_good / NULLIF(s.window_s, 0) AS goodput_s,
+        coalesce(m.client_limited, false) AS client_limited
+    FROM steps s LEFT JOIN manifest_steps m USING (step)
+)
+SELECT * EXCLUDE (invalid_reason), invalid_reason IS NULL AS valid, invalid_reason
+FROM (
+SELECT
+    $run_id AS run_id, d.step, d.load_mode, d.target, $source AS source,
+    d.n_requests, d.n_ok, d.error_rate,
+    d.window_start, d.window_end, d.window_s,
+    d.input_tokens, d.output_tokens, d.output_tok_s, d.request_s,
+    d.achieved_concurrency, d.goodput_s,
+    d.ttft_q[1] AS ttft_s_p50, d.ttft_q[2] AS ttft_s_p90, d.ttft_q[3] AS ttft_s_p95, d.ttft_q[4] AS ttft_s_p99, d.ttft_s_mean, d.ttft_s_min, d.ttft_s_max, d.ttft_s_n,
+    d.ttft_sched_q[1] AS ttft_sched_s_p50, d.ttft_sched_q[2] AS ttft_sched_s_p90, d.ttft_sched_q[3] AS ttft_sched_s_p95, d.ttft_sched_q[4] AS ttft_sched_s_p99, d.ttft_sched_s_mean, d.ttft_sched_s_min, d.ttft_sched_s_max, d.ttft_sched_s_n,
+    d.sched_lag_q[1] AS sched_lag_s_p50, d.sched_lag_q[2] AS sched_lag_s_p99, d.sched_lag_s_max,
+    i.q[1] AS itl_s_p50, i.q[2] AS itl_s_p90, i.q[3] AS itl_s_p95, i.q[4] AS itl_s_p99, i.itl_s_mean, i.itl_s_min, i.itl_s_max, coalesce(i.itl_s_n, 0) AS itl_s_n,
+    sh.itl_multi_token_share,
+    d.tpot_q[1] AS tpot_s_p50, d.tpot_q[2] AS tpot_s_p90, d.tpot_q[3] AS tpot_s_p95, d.tpot_q[4] AS tpot_s_p99, d.tpot_s_mean, d.tpot_s_min, d.tpot_s_max, d.tpot_s_n,
+    d.e2e_q[1] AS e2e_s_p50, d.e2e_q[2] AS e2e_s_p90, d.e2e_q[3] AS e2e_s_p95, d.e2e_q[4] AS e2e_s_p99, d.e2e_s_mean, d.e2e_s_min, d.e2e_s_max, d.e2e_s_n,
+    NULLIF(concat_ws(';',
+        CASE WHEN 100 * (d.n_requests - d.n_ok) > d.n_requests THEN 'error_rate' END,
+        CASE WHEN d.load_mode = 'concurrency' AND d.achieved_concurrency < 0.9 * d.target
+             THEN 'achieved_concurrency' END,
+        CASE WHEN d.load_mode = 'rate' AND d.sched_lag_q[2] > 0.010 THEN 'sched_lag' END,
+        CASE WHEN d.client_limited THEN 'client_limited' END
+    ), '') AS invalid_reason
+FROM derived d
+LEFT JOIN itl i USING (step)
+LEFT JOIN itl_share sh USING (step)
+)
+ORDER BY load_mode, target, step

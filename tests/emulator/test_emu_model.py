@@ -1,0 +1,120 @@
+"""Monotone sanity of the performance model and the scheduler (model functions directly)."""
+
+from __future__ import annotations
+
+import pytest
+
+from emulator import specs
+from emulator.model import PerfModel
+from emulator.scheduler import Scheduler, Seq, simulate
+
+CANDIDATES = ["p5.48xlarge", "p4d.24xlarge", "g6e.48xlarge", "trn2.48xlarge", "inf2.48xlarge"]
+
+
+def perf(candidate="p5.48xlarge", model="scout", precision="bf16", tp=None) -> PerfModel:
+    return PerfModel(specs.config(candidate, model, precision, tp))
+
+
+def test_touched_experts_formula():
+    m = perf(model="maverick")
+    assert m.touched_experts(1) == pytest.approx(1.0)
+    assert m.touched_experts(0) == 0.0
+    assert m.touched_experts(128) == pytest.approx(128 * (1 - (1 - 1 / 128) ** 128))
+    assert m.touched_experts(10_000) == pytest.approx(128, rel=1e-6)
+    s = perf(model="scout")
+    assert s.touched_experts(2) == pytest.approx(16 * (1 - (15 / 16) ** 2))  # 1.9375
+
+
+def test_expert_split_matches_the_model_card():
+    s = specs.model("scout")
+    assert s.dense_params_b + 16 * s.expert_params_b == pytest.approx(109)
+    assert s.dense_params_b + s.expert_params_b == pytest.approx(17)
+
+
+@pytest.mark.parametrize("candidate", CANDIDATES)
+def test_longer_prompts_take_longer_to_first_token(candidate):
+    m = perf(candidate)
+    times = [m.prefill_time(p) for p in (128, 512, 2048, 8192, 32768)]
+    assert times == sorted(times) and len(set(times)) == len(times)
+
+
+@pytest.mark.parametrize("candidate", CANDIDATES)
+def test_decode_step_grows_with_batch_but_per_token_cost_falls(candidate):
+    m = perf(candidate)
+    steps = [m.decode_step(b, 1024) for b in (1, 2, 8, 32, 128, 256)]
+    assert steps == sorted(steps)
+    per_token = [t / b for t, b in zip(steps, (1, 2, 8, 32, 128, 256), strict=True)]
+    assert per_token == sorted(per_token, reverse=True)
+
+
+def test_prefill_is_compute_bound_and_small_decode_memory_bound():
+    m = perf()
+    # decode of one token: the weights read dominate; doubling peak FLOP/s changes nothing
+    t1 = m.decode_step(1, 512)
+    m.peak *= 2
+    assert m.decode_step(1, 512) == pytest.approx(t1)
+    # a long prefill: compute dominates; doubling bandwidth changes nothing
+    p = m.prefill_time(8192)
+    m.mem_bw *= 2
+    assert m.prefill_time(8192) == pytest.approx(p)
+
+
+def test_tp_communication_term():
+    m = perf()
+    assert m.comm_time(0) == 0.0
+    assert m.comm_time(256) > m.comm_time(1) > 0
+    assert perf(tp=1).comm_time(256) == 0.0
+    slow_link = perf("g6e.48xlarge")
+    assert slow_link.comm_time(256) > m.comm_time(256)  # PCIe vs NVLink
+
+
+@pytest.mark.parametrize("candidate", CANDIDATES)
+def test_more_concurrency_more_throughput_and_itl_until_saturation(candidate):
+    m = perf(candidate)
+    curves = [simulate(m, c, 512, 64, max_num_seqs=64) for c in (1, 4, 16, 64)]
+    thr = [c.throughput_tok_s for c in curves]
+    itl = [c.itl_s for c in curves]
+    assert thr == sorted(thr) and thr[-1] > 4 * thr[0]
+    assert itl == sorted(itl)
+    # past max_num_seqs the engine saturates: throughput stops growing, TTFT (queueing) grows
+    over = simulate(m, 128, 512, 64, max_num_seqs=64)
+    assert over.throughput_tok_s == pytest.approx(thr[-1], rel=0.1)
+    assert over.ttft_s > curves[-1].ttft_s
+
+
+def test_scheduler_respects_max_num_seqs_and_token_budget():
+    m = perf()
+    s = Scheduler(m, max_num_seqs=2, token_budget=1000, kv_tokens=10**6)
+    seqs = [Seq(600, 3) for _ in range(3)]
+    for q in seqs:
+        s.add(q)
+    step = s.step()
+    # budget 1000: the first prompt whole (600), then 400 of the second
+    assert seqs[0].computed == 600 and seqs[1].computed == 400 and seqs[2].computed == 0
+    assert step.emitted == [seqs[0]]
+    s.step()
+    assert len(s.running) == 2 and list(s.waiting) == [seqs[2]]  # max_num_seqs holds the third
+
+
+def test_scheduler_waits_when_kv_cache_is_full():
+    m = perf()
+    s = Scheduler(m, max_num_seqs=256, token_budget=8192, kv_tokens=1000)
+    a, b = Seq(500, 400), Seq(500, 400)  # 900 KV tokens each
+    s.add(a)
+    s.add(b)
+    s.step()
+    assert s.running == [a] and list(s.waiting) == [b]
+    while a in s.running:
+        s.step()
+    s.step()
+    assert b in s.running
+    with pytest.raises(ValueError, match="KV"):
+        s.add(Seq(900, 200))
+
+
+def test_cold_start_phases():
+    gpu = perf().cold_start_phases()
+    assert [n for n, _ in gpu] == ["weights_load", "ready"]
+    assert gpu[0][1] == pytest.approx(218e9 / 2e9)
+    neuron = perf("trn2.48xlarge").cold_start_phases()
+    assert [n for n, _ in neuron] == ["weights_load", "compile", "ready"]

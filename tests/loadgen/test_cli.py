@@ -1,0 +1,65 @@
+"""`servingbench load`: a run folder on success, a clear message and exit 2 on user errors."""
+
+from __future__ import annotations
+
+import socket
+
+from resources.analysis import manifest as mf
+from resources.loadgen import cli
+
+from .conftest import run_cli
+from .helpers import rows
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_cli_writes_a_run_folder_and_refuses_to_overwrite_it(server, tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["--endpoint", server.base_url, "--model", "m", "--concurrency", "1,2",
+            "--requests", "3", "--warmup-requests", "1", "--input-tokens", "8",
+            "--output-tokens", "4", "--out", str(out)]
+    p = run_cli(args)
+    assert p.returncode == 0, p.stderr
+    assert "EMULATED" in p.stdout and "6 steady requests" in p.stdout
+    assert sorted(x.name for x in out.iterdir()) == [
+        "chunk_log.parquet", "manifest.json", "steady_state_request_log.parquet", "warmup_log.parquet"]
+    assert len(rows(out)) == 6 and len(rows(out, "warmup_log")) == 1
+    assert [s["step"] for s in mf.load(out / "manifest.json")["steps"]] == ["c=1", "c=2"]
+    assert "c=2" in p.stderr  # the plain (non-TTY) progress lines
+    before = (out / "steady_state_request_log.parquet").read_bytes()
+    assert cli.main(args) == 2  # in-process this time: the same entry point, no process start
+    assert "never overwritten" in capsys.readouterr().err
+    assert (out / "steady_state_request_log.parquet").read_bytes() == before
+
+
+def test_bad_url_is_a_clear_error(tmp_path, capsys):
+    code = cli.main(["--endpoint", "localhost:8000", "--model", "m", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "is not an http(s) URL" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_unreachable_server_is_a_clear_error(tmp_path, capsys):
+    port = _free_port()
+    code = cli.main(["--endpoint", f"http://127.0.0.1:{port}", "--model", "m", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot connect to" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_bad_option_values_exit_2(tmp_path, capsys):
+    base = ["--endpoint", "http://127.0.0.1:1", "--model", "m", "--out", str(tmp_path / "r")]
+    try:
+        cli.main([*base, "--concurrency", "1,x"])
+        raise AssertionError("argparse should exit")
+    except SystemExit as exc:
+        assert exc.code == 2
+    assert "comma-separated integers" in capsys.readouterr().err
+    assert cli.main([*base, "--concurrency", "0"]) == 2
+    assert "concurrency" in capsys.readouterr().err
+    assert cli.main([*base, "--profile", "5:10,5:10", "--concurrency", ""]) == 2
+    assert "unique" in capsys.readouterr().err

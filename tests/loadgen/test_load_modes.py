@@ -1,0 +1,117 @@
+"""Both load modes, warm-up separation, request ids, source labelling, manifest handling."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from resources.analysis import manifest as mf
+from resources.loadgen import run_load
+
+from .helpers import config, is_uuid, ns, rows
+
+
+def test_closed_and_open_loop_steps_are_recorded_with_their_names(server, tmp_path):
+    cfg = config(server.base_url, concurrency=[1, 3], rates=[40, 2.5], requests_per_step=6)
+    result = run_load(cfg, tmp_path / "run", progress=False)
+    steady = rows(tmp_path / "run")
+    assert result.n_requests == len(steady) == 24
+    by_step = {}
+    for r in steady:
+        by_step.setdefault((r["step"], r["load_mode"], r["target"]), []).append(r)
+    assert sorted(by_step) == [("c=1", "concurrency", 1.0), ("c=3", "concurrency", 3.0),
+                               ("rate=2.5", "rate", 2.5), ("rate=40", "rate", 40.0)]
+    assert all(len(v) == 6 for v in by_step.values())
+    assert {r["status"] for r in steady} == {"ok"}
+    assert [s["step"] for s in result.steps] == ["c=1", "c=3", "rate=40", "rate=2.5"]
+    m = mf.load(tmp_path / "run" / "manifest.json")
+    assert m["steps"] == result.steps and m["source"] == "emulated"
+    # closed loop at c=1: the slot frees when the previous request finishes
+    c1 = sorted(by_step[("c=1", "concurrency", 1.0)], key=lambda r: ns(r["sent_at"]))
+    for prev, cur in zip(c1, c1[1:], strict=False):
+        assert ns(cur["scheduled_at"]) >= ns(prev["finished_at"])
+    for r in steady:
+        assert ns(r["scheduled_at"]) <= ns(r["sent_at"]) <= ns(r["first_token_at"]) \
+            <= ns(r["last_token_at"]) <= ns(r["finished_at"])
+
+
+def test_closed_loop_keeps_the_target_in_flight(start_server, tmp_path):
+    srv = start_server("--ttft-ms", "50", "--itl-ms", "1")
+    run_load(config(srv.base_url, concurrency=[4], requests_per_step=8), tmp_path / "r", progress=False)
+    steady = sorted(rows(tmp_path / "r"), key=lambda r: ns(r["sent_at"]))
+    first_four_end = min(ns(r["finished_at"]) for r in steady[:4])
+    assert all(ns(r["sent_at"]) < first_four_end for r in steady[:4])  # 4 at once, not 1 by 1
+
+
+def test_warmup_is_separate_and_finished_before_steady(server, tmp_path):
+    cfg = config(server.base_url, warmup_requests=5, warmup_concurrency=2, requests_per_step=4)
+    result = run_load(cfg, tmp_path / "run", progress=False)
+    warm, steady = rows(tmp_path / "run", "warmup_log"), rows(tmp_path / "run")
+    assert (result.n_warmup, len(warm), len(steady)) == (5, 5, 4)
+    assert {r["phase"] for r in warm} == {"warmup"} and {r["phase"] for r in steady} == {"steady"}
+    assert not {r["request_id"] for r in warm} & {r["request_id"] for r in steady}
+    assert min(ns(r["sent_at"]) for r in steady) > max(ns(r["finished_at"]) for r in warm)
+    chunk_ids = {r["request_id"] for r in rows(tmp_path / "run", "chunk_log")}
+    assert chunk_ids == {r["request_id"] for r in warm + steady}  # chunk log holds both phases
+    m = mf.load(tmp_path / "run" / "manifest.json")
+    assert mf.parse_ts(m["phases"]["warmup"]["ended_at"]) <= mf.parse_ts(m["phases"]["steady"]["started_at"])
+    assert mf.parse_ts(m["phases"]["steady"]["started_at"]) <= min(ns(r["sent_at"]) for r in steady)
+
+
+def test_request_ids_are_uuids_sent_as_x_request_id(server, tmp_path):
+    run_load(config(server.base_url), tmp_path / "run", progress=False)
+    steady = rows(tmp_path / "run")
+    assert all(is_uuid(r["request_id"]) for r in steady)
+    truth = server.truth()
+    assert {r["request_id"] for r in steady} == set(truth)  # the server saw the same ids
+    for r in steady:
+        assert r["output_tokens"] == truth[r["request_id"]]["completion_tokens"] == 8
+        assert r["input_tokens"] == truth[r["request_id"]]["prompt_tokens"]
+
+
+def test_unknown_server_is_measured_but_emulated_header_always_wins(start_server, tmp_path):
+    plain = start_server("--no-emulated-header", "--itl-ms", "1")
+    assert run_load(config(plain.base_url), tmp_path / "a", progress=False).source == "measured"
+    emu = start_server("--itl-ms", "1")
+    base = {"run_id": "given-id", "source": "measured", "instance_type": "p5.48xlarge"}
+    result = run_load(config(emu.base_url), tmp_path / "b", manifest_base=base, progress=False)
+    m = mf.load(tmp_path / "b" / "manifest.json")
+    assert (result.source, m["source"], m["run_id"], m["instance_type"]) == \
+        ("emulated", "emulated", "given-id", "p5.48xlarge")
+    assert {r["run_id"] for r in rows(tmp_path / "b")} == {"given-id"}
+
+
+def test_existing_manifest_is_updated_not_replaced(server, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    m = mf.empty("pre-written", "measured", 1_700_000_000_000_000_000)
+    m["instance_type"] = "g6e.48xlarge"
+    m["phases"] = {"deploy": {"started_at": "2026-11-29T02:00:00.000000000Z",
+                              "ended_at": "2026-11-29T02:01:00.000000000Z"}}
+    mf.dump(m, run_dir / "manifest.json")
+    run_load(config(server.base_url), run_dir, progress=False)
+    after = json.loads((run_dir / "manifest.json").read_text())
+    assert after["run_id"] == "pre-written" and after["instance_type"] == "g6e.48xlarge"
+    assert set(after["phases"]) == {"deploy", "steady"}
+    assert after["phases"]["deploy"] == m["phases"]["deploy"]
+    assert after["scenario"]["input_tokens"] == 16 and after["scenario"]["seed"] == 0
+
+
+def test_chat_api(server, tmp_path):
+    run_load(config(server.base_url, api="chat"), tmp_path / "run", progress=False)
+    steady = rows(tmp_path / "run")
+    assert {(r["status"], r["output_tokens"], r["chunks"]) for r in steady} == {("ok", 8, 8)}
+
+
+def test_bursty_profile_runs_one_step_per_non_zero_segment(server, tmp_path):
+    cfg = config(server.base_url, concurrency=[], profile=[(0.3, 0), (0.5, 20), (0.3, 0), (0.4, 10)],
+                 arrival="constant")
+    result = run_load(cfg, tmp_path / "run", progress=False)
+    steady = rows(tmp_path / "run")
+    assert [s["step"] for s in result.steps] == ["rate=20", "rate=10"]
+    counts = {s: sum(r["step"] == s for r in steady) for s in ("rate=20", "rate=10")}
+    assert counts == {"rate=20": 10, "rate=10": 4}
+    t0 = min(ns(r["scheduled_at"]) for r in steady)
+    later = [ns(r["scheduled_at"]) - t0 for r in steady if r["step"] == "rate=10"]
+    assert min(later) == pytest.approx(0.8e9, abs=1e6)  # after the 0.3 s idle gap, on schedule

@@ -1,0 +1,80 @@
+"""Prompt sizing, uniqueness, the shared-prefix scenario, the dataset mode, the API key."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from resources.analysis import manifest as mf
+from resources.loadgen import ConfigError, LoadConfig, run_load
+from resources.loadgen.workload import Tokenizer, Workload
+
+from .helpers import config, rows
+
+
+def test_prompts_are_sized_with_tokenize_and_unique(server, tmp_path):
+    result = run_load(config(server.base_url, input_tokens=100, requests_per_step=10),
+                      tmp_path / "run", progress=False)
+    steady = rows(tmp_path / "run")
+    assert {r["input_tokens"] for r in steady} == {100} and result.prompt_token_mismatches == 0
+    assert mf.load(tmp_path / "run" / "manifest.json")["scenario"]["prompt_sizing"] == "tokenize"
+    wl = Workload(config(server.base_url, input_tokens=100),
+                  Tokenizer(server.base_url, "fixed", {}, True))
+    prompts = [wl.next_item().prompt for _ in range(200)]
+    assert len(set(prompts)) == 200
+    assert len({p.split()[0:8].__repr__() for p in prompts}) == 200  # unique from the first words
+
+
+def test_without_tokenize_the_size_is_an_estimate(start_server, tmp_path):
+    srv = start_server("--no-tokenize", "--itl-ms", "1")
+    run_load(config(srv.base_url, input_tokens=50), tmp_path / "run", progress=False)
+    assert mf.load(tmp_path / "run" / "manifest.json")["scenario"]["prompt_sizing"] == "estimate"
+
+
+def test_shared_prefix_scenario(server, tmp_path):
+    cfg = config(server.base_url, input_tokens=64, prefix="shared", shared_prefix_tokens=40)
+    wl = Workload(cfg, Tokenizer(server.base_url, "fixed", {}, True))
+    prompts = [wl.next_item().prompt.split() for _ in range(20)]
+    assert all(p[:40] == prompts[0][:40] for p in prompts)
+    assert len({tuple(p[40:48]) for p in prompts}) == 20
+    run_load(cfg, tmp_path / "run", progress=False)
+    scenario = mf.load(tmp_path / "run" / "manifest.json")["scenario"]
+    assert (scenario["prefix"], scenario["shared_prefix_tokens"]) == ("shared", 40)
+    assert {r["input_tokens"] for r in rows(tmp_path / "run")} == {64}
+
+
+def test_dataset_of_length_pairs_and_prompts(server, tmp_path):
+    ds = tmp_path / "mix.jsonl"
+    ds.write_text("\n".join(json.dumps(x) for x in [
+        {"input_tokens": 30, "output_tokens": 3}, {"input_tokens": 200, "output_tokens": 6},
+        {"prompt": "one two three four", "output_tokens": 2}]) + "\n")
+    run_load(config(server.base_url, dataset=ds, requests_per_step=6, concurrency=[1]),
+             tmp_path / "run", progress=False)
+    got = sorted((r["input_tokens"], r["output_tokens"]) for r in rows(tmp_path / "run"))
+    assert got == [(12, 2), (12, 2), (30, 3), (30, 3), (200, 6), (200, 6)]  # 8 prefix words + 4
+
+
+def test_a_bad_dataset_line_is_named(tmp_path):
+    ds = tmp_path / "bad.jsonl"
+    ds.write_text('{"input_tokens": 5, "output_tokens": 1}\n{"text": 3}\n')
+    cfg = LoadConfig(endpoint="http://127.0.0.1:1", model="m", dataset=ds)
+    with pytest.raises(ConfigError, match=r"bad.jsonl:2"):
+        Workload(cfg, Tokenizer("http://127.0.0.1:1", "m", {}, False))
+
+
+def test_api_key_is_sent_and_never_stored(start_server, tmp_path, monkeypatch):
+    key = "sk-test-0123456789abcdef"
+    srv = start_server("--api-key", key, "--itl-ms", "1")
+    monkeypatch.setenv("SB_TEST_KEY", key)
+    result = run_load(config(srv.base_url, api_key_env="SB_TEST_KEY"), tmp_path / "run", progress=False)
+    assert result.statuses == {"ok": 6}
+    for f in (tmp_path / "run").iterdir():
+        assert key.encode() not in f.read_bytes(), f
+    monkeypatch.setenv("SB_TEST_KEY", "sk-wrong-0123456789")
+    with pytest.raises(Exception, match="refused the credentials") as exc:
+        run_load(config(srv.base_url, api_key_env="SB_TEST_KEY"), tmp_path / "run2", progress=False)
+    assert "sk-wrong" not in str(exc.value)
+    monkeypatch.delenv("SB_TEST_KEY")
+    with pytest.raises(ConfigError, match="SB_TEST_KEY"):
+        run_load(config(srv.base_url, api_key_env="SB_TEST_KEY"), tmp_path / "run3", progress=False)
