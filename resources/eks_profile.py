@@ -8,11 +8,18 @@ profile wiring (pipelines/ picks the profile; this only builds what it asks for)
     bill = eks.billing.fetch_bill(...)          # Cost Explorer
     check = eks.price_list.fetch_bill(...)      # Price List cross-check
 
+For pipelines/eks_profile.py (the lead's wiring):
+
+    def eks_resources(settings, candidates) -> dict:
+        from resources.eks_profile import EksResources, EksSettings
+        return EksResources.build(EksSettings.from_env(os.environ)).pipeline_resources()
+
 Nothing here reads the environment at import time; `build` is called when a run starts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +41,34 @@ class EksSettings:
     reaper_ttl_hours: float = 6.0
     provision_timeout_s: float = 1800.0
     deploy_timeout_s: float = 3600.0
+    capacity_type: str = "ON_DEMAND"  # ON_DEMAND | SPOT | CAPACITY_BLOCK
+    capacity_reservation_id: str | None = None
+    expose: str = "load_balancer"  # how the pipeline's load generator reaches the engine
+    source_ranges: tuple[str, ...] = ()  # CIDRs allowed to reach the load balancer
+    lb_scheme: str = "internal"  # run the pipeline inside the VPC; internet-facing otherwise
     endpoint_url: str | None = None  # tests only (moto)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> EksSettings:
+        """From SERVINGBENCH_EKS_* variables (read when the definitions load, never at
+        import); a missing required one is a clear error naming it."""
+        def need(name: str) -> str:
+            value = env.get(f"SERVINGBENCH_EKS_{name}")
+            if not value:
+                raise ValueError(f"the eks profile needs SERVINGBENCH_EKS_{name} (see docs/eks.md)")
+            return value
+
+        def split(name: str) -> tuple[str, ...]:
+            return tuple(x.strip() for x in env.get(f"SERVINGBENCH_EKS_{name}", "").split(",")
+                         if x.strip())
+
+        return cls(cluster_name=need("CLUSTER"), region=need("REGION"),
+                   node_role_arn=need("NODE_ROLE_ARN"), subnet_ids=split("SUBNETS"),
+                   capacity_type=env.get("SERVINGBENCH_EKS_CAPACITY_TYPE", "ON_DEMAND"),
+                   capacity_reservation_id=env.get("SERVINGBENCH_EKS_CAPACITY_RESERVATION_ID") or None,
+                   expose=env.get("SERVINGBENCH_EKS_EXPOSE", "load_balancer"),
+                   source_ranges=split("SOURCE_RANGES"),
+                   lb_scheme=env.get("SERVINGBENCH_EKS_LB_SCHEME", "internal"))
 
 
 @dataclass
@@ -63,6 +97,21 @@ class EksResources:
             price_list=PriceListBilling.from_session(session, endpoint_url=s.endpoint_url,
                                                      caller=caller),
         )
+
+    def pipeline_resources(self) -> dict:
+        """`cluster`, `model_server` and `bill_source` for pipelines/profiles.py."""
+        from resources.eks_adapters import CostExplorerBill, EksNodegroupCluster, KubeModelServer
+
+        s = self.settings
+        return {
+            "cluster": EksNodegroupCluster(self.cluster, capacity_type=s.capacity_type,
+                                           capacity_reservation_id=s.capacity_reservation_id,
+                                           timeout_s=s.provision_timeout_s),
+            "model_server": KubeModelServer(self.kube, expose=s.expose,
+                                            source_ranges=s.source_ranges,
+                                            lb_scheme=s.lb_scheme, timeout_s=s.deploy_timeout_s),
+            "bill_source": CostExplorerBill(self.billing),
+        }
 
     def kube(self) -> KubeClient:
         """A Kubernetes client for the cluster (endpoint and CA from DescribeCluster)."""

@@ -169,3 +169,18 @@ class KubeClient:
                     f"Deployment {name} not ready within {timeout_s:.0f}s "
                     f"(ready {status.get('readyReplicas', 0)}/{want})")
             self.sleep(poll_s)
+
+    def wait_load_balancer(self, service: str, *, timeout_s: float, poll_s: float = 5.0) -> str:
+        """Poll Service `service` until its load balancer has a hostname (or IP); return it."""
+        deadline = self.clock() + timeout_s
+        while True:
+            svc = self.get("Service", service)
+            if svc is None:
+                raise RolloutError(f"Service {service} does not exist")
+            for ingress in svc.get("status", {}).get("loadBalancer", {}).get("ingress", []):
+                if ingress.get("hostname") or ingress.get("ip"):
+                    return ingress.get("hostname") or ingress["ip"]
+            if self.clock() >= deadline:
+                raise RolloutError(f"Service {service}: no load balancer address within "
+                                   f"{timeout_s:.0f}s (is the AWS Load Balancer Controller installed?)")
+            self.sleep(poll_s)

@@ -45,6 +45,11 @@ class EngineSpec:
     neuron_config: dict = field(default_factory=dict)  # vLLM --override-neuron-config
     extra_args: tuple[str, ...] = ()
     namespace: str = "servingbench"
+    # How the load generator reaches the engine: "cluster_ip" (an in-cluster Job) or
+    # "load_balancer" (an NLB, only from `source_ranges`; "internal" scheme inside the VPC).
+    expose: str = "cluster_ip"
+    source_ranges: tuple[str, ...] = ()
+    lb_scheme: str = "internal"  # internal | internet-facing
 
     def __post_init__(self) -> None:
         if (self.engine, self.accelerator) not in ENGINES:
@@ -54,6 +59,13 @@ class EngineSpec:
             raise ValueError(f"image {self.image!r} must be pinned by digest (repo@sha256:<64 hex>)")
         if self.tensor_parallel < 1 or self.devices < 1 or self.max_model_len < 1:
             raise ValueError("tensor_parallel, devices and max_model_len must be >= 1")
+        if self.expose not in ("cluster_ip", "load_balancer"):
+            raise ValueError(f"expose must be cluster_ip or load_balancer, got {self.expose!r}")
+        if self.expose == "load_balancer" and not self.source_ranges:
+            raise ValueError("expose=load_balancer needs source_ranges (the load generator's "
+                             "CIDRs): an engine endpoint is never open to everyone")
+        if self.lb_scheme not in ("internal", "internet-facing"):
+            raise ValueError(f"lb_scheme must be internal or internet-facing, got {self.lb_scheme!r}")
 
     @property
     def name(self) -> str:
@@ -161,6 +173,14 @@ def render(s: EngineSpec) -> list[dict]:
         "spec": {"type": "ClusterIP", "selector": dict(selector),
                  "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]},
     }
+    if s.expose == "load_balancer":
+        service["metadata"]["annotations"].update({
+            "service.beta.kubernetes.io/aws-load-balancer-type": "external",
+            "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip",
+            "service.beta.kubernetes.io/aws-load-balancer-scheme": s.lb_scheme,
+            "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags":
+                f"servingbench:run-id={s.run_id}"})
+        service["spec"].update(type="LoadBalancer", loadBalancerSourceRanges=list(s.source_ranges))
     return [deployment, service]
 
 

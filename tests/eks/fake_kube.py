@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 T = "2026-11-29T02:"
+LB_HOST = "k8s-servingb-sb-0123456789.elb.us-east-1.amazonaws.com"
 POD_STORY = {
     "created": T + "09:12Z", "scheduled": T + "09:13Z", "pulling": T + "09:15Z",
     "pulled": T + "12:02Z", "started": T + "12:05Z", "ready": T + "21:40Z",
@@ -129,6 +130,11 @@ class FakeKubeApi:
                 return 404, {"message": "not found"}, j
             if obj["kind"] == "Deployment":
                 self._progress(obj)
+            if obj["kind"] == "Service" and obj["spec"].get("type") == "LoadBalancer":
+                if obj["status"].get("seen"):  # the controller names the NLB on the 2nd look
+                    obj["status"] = {"loadBalancer": {"ingress": [{"hostname": LB_HOST}]}}
+                else:
+                    obj["status"] = {"seen": True}
             return 200, obj, j
         if method == "DELETE":
             obj = self.objects.pop(path, None)
