@@ -23,7 +23,7 @@ from typing import Any
 
 import botocore.exceptions
 
-from resources.aws_retry import AwsCallError, Caller, make_client
+from resources.aws_retry import THROTTLING, TRANSIENT, AwsCallError, Caller, make_client
 
 log = logging.getLogger("servingbench.eks")
 
@@ -227,6 +227,7 @@ class EksCluster:
         """Delete servingbench node groups (and launch templates) older than `ttl_s`."""
         now_ns = self.clock() if now_ns is None else now_ns
         reaped: list[str] = []
+        failed: list[str] = []
         for name in self._list_nodegroups():
             ng = self.describe_nodegroup(name)
             if RUN_TAG not in (ng.get("tags") or {}):
@@ -234,10 +235,18 @@ class EksCluster:
             age_s = (now_ns - int(ng["createdAt"].timestamp() * 1e9)) / 1e9
             if age_s <= ttl_s:
                 continue
+            if ng.get("status") == "DELETING":
+                continue
             log.warning("reaping node group %s (age %.0fs > ttl %.0fs)", name, age_s, ttl_s)
             template = (ng.get("launchTemplate") or {}).get("id")
-            self.delete_nodegroup(name, template)
+            try:
+                self.delete_nodegroup(name, template)
+            except (AwsCallError, ProvisionError) as exc:
+                failed.append(f"{name}: {exc}")
+                continue
             reaped.append(name)
+        if failed:  # the others were still reaped; say which ones were not, and why
+            raise AwsCallError("reaper could not delete: " + "; ".join(failed))
         return reaped
 
     # -- scope -----------------------------------------------------------------------
@@ -301,22 +310,33 @@ class EksCluster:
         return out["LaunchTemplate"]["LaunchTemplateId"]
 
     def _wait(self, waiter_name: str, name: str, timeout_s: float) -> None:
+        """A boto3 waiter under a bounded timeout; a throttled poll waits on, it does not
+        fail the run (botocore's waiter would stop at the first unexpected error)."""
         delay = max(0.05, self.poll_s)
-        attempts = max(1, math.ceil(timeout_s / delay))
+        deadline = time.monotonic() + timeout_s
         waiter = self.eks.get_waiter(waiter_name)
-        try:
-            waiter.wait(clusterName=self.cluster_name, nodegroupName=name,
-                        WaiterConfig={"Delay": delay, "MaxAttempts": attempts})
-        except botocore.exceptions.WaiterError as exc:
-            health = ""
-            if waiter_name == "nodegroup_active":
-                try:
-                    issues = self.describe_nodegroup(name).get("health", {}).get("issues", [])
-                    health = "; ".join(f"{i.get('code')}: {i.get('message')}" for i in issues)
-                except AwsCallError:
-                    pass
-            raise ProvisionError(
-                f"node group {name}: {waiter_name} not reached within {timeout_s:.0f}s "
-                f"({exc.last_response.get('nodegroup', {}).get('status', exc.reason)})"
-                + (f": {health}" if health else "")
-            ) from None
+        while True:
+            attempts = max(1, math.ceil((deadline - time.monotonic()) / delay))
+            try:
+                waiter.wait(clusterName=self.cluster_name, nodegroupName=name,
+                            WaiterConfig={"Delay": delay, "MaxAttempts": attempts})
+                return
+            except botocore.exceptions.WaiterError as exc:
+                last = exc.last_response or {}
+                code = last.get("Error", {}).get("Code", "")
+                if (code in THROTTLING or code in TRANSIENT) and time.monotonic() < deadline:
+                    log.warning("waiting for node group %s: %s; polling on", name, code)
+                    time.sleep(delay)
+                    continue
+                status = last.get("nodegroup", {}).get("status") or code or exc.reason
+            break
+        health = ""
+        if waiter_name == "nodegroup_active":
+            try:
+                issues = self.describe_nodegroup(name).get("health", {}).get("issues", [])
+                health = "; ".join(f"{i.get('code')}: {i.get('message')}" for i in issues)
+            except AwsCallError:
+                pass
+        raise ProvisionError(
+            f"node group {name}: {waiter_name} not reached within {timeout_s:.0f}s ({status})"
+            + (f": {health}" if health else ""))

@@ -16,7 +16,8 @@ import httpx
 
 class ErrorProxy:
     """Forwards to `upstream`; the first `times` requests whose X-Amz-Target ends with
-    `operation` get `status` and a JSON error `code` instead."""
+    `operation` (JSON protocols) or whose `METHOD /path` starts with it (REST, e.g.
+    `GET /clusters/bench/node-groups/`) get `status` and a JSON error `code` instead."""
 
     def __init__(self, upstream: str, operation: str, code: str, times: int, status: int = 400):
         self.upstream, self.operation, self.code = upstream, operation, code
@@ -32,7 +33,9 @@ class ErrorProxy:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 target = self.headers.get("X-Amz-Target", "")
                 proxy.seen.append({"target": target, "headers": dict(self.headers)})
-                if target.endswith(proxy.operation) and proxy.remaining > 0:
+                hit = (f"{self.command} {self.path}".startswith(proxy.operation)
+                       if " /" in proxy.operation else target.endswith(proxy.operation))
+                if hit and proxy.remaining > 0:
                     proxy.remaining -= 1
                     payload = json.dumps({"__type": proxy.code, "message": "Rate exceeded"})
                     self._reply(proxy.status, {"Content-Type": "application/x-amz-json-1.1"},

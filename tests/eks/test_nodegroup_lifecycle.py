@@ -169,3 +169,17 @@ def test_teardown_by_run_id_from_another_process(moto):
     assert other.teardown("run-hook", timeout_s=10) is True
     assert names(eks) == [] and templates(ec2) == []
     assert other.teardown("run-hook", timeout_s=10) is False
+
+
+def test_a_throttled_poll_while_waiting_does_not_fail_the_run(moto):
+    from .fakes import ErrorProxy
+
+    endpoint, session = moto
+    eks, _, _ = make_cluster(endpoint, session)
+    with ErrorProxy(endpoint, "GET /clusters/bench/node-groups/sb-", "ThrottlingException",
+                    times=2, status=429) as proxy:
+        cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE,
+                             endpoint_url=proxy.url, poll_s=0.05)
+        info = cluster.create_nodegroup(SPEC, "run-throttled", timeout_s=10)
+        assert proxy.remaining == 0  # both throttles were served, and waited through
+        assert names(eks) == [info.nodegroup]
