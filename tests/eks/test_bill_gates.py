@@ -59,43 +59,52 @@ def test_clean_cost_explorer_bill_is_accepted_with_hand_computed_cost(tmp_path):
     assert json.loads((out.run_dir / "gates.json").read_text())[4]["passed"] is True
 
 
-def _only_later_hour():
-    return [copy.deepcopy(PAGES[2])]
-
-
-@pytest.mark.parametrize("bill, why", [
-    (lambda: to_table([]), "usage not in Cost Explorer yet: empty bill"),
-    (lambda: ce_bill(_only_later_hour()), "hour 02 not in the bill yet"),
-    (lambda: ce_bill(account="999999999999"), "another account"),
-    (lambda: ce_bill(region="us-west-2"), "another region"),
-    (lambda: ce_bill(run_id="someone-elses-run"), "another run's tag"),
-])
-def test_bills_that_miss_the_window_or_the_scope_are_rejected(tmp_path, bill, why):
-    out, gates = result(tmp_path, bill())
-    assert out.exit_code == 3, why
-    assert gates[5]["passed"] is False and gates[5]["offending_rows"] >= 1, why
-    assert not (out.run_dir / "cost_per_1m.parquet").exists()
-
-
 def _edit_first_group(**changes):
     pages = copy.deepcopy(PAGES)
     group = pages[0]["ResultsByTime"][0]["Groups"][0]
-    if "instance_type" in changes:
-        group["Keys"][1] = changes["instance_type"]
-    if "unit" in changes:
-        group["Metrics"]["UnblendedCost"]["Unit"] = changes["unit"]
     if "hours" in changes:
         group["Metrics"]["UsageQuantity"]["Amount"] = changes["hours"]
     return pages
 
 
-@pytest.mark.parametrize("change", [
-    {"instance_type": "p4d.24xlarge"}, {"unit": "EUR"},
-    {"hours": "2.0"},  # two node-hours in one hour for a one-node run: instances outside scope
+@pytest.mark.parametrize("pages, why, message", [
+    ([copy.deepcopy(PAGES[2])], "hour 02's usage not in Cost Explorer yet",
+     "steady phase not covered by instance rows from 2026-11-29T02:00:01.000000000Z"),
+    (_edit_first_group(hours="2.0"), "two node-hours in one hour for a one-node run",
+     "instance-hours above 105 %"),
 ])
-def test_line_item_scope_mismatches_are_rejected(tmp_path, change):
-    out, gates = result(tmp_path, ce_bill(_edit_first_group(**change)))
-    assert out.exit_code == 3 and gates[5]["passed"] is False, change
+def test_bills_that_miss_the_window_or_hold_more_nodes_are_rejected(tmp_path, pages, why, message):
+    out, gates = result(tmp_path, ce_bill(pages))
+    assert out.exit_code == 3, why
+    assert gates[5]["passed"] is False and message in gates[5]["message"], gates[5]["message"]
+    assert not (out.run_dir / "cost_per_1m.parquet").exists()
+
+
+def test_each_scope_mismatch_is_named_and_rejected(tmp_path):
+    """One bill, one foreign row per kind of mismatch (a run per kind would spend the
+    analyzer's time for the same evidence): each is counted under its own check."""
+    hour = {"Start": "2026-11-29T02:00:00Z", "End": "2026-11-29T03:00:00Z"}
+    foreign = [{"TimePeriod": hour, "Estimated": True, "Groups": [
+        {"Keys": [usage, itype], "Metrics": {"UnblendedCost": {"Amount": "0.01", "Unit": unit},
+                                             "UsageQuantity": {"Amount": "0.1", "Unit": "GB-Mo"}}}]}
+        for usage, itype, unit in [("EBS:VolumeUsage.gp3", "NoInstanceType", "USD"),
+                                   ("EBS:VolumeUsage.gp3", "NoInstanceType", "EUR"),
+                                   ("BoxUsage:p4d.24xlarge", "p4d.24xlarge", "USD")]]
+
+    def rows(run_id=RUN_ID, account=ACCOUNT, region="us-east-1", which=0):
+        return rows_from_cost_explorer([foreign[which]], run_id=run_id, account_id=account,
+                                       region=region)
+
+    bill = pa.concat_tables([ce_bill(), to_table(
+        rows(account="999999999999") + rows(region="us-west-2") + rows(run_id="another-run")
+        + rows(which=1) + rows(which=2))])
+    out, gates = result(tmp_path, bill)
+    assert out.exit_code == 3 and gates[5]["passed"] is False
+    for check in ["names another account (1 rows)", "names another region (1 rows)",
+                  "carries another run-id tag value (1 rows)",
+                  "names another instance type (1 rows)", "is not in USD (1 rows)"]:
+        assert check in gates[5]["message"], (check, gates[5]["message"])
+    assert gates[5]["offending_rows"] == 5
 
 
 def test_mixed_sources_are_rejected(tmp_path):
