@@ -15,6 +15,7 @@ import time
 import dagster as dg
 
 from resources.analysis import manifest as mf
+from resources.loadgen import ConfigError, LoadError
 
 from . import cluster as cluster_link
 from . import load as load_link
@@ -79,8 +80,12 @@ def build(partitions_def) -> dg.AssetsDefinition:
                 yield dg.Output(run_value(run_id, run_dir, endpoint=dep.endpoint,
                                           emulated=dep.emulated),
                                 "deployed_model", metadata=model_link.metadata(dep))
-                result = r.load_settings.run(candidate, dep.endpoint, dep.served_model, run_dir,
-                                             run_id, progress=_progress(context))
+                try:
+                    result = r.load_settings.run(candidate, dep.endpoint, dep.served_model,
+                                                 run_dir, run_id, progress=_progress(context))
+                except (LoadError, ConfigError, mf.ManifestError) as exc:
+                    raise dg.Failure(description=f"load generator: {exc}",
+                                     metadata={"run_dir": dg.MetadataValue.path(str(run_dir))}) from None
         finally:
             r.cluster.teardown(info)
         manifest = mf.load(run_dir / "manifest.json")

@@ -29,7 +29,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
             run_value(manifest["run_id"], run_dir, rows=len(rows)),
             metadata={
                 "rows": dg.MetadataValue.int(len(rows)),
-                "path": dg.MetadataValue.path(str(run_dir / "bill.parquet")),
+                "parquet": dg.MetadataValue.path(str(run_dir / "bill.parquet")),
                 "sources": dg.MetadataValue.json(dict(Counter(r["source"] for r in rows))),
                 "estimated_rows": dg.MetadataValue.int(sum(bool(r["estimated"]) for r in rows)),
                 "total_usd": dg.MetadataValue.float(float(sum(r["amount"] or 0 for r in rows))),

@@ -42,7 +42,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
                 "bill_status": dg.MetadataValue.text(",".join(sorted({r["bill_status"] for r in cost}))),
                 "duckdb": dg.MetadataValue.path(str(storage.duckdb_path)),
                 "run_dir": dg.MetadataValue.path(str(run_dir)),
-                "path": dg.MetadataValue.path(str(run_dir / "cost_per_1m.parquet")),
+                "parquet": dg.MetadataValue.path(str(run_dir / "cost_per_1m.parquet")),
             })
 
     return cost_per_1m_output_tokens

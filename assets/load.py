@@ -20,7 +20,7 @@ def log_metadata(run_dir: Path, name: str, manifest: dict, phase: str) -> dict:
     statuses = Counter(pq.read_table(path, columns=["status"])["status"].to_pylist())
     span = manifest["phases"].get(phase) or {}
     md = {"rows": dg.MetadataValue.int(sum(statuses.values())),
-          "path": dg.MetadataValue.path(str(path)),
+          "parquet": dg.MetadataValue.path(str(path)),
           "statuses": dg.MetadataValue.json(dict(statuses)),
           "source": dg.MetadataValue.text(manifest["source"]),
           "started_at": dg.MetadataValue.text(str(span.get("started_at"))),

@@ -33,7 +33,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
                 "steps": dg.MetadataValue.md(table(rows, STEP_COLUMNS, markdown=True)),
                 "invalid_steps": dg.MetadataValue.json(invalid),
                 "gates": dg.MetadataValue.text(result.message),
-                "path": dg.MetadataValue.path(str(run_dir / "derived_metrics.parquet")),
+                "parquet": dg.MetadataValue.path(str(run_dir / "derived_metrics.parquet")),
             })
 
     return derived_metrics

@@ -1,8 +1,9 @@
 """The one place that picks resources: `local` (the embedded default) or `eks`.
 
 Settings come from the caller (the demo, tests) or, for the Dagster UI and schedules, from
-SERVINGBENCH_PROFILE / SERVINGBENCH_DATA_DIR / SERVINGBENCH_CANDIDATES, read when the
-definitions load — never at import time.
+SERVINGBENCH_PROFILE / SERVINGBENCH_DATA_DIR / SERVINGBENCH_CANDIDATES (and, for the
+emulator, SERVINGBENCH_EMULATOR_TIME_SCALE / SERVINGBENCH_EMULATOR_COLD_START_S), read when
+the definitions load — never at import time.
 """
 
 from __future__ import annotations
@@ -37,9 +38,19 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         env = os.environ
+
+        def number(name: str, default):
+            text = env.get(name)
+            try:
+                return default if text in (None, "") else float(text)
+            except ValueError:
+                raise ConfigError(f"{name}={text!r}: expected a number") from None
+
         return cls(profile=env.get("SERVINGBENCH_PROFILE", "local"),
                    data_dir=Path(env.get("SERVINGBENCH_DATA_DIR", REPO / "data")),
-                   candidates_file=Path(env.get("SERVINGBENCH_CANDIDATES", DEFAULT_FILE)))
+                   candidates_file=Path(env.get("SERVINGBENCH_CANDIDATES", DEFAULT_FILE)),
+                   time_scale=number("SERVINGBENCH_EMULATOR_TIME_SCALE", 1.0),
+                   cold_start_s=number("SERVINGBENCH_EMULATOR_COLD_START_S", None))
 
 
 def resources_for(settings: Settings) -> dict:

@@ -8,6 +8,7 @@ when the measurement fails.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -64,6 +65,9 @@ class EmulatorModelServer(ModelServer):
             for name in ("image_pull", "weights_load", "compile", "ready"):
                 if status.get("phases", {}).get(name):
                     phases[name] = status["phases"][name]
+            (run_dir / "deployment.json").write_text(json.dumps(
+                {"endpoint": emu.base_url, "pid": emu.pid, "emulated": True,
+                 "config": status.get("config")}, indent=2))
             yield Deployment(
                 endpoint=emu.base_url, served_model=candidate.model,
                 facts={"engine": f"servingbench-emulator ({candidate.engine})",

@@ -1,0 +1,259 @@
+"""The comparison report across candidates: the latest run of each candidate side by side,
+and, where a candidate was run several times, the spread of its steps (repeatability)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from resources.report import sections as s
+from resources.report.html import (
+    Cell,
+    badge,
+    cell,
+    emulated_banner,
+    image,
+    page,
+    para,
+    section,
+    table,
+    write_html,
+)
+from resources.report.plots import write_comparison_plots
+from resources.report.regression import Thresholds, compare_to_history, record_of
+from resources.report.repeatability import step_spreads
+from resources.report.run_report import slo_of
+from resources.report.rundata import ReportError, RunData, latest_per_candidate, load_run
+
+EMULATED_TEXT = ("EMULATED data on this page \u2014 rows and series marked EMULATED come "
+                 "from the local engine emulator, not from real hardware. They are never "
+                 "ranked against measured candidates.")
+
+
+def _headline_row(run: RunData, slo: tuple[float, float]) -> dict | None:
+    if run.headline is None or run.headline.empty:
+        return None
+    h = run.headline
+    match = h[(h["slo_ttft_s"] == slo[0]) & (h["slo_tpot_s"] == slo[1])]
+    return (match if not match.empty else h).iloc[0].to_dict()
+
+
+def _spread_text(spreads: pd.DataFrame, run: RunData, step, metric: str, money: bool) -> Cell:
+    if step is None or pd.isna(step) or spreads.empty:
+        return cell(None)
+    rows = spreads[(spreads["candidate"] == run.candidate) & (spreads["step"] == step)
+                   & (spreads["metric"] == metric)
+                   & (spreads["source"] == ("emulated" if run.emulated else "measured"))]
+    if rows.empty or int(rows.iloc[0]["n"]) < 2:
+        return cell("single run")
+    r = rows.iloc[0]
+    f = s.usd if money else s.num
+    text = f"median {f(r['median'])} [{f(r['min'])} \u2013 {f(r['max'])}], n={int(r['n'])}"
+    if not pd.isna(r["ci95_low"]):
+        text += f"; 95 % CI {f(r['ci95_low'])} \u2013 {f(r['ci95_high'])}"
+    return cell(text)
+
+
+def _rank_key(item: tuple[RunData, dict | None]) -> tuple:
+    run, h = item
+    if h is None:
+        return (3, 0.0, run.candidate)
+    if not h["meets_slo"]:
+        return (2, 0.0, run.candidate)
+    cost = h["cost_per_1m_output_usd"]
+    return (1 if run.emulated else 0, float("inf") if pd.isna(cost) else float(cost), run.candidate)
+
+
+def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataFrame,
+                   slo: tuple[float, float]) -> str:
+    counts = pd.Series([r.candidate for r in runs]).value_counts().to_dict()
+    items = sorted(((run, _headline_row(run, slo)) for run in latest), key=_rank_key)
+    rows, classes, rank = [], [], 0
+    for run, h in items:
+        ranked = h is not None and bool(h["meets_slo"]) and not run.emulated
+        rank += ranked
+        if h is None:
+            tail = [cell(s.no_headline_reason(run))] + [cell(None)] * 8
+        else:
+            meets = bool(h["meets_slo"])
+            tail = [badge("yes", "ok") if meets else badge("meets no step", "bad"),
+                    cell(h["step"]), s.n(h["output_tok_s"]), s.n(h["ttft_s_p99"]),
+                    s.n(h["tpot_s_p99"]), s.money(h["cost_per_1m_output_usd"]),
+                    cell(h["bill_status"]),
+                    _spread_text(spreads, run, h["step"], "output_tok_s", False),
+                    _spread_text(spreads, run, h["step"], "cost_per_1m_output_usd", True)]
+        rows.append([cell(rank if ranked else None), cell(run.candidate), s.source_cell(run),
+                     cell(run.manifest.get("instance_type")), cell(run.run_id),
+                     cell(counts.get(run.candidate, 1)), s.status(run), *tail])
+        classes.append(" ".join(c for c in ("emulated" if run.emulated else "",
+                                            "bad" if h is None or not h["meets_slo"] else "") if c))
+    head = ("rank", "candidate", "source", "instance type", "latest run", "runs", "status",
+            "meets SLO", "step", "output tok/s", "p99 TTFT (s)", "p99 TPOT (s)",
+            "USD / 1M output tok", "bill", "output tok/s across runs", "USD / 1M across runs")
+    note = (f"SLO: p99 TTFT \u2264 {slo[0]:g} s and p99 TPOT \u2264 {slo[1]:g} s. The step "
+            "is the valid step with the highest output tokens/s within the SLO. Ranked by cost "
+            "among measured candidates only; emulated rows are never ranked.")
+    return table(head, rows, classes) + para(note)
+
+
+def repeatability_table(spreads: pd.DataFrame) -> str:
+    rep = spreads[spreads["n"] >= 2] if not spreads.empty else spreads
+    if rep.empty:
+        return para("Each step was run once per candidate: no spread to show. Run a "
+                    "candidate again to see min / median / max and a 95 % confidence interval.")
+    rows = []
+    for r in rep.itertuples(index=False):
+        money = r.metric == "cost_per_1m_output_usd"
+        f = s.money if money else s.n
+        ci = (cell(None) if pd.isna(r.ci95_low) else
+              cell(f"{f(r.ci95_low).html} \u2013 {f(r.ci95_high).html}"))
+        rows.append([cell(r.candidate), cell(r.source), cell(r.step), cell(r.label),
+                     s.n(r.n), f(r.min), f(r.median), f(r.max), f(r.mean), ci,
+                     cell(", ".join(r.run_ids))])
+    return table(("candidate", "source", "step", "figure", "n", "min", "median", "max", "mean",
+                  "95 % CI of the mean", "runs"), rows) + para(
+        "Valid steps only. 95 % CI: mean \u00b1 t(0.975, n\u22121) \u00d7 s / \u221an, "
+        "shown where n \u2265 3.")
+
+
+def regression_table(latest: list[RunData], runs: list[RunData],
+                     slo: tuple[float, float]) -> str:
+    """The nightly check, as the pipeline runs it, for each candidate's latest run."""
+    records = {r.run_id: record_of(r, slo) for r in runs}
+    rows, classes = [], []
+    for run in latest:
+        current = records[run.run_id]
+        history = [records[r.run_id] for r in runs
+                   if r.candidate == run.candidate and r.run_id != run.run_id
+                   and records[r.run_id] is not None]
+        if current is None or not history:
+            why = "no headline" if current is None else "no earlier run"
+            rows.append([cell(run.candidate), cell(run.run_id), s.n(len(history))]
+                        + [cell(None)] * 3 + [badge(why, "unknown")])
+            classes.append("")
+            continue
+        res = compare_to_history(current, history)
+        found = {f["metric"]: f for f in res.findings}
+        changes = [s.share(found[m]["change"]) for m in
+                   ("output_tok_s", "ttft_s_p99", "cost_per_1m_output_usd")]
+        status = badge("WARN: " + ", ".join(res.metadata["regressed_metrics"]), "bad") \
+            if res.regressed else badge("ok", "ok")
+        rows.append([cell(run.candidate), cell(run.run_id), s.n(res.metadata["n_history"]),
+                     *changes, status])
+        classes.append("bad" if res.regressed else "")
+    t = Thresholds()
+    return table(("candidate", "latest run", "earlier runs", "output tok/s vs median",
+                  "p99 TTFT vs median", "USD / 1M vs median", "check"), rows, classes) + para(
+        f"Against the median of up to 5 earlier runs of the same candidate, source and SLO; "
+        f"WARN when output tok/s falls more than {t.throughput_drop:.0%}, p99 TTFT rises "
+        f"more than {t.ttft_p99_rise:.0%} or cost per 1M rises more than {t.cost_rise:.0%}.")
+
+
+def side_by_side(latest: list[RunData]) -> str:
+    facts = [dict(s.manifest_facts(run)) for run in latest]
+    names = list(facts[0]) if facts else []
+    rows = [[cell(name)] + [f[name] if isinstance(f[name], Cell) else cell(f[name])
+                            for f in facts] for name in names]
+    return table(["fact"] + [r.candidate for r in latest], rows)
+
+
+def cold_start_table(latest: list[RunData]) -> str:
+    secs = [s.phase_seconds(run) for run in latest]
+    names = [p for p in s.COLD_START if any(p in d for d in secs)]
+    if not names:
+        return para("No run records its phases.")
+    rows = [[cell(f"\u2003{p}" if p in s.DEPLOY_SUB else p)] + [s.n(d.get(p)) for d in secs]
+            for p in names]
+    return table(["phase (seconds)"] + [r.candidate for r in latest], rows) + para(
+        "Indented rows are deploy sub-phases. Cold start is never mixed into steady-state figures.")
+
+
+def gates_table(latest: list[RunData]) -> str:
+    rows, classes = [], []
+    for run in latest:
+        failed = [g for g in run.gates or [] if g["passed"] is False]
+        text = "; ".join(f"{g['rule']} {g['name']}: {g['message']}" for g in failed) or None
+        rows.append([cell(run.candidate), cell(run.run_id), s.status(run), cell(text)])
+        classes.append("bad" if failed else "")
+    return table(("candidate", "run", "status", "failed rules"), rows, classes)
+
+
+def invalid_table(latest: list[RunData]) -> str:
+    rows = []
+    for run in latest:
+        if run.metrics is None:
+            continue
+        steps = {st["step"]: st for st in run.manifest.get("steps") or []}
+        for m in run.metrics.itertuples(index=False):
+            if not m.valid:
+                rows.append([cell(run.candidate), cell(run.run_id), cell(m.step),
+                             cell(m.invalid_reason), cell(s.why_invalid(m, steps.get(m.step)))])
+    if not rows:
+        return para("Every step of every latest run is valid.")
+    return table(("candidate", "run", "step", "invalid_reason", "why"), rows,
+                 ["invalid"] * len(rows))
+
+
+def runs_table(runs: list[RunData], latest: list[RunData]) -> str:
+    latest_ids = {r.run_id for r in latest}
+    ordered = sorted(runs, key=lambda r: (r.candidate, r.created_at_ns, r.run_id))
+    rows = [[cell(r.candidate), cell(r.run_id), cell(r.manifest["created_at"]), s.source_cell(r),
+             s.status(r), cell("latest" if r.run_id in latest_ids else "earlier"),
+             cell(str(r.run_dir))] for r in ordered]
+    return table(("candidate", "run", "created_at", "source", "status", "", "folder"), rows)
+
+
+def render(runs: list[RunData], plots: dict[str, Path], slo: tuple[float, float]) -> str:
+    latest = latest_per_candidate(runs)
+    spreads = step_spreads(runs)
+    any_emulated = any(r.emulated for r in latest)
+    body = [
+        "<h1>Candidate comparison</h1>",
+        f'<p class="sub">{len(latest)} candidates, {len(runs)} runs; the latest run of each '
+        "candidate is compared.</p>",
+        section("Headline: cost at the SLO operating point",
+                headline_table(latest, runs, spreads, slo), "headline"),
+        section("Plots", image(plots["latency_throughput"], "latency vs throughput",
+                               "Every candidate's steps; dotted lines are the SLO.")
+                + image(plots["cost_per_1m"], "cost per 1M output tokens",
+                        "At each candidate's SLO operating point; whiskers span all its runs."),
+                "plots"),
+        section("Repeatability (steps run several times)", repeatability_table(spreads),
+                "repeatability"),
+        section("Regression check (latest run vs earlier runs)",
+                regression_table(latest, runs, slo), "regression"),
+        section("Gates", gates_table(latest), "gates"),
+        section("Invalid steps and why", invalid_table(latest), "invalid"),
+        section("Manifests side by side", side_by_side(latest), "manifest"),
+        section("Cold start side by side", cold_start_table(latest), "cold-start"),
+        section("Runs included", runs_table(runs, latest), "runs"),
+    ]
+    banner = emulated_banner(EMULATED_TEXT) if any_emulated else ""
+    title = f"{'EMULATED data - ' if any_emulated else ''}servingbench comparison"
+    return page(title, "\n".join(body), banner)
+
+
+def unique_runs(runs: list[RunData]) -> list[RunData]:
+    """Drop a folder given twice; refuse one run_id in two different folders."""
+    seen: dict[str, RunData] = {}
+    for run in runs:
+        other = seen.get(run.run_id)
+        if other is not None and other.run_dir.resolve() != run.run_dir.resolve():
+            raise ReportError(f"run_id {run.run_id!r} is in two folders: {other.run_dir} "
+                              f"and {run.run_dir} (run ids are never reused)")
+        seen[run.run_id] = run
+    return list(seen.values())
+
+
+def write_comparison_report(run_dirs: list[Path | str], out_path: Path | str,
+                            slo: tuple[float, float] | None = None) -> Path:
+    """Write one self-contained HTML comparing the latest run of each candidate among
+    `run_dirs` (plots beside it in `<stem>_plots/`); returns `out_path`."""
+    if not run_dirs:
+        raise ReportError("no run folders given")
+    all_runs = unique_runs([load_run(d, raw=False) for d in run_dirs])
+    slo = slo or slo_of(latest_per_candidate(all_runs))
+    out = Path(out_path)
+    plots = write_comparison_plots(all_runs, out.parent / f"{out.stem}_plots", *slo)
+    return write_html(render(all_runs, plots, slo), out)

@@ -1,0 +1,72 @@
+"""The report of one run: `<run_dir>/report.html`, with its plots in `<run_dir>/plots/`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from resources.report import sections as s
+from resources.report.html import emulated_banner, image, page, para, section, write_html
+from resources.report.plots import write_run_plots
+from resources.report.rundata import RunData, load_run
+
+DEFAULT_SLO = (2.0, 0.1)  # SPEC §3 defaults (TTFT s, TPOT s)
+
+PLOT_CAPTIONS = {
+    "ttft_cdf": ("TTFT CDF per step", "Client-side TTFT (sent_at to first token) of every ok "
+                 "steady request; dashed lines are invalid steps."),
+    "itl_cdf": ("per-token ITL CDF per step", "Per-token inter-token latency from the chunk "
+                "log, each chunk's gap divided by its tokens and counted once per token."),
+    "scaling": ("throughput and p99 TTFT vs concurrency", "One point per step; hollow red "
+                "markers are invalid steps (never ranked)."),
+}
+EMULATED_TEXT = ("EMULATED \u2014 every number on this page comes from the local engine "
+                 "emulator, not from a real engine on real hardware. Not a measurement.")
+
+
+def slo_of(runs: list[RunData]) -> tuple[float, float]:
+    """The SLO of the first headline found, else the SPEC defaults."""
+    for run in runs:
+        if run.headline is not None and not run.headline.empty:
+            row = run.headline.iloc[0]
+            return float(row["slo_ttft_s"]), float(row["slo_tpot_s"])
+    return DEFAULT_SLO
+
+
+def render_run(run: RunData, plots: dict[str, Path]) -> str:
+    body = [
+        f"<h1>Run report \u2014 {s.esc(run.run_id)}</h1>",
+        f'<p class="sub">{s.title_line(run)}</p>',
+        f'<p class="sub">source: {s.source_cell(run).html} \u00b7 status: {s.status(run).html}</p>',
+        section("Headline: the SLO operating point", s.headline(run), "headline"),
+        section("Gates (SPEC §5)", s.gates(run), "gates"),
+        section("Steps (steady phase)", s.steps(run), "steps"),
+        section("Invalid steps and why", s.invalid_steps(run), "invalid"),
+        section("Cost per 1M output tokens, per step", s.cost(run), "cost"),
+    ]
+    figs = [image(path, PLOT_CAPTIONS[name][0], PLOT_CAPTIONS[name][1])
+            for name, path in plots.items()]
+    if "ttft_cdf" not in plots:
+        figs.append(para("No raw request/chunk log in the folder: CDFs not drawn."))
+    body += [
+        section("Plots", "\n".join(figs), "plots"),
+        section("Manifest", s.manifest(run), "manifest"),
+        section("Cold start (provision, deploy and its sub-phases, warm-up)",
+                s.cold_start(run), "cold-start"),
+        section("Load generator self-watch", s.self_watch(run), "self-watch"),
+    ]
+    banner = emulated_banner(EMULATED_TEXT) if run.emulated else ""
+    title = f"{'EMULATED ' if run.emulated else ''}servingbench run {run.run_id}"
+    return page(title, "\n".join(body), banner)
+
+
+def write_run_report(run_dir: Path | str, out_path: Path | str | None = None,
+                     slo: tuple[float, float] | None = None) -> Path:
+    """Write the self-contained HTML report of one run folder (SPEC §6) and its PNG plots
+    (`<run_dir>/plots/`); returns the HTML path (default `<run_dir>/report.html`).
+    `slo` (TTFT s, TPOT s) sets the plots' SLO lines; default the run's headline SLO.
+    Raises ReportError for an unreadable folder."""
+    run = load_run(run_dir)
+    slo_ttft, slo_tpot = slo or slo_of([run])
+    plots = write_run_plots(run, run.run_dir / "plots", slo_ttft, slo_tpot)
+    out = Path(out_path) if out_path else run.run_dir / "report.html"
+    return write_html(render_run(run, plots), out)

@@ -1,0 +1,189 @@
+"""One run folder (SPEC §6) read for reporting: the manifest, the analyzer's outputs and
+the raw records behind the CDFs. Reading only; a report never rewrites a run's files.
+
+Every problem with the input raises ReportError naming the file (and the column), so the
+CLI can print one clear line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from resources.analysis import manifest as manifest_mod
+from resources.analysis.schemas import SchemaError, read_records
+
+STATS = ("p50", "p90", "p95", "p99", "mean", "min", "max", "n")
+
+# SPEC §3: the columns of derived_metrics.parquet. Extra columns are tolerated (later
+# issues add some, e.g. server reconciliation); missing ones are an error.
+DERIVED_COLUMNS: tuple[str, ...] = (
+    "run_id", "step", "load_mode", "target", "source", "n_requests", "n_ok", "error_rate",
+    "window_start", "window_end", "window_s", "input_tokens", "output_tokens",
+    "output_tok_s", "request_s", "achieved_concurrency", "goodput_s",
+    *(f"ttft_s_{s}" for s in STATS), *(f"ttft_sched_s_{s}" for s in STATS),
+    "sched_lag_s_p50", "sched_lag_s_p99", "sched_lag_s_max",
+    *(f"itl_s_{s}" for s in STATS), "itl_multi_token_share",
+    *(f"tpot_s_{s}" for s in STATS), *(f"e2e_s_{s}" for s in STATS),
+    "valid", "invalid_reason",
+)
+# SPEC §4.
+COST_COLUMNS: tuple[str, ...] = (
+    "run_id", "step", "source", "bill_source", "bill_status", "window_cost_usd",
+    "output_tokens", "cost_per_1m_output_usd", "hourly_price_usd", "cost_per_1m_via_rate_usd",
+    "cross_check_delta", "cross_check_note", "included", "excluded_items",
+    "price_region", "purchase_option", "retrieved_on",
+)
+HEADLINE_COLUMNS: tuple[str, ...] = (
+    "run_id", "candidate", "instance_type", "source", "slo_ttft_s", "slo_tpot_s", "meets_slo",
+    "step", "output_tok_s", "ttft_s_p99", "tpot_s_p99", "cost_per_1m_output_usd", "bill_status",
+)
+GATE_KEYS = ("rule", "name", "passed", "offending_rows", "examples", "message")
+
+_STRINGS = {"run_id", "step", "load_mode", "source", "invalid_reason", "candidate",
+            "instance_type", "bill_source", "bill_status", "cross_check_note", "price_region",
+            "purchase_option", "retrieved_on"}
+_TIMESTAMPS = {"window_start", "window_end"}
+_BOOLS = {"valid", "meets_slo"}
+_LISTS = {"included", "excluded_items"}
+
+
+def _kind_ok(name: str, typ: pa.DataType) -> tuple[bool, str]:
+    """Type families, not exact types: the report reads values, it does not re-check the
+    analyzer's precision (a null-only column may be typed `null`)."""
+    if pa.types.is_null(typ):
+        return True, ""
+    if name in _STRINGS:
+        return pa.types.is_string(typ) or pa.types.is_large_string(typ), "string"
+    if name in _TIMESTAMPS:
+        return pa.types.is_timestamp(typ), "timestamp"
+    if name in _BOOLS:
+        return pa.types.is_boolean(typ), "bool"
+    if name in _LISTS:
+        return pa.types.is_list(typ) or pa.types.is_large_list(typ), "list"
+    return pa.types.is_integer(typ) or pa.types.is_floating(typ), "number"
+
+
+class ReportError(ValueError):
+    """A run folder cannot be reported on; the message names the file and what is wrong."""
+
+
+@dataclass
+class RunData:
+    run_dir: Path
+    manifest: dict
+    gates: list[dict] | None
+    metrics: pd.DataFrame | None
+    cost: pd.DataFrame | None
+    headline: pd.DataFrame | None
+    requests: pa.Table | None = field(repr=False, default=None)
+    chunks: pa.Table | None = field(repr=False, default=None)
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest["run_id"]
+
+    @property
+    def candidate(self) -> str:
+        return self.manifest.get("candidate") or self.run_id
+
+    @property
+    def created_at_ns(self) -> int:
+        return manifest_mod.parse_ts(self.manifest["created_at"])
+
+    @property
+    def emulated(self) -> bool:
+        """True when anything in the run came from the emulator (manifest or any row)."""
+        if self.manifest.get("source") == "emulated":
+            return True
+        for frame in (self.metrics, self.cost, self.headline):
+            if frame is not None and "source" in frame and (frame["source"] == "emulated").any():
+                return True
+        return False
+
+    @property
+    def accepted(self) -> bool | None:
+        """None when the analyzer has not run (no gates.json)."""
+        if self.gates is None:
+            return None
+        return all(g["passed"] is not False for g in self.gates)
+
+
+def _read_frame(path: Path, columns: tuple[str, ...]) -> pd.DataFrame | None:
+    if not path.exists():
+        return None
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise ReportError(f"{path}: unreadable ({exc})") from None
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise ReportError(f"{path}: missing column {missing[0]!r} (SPEC §3/§4)")
+    for name in columns:
+        ok, kind = _kind_ok(name, table.schema.field(name).type)
+        if not ok:
+            raise ReportError(f"{path}: column {name!r} has type "
+                              f"{table.schema.field(name).type}, expected a {kind}")
+    return table.to_pandas()
+
+
+def _read_gates(path: Path) -> list[dict] | None:
+    if not path.exists():
+        return None
+    try:
+        gates = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ReportError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(gates, list) or not all(isinstance(g, dict) for g in gates):
+        raise ReportError(f"{path}: expected a list of gate objects")
+    for i, gate in enumerate(gates):
+        missing = [k for k in GATE_KEYS if k not in gate]
+        if missing:
+            raise ReportError(f"{path}: gate [{i}] lacks key {missing[0]!r}")
+        if gate["passed"] not in (True, False, None):
+            raise ReportError(f"{path}: gate [{i}] 'passed' must be true, false or null")
+        if not isinstance(gate["examples"], list | type(None)):
+            raise ReportError(f"{path}: gate [{i}] 'examples' must be a list")
+    return gates
+
+
+def load_run(run_dir: Path | str, raw: bool = True) -> RunData:
+    """Read a run folder. `raw=False` skips the request and chunk logs (no CDFs)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ReportError(f"{run_dir}: not a run folder (no such directory)")
+    try:
+        manifest = manifest_mod.load(run_dir / "manifest.json")
+    except manifest_mod.ManifestError as exc:
+        raise ReportError(str(exc)) from None
+    run = RunData(
+        run_dir=run_dir,
+        manifest=manifest,
+        gates=_read_gates(run_dir / "gates.json"),
+        metrics=_read_frame(run_dir / "derived_metrics.parquet", DERIVED_COLUMNS),
+        cost=_read_frame(run_dir / "cost_per_1m.parquet", COST_COLUMNS),
+        headline=_read_frame(run_dir / "headline.parquet", HEADLINE_COLUMNS),
+    )
+    if raw:
+        try:
+            run.requests = read_records(run_dir, "steady_state_request_log")
+            run.chunks = read_records(run_dir, "chunk_log")
+        except SchemaError as exc:
+            raise ReportError(str(exc)) from None
+    return run
+
+
+def latest_per_candidate(runs: list[RunData]) -> list[RunData]:
+    """The newest run (by manifest created_at, then run_id) of each candidate, in
+    candidate order."""
+    best: dict[str, RunData] = {}
+    for run in runs:
+        cur = best.get(run.candidate)
+        if cur is None or (run.created_at_ns, run.run_id) > (cur.created_at_ns, cur.run_id):
+            best[run.candidate] = run
+    return [best[c] for c in sorted(best)]

@@ -1,0 +1,95 @@
+"""Asset tests with fixture data: benchmark_job replays recorded run folders from
+tests/fixtures. A good one produces exactly the expected cost rows in DuckDB; each bad one is
+stopped at the check of the rule it breaks, and the cost table never materializes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+from chain import checks, materialized, replay_resources, run_job
+
+REQUEST = ["steady_requests_are_complete", "request_timestamps_are_ordered",
+           "warmup_and_steady_are_separated", "output_tokens_are_counted"]
+BILL = ["bill_matches_run_scope", "bill_has_a_single_source"]
+
+
+def test_good_fixture_produces_the_exact_cost_rows(tmp_path):
+    result, _ = run_job(tmp_path, resources=replay_resources("good"))
+    assert result.success
+    assert all(checks(result).values()) and set(checks(result)) == set(REQUEST + BILL)
+    md = materialized(result)
+    assert set(md) == {"provisioned_cluster", "deployed_model", "warmup_log",
+                       "steady_state_request_log", "cost_explorer_bill", "derived_metrics",
+                       "cost_per_1m_output_tokens"}
+    assert md["steady_state_request_log"]["rows"] == 3 and md["warmup_log"]["rows"] == 1
+    assert "EMULATED" in md["cost_per_1m_output_tokens"]["cost_per_1m"]
+    con = duckdb.connect(str(tmp_path / "servingbench.duckdb"), read_only=True)
+    rows = con.execute("SELECT step, window_cost_usd, output_tokens, cost_per_1m_output_usd, "
+                       "bill_status, bill_source, source FROM cost_per_1m").fetchall()
+    (run_id, partition), = con.execute("SELECT run_id, partition FROM runs").fetchall()
+    head = con.execute("SELECT step, meets_slo, output_tok_s FROM headline").fetchall()
+    con.close()
+    # the clean run of tests/analysis: 9 tokens in a 0.4 s window at 55.04 USD/h
+    ((step, cost, tokens, per_1m, status, bill_source, source),) = rows
+    assert (step, tokens, status, bill_source, source) == ("c=2", 9, "final", "price_sheet", "emulated")
+    assert cost == pytest.approx(55.04 * 0.4 / 3600, rel=1e-12)
+    assert per_1m == pytest.approx(55.04 * 0.4 / 3600 / 9 * 1e6, rel=1e-12)
+    assert head == [("c=2", True, pytest.approx(22.5))]
+    assert partition == "p5-scout-bf16-tp8|2026-11-29"
+    run_dir = tmp_path / "runs" / run_id
+    assert (run_dir / "cost_per_1m.parquet").exists() and (run_dir / "gates.json").exists()
+
+
+@pytest.mark.parametrize("fixture, failing", [
+    ("missing_timestamps", "steady_requests_are_complete"),
+    ("other_account", "bill_matches_run_scope"),
+    ("other_region", "bill_matches_run_scope"),
+    ("other_instance_type", "bill_matches_run_scope"),
+    ("other_tag_value", "bill_matches_run_scope"),
+    ("window_not_covered", "bill_matches_run_scope"),
+    ("instance_hours_off", "bill_matches_run_scope"),
+    ("non_usd", "bill_matches_run_scope"),
+    ("mixed_sources", "bill_has_a_single_source"),
+])
+def test_bad_fixture_blocks_the_cost_table_at_its_check(tmp_path, fixture, failing):
+    result, _ = run_job(tmp_path, resources=replay_resources(fixture))
+    assert not result.success
+    got = checks(result)
+    assert [name for name, passed in got.items() if not passed] == [failing]
+    md = materialized(result)
+    assert "cost_per_1m_output_tokens" not in md and "derived_metrics" not in md
+    assert not (tmp_path / "servingbench.duckdb").exists()
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    raw = {"manifest.json", "warmup_log.parquet", "steady_state_request_log.parquet",
+           "chunk_log.parquet"}
+    assert raw <= {p.name for p in run_dir.iterdir()}      # every raw record is kept
+    assert not (run_dir / "cost_per_1m.parquet").exists()
+
+
+def test_check_metadata_carries_the_evidence(tmp_path):
+    result, _ = run_job(tmp_path, resources=replay_resources("other_account"))
+    (ev,) = [e.event_specific_data for e in result.all_events
+             if e.event_type_value == "ASSET_CHECK_EVALUATION"
+             and e.event_specific_data.check_name == "bill_matches_run_scope"]
+    md = {k: v.value for k, v in ev.metadata.items()}
+    assert md["rule"] == 5 and md["offending_rows"] == 1
+    assert md["examples"] == ["2026-11-29T02:00:00.000000000Z"]
+    assert "another account" in md["message"]
+
+
+def test_preflight_refuses_a_model_that_does_not_fit_before_provisioning(tmp_path):
+    cands = tmp_path / "c.yaml"
+    cands.write_text("candidates:\n  - {name: p5-maverick-bf16, instance_type: p5.48xlarge, "
+                     "model: meta-llama/Llama-4-Maverick-17B-128E-Instruct, precision: bf16, "
+                     "tensor_parallel: 8}\n")
+    from pipelines.profiles import Settings
+
+    result, _ = run_job(tmp_path, candidate="p5-maverick-bf16",
+                        settings=Settings(data_dir=tmp_path, candidates_file=cands))
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    message = failure.event_specific_data.error.message
+    assert "DOES NOT FIT" in message and "800.0 GB" in message
+    assert not Path(tmp_path / "runs").exists()   # nothing was provisioned

@@ -1,0 +1,76 @@
+"""The Definitions load, and a snapshot of the graph: a change to it is a visible diff."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import dagster as dg
+
+from pipelines.definitions import build_definitions
+from pipelines.profiles import Settings
+
+ASSETS = ["cost_explorer_bill", "cost_per_1m_output_tokens", "deployed_model", "derived_metrics",
+          "provisioned_cluster", "steady_state_request_log", "warmup_log"]
+CHECKS = sorted([
+    "cost_explorer_bill:bill_has_a_single_source", "cost_explorer_bill:bill_matches_run_scope",
+    "steady_state_request_log:output_tokens_are_counted",
+    "steady_state_request_log:request_timestamps_are_ordered",
+    "steady_state_request_log:steady_requests_are_complete",
+    "steady_state_request_log:warmup_and_steady_are_separated"])
+CHAIN = {"deployed_model": ["provisioned_cluster"], "warmup_log": ["deployed_model"],
+         "steady_state_request_log": ["warmup_log"], "cost_explorer_bill": ["steady_state_request_log"],
+         "derived_metrics": ["cost_explorer_bill", "steady_state_request_log"],
+         "cost_per_1m_output_tokens": ["derived_metrics"], "provisioned_cluster": []}
+
+
+def test_definitions_snapshot(tmp_path):
+    defs = build_definitions(Settings(data_dir=tmp_path))
+    graph = defs.resolve_asset_graph()
+    assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == ASSETS
+    assert sorted(f"{k.asset_key.to_user_string()}:{k.name}" for k in graph.asset_check_keys) == CHECKS
+    for key, parents in CHAIN.items():
+        node = graph.get(dg.AssetKey(key))
+        assert sorted(p.to_user_string() for p in node.parent_keys) == sorted(parents), key
+    jobs = sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__"))
+    assert jobs == ["benchmark_job", "bill_refresh_job"]
+    crons = {s.name: (s.cron_schedule, s.job_name) for s in defs.schedules}
+    assert crons == {"benchmark_schedule": ("0 2 * * *", "benchmark_job"),
+                     "bill_refresh_schedule": ("0 6 * * *", "bill_refresh_job")}
+    parts = graph.get(dg.AssetKey("derived_metrics")).partitions_def
+    assert "p5-scout-bf16-tp8|2026-11-29" in parts.get_partition_keys(
+        current_time=dt.datetime(2026, 11, 29, 12))
+
+
+def test_every_check_is_blocking(tmp_path):
+    defs = build_definitions(Settings(data_dir=tmp_path))
+    for checks_def in defs.asset_checks:
+        for spec in checks_def.check_specs:
+            assert spec.blocking, spec.name
+
+
+def test_the_workspace_loads_like_the_ui_does(tmp_path):
+    """`dagster definitions validate -w workspace.yaml`: what `make ui` loads."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "SERVINGBENCH_DATA_DIR": str(tmp_path), "DAGSTER_HOME": str(tmp_path)}
+    proc = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate",
+                           "-w", "workspace.yaml"], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Validation successful for code location pipelines.definitions" in proc.stdout + proc.stderr
+
+
+def test_a_bad_profile_or_candidates_file_is_a_clear_error(tmp_path):
+    import pytest
+
+    from pipelines.config import ConfigError
+    with pytest.raises(ConfigError, match="profile 'gke'"):
+        build_definitions(Settings(data_dir=tmp_path, profile="gke"))
+    bad = tmp_path / "c.yaml"
+    bad.write_text("candidates:\n  - {name: x, instance_type: p5.48xlarge, model: m, precison: bf16}\n")
+    with pytest.raises(ConfigError, match=r"candidates\[0\]\.precison: unknown key \(did you mean 'precision'\?\)"):
+        build_definitions(Settings(data_dir=tmp_path, candidates_file=bad))

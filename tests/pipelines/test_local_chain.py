@@ -1,0 +1,83 @@
+"""The real chain on the local profile: the emulator as a real server process (time-scaled),
+the load generator over loopback, the price sheet as the bill."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow.parquet as pq
+import pytest
+from chain import checks, materialized, run_job
+
+from pipelines.profiles import Settings
+from resources.load import LoadSettings
+
+QUICK = LoadSettings(concurrency=(1, 2), requests_per_step=6, warmup_requests=2,
+                     output_tokens=16, input_tokens=64)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_local_chain_end_to_end_is_emulated_and_separates_warmup(tmp_path):
+    settings = Settings(data_dir=tmp_path, time_scale=0.2, cold_start_s=0.2, load=QUICK)
+    result, _ = run_job(tmp_path, settings=settings)
+    assert result.success, [e.event_specific_data.error.message for e in result.all_events
+                            if e.is_step_failure]
+    assert all(checks(result).values())
+    md = materialized(result)
+    run_dir = tmp_path / "runs" / md["provisioned_cluster"]["run_dir"].rsplit("/", 1)[-1]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["source"] == "emulated"
+    assert md["deployed_model"]["source"] == "emulated"
+    assert "weights_load" in manifest["phases"] and "steady" in manifest["phases"]
+    warm = pq.read_table(run_dir / "warmup_log.parquet").to_pylist()
+    steady = pq.read_table(run_dir / "steady_state_request_log.parquet").to_pylist()
+    assert len(warm) == 2 and {r["phase"] for r in warm} == {"warmup"}
+    assert len(steady) == 12 and {r["phase"] for r in steady} == {"steady"}
+    assert not {r["request_id"] for r in warm} & {r["request_id"] for r in steady}
+    assert max(r["finished_at"] for r in warm) <= min(r["sent_at"] for r in steady)
+    for name in ("derived_metrics", "cost_per_1m", "headline"):
+        sources = set(pq.read_table(run_dir / f"{name}.parquet")["source"].to_pylist())
+        assert sources == {"emulated"}, name
+    # the emulator process is gone
+    pid = json.loads((run_dir / "deployment.json").read_text())["pid"]
+    assert _gone(pid)
+
+
+def test_emulator_and_cluster_are_torn_down_when_the_load_fails(tmp_path, monkeypatch):
+    monkeypatch.delenv("SB_TEST_NO_SUCH_KEY", raising=False)
+    failing = LoadSettings(concurrency=(1,), requests_per_step=2, warmup_requests=0,
+                           output_tokens=4, api_key_env="SB_TEST_NO_SUCH_KEY")
+    torn = []
+    from resources.cluster import LocalHostCluster
+
+    class WatchedCluster(LocalHostCluster):
+        def teardown(self, info):
+            torn.append(info)
+
+    settings = Settings(data_dir=tmp_path, time_scale=0.2, cold_start_s=0.2, load=failing)
+    result, _ = run_job(tmp_path, settings=settings, resources={"cluster": WatchedCluster()})
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    assert "SB_TEST_NO_SUCH_KEY" in failure.event_specific_data.error.message
+    assert len(torn) == 1
+    (run_dir,) = list((tmp_path / "runs").iterdir())
+    pid = json.loads((run_dir / "deployment.json").read_text())["pid"]
+    assert _gone(pid)
+    assert "cost_per_1m_output_tokens" not in materialized(result)
+
+
+@pytest.mark.parametrize("candidate", ["trn2-scout-bf16-tp16"])
+def test_neuron_candidate_records_a_compile_phase(tmp_path, candidate):
+    settings = Settings(data_dir=tmp_path, time_scale=0.2, cold_start_s=0.3, load=QUICK)
+    result, _ = run_job(tmp_path, candidate=candidate, settings=settings)
+    assert result.success
+    md = materialized(result)["deployed_model"]
+    assert "cold_start_compile_s" in md and "cold_start_weights_load_s" in md
