@@ -51,3 +51,24 @@ def test_kube_client_trusts_the_clusters_ca():
                               lambda: "unused")
     assert kube.server == "https://ABC.gr7.us-east-1.eks.amazonaws.com"
     kube.close()
+
+
+def test_settings_from_env_and_pipeline_resources(moto):
+    from resources.bill_source import BillSource
+    from resources.cluster import Cluster
+    from resources.model_server import ModelServer
+
+    endpoint, session = moto
+    with pytest.raises(ValueError, match="needs SERVINGBENCH_EKS_NODE_ROLE_ARN"):
+        EksSettings.from_env({"SERVINGBENCH_EKS_CLUSTER": "bench",
+                              "SERVINGBENCH_EKS_REGION": REGION})
+    settings = EksSettings.from_env({
+        "SERVINGBENCH_EKS_CLUSTER": "bench", "SERVINGBENCH_EKS_REGION": REGION,
+        "SERVINGBENCH_EKS_NODE_ROLE_ARN": ROLE, "SERVINGBENCH_EKS_SUBNETS": "subnet-a, subnet-b",
+        "SERVINGBENCH_EKS_SOURCE_RANGES": "10.0.0.0/16"})
+    assert settings.subnet_ids == ("subnet-a", "subnet-b")
+    assert settings.source_ranges == ("10.0.0.0/16",) and settings.expose == "load_balancer"
+    res = EksResources.build(settings, session).pipeline_resources()
+    assert isinstance(res["cluster"], Cluster) and res["cluster"].emulated is False
+    assert isinstance(res["model_server"], ModelServer)
+    assert isinstance(res["bill_source"], BillSource) and res["bill_source"].source == "cost_explorer"
