@@ -1,0 +1,1 @@
+"""Bills of a run: Cost Explorer (the measured bill) and the Price List (a cross-check)."""

@@ -1,0 +1,195 @@
+"""Deployment + Service manifests for one candidate: vLLM on GPU, SGLang on GPU, vLLM on
+Neuron. Plain dicts (the API's JSON); `to_yaml` gives the stable text the golden files hold.
+
+Images are pinned by digest (a tag can move under a benchmark). The Hugging Face token
+comes from the Secret `hf-token` (key `token`) by reference; no secret is ever rendered.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+
+import yaml
+
+DIGEST = re.compile(r"^[a-z0-9][^@\s]*@sha256:[0-9a-f]{64}$")
+LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]")
+ENGINES = {("vllm", "nvidia"), ("sglang", "nvidia"), ("vllm", "neuron")}
+PORT = 8000
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """What the engine container needs. `devices` is GPUs or Neuron devices per pod."""
+
+    run_id: str
+    candidate: str
+    nodegroup: str
+    engine: str  # vllm | sglang
+    accelerator: str  # nvidia | neuron
+    image: str  # repo@sha256:<64 hex>
+    model: str
+    tensor_parallel: int
+    devices: int
+    max_model_len: int
+    expert_parallel: bool = False
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    max_num_seqs: int | None = None
+    shm_gib: int = 64
+    cpu: str = "32"
+    memory_gib: int = 512
+    startup_timeout_s: int = 3600  # weights load + compile; Neuron compiles take long
+    neuron_config: dict = field(default_factory=dict)  # vLLM --override-neuron-config
+    extra_args: tuple[str, ...] = ()
+    namespace: str = "servingbench"
+    # How the load generator reaches the engine: "cluster_ip" (an in-cluster Job) or
+    # "load_balancer" (an NLB, only from `source_ranges`; "internal" scheme inside the VPC).
+    expose: str = "cluster_ip"
+    source_ranges: tuple[str, ...] = ()
+    lb_scheme: str = "internal"  # internal | internet-facing
+
+    def __post_init__(self) -> None:
+        if (self.engine, self.accelerator) not in ENGINES:
+            raise ValueError(f"unsupported engine/accelerator {self.engine}/{self.accelerator}; "
+                             f"supported: {sorted(ENGINES)}")
+        if not DIGEST.match(self.image):
+            raise ValueError(f"image {self.image!r} must be pinned by digest (repo@sha256:<64 hex>)")
+        if self.tensor_parallel < 1 or self.devices < 1 or self.max_model_len < 1:
+            raise ValueError("tensor_parallel, devices and max_model_len must be >= 1")
+        if self.expose not in ("cluster_ip", "load_balancer"):
+            raise ValueError(f"expose must be cluster_ip or load_balancer, got {self.expose!r}")
+        if self.expose == "load_balancer" and not self.source_ranges:
+            raise ValueError("expose=load_balancer needs source_ranges (the load generator's "
+                             "CIDRs): an engine endpoint is never open to everyone")
+        if self.lb_scheme not in ("internal", "internet-facing"):
+            raise ValueError(f"lb_scheme must be internal or internet-facing, got {self.lb_scheme!r}")
+
+    @property
+    def name(self) -> str:
+        """A DNS-1035 label (lowercase, ≤ 63): valid for Deployment and Service."""
+        return re.sub(r"[^a-z0-9-]", "-", f"{self.nodegroup}-{self.engine}".lower())[:63].strip("-")
+
+
+def _vllm_args(s: EngineSpec) -> list[str]:
+    args = [s.model, "--host", "0.0.0.0", "--port", str(PORT), "--served-model-name", s.model,
+            "--tensor-parallel-size", str(s.tensor_parallel),
+            "--max-model-len", str(s.max_model_len)]
+    if s.expert_parallel:
+        args.append("--enable-expert-parallel")
+    if s.quantization:
+        args += ["--quantization", s.quantization]
+    if s.kv_cache_dtype:
+        args += ["--kv-cache-dtype", s.kv_cache_dtype]
+    if s.max_num_seqs:
+        args += ["--max-num-seqs", str(s.max_num_seqs)]
+    if s.accelerator == "neuron" and s.neuron_config:
+        args += ["--override-neuron-config", json.dumps(s.neuron_config, sort_keys=True)]
+    return args + list(s.extra_args)
+
+
+def _sglang_args(s: EngineSpec) -> list[str]:
+    args = ["--model-path", s.model, "--served-model-name", s.model, "--host", "0.0.0.0",
+            "--port", str(PORT), "--tp-size", str(s.tensor_parallel),
+            "--context-length", str(s.max_model_len), "--enable-metrics"]
+    if s.expert_parallel:
+        args += ["--ep-size", str(s.tensor_parallel)]
+    if s.quantization:
+        args += ["--quantization", s.quantization]
+    if s.kv_cache_dtype:
+        args += ["--kv-cache-dtype", s.kv_cache_dtype]
+    if s.max_num_seqs:
+        args += ["--max-running-requests", str(s.max_num_seqs)]
+    return args + list(s.extra_args)
+
+
+def _container(s: EngineSpec) -> dict:
+    if s.engine == "sglang":
+        command, args = ["python3", "-m", "sglang.launch_server"], _sglang_args(s)
+    else:
+        command, args = ["vllm", "serve"], _vllm_args(s)
+    device = "nvidia.com/gpu" if s.accelerator == "nvidia" else "aws.amazon.com/neuron"
+    limits = {device: str(s.devices), "cpu": s.cpu, "memory": f"{s.memory_gib}Gi"}
+    env = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
+        "name": "hf-token", "key": "token", "optional": True}}},
+        {"name": "HF_HOME", "value": "/models/hf"}]
+    if s.accelerator == "neuron":
+        env += [{"name": "VLLM_NEURON_FRAMEWORK", "value": "neuronx-distributed-inference"},
+                {"name": "NEURON_COMPILED_ARTIFACTS", "value": "/models/neuron-compiled"}]
+    period = 10
+    return {
+        "name": "engine", "image": s.image, "imagePullPolicy": "IfNotPresent",
+        "command": command, "args": args, "env": env,
+        "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
+        "resources": {"requests": dict(limits), "limits": dict(limits)},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
+                         {"name": "models", "mountPath": "/models"}],
+        "startupProbe": {"httpGet": {"path": "/health", "port": "http"},
+                         "periodSeconds": period, "failureThreshold": s.startup_timeout_s // period},
+        "readinessProbe": {"httpGet": {"path": "/v1/models", "port": "http"},
+                           "periodSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": {"httpGet": {"path": "/health", "port": "http"},
+                          "periodSeconds": 15, "failureThreshold": 4},
+    }
+
+
+def labels(s: EngineSpec) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "servingbench-engine",
+            "app.kubernetes.io/instance": s.name,
+            "servingbench/candidate": LABEL_VALUE.sub("-", s.candidate)[:63].strip("-._")}
+
+
+def render(s: EngineSpec) -> list[dict]:
+    """[Deployment, Service] for the candidate, pinned to its node group."""
+    meta = {"name": s.name, "namespace": s.namespace, "labels": labels(s),
+            "annotations": {"servingbench/run-id": s.run_id, "servingbench/engine": s.engine}}
+    selector = {"app.kubernetes.io/instance": s.name}
+    taint = "nvidia.com/gpu" if s.accelerator == "nvidia" else "aws.amazon.com/neuron"
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+        "spec": {
+            "replicas": 1, "selector": {"matchLabels": selector},
+            "strategy": {"type": "Recreate"},
+            "template": {
+                "metadata": {"labels": labels(s), "annotations": dict(meta["annotations"])},
+                "spec": {
+                    "nodeSelector": {"eks.amazonaws.com/nodegroup": s.nodegroup},
+                    "tolerations": [{"key": taint, "operator": "Exists", "effect": "NoSchedule"}],
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [_container(s)],
+                    "volumes": [
+                        {"name": "dshm", "emptyDir": {"medium": "Memory",
+                                                      "sizeLimit": f"{s.shm_gib}Gi"}},
+                        {"name": "models", "emptyDir": {}},
+                    ],
+                },
+            },
+        },
+    }
+    service = {
+        "apiVersion": "v1", "kind": "Service", "metadata": copy.deepcopy(meta),
+        "spec": {"type": "ClusterIP", "selector": dict(selector),
+                 "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]},
+    }
+    if s.expose == "load_balancer":
+        service["metadata"]["annotations"].update({
+            "service.beta.kubernetes.io/aws-load-balancer-type": "external",
+            "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip",
+            "service.beta.kubernetes.io/aws-load-balancer-scheme": s.lb_scheme,
+            "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags":
+                f"servingbench:run-id={s.run_id}"})
+        service["spec"].update(type="LoadBalancer", loadBalancerSourceRanges=list(s.source_ranges))
+    return [deployment, service]
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: object) -> bool:  # never &id001 anchors in manifests
+        return True
+
+
+def to_yaml(objects: list[dict]) -> str:
+    """Stable multi-document YAML (key order as built) for golden files and kubectl."""
+    return "---\n".join(yaml.dump(o, Dumper=_Dumper, sort_keys=False, default_flow_style=False)
+                        for o in objects)

@@ -1,0 +1,51 @@
+"""Fixtures: moto's real server on 127.0.0.1 (started here), dummy credentials only."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+REGION = "us-east-1"
+DUMMY_KEY_ID = "AKIASERVINGBENCHTEST"
+DUMMY_SECRET = "sbTestSecretKeyDoNotLeak0123456789abcdEFGH"
+DUMMY_SESSION_TOKEN = "sbTestSessionTokenDoNotLeakXYZ987"
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def aws_env(monkeypatch):
+    """Dummy credentials in the environment; nothing real can be reached with them."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", DUMMY_KEY_ID)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", DUMMY_SECRET)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", DUMMY_SESSION_TOKEN)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/servingbench-test-config")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/servingbench-test-creds")
+
+
+@pytest.fixture(scope="session")
+def shared_session():
+    """One boto3 session for the module's tests: botocore parses each service model once
+    per session (EC2's is large), so sharing it keeps the suite fast. Dummy keys only."""
+    return boto3.Session(aws_access_key_id=DUMMY_KEY_ID, aws_secret_access_key=DUMMY_SECRET,
+                         aws_session_token=DUMMY_SESSION_TOKEN, region_name=REGION)
+
+
+@pytest.fixture
+def moto(moto_server, aws_env, shared_session):
+    """A reset moto server and a boto3 session pointed at it."""
+    import httpx
+
+    httpx.post(f"{moto_server}/moto-api/reset").raise_for_status()
+    return moto_server, shared_session

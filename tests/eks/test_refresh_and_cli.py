@@ -1,0 +1,70 @@
+"""`servingbench eks bill|reap` and the bill refresh, against moto's server."""
+
+from __future__ import annotations
+
+import httpx
+
+from resources.analysis import manifest as mf
+from resources.analysis.schemas import BILL, read_records
+from resources.billing.refresh import billing_window
+from resources.eks import EksCluster, NodegroupSpec
+from resources.eks_cli import main
+
+from .billdata import ACCOUNT, INSTANCE, PAGES, RUN_ID
+from .conftest import DUMMY_SECRET, REGION
+from .test_nodegroup_lifecycle import ROLE, make_cluster
+
+H = 3600 * 10**9
+
+
+def manifest(source="measured"):
+    m = mf.empty(RUN_ID, source, mf.parse_ts("2026-11-29T02:10:00Z"))
+    m.update(instance_type=INSTANCE, region=REGION, account_id=ACCOUNT, node_count=1)
+    span = lambda a, b: {"started_at": f"2026-11-29T{a}Z", "ended_at": f"2026-11-29T{b}Z"}  # noqa: E731
+    m["phases"] = {"provision": span("02:10:00", "02:19:00"), "deploy": span("02:19:00", "02:40:00"),
+                   "steady": span("02:45:00", "03:05:00")}
+    return m
+
+
+def test_billing_window_runs_from_provision_to_last_phase_plus_tail():
+    start, end = billing_window(manifest())
+    assert start == mf.parse_ts("2026-11-29T02:10:00Z")
+    assert end == mf.parse_ts("2026-11-29T03:05:00Z") + H
+
+
+def test_bill_command_writes_the_bill(moto, tmp_path, capsys, monkeypatch):
+    endpoint, _ = moto
+    monkeypatch.setattr("resources.billing.cost_explorer.time.time_ns",
+                        lambda: mf.parse_ts("2026-11-29T12:00:00Z"))
+    httpx.post(f"{endpoint}/moto-api/static/ce/cost-and-usage-results", json={"results": PAGES})
+    mf.dump(manifest(), tmp_path / "manifest.json")
+    assert main(["bill", str(tmp_path), "--endpoint-url", endpoint]) == 0
+    bill = read_records(tmp_path, "bill")
+    assert bill.schema.equals(BILL) and bill.num_rows == 3
+    out = capsys.readouterr()
+    assert "HOURLY, 3 page(s), 3 Cost Explorer request(s) = $0.03" in out.out
+    assert DUMMY_SECRET not in out.out + out.err
+
+
+def test_bill_command_refuses_bad_input_without_traceback(moto, tmp_path, capsys):
+    endpoint, _ = moto
+    assert main(["bill", str(tmp_path / "missing"), "--endpoint-url", endpoint]) == 2
+    err = capsys.readouterr().err
+    assert "manifest.json: missing" in err and "Traceback" not in err
+    mf.dump(manifest("emulated"), tmp_path / "manifest.json")
+    assert main(["bill", str(tmp_path), "--endpoint-url", endpoint]) == 2
+    assert "only measured runs" in capsys.readouterr().err
+    assert not (tmp_path / "bill.parquet").exists()
+
+
+def test_reap_command(moto, capsys):
+    endpoint, session = moto
+    make_cluster(endpoint, session)
+    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, endpoint_url=endpoint,
+                         poll_s=0.1)
+    info = cluster.create_nodegroup(NodegroupSpec("c", INSTANCE), "run-to-reap", timeout_s=10)
+    args = ["reap", "--cluster", "bench", "--region", REGION, "--endpoint-url", endpoint]
+    assert main(args + ["--ttl-hours", "6"]) == 0
+    assert "reaped 0 node group(s)" in capsys.readouterr().out
+    assert main(args + ["--ttl-hours", "-1"]) == 0  # everything is older than -1 h
+    assert f"reaped 1 node group(s)\n  {info.nodegroup}" in capsys.readouterr().out
