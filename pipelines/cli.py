@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "emulator": ("emulator.cli", "serve the local engine emulator (EMULATED numbers)"),
     "demo": ("pipelines.demo", "run the chain on the embedded default and print the headline"),
     "ui": ("pipelines.ui", "start the Dagster UI on 127.0.0.1"),
+    "eks": ("resources.eks_cli", "reap expired node groups / refetch a run's bill (eks)"),
 }
 
 

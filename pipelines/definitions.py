@@ -23,7 +23,7 @@ def build_definitions(settings: Settings | None = None, resources: dict | None =
         assets=[benchmark.build(parts), bill.build(parts), metrics.build(parts), cost.build(parts)],
         asset_checks=checks.build(parts),
         jobs=jobs(parts),
-        schedules=schedules(names),
+        schedules=schedules(names, settings.profile),
         resources=res,
         executor=dg.in_process_executor,
     )

@@ -53,6 +53,13 @@ class Settings:
                    cold_start_s=number("SERVINGBENCH_EMULATOR_COLD_START_S", None))
 
 
+class NothingToReap:
+    """The local profile creates no cloud resource, so the reaper has nothing to delete."""
+
+    def reap(self) -> list[str]:
+        return []
+
+
 def resources_for(settings: Settings) -> dict:
     if settings.profile not in PROFILES:
         raise ConfigError(f"profile {settings.profile!r}: expected one of {PROFILES}")
@@ -70,6 +77,7 @@ def resources_for(settings: Settings) -> dict:
             "model_server": EmulatorModelServer(time_scale=settings.time_scale,
                                                 cold_start_s=settings.cold_start_s),
             "bill_source": PriceSheetBill(),
+            "reaper": NothingToReap(),
         }
     from .eks_profile import eks_resources
 

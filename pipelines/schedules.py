@@ -14,7 +14,7 @@ REFRESH_DAYS = 14
 
 
 def jobs(partitions_def) -> list:
-    return [
+    return [reaper_job,
         dg.define_asset_job("benchmark_job", selection=dg.AssetSelection.assets(*CHAIN),
                             partitions_def=partitions_def, executor_def=dg.in_process_executor,
                             description="The whole chain for one date × candidate partition."),
@@ -23,6 +23,19 @@ def jobs(partitions_def) -> list:
                             description="Refetch the bill of a run whose cost is still "
                                         "provisional (or whose bill did not yet cover it)."),
     ]
+
+
+@dg.op(required_resource_keys={"reaper"})
+def reap_expired_nodegroups(context) -> list:
+    reaped = context.resources.reaper.reap()
+    context.log.info(f"reaped {len(reaped)} node group(s): {', '.join(reaped) or '-'}")
+    return reaped
+
+
+@dg.job(name="reaper_job", executor_def=dg.in_process_executor,
+        description="Delete servingbench node groups older than the TTL (eks profile).")
+def reaper_job():
+    reap_expired_nodegroups()
 
 
 def _key(date: str, candidate: str) -> dg.MultiPartitionKey:
@@ -54,7 +67,7 @@ def refresh_candidates(storage, days: int = REFRESH_DAYS, now: dt.datetime | Non
     return sorted(set(keys))
 
 
-def schedules(candidate_names: list[str]) -> list:
+def schedules(candidate_names: list[str], profile: str = "local") -> list:
     @dg.schedule(job_name="benchmark_job", cron_schedule="0 2 * * *", execution_timezone="UTC",
                  name="benchmark_schedule", default_status=dg.DefaultScheduleStatus.STOPPED,
                  description="Every night: benchmark every candidate for the day's partition.")
@@ -76,4 +89,10 @@ def schedules(candidate_names: list[str]) -> list:
         for key in keys:
             yield dg.RunRequest(run_key=f"{key}@{stamp}", partition_key=key)
 
-    return [benchmark_schedule, bill_refresh_schedule]
+    reaper_schedule = dg.ScheduleDefinition(
+        name="reaper_schedule", job=reaper_job, cron_schedule="15 * * * *",
+        execution_timezone="UTC",
+        description="Every hour: delete expired servingbench node groups (on by default for eks).",
+        default_status=(dg.DefaultScheduleStatus.RUNNING if profile == "eks"
+                        else dg.DefaultScheduleStatus.STOPPED))
+    return [benchmark_schedule, bill_refresh_schedule, reaper_schedule]

@@ -32,10 +32,11 @@ def test_definitions_snapshot(tmp_path):
         node = graph.get(dg.AssetKey(key))
         assert sorted(p.to_user_string() for p in node.parent_keys) == sorted(parents), key
     jobs = sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__"))
-    assert jobs == ["benchmark_job", "bill_refresh_job"]
+    assert jobs == ["benchmark_job", "bill_refresh_job", "reaper_job"]
     crons = {s.name: (s.cron_schedule, s.job_name) for s in defs.schedules}
     assert crons == {"benchmark_schedule": ("0 2 * * *", "benchmark_job"),
-                     "bill_refresh_schedule": ("0 6 * * *", "bill_refresh_job")}
+                     "bill_refresh_schedule": ("0 6 * * *", "bill_refresh_job"),
+                     "reaper_schedule": ("15 * * * *", "reaper_job")}
     parts = graph.get(dg.AssetKey("derived_metrics")).partitions_def
     assert "p5-scout-bf16-tp8|2026-11-29" in parts.get_partition_keys(
         current_time=dt.datetime(2026, 11, 29, 12))
