@@ -1,0 +1,31 @@
+"""`servingbench run --candidate NAME` on the local profile: one partition, the candidate's
+own load plan, the EMULATED banner and headline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipelines.cli import main as cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_run_one_candidate_on_the_local_profile(tmp_path, monkeypatch, capsys):
+    cands = tmp_path / "c.yaml"
+    cands.write_text(
+        "candidates:\n  - {name: g6e-quick, instance_type: g6e.48xlarge, "
+        "model: meta-llama/Llama-4-Scout-17B-16E-Instruct, precision: bf16, tensor_parallel: 8, "
+        "scenario: {input_tokens: 64, output_tokens: 8, dataset: null}, "
+        "load: {concurrency: [1], requests_per_step: 4, warmup_requests: 1}, "
+        f"price: {{sheet: {REPO / 'pipelines' / 'price_sheet.yaml'}}}}}\n")
+    for k, v in {"DAGSTER_HOME": tmp_path / "home", "SERVINGBENCH_DATA_DIR": tmp_path / "data",
+                 "SERVINGBENCH_CANDIDATES": cands, "SERVINGBENCH_EMULATOR_TIME_SCALE": "0.2",
+                 "SERVINGBENCH_EMULATOR_COLD_START_S": "0.2"}.items():
+        monkeypatch.setenv(k, str(v))
+    monkeypatch.delenv("SERVINGBENCH_PROFILE", raising=False)
+    assert cli(["run", "--candidate", "g6e-quick", "--date", "2026-11-29"]) == 0
+    out = capsys.readouterr().out
+    assert "EMULATED" in out and "g6e-quick" in out and "g6e.48xlarge" in out
+    assert len(list((tmp_path / "data" / "runs").iterdir())) == 1
+    assert cli(["run", "--candidate", "nope"]) == 2
+    assert "unknown candidate 'nope'" in capsys.readouterr().err
