@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "emulator": ("emulator.cli", "serve the local engine emulator (EMULATED numbers)"),
     "demo": ("pipelines.demo", "run the chain on the embedded default and print the headline"),
     "ui": ("pipelines.ui", "start the Dagster UI on 127.0.0.1"),
+    "report": ("resources.report.cli", "write HTML reports of run folders"),
 }
 
 
