@@ -124,3 +124,16 @@ def test_no_argument_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exc:
         main([])
     assert exc.value.code == 2
+
+
+def test_servingbench_report_through_the_top_level_cli(runs, capsys):
+    from pipelines.cli import main as servingbench
+
+    assert servingbench(["--help"]) == 0
+    assert "report     write HTML reports of run folders" in capsys.readouterr().out
+    assert servingbench(["report", str(runs[3])]) == 0
+    assert capsys.readouterr().out.strip() == f"run report: {runs[3] / 'report.html'}"
+    page = (runs[3] / "report.html").read_text()
+    assert "EMULATED" in page and "No server_metrics.json in the folder" in page
+    assert servingbench(["report", str(runs[3] / "nope")]) == 2
+    assert "not a run folder" in capsys.readouterr().err
