@@ -12,11 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
-from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from resources.analysis import reconcile as rc
 from resources.report.html import badge, cell, para, pct, table
-from resources.report.plots import _figure, _save, _step_colors, _styled, _title
+from resources.report.plots import _figure, _save, _step_colors, _styled, _title, plain_log
 from resources.report.rundata import ReportError, RunData
 from resources.report.sections import n
 
@@ -104,10 +103,8 @@ def plot_server_ttft(run: RunData, server: dict | None, slo_ttft_s: float | None
             hi = max(hi, xs[full[0]] if len(full) else xs[-1])
             lo = min(lo, xs[max(0, int(np.argmax(ys > 0)) - 1)])
     for ax, side in ((left, "client-side (request log)"), (right, "server-side (engine /metrics)")):
-        ax.set_xscale("log")
+        plain_log(ax)
         ax.set_xlim(lo / 1.5, max(hi * 4, (slo_ttft_s or 0) * 1.5))
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("TTFT bucket bound (s)")
         if slo_ttft_s is not None:
