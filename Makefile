@@ -10,7 +10,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 STAMP := $(VENV)/.servingbench-synced
 
-.PHONY: setup demo test lint ui bench clean
+.PHONY: setup demo test lint ui bench clean chromium
 
 setup: $(STAMP)
 
@@ -29,7 +29,15 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test: $(STAMP)
+# The browser tests need Debian's chromium; fetch it when missing and we may (root with
+# apt-get). A failure is one line, and those tests then skip with their reason.
+chromium:
+	@if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+	  || echo "note: could not install chromium with apt-get; the browser tests will skip"; \
+	fi
+
+test: $(STAMP) chromium
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/python -m pytest
 

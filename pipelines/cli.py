@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("pipelines.run", "benchmark one candidate with the profile of SERVINGBENCH_PROFILE"),
     "ui": ("pipelines.ui", "start the Dagster UI on 127.0.0.1"),
     "eks": ("resources.eks_cli", "reap expired node groups / refetch a run's bill (eks)"),
+    "report": ("resources.report.cli", "write HTML reports of run folders"),
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import benchmark, bill, checks, cost, metrics
+from assets import benchmark, bill, checks, cost, metrics, report
 from assets.partitions import partitions_def
 
 from .profiles import Settings, resources_for
@@ -20,8 +20,9 @@ def build_definitions(settings: Settings | None = None, resources: dict | None =
     names = list(res["candidates"])
     parts = partitions_def(names)
     return dg.Definitions(
-        assets=[benchmark.build(parts), bill.build(parts), metrics.build(parts), cost.build(parts)],
-        asset_checks=checks.build(parts),
+        assets=[benchmark.build(parts), bill.build(parts), metrics.build(parts), cost.build(parts),
+                report.build(parts)],
+        asset_checks=checks.build(parts) + report.build_checks(parts),
         jobs=jobs(parts),
         schedules=schedules(names, settings.profile),
         resources=res,

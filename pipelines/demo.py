@@ -103,7 +103,21 @@ def main(argv: list[str]) -> int:
     print(f"\n{len(run_dirs)} of {len(names)} candidates in {time.monotonic() - t0:.0f} s. "
           f"Run folders: {Path(args.data_dir) / 'runs'}\nSee them in the Dagster UI: make ui "
           "→ http://127.0.0.1:3000")
+    if run_dirs:
+        _print_comparison(run_dirs, Path(args.data_dir) / "comparison.html")
     return 0 if run_dirs else 1
+
+
+def _print_comparison(run_dirs: list[str], out: Path) -> None:
+    """The comparison report across the run folders this demo just produced."""
+    from resources.report import ReportError, write_comparison_report
+
+    try:
+        path = write_comparison_report([Path(d) for d in run_dirs], out)
+    except (ReportError, OSError) as exc:
+        print(f"comparison report not written: {exc}")
+        return
+    print(f"Comparison report (EMULATED): {path}")
 
 
 def _run_dir(result, asset: str) -> str | None:

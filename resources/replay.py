@@ -7,6 +7,7 @@ recording's, and the recorded run_id is rewritten to the new run's.
 from __future__ import annotations
 
 import contextlib
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +79,8 @@ class ReplayLoad:
             table = _rebrand(read_records(rec, name), old["run_id"], run_id)
             write_parquet(table, Path(run_dir) / f"{name}.parquet")
             counts[name] = len(table)
+        if (rec / "server_metrics.json").exists():  # the engine's counters, as recorded
+            shutil.copyfile(rec / "server_metrics.json", Path(run_dir) / "server_metrics.json")
         m = mf.load(Path(run_dir) / "manifest.json")
         m["phases"].update({k: v for k, v in old["phases"].items() if k in ("warmup", "steady")})
         m.update(steps=old["steps"], scenario=old["scenario"], source=old["source"])

@@ -25,6 +25,7 @@ from resources.loadgen.progress import make_progress
 from resources.loadgen.recorder import Recorder, refuse_existing
 from resources.loadgen.schedule import profile_schedule, rate_steps
 from resources.loadgen.selfwatch import InFlight, SelfWatch
+from resources.loadgen.server_metrics import Scraper, ServerMetrics
 from resources.loadgen.workload import Tokenizer, Workload
 
 _now = time.perf_counter_ns
@@ -66,6 +67,7 @@ class _Run:
         self.watch: SelfWatch | None = None
         self.session: aiohttp.ClientSession | None = None
         self.save: Callable[[], None] = lambda: None  # writes the manifest so far
+        self.server: ServerMetrics | None = None  # the engine's /metrics around each step
 
     # --- one request -----------------------------------------------------------------
     async def _one(self, phase: str, step: str, mode: str, target: float, scheduled: int,
@@ -196,16 +198,20 @@ class _Run:
             name = step_name("concurrency", c)
             self.progress.step_start(name, cfg.requests_per_step)
             w = SelfWatch()
+            before = await self._scrape()
             self._begin_watch(w)
             inflight = await self.closed("steady", c, cfg.requests_per_step, cfg.duration_s)
             await w.stop()
+            await self._scrape_end([name], before)
             self._record_step(name, "concurrency", c, w, inflight)
         schedules = rate_steps(cfg.rates, cfg.arrival, cfg.seed, cfg.requests_per_step, cfg.duration_s)
         for rate, offsets in zip(cfg.rates, schedules, strict=True):
             name = step_name("rate", rate)
             self.progress.step_start(name, len(offsets))
             w = SelfWatch()
+            before = await self._scrape()
             await self.open("steady", [(name, rate, 0, offsets)], _now(), [w])
+            await self._scrape_end([name], before)
             self._record_step(name, "rate", rate, w, None)
         if cfg.profile:
             segs = [(step_name("rate", r), r, 0, offs)
@@ -213,11 +219,22 @@ class _Run:
             watches = [SelfWatch() for _ in segs]
             self.progress.step_start("profile " + " → ".join(n for n, *_ in segs),
                                      sum(len(s[3]) for s in segs))
+            # one arrival schedule across segments: the server's counts cover the whole
+            # profile (requests overlap segment boundaries), compared with their sum
+            before = await self._scrape()
             await self.open("steady", segs, _now(), watches)
+            await self._scrape_end([name for name, _, _, offs in segs if offs], before)
             for (name, rate, _, offs), w in zip(segs, watches, strict=True):
                 if offs:
                     self._record_step(name, "rate", rate, w, None)
         self.phases["steady"]["ended_at"] = mf.format_ts(self.clock.now_utc())
+
+    async def _scrape(self) -> tuple[dict | None, str | None] | None:
+        return None if self.server is None else await self.server.begin()
+
+    async def _scrape_end(self, names: list[str], before) -> None:
+        if self.server is not None and names:
+            await self.server.end(names, before)
 
     async def _flush_loop(self) -> None:
         while True:
@@ -321,6 +338,7 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
         mf.dump(m, run_dir / "manifest.json")
 
     run.save = save
+    run.server = ServerMetrics(run_dir, Scraper(cfg.base_url, headers, secrets))
     save()
     interrupted = False
     try:

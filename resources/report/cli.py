@@ -52,6 +52,7 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     slo = None if args.slo_ttft_s is None else (args.slo_ttft_s, args.slo_tpot_s)
+    from resources.analysis.reconcile import ReconcileError, load_server_metrics
     from resources.report.comparison import unique_runs, write_comparison_report
     from resources.report.run_report import write_run_report
     from resources.report.rundata import ReportError, load_run
@@ -62,12 +63,14 @@ def main(argv: list[str]) -> int:
         # check every folder before writing anything: bad input leaves no half-done output
         unique_runs([load_run(d) for d in run_dirs])
         for run_dir in run_dirs:
+            load_server_metrics(run_dir)
+        for run_dir in run_dirs:
             out = args.out if not compare else None
             print(f"run report: {write_run_report(run_dir, out, slo)}")
         if compare:
             out = args.out or run_dirs[0].resolve().parent / "comparison.html"
             print(f"comparison report: {write_comparison_report(run_dirs, out, slo)}")
-    except ReportError as exc:
+    except (ReportError, ReconcileError) as exc:
         print(f"servingbench report: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

@@ -16,6 +16,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from resources.report import cdf
 from resources.report.rundata import RunData, latest_per_candidate
@@ -99,10 +100,19 @@ def _step_colors(n: int) -> list:
     return [cmap(x) for x in np.linspace(0.0, 0.85, max(n, 1))]
 
 
+def plain_log(ax, axis: str = "x") -> None:
+    """Log scale with plain tick labels (0.01, 1, 100): mathtext is off (STYLE), so the
+    default `10^{-2}` labels would print as raw TeX."""
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    a.set_minor_formatter(NullFormatter())
+
+
 def _log_if_wide(ax, axis: str, values) -> None:
     v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0])
     if len(v) and v.max() / v.min() > 20:
-        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+        plain_log(ax, axis)
 
 
 def _invalid_steps(run: RunData) -> set[str]:
@@ -172,7 +182,7 @@ def plot_scaling(run: RunData, slo_ttft_s: float | None) -> Figure | None:
         ax2.set_ylim(top=max(ax2.get_ylim()[1], slo_ttft_s * 1.08))
     if len(x) and x.max() / max(x.min(), 1e-9) > 20:
         for ax in (ax1, ax2):
-            ax.set_xscale("log")
+            plain_log(ax)
     _suptitle(fig, f"scaling with concurrency - {run.run_id}", run.emulated)
     ax1.set_title("output tokens/s")
     ax2.set_title("p99 TTFT")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from resources.report import reconciliation as recon
 from resources.report import sections as s
 from resources.report.html import emulated_banner, image, page, para, section, write_html
 from resources.report.plots import write_run_plots
@@ -18,6 +19,10 @@ PLOT_CAPTIONS = {
                 "log, each chunk's gap divided by its tokens and counted once per token."),
     "scaling": ("throughput and p99 TTFT vs concurrency", "One point per step; hollow red "
                 "markers are invalid steps (never ranked)."),
+    "server_ttft": ("TTFT histogram, client-side vs server-side", "Share of requests whose "
+                    "TTFT is at most each bucket bound of the engine's histogram: left the "
+                    "client's own measurement (sent to first token), right the server-side "
+                    "histogram from its /metrics (arrival to first token inside the engine)."),
 }
 EMULATED_TEXT = ("EMULATED \u2014 every number on this page comes from the local engine "
                  "emulator, not from a real engine on real hardware. Not a measurement.")
@@ -32,7 +37,7 @@ def slo_of(runs: list[RunData]) -> tuple[float, float]:
     return DEFAULT_SLO
 
 
-def render_run(run: RunData, plots: dict[str, Path]) -> str:
+def render_run(run: RunData, plots: dict[str, Path], reconciliation: dict | None = None) -> str:
     body = [
         f"<h1>Run report \u2014 {s.esc(run.run_id)}</h1>",
         f'<p class="sub">{s.title_line(run)}</p>',
@@ -49,6 +54,8 @@ def render_run(run: RunData, plots: dict[str, Path]) -> str:
         figs.append(para("No raw request/chunk log in the folder: CDFs not drawn."))
     body += [
         section("Plots", "\n".join(figs), "plots"),
+        section("Server reconciliation (client vs the engine's /metrics)",
+                recon.section(reconciliation), "reconciliation"),
         section("Manifest", s.manifest(run), "manifest"),
         section("Cold start (provision, deploy and its sub-phases, warm-up)",
                 s.cold_start(run), "cold-start"),
@@ -61,12 +68,17 @@ def render_run(run: RunData, plots: dict[str, Path]) -> str:
 
 def write_run_report(run_dir: Path | str, out_path: Path | str | None = None,
                      slo: tuple[float, float] | None = None) -> Path:
-    """Write the self-contained HTML report of one run folder (SPEC §6) and its PNG plots
-    (`<run_dir>/plots/`); returns the HTML path (default `<run_dir>/report.html`).
+    """Write the self-contained HTML report of one run folder (SPEC §6), its PNG plots
+    (`<run_dir>/plots/`) and, when the run has server_metrics.json, its
+    `reconciliation.json`; returns the HTML path (default `<run_dir>/report.html`).
     `slo` (TTFT s, TPOT s) sets the plots' SLO lines; default the run's headline SLO.
     Raises ReportError for an unreadable folder."""
     run = load_run(run_dir)
     slo_ttft, slo_tpot = slo or slo_of([run])
     plots = write_run_plots(run, run.run_dir / "plots", slo_ttft, slo_tpot)
+    reconciliation, server = recon.reconcile_run(run)
+    server_plot = recon.write_server_ttft_plot(run, server, run.run_dir / "plots", slo_ttft)
+    if server_plot is not None:
+        plots["server_ttft"] = server_plot
     out = Path(out_path) if out_path else run.run_dir / "report.html"
-    return write_html(render_run(run, plots), out)
+    return write_html(render_run(run, plots, reconciliation), out)

@@ -94,6 +94,8 @@ class Server:
             req = json.loads(body or b"{}")
             n = len(str(req.get("prompt", "")).split())
             return self._json(writer, 200, {"tokens": list(range(n)), "count": n, "max_model_len": 131072}, extra)
+        if path == "/metrics" and self.a.no_metrics:
+            return self._error(writer, 404, f"no route {path}", extra)
         if path == "/metrics":
             data = b"vllm:generation_tokens_total 0\n"
             writer.write(self._head(200, "text/plain", extra, len(data)) + data)
@@ -237,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-continuous-usage", action="store_true")
     p.add_argument("--no-usage", action="store_true")
     p.add_argument("--no-tokenize", action="store_true")
+    p.add_argument("--no-metrics", action="store_true", help="/metrics answers 404")
     p.add_argument("--no-emulated-header", action="store_true")
     p.add_argument("--reject-continuous", action="store_true")
     p.add_argument("--api-key")

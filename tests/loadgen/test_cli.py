@@ -26,7 +26,8 @@ def test_cli_writes_a_run_folder_and_refuses_to_overwrite_it(server, tmp_path, c
     assert p.returncode == 0, p.stderr
     assert "EMULATED" in p.stdout and "6 steady requests" in p.stdout
     assert sorted(x.name for x in out.iterdir()) == [
-        "chunk_log.parquet", "manifest.json", "steady_state_request_log.parquet", "warmup_log.parquet"]
+        "chunk_log.parquet", "manifest.json", "server_metrics.json", "steady_state_request_log.parquet",
+        "warmup_log.parquet"]
     assert len(rows(out)) == 6 and len(rows(out, "warmup_log")) == 1
     assert [s["step"] for s in mf.load(out / "manifest.json")["steps"]] == ["c=1", "c=2"]
     assert "c=2" in p.stderr  # the plain (non-TTY) progress lines

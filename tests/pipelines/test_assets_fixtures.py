@@ -13,16 +13,17 @@ from chain import checks, materialized, replay_resources, run_job
 REQUEST = ["steady_requests_are_complete", "request_timestamps_are_ordered",
            "warmup_and_steady_are_separated", "output_tokens_are_counted"]
 BILL = ["bill_matches_run_scope", "bill_has_a_single_source"]
+REGRESSION = ["headline_has_not_regressed"]
 
 
 def test_good_fixture_produces_the_exact_cost_rows(tmp_path):
     result, _ = run_job(tmp_path, resources=replay_resources("good"))
     assert result.success
-    assert all(checks(result).values()) and set(checks(result)) == set(REQUEST + BILL)
+    assert all(checks(result).values()) and set(checks(result)) == set(REQUEST + BILL + REGRESSION)
     md = materialized(result)
     assert set(md) == {"provisioned_cluster", "deployed_model", "warmup_log",
                        "steady_state_request_log", "cost_explorer_bill", "derived_metrics",
-                       "cost_per_1m_output_tokens"}
+                       "cost_per_1m_output_tokens", "benchmark_report"}
     assert md["steady_state_request_log"]["rows"] == 3 and md["warmup_log"]["rows"] == 1
     assert "EMULATED" in md["cost_per_1m_output_tokens"]["cost_per_1m"]
     con = duckdb.connect(str(tmp_path / "servingbench.duckdb"), read_only=True)

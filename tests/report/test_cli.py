@@ -124,3 +124,24 @@ def test_no_argument_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exc:
         main([])
     assert exc.value.code == 2
+
+
+def test_servingbench_report_through_the_top_level_cli(runs, capsys):
+    from pipelines.cli import main as servingbench
+
+    assert servingbench(["--help"]) == 0
+    assert "report     write HTML reports of run folders" in capsys.readouterr().out
+    assert servingbench(["report", str(runs[3])]) == 0
+    assert capsys.readouterr().out.strip() == f"run report: {runs[3] / 'report.html'}"
+    page = (runs[3] / "report.html").read_text()
+    assert "EMULATED" in page and "No server_metrics.json in the folder" in page
+    assert servingbench(["report", str(runs[3] / "nope")]) == 2
+    assert "not a run folder" in capsys.readouterr().err
+
+
+def test_a_broken_server_metrics_file_is_a_clear_error_before_anything_is_written(runs, capsys):
+    (runs[0] / "server_metrics.json").write_text("{not json")
+    before = _digest(runs[1])
+    assert main([str(runs[1]), str(runs[0])]) == 2
+    assert "server_metrics.json: not valid JSON" in capsys.readouterr().err
+    assert _digest(runs[1]) == before and not (runs[1] / "report.html").exists()

@@ -1,0 +1,152 @@
+"""benchmark_report: the run's self-contained HTML report (with its plots and the server
+reconciliation) written into the run folder, and the nightly regression check on the
+headline (non-blocking, WARN): this run against the trailing median of the same
+candidate's last runs (resources.report, the same code as `servingbench report`)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import dagster as dg
+
+from resources.analysis import manifest as mf
+from resources.report.regression import Thresholds, compare_to_history, headline_record
+from resources.report.rundata import ReportError
+
+REGRESSION_WINDOW = 5           # trailing median of the last N earlier runs
+REGRESSION_THRESHOLDS = Thresholds()  # throughput -10 %, p99 TTFT +20 %, cost per 1M +10 %
+CHECK = "headline_has_not_regressed"
+
+
+def _md_table(headers: list[str], rows: list[list]) -> str:
+    def fmt(v) -> str:
+        if v is None:
+            return "—"
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v).replace("|", "\\|")
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def reconciliation_md(rec: dict | None) -> str:
+    if rec is None:
+        return "no server_metrics.json: the engine's counters were not scraped for this run"
+    if not rec["available"]:
+        return f"server metrics unavailable: {rec['reason']}"
+    rows = [[r["step"], r["client_tokens"], r["server_tokens"],
+             None if r["gap"] is None else f"{r['gap']:+.2%}", r["client_requests"],
+             r["server_requests"], "**FLAGGED**" if r["flagged"] else "ok"]
+            for r in rec["steps"]]
+    head = ("EMULATED server counters — " if rec.get("emulated") else "") + (
+        f"client vs server per step (flagged when a gap exceeds {rec['tolerance']:.0%})\n\n")
+    return head + _md_table(["step", "client tokens", "server tokens", "token gap",
+                             "client requests", "server requests", "result"], rows)
+
+
+def history_dirs(runs_dir: Path, candidate: str, exclude: Path) -> list[Path]:
+    """The other run folders of `candidate` under `runs_dir`, newest first."""
+    found = []
+    for manifest in Path(runs_dir).glob("*/manifest.json"):
+        run_dir = manifest.parent
+        if run_dir.resolve() == Path(exclude).resolve():
+            continue
+        try:
+            m = mf.load(manifest)
+        except mf.ManifestError:
+            continue  # a broken folder is not history
+        if m.get("candidate") == candidate:
+            found.append((mf.parse_ts(m["created_at"]), m["run_id"], run_dir))
+    return [d for *_, d in sorted(found, reverse=True)]
+
+
+def regression(run_dir: Path, runs_dir: Path, n: int = REGRESSION_WINDOW,
+               thresholds: Thresholds = REGRESSION_THRESHOLDS):
+    """compare_to_history for one run folder against its candidate's other runs; None when
+    the run has no headline."""
+    current = headline_record(run_dir)
+    if current is None:
+        return None
+    history = []
+    for d in history_dirs(runs_dir, current["candidate"], run_dir):
+        try:
+            row = headline_record(d, current["slo_ttft_s"], current["slo_tpot_s"])
+        except ReportError:
+            continue
+        if row is not None:
+            history.append(row)
+    return compare_to_history(current, history, n=n, thresholds=thresholds)
+
+
+def build(partitions_def) -> dg.AssetsDefinition:
+    @dg.asset(partitions_def=partitions_def, group_name="benchmark",
+              description="The run's HTML report (plots, headline, gates, cost, server "
+                          "reconciliation) in its run folder; `servingbench report` writes "
+                          "the same file.")
+    def benchmark_report(context, cost_per_1m_output_tokens: dict) -> dg.Output:
+        from resources.report import write_run_report
+
+        run_dir = Path(cost_per_1m_output_tokens["run_dir"])
+        try:
+            path = write_run_report(run_dir)
+        except ReportError as exc:
+            raise dg.Failure(description=f"cannot write the report: {exc}") from None
+        rec_file = run_dir / "reconciliation.json"
+        rec = json.loads(rec_file.read_text()) if rec_file.exists() else None
+        emulated = mf.load(run_dir / "manifest.json")["source"] == "emulated"
+        metadata = {
+            "report": dg.MetadataValue.path(str(path)),
+            "source": dg.MetadataValue.text("emulated" if emulated else "measured"),
+            "reconciliation": dg.MetadataValue.md(reconciliation_md(rec)),
+            "flagged_steps": dg.MetadataValue.json(rec["flagged_steps"] if rec else []),
+        }
+        if rec is not None:
+            metadata["reconciliation_json"] = dg.MetadataValue.path(str(rec_file))
+        for png in sorted((run_dir / "plots").glob("*.png")):
+            metadata[f"plot_{png.stem}"] = dg.MetadataValue.path(str(png))
+        if rec and rec["flagged_steps"]:
+            context.log.warning(f"server reconciliation flagged {rec['flagged_steps']}")
+        return dg.Output(dict(cost_per_1m_output_tokens, report=str(path)), metadata=metadata)
+
+    return benchmark_report
+
+
+def _spec(partitions_def) -> dg.AssetCheckSpec:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        return dg.AssetCheckSpec(
+            CHECK, asset="cost_per_1m_output_tokens", blocking=False,
+            partitions_def=partitions_def,
+            description=f"Nightly regression (WARN, non-blocking): the headline against the "
+                        f"trailing median of the candidate's last {REGRESSION_WINDOW} runs.")
+
+
+def build_checks(partitions_def) -> list:
+    @dg.multi_asset_check(specs=[_spec(partitions_def)], name=CHECK,
+                          ins={"cost": dg.AssetIn("cost_per_1m_output_tokens")},
+                          required_resource_keys={"storage"})
+    def headline_has_not_regressed(context, cost: dict):
+        run_dir = Path(cost["run_dir"])
+        res = regression(run_dir, context.resources.storage.runs_dir)
+        if res is None:
+            yield dg.AssetCheckResult(
+                asset_key="cost_per_1m_output_tokens", check_name=CHECK, passed=True,
+                severity=dg.AssetCheckSeverity.WARN, description="no headline: nothing to compare")
+            return
+        yield dg.AssetCheckResult(
+            asset_key="cost_per_1m_output_tokens", check_name=CHECK, passed=res.passed,
+            severity=dg.AssetCheckSeverity.WARN, description=res.summary(),
+            metadata={k: _meta(v) for k, v in res.metadata.items()})
+
+    return [headline_has_not_regressed]
+
+
+def _meta(value):
+    if value is None:
+        return dg.MetadataValue.null()
+    if isinstance(value, list | dict):
+        return dg.MetadataValue.json(value)
+    return value

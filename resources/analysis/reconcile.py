@@ -1,0 +1,128 @@
+"""Server reconciliation: the engine's own counters (`server_metrics.json`, the /metrics
+deltas the load generator scraped around each steady step) against the client's totals
+for the same step (the steady request log). A second witness: a step whose generated
+tokens or finished requests disagree by more than 1 % is flagged.
+
+Reads a run folder only (no adapter, no network); `write_reconciliation` writes
+`reconciliation.json` beside derived_metrics.parquet (never a column of it: SPEC §3's
+columns are exact).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.compute as pc
+
+from resources.analysis.schemas import read_records
+
+SERVER_FILE = "server_metrics.json"
+FILE = "reconciliation.json"
+TOLERANCE = 0.01  # |gap| above 1 % flags the step
+
+
+class ReconcileError(ValueError):
+    """server_metrics.json is unreadable; the message names the file."""
+
+
+def _gap(client: float | None, server: float | None) -> float | None:
+    """(server - client) / client; None when either is unknown or the client saw none."""
+    if client is None or server is None:
+        return None
+    if client == 0:
+        return 0.0 if server == 0 else None
+    return (server - client) / client
+
+
+def _flag(gap: float | None, client: float | None, server: float | None, tol: float) -> bool:
+    if gap is None:
+        # the client saw nothing but the server counted something: a disagreement
+        return client == 0 and server is not None and server > 0
+    return abs(gap) > tol
+
+
+def load_server_metrics(run_dir: Path | str) -> dict | None:
+    """The run's server_metrics.json, or None when the run has none (older runs, imports)."""
+    path = Path(run_dir) / SERVER_FILE
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ReconcileError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("steps"), list):
+        raise ReconcileError(f"{path}: expected an object with a 'steps' list")
+    return doc
+
+
+def client_totals(run_dir: Path | str) -> dict[str, dict]:
+    """Per step of the steady request log: requests sent, ok requests and the output tokens
+    of the ok requests."""
+    log = read_records(Path(run_dir), "steady_state_request_log")
+    out: dict[str, dict] = {}
+    if log is None or log.num_rows == 0:
+        return out
+    ok = pc.equal(log["status"], "ok")
+    for step, is_ok, tokens in zip(log["step"].to_pylist(), ok.to_pylist(),
+                                   log["output_tokens"].to_pylist(), strict=True):
+        t = out.setdefault(step, {"requests": 0, "ok": 0, "tokens": 0})
+        t["requests"] += 1
+        if is_ok:
+            t["ok"] += 1
+            t["tokens"] += tokens or 0
+    return out
+
+
+def reconcile(run_dir: Path | str, tolerance: float = TOLERANCE) -> dict | None:
+    """The reconciliation of one run: {available, reason, tolerance, steps: [...]}, each step
+    {step, client_tokens, server_tokens, gap, client_requests, server_requests,
+    request_gap, flagged, reason}. `gap` is (server - client) / client of the generated
+    tokens; `flagged` when |gap| or |request_gap| exceeds `tolerance`. None when the run
+    has no server_metrics.json."""
+    doc = load_server_metrics(run_dir)
+    if doc is None:
+        return None
+    client = client_totals(run_dir)
+    rows = []
+    for entry in doc["steps"]:
+        names = entry.get("steps") or [entry.get("step")]
+        mine = [client.get(n, {"requests": 0, "ok": 0, "tokens": 0}) for n in names]
+        c_tokens = sum(m["tokens"] for m in mine)
+        c_requests = sum(m["requests"] for m in mine)
+        row = {"step": entry.get("step"), "steps": names, "client_tokens": c_tokens,
+               "client_requests": c_requests, "server_tokens": None, "server_requests": None,
+               "gap": None, "request_gap": None, "flagged": False, "reason": None}
+        if not entry.get("available"):
+            row["reason"] = f"server metrics unavailable: {entry.get('reason')}"
+        elif entry.get("counter_reset"):
+            row["reason"] = "a server counter went down during the step (restart?)"
+        else:
+            s_tokens, s_requests = entry.get("generation_tokens"), entry.get("requests_finished")
+            gap, rgap = _gap(c_tokens, s_tokens), _gap(c_requests, s_requests)
+            flags = []
+            if _flag(gap, c_tokens, s_tokens, tolerance):
+                flags.append("generated tokens")
+            if _flag(rgap, c_requests, s_requests, tolerance):
+                flags.append("finished requests")
+            row |= {"server_tokens": s_tokens, "server_requests": s_requests, "gap": gap,
+                    "request_gap": rgap, "flagged": bool(flags),
+                    "reason": (f"{' and '.join(flags)} differ by more than "
+                               f"{tolerance:.0%}") if flags else None}
+        rows.append(row)
+    return {"available": bool(doc.get("available")), "reason": doc.get("reason"),
+            "emulated": bool(doc.get("emulated")), "tolerance": tolerance,
+            "flagged_steps": [r["step"] for r in rows if r["flagged"]], "steps": rows}
+
+
+def write_reconciliation(run_dir: Path | str, tolerance: float = TOLERANCE) -> Path | None:
+    """Write `<run_dir>/reconciliation.json` (atomically); None when there is nothing to
+    reconcile (no server_metrics.json)."""
+    result = reconcile(run_dir, tolerance)
+    if result is None:
+        return None
+    path = Path(run_dir) / FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=1) + "\n")
+    tmp.replace(path)
+    return path

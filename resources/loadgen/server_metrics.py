@@ -1,0 +1,171 @@
+"""The engine's own counters around each steady step: scrape Prometheus `/metrics` (vLLM
+names; the emulator serves the same) before and after a step and keep the deltas in
+`server_metrics.json` (shape: docs/report.md). Control plane only (httpx, between steps,
+never while a step's requests stream). A server without `/metrics` is recorded as
+unavailable; it never fails a run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import httpx
+
+from resources.loadgen.redact import short_error
+
+FILE = "server_metrics.json"
+SCHEMA_VERSION = 1
+GEN = "vllm:generation_tokens_total"
+PROMPT = "vllm:prompt_tokens_total"
+SUCCESS = "vllm:request_success_total"
+TTFT = "vllm:time_to_first_token_seconds"
+SCRAPE_TIMEOUT_S = 5.0
+
+_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Prometheus text exposition -> {sample name: [(labels, value)]}; comments skipped,
+    unparseable lines ignored."""
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if not m:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        labels = dict(_LABEL.findall(m.group(2) or ""))
+        out.setdefault(m.group(1), []).append((labels, value))
+    return out
+
+
+def _total(samples, name: str) -> float | None:
+    rows = samples.get(name)
+    return None if not rows else sum(v for _, v in rows)
+
+
+def snapshot(text: str) -> dict:
+    """The counters reconciliation needs, summed over engines/models (one server)."""
+    s = parse(text)
+    success: dict[str, float] = {}
+    for labels, v in s.get(SUCCESS, []):
+        reason = labels.get("finished_reason", "")
+        success[reason] = success.get(reason, 0.0) + v
+    buckets: dict[str, float] = {}
+    for labels, v in s.get(f"{TTFT}_bucket", []):
+        if "le" in labels:
+            buckets[labels["le"]] = buckets.get(labels["le"], 0.0) + v
+    return {"generation_tokens": _total(s, GEN), "prompt_tokens": _total(s, PROMPT),
+            "request_success": success or None, "ttft_buckets": buckets or None,
+            "ttft_count": _total(s, f"{TTFT}_count"), "ttft_sum": _total(s, f"{TTFT}_sum"),
+            "emulated": "# EMULATED" in text}
+
+
+def _le_key(le: str) -> float:
+    try:
+        return float(le)
+    except ValueError:
+        return math.inf
+
+
+def _diff(after, before):
+    if after is None or before is None:
+        return None
+    return after - before
+
+
+def delta(before: dict, after: dict) -> dict:
+    """What the server counted between two snapshots. A counter that went down (the
+    server restarted) gives null and `counter_reset: true`, never a negative count."""
+    out: dict = {"counter_reset": False}
+    for key in ("generation_tokens", "prompt_tokens", "ttft_count", "ttft_sum"):
+        out[key] = _diff(after.get(key), before.get(key))
+    sb, sa = before.get("request_success"), after.get("request_success")
+    if sa is not None and sb is not None:
+        by = {k: sa[k] - sb.get(k, 0.0) for k in sa}
+        out["request_success"] = by
+        out["requests_finished"] = sum(by.values())
+        out["requests_ok"] = sum(v for k, v in by.items() if k != "abort")
+    else:
+        out["request_success"] = out["requests_finished"] = out["requests_ok"] = None
+    bb, ba = before.get("ttft_buckets"), after.get("ttft_buckets")
+    if ba is not None and bb is not None:
+        # [le as exposed ("0.5", "+Inf"), cumulative count], ascending le
+        out["ttft_buckets"] = [[le, ba[le] - bb.get(le, 0.0)] for le in sorted(ba, key=_le_key)]
+    else:
+        out["ttft_buckets"] = None
+    numbers = [v for k, v in out.items() if k in ("generation_tokens", "prompt_tokens",
+               "ttft_count", "requests_finished") and v is not None]
+    numbers += [c for _, c in out["ttft_buckets"] or []]
+    if any(v < 0 for v in numbers):
+        out = {k: None for k in out} | {"counter_reset": True}
+    return out
+
+
+class Scraper:
+    """Scrapes `<base_url>/metrics`; remembers the first reason it was unavailable."""
+
+    def __init__(self, base_url: str, headers: dict[str, str], secrets: tuple[str, ...]) -> None:
+        self.url = f"{base_url}/metrics"
+        self.headers = {k: v for k, v in headers.items() if k.lower() == "authorization"}
+        self.secrets = secrets
+
+    async def scrape(self) -> tuple[dict | None, str | None]:
+        """(snapshot, None) or (None, why unavailable)."""
+        try:
+            async with httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S) as http:
+                r = await http.get(self.url, headers=self.headers)
+        except httpx.HTTPError as exc:
+            return None, short_error(f"{type(exc).__name__}: {exc}", self.secrets)
+        if r.status_code != 200:
+            return None, f"HTTP {r.status_code}"
+        snap = snapshot(r.text)
+        if snap["generation_tokens"] is None and snap["request_success"] is None:
+            return None, "no vLLM counters in the /metrics answer"
+        return snap, None
+
+
+class ServerMetrics:
+    """The per-step deltas of one run, written to `<run_dir>/server_metrics.json` after
+    every step (atomically), so a killed run keeps what it had."""
+
+    def __init__(self, run_dir: Path, scraper: Scraper) -> None:
+        self.path = Path(run_dir) / FILE
+        self.scraper = scraper
+        self.steps: list[dict] = []
+        self.emulated = False
+
+    async def begin(self) -> tuple[dict | None, str | None]:
+        return await self.scraper.scrape()
+
+    async def end(self, steps: list[str], before: tuple[dict | None, str | None]) -> None:
+        snap0, why0 = before
+        snap1, why1 = await self.scraper.scrape() if snap0 is not None else (None, why0)
+        entry: dict = {"step": steps[0] if len(steps) == 1 else " + ".join(steps),
+                       "steps": list(steps)}
+        if snap0 is None or snap1 is None:
+            entry |= {"available": False, "reason": why1 or why0}
+        else:
+            self.emulated = self.emulated or snap0["emulated"] or snap1["emulated"]
+            entry |= {"available": True, "reason": None, **delta(snap0, snap1)}
+        self.steps.append(entry)
+        self.write()
+
+    def write(self) -> None:
+        avail = [s["available"] for s in self.steps]
+        doc = {"schema_version": SCHEMA_VERSION, "endpoint": self.scraper.url,
+               "available": any(avail),
+               "reason": None if any(avail) else next((s["reason"] for s in self.steps), None),
+               "emulated": self.emulated, "steps": self.steps}
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        tmp.replace(self.path)

@@ -1,0 +1,123 @@
+"""Server reconciliation in the run report: the table of client vs server counts per step
+(flagged steps highlighted) and the server-side TTFT histogram beside the client's.
+
+The numbers come from resources.analysis.reconcile (`reconciliation.json`) and the run's
+`server_metrics.json`; this module only shows them.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+
+from resources.analysis import reconcile as rc
+from resources.report.html import badge, cell, para, pct, table
+from resources.report.plots import _figure, _save, _step_colors, _styled, _title, plain_log
+from resources.report.rundata import ReportError, RunData
+from resources.report.sections import n
+
+
+def reconcile_run(run: RunData) -> tuple[dict | None, dict | None]:
+    """(reconciliation, server_metrics), writing `reconciliation.json` into the run folder;
+    (None, None) when the run has no server_metrics.json."""
+    try:
+        server = rc.load_server_metrics(run.run_dir)
+        if server is None:
+            return None, None
+        rc.write_reconciliation(run.run_dir)
+        return rc.reconcile(run.run_dir), server
+    except rc.ReconcileError as exc:
+        raise ReportError(str(exc)) from None
+
+
+def section(rec: dict | None) -> str:
+    if rec is None:
+        return para("No server_metrics.json in the folder: the engine's own counters were "
+                    "not scraped for this run (imported, or recorded before reconciliation).")
+    if not rec["available"]:
+        return para(f"Server metrics unavailable: {rec['reason']}. The run is not affected; "
+                    "only the second witness is missing.")
+    rows, classes = [], []
+    for r in rec["steps"]:
+        state = (badge("FLAGGED", "bad") if r["flagged"] else
+                 badge("agrees", "ok") if r["gap"] is not None else badge("not compared", "unknown"))
+        rows.append([cell(r["step"]), n(r["client_tokens"]), n(r["server_tokens"]),
+                     cell(pct(r["gap"], 2)), n(r["client_requests"]), n(r["server_requests"]),
+                     cell(pct(r["request_gap"], 2)), state, cell(r["reason"])])
+        classes.append("bad" if r["flagged"] else "")
+    note = (f"Client: the steady request log (output tokens of ok requests, every request "
+            f"sent). Server: the engine's /metrics counters (vllm:generation_tokens_total, "
+            f"vllm:request_success_total) scraped before and after each step. Gap = "
+            f"(server - client) / client; a step is flagged when a gap exceeds "
+            f"{rec['tolerance']:.0%}.")
+    if rec.get("emulated"):
+        note += " The server here is the EMULATOR: its counters are emulated too."
+    return table(("step", "client tokens", "server tokens", "token gap", "client requests",
+                  "server requests", "request gap", "result", "why"), rows, classes) + para(note)
+
+
+def _client_ttft(run: RunData) -> dict[str, np.ndarray]:
+    log = run.requests
+    if log is None or log.num_rows == 0:
+        return {}
+    ok = log.filter(pc.and_(pc.equal(log["status"], "ok"), pc.is_valid(log["first_token_at"])))
+    ttft = pc.subtract(ok["first_token_at"].cast("int64"), ok["sent_at"].cast("int64"))
+    out: dict[str, list[float]] = {}
+    for step, v in zip(ok["step"].to_pylist(), ttft.to_pylist(), strict=True):
+        out.setdefault(step, []).append(v / 1e9)
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def _le(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        return math.inf
+
+
+@_styled
+def plot_server_ttft(run: RunData, server: dict | None, slo_ttft_s: float | None):
+    """Share of requests with TTFT <= each bucket bound of the server's histogram: the
+    client's (its log, binned at those bounds) left, the server's (/metrics) right."""
+    steps = [s for s in (server or {}).get("steps", [])
+             if s.get("available") and s.get("ttft_buckets") and s.get("ttft_count")]
+    if not steps:
+        return None
+    client = _client_ttft(run)
+    fig, (left, right) = _figure(11, run.emulated, ncols=2)
+    colors = _step_colors(len(steps))
+    lo, hi = math.inf, 0.0
+    for color, s in zip(colors, steps, strict=True):
+        bounds = [(_le(le), c) for le, c in s["ttft_buckets"] if math.isfinite(_le(le))]
+        xs = np.asarray([b for b, _ in bounds])
+        series = {right: np.asarray([c / s["ttft_count"] for _, c in bounds])}
+        samples = np.concatenate([client.get(name, np.empty(0)) for name in s["steps"]])
+        if len(samples):
+            series[left] = np.asarray([(samples <= b).mean() for b in xs])
+        for ax, ys in series.items():
+            ax.plot(xs, ys, marker="o", ms=3, color=color, lw=1.6, label=s["step"])
+            full = np.nonzero(ys >= 1.0)[0]
+            hi = max(hi, xs[full[0]] if len(full) else xs[-1])
+            lo = min(lo, xs[max(0, int(np.argmax(ys > 0)) - 1)])
+    for ax, side in ((left, "client-side (request log)"), (right, "server-side (engine /metrics)")):
+        plain_log(ax)
+        ax.set_xlim(lo / 1.5, max(hi * 4, (slo_ttft_s or 0) * 1.5))
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("TTFT bucket bound (s)")
+        if slo_ttft_s is not None:
+            ax.axvline(slo_ttft_s, color="#444444", ls=":", lw=1.2, label=f"TTFT SLO {slo_ttft_s:g} s")
+        ax.legend(loc="lower right")
+        _title(ax, side, run.emulated)
+    left.set_ylabel("share of requests with TTFT <= bound")
+    fig.suptitle(f"TTFT histogram, client-side vs server-side - {run.run_id}",
+                 color="#b00020" if run.emulated else "#1a1a1a")
+    return fig
+
+
+def write_server_ttft_plot(run: RunData, server: dict | None, out_dir: Path,
+                           slo_ttft_s: float | None) -> Path | None:
+    fig = plot_server_ttft(run, server, slo_ttft_s)
+    return None if fig is None else _save(fig, Path(out_dir) / "server_ttft.png")
