@@ -85,7 +85,11 @@ def _write_port_file(path: Path, port: int) -> None:
 
 async def serve(opts: Options, host: str, port: int, port_file: Path | None) -> int:
     loop = asyncio.get_running_loop()
-    app = App(opts, loop)
+    try:
+        app = App(opts, loop)
+    except OSError as exc:
+        print(f"servingbench emulator: cannot open the ground-truth log: {exc}", file=sys.stderr)
+        return 2
     try:
         server = await loop.create_server(lambda: HttpConnection(app.handle, _perf_ns), host, port,
                                           reuse_address=True, backlog=1024)

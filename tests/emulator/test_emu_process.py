@@ -117,3 +117,12 @@ def test_model_mode_streams_with_modelled_timing():
         assert ev[-2]["usage"]["completion_tokens"] == 20
         assert time.monotonic() - t0 >= 0.3
         assert e.status()["config"]["fixed_timing_ms"] is None
+
+
+def test_unwritable_ground_truth_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    p = subprocess.run([sys.executable, "-m", "emulator", "--cold-start-s", "0",
+                        "--ground-truth", str(blocker / "gt.jsonl")],
+                       capture_output=True, text=True, timeout=20)
+    assert p.returncode == 2 and "ground-truth" in p.stderr and "Traceback" not in p.stderr
