@@ -78,9 +78,10 @@ class HttpConnection(asyncio.Protocol):
     def _parse_loop(self) -> None:
         while not self.busy and not self.closed:
             end = self.buf.find(b"\r\n\r\n")
+            if end > MAX_HEADER or (end < 0 and len(self.buf) > MAX_HEADER):
+                self._fail(431, "request header too large")
+                return
             if end < 0:
-                if len(self.buf) > MAX_HEADER:
-                    self._fail(431, "request header too large")
                 return
             head = bytes(self.buf[:end]).decode("latin-1")
             lines = head.split("\r\n")
