@@ -124,7 +124,8 @@ class ModelEngine:
         stream.seq = seq
         self.sched.add(seq)
         self._gauges()
-        if self.idle:
+        if self.idle or self.step is None:  # idle, or only waiting for a stalled sequence
+            self.timer.cancel()
             self._run(time.perf_counter_ns())
 
     def abort(self, stream) -> None:
