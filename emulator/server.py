@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulator import api, faults, specs
+from emulator import VERSION, api, faults, specs
 from emulator.engine import FixedEngine, ModelEngine
 from emulator.fit import FitResult
 from emulator.groundtruth import Clock, GroundTruth
@@ -96,7 +96,8 @@ class App:
                   "fault_rates": o.fault_rates, "metrics_token_skew": o.metrics_token_skew,
                   "fit": o.fit.message, "cold_start_plan_s": dict(self.cold_start_plan()),
                   "calibrated": False}
-        return {"emulated": True, "ready": self.ready, "phases": self.phases, "config": config}
+        return {"emulated": True, "ready": self.ready, "phases": self.phases, "config": config,
+                "version": VERSION}
 
     # --- routing ---------------------------------------------------------------------------
     def handle(self, conn: HttpConnection, req: Request) -> None:
@@ -130,6 +131,9 @@ class App:
                 "owned_by": "vllm", "root": self.served_model, "parent": None,
                 "max_model_len": self.max_model_len, "permission": []}
         conn.respond(200, json.dumps({"object": "list", "data": [card]}).encode())
+
+    def version(self, conn: HttpConnection, req: Request) -> None:
+        conn.respond(200, json.dumps({"version": VERSION}).encode())
 
     def metrics_route(self, conn: HttpConnection, req: Request) -> None:
         conn.respond(200, self.metrics.render(), b"text/plain; version=0.0.4; charset=utf-8")
@@ -236,6 +240,7 @@ ROUTES = {
     "/servingbench/status": ("GET", App.status_route),
     "/v1/models": ("GET", App.models),
     "/metrics": ("GET", App.metrics_route),
+    "/version": ("GET", App.version),
     "/tokenize": ("POST", App.tokenize),
     "/v1/completions": ("POST", App.completions),
     "/v1/chat/completions": ("POST", App.chat),

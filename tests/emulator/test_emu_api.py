@@ -137,6 +137,9 @@ def test_metrics_and_status_carry_the_emulated_mark(emu):
     s = httpx.get(emu.base_url + "/servingbench/status")
     assert s.json()["emulated"] is True and s.json()["config"]["calibrated"] is False
     assert json.loads(s.content)["config"]["candidate"] == "p5.48xlarge"
+    assert "EMULATED" in s.json()["version"]
+    v = httpx.get(emu.base_url + "/version")
+    assert v.json()["version"] == s.json()["version"] and v.headers["x-servingbench-emulated"] == "1"
 
 
 def test_aiohttp_client_parses_the_stream(emu):
