@@ -13,7 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
-from emulator import faults, specs
+from emulator import faults, latency, specs
 from emulator.fit import fit_of
 from emulator.httpproto import HttpConnection
 from emulator.server import App, Options
@@ -74,6 +74,8 @@ def parser() -> argparse.ArgumentParser:
                    help="total cold start in real seconds (split over the phases pro rata)")
     p.add_argument("--fault-rate", type=_rate, action="append", default=[], metavar="KIND=P")
     p.add_argument("--metrics-token-skew", type=_positive(float), default=1.0)
+    p.add_argument("--sched-slice-us", type=int, default=100,
+                   help="Linux scheduler slice hint for timely wake-ups (0: leave it)")
     return p
 
 
@@ -133,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = Options(cfg, fit, a.time_scale, a.seed, a.ground_truth, a.max_num_seqs,
                    a.max_model_len, a.fixed_timing, not a.no_continuous_usage, not a.no_usage,
                    a.cold_start_s, dict(a.fault_rate), a.metrics_token_skew)
+    latency.set_slice(a.sched_slice_us * 1000)
     try:
         import uvloop
         runner = uvloop.run
