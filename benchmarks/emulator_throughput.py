@@ -79,12 +79,14 @@ def client_main(port: int, streams: int, tokens: int) -> None:
 
 
 # --- driver ------------------------------------------------------------------------------------
-def run(streams: int, itl_ms: float, seconds: float, framework: bool = False) -> dict:
+def run(streams: int, itl_ms: float, seconds: float, framework: bool = False,
+        server_args: tuple[str, ...] = ()) -> dict:
     tokens = int(seconds * 1000 / itl_ms)
     with tempfile.TemporaryDirectory() as tmp:
         port_file, gt = Path(tmp) / "port", Path(tmp) / "gt.jsonl"
         cmd = [sys.executable, "-m", "emulator", "--fixed-timing", f"0:{itl_ms}", "--cold-start-s",
-               "0", "--port", "0", "--port-file", str(port_file), "--ground-truth", str(gt)]
+               "0", "--port", "0", "--port-file", str(port_file), "--ground-truth", str(gt),
+               *server_args]
         if framework:
             cmd = [sys.executable, str(ROOT / "benchmarks" / "emulator_framework_server.py"),
                    "--itl-ms", str(itl_ms), "--port-file", str(port_file), "--ground-truth", str(gt)]
@@ -151,6 +153,8 @@ def main() -> None:
     p.add_argument("--streams", type=int, default=256)
     p.add_argument("--itl-ms", type=float, default=5.0)
     p.add_argument("--seconds", type=float, default=8.0)
+    p.add_argument("--server-arg", action="append", default=[],
+                   help="extra emulator option, e.g. --server-arg=--sched-slice-us=0")
     p.add_argument("--no-pin", action="store_true", help="let the OS place server and client")
     p.add_argument("--framework", action="store_true", help="measure the Starlette/uvicorn path")
     p.add_argument("--suite", type=int, default=0, metavar="REPS",
@@ -165,7 +169,7 @@ def main() -> None:
     if a.client is not None:
         client_main(a.client, a.streams, a.tokens)
         return
-    r = run(a.streams, a.itl_ms, a.seconds, a.framework)
+    r = run(a.streams, a.itl_ms, a.seconds, a.framework, tuple(a.server_arg))
     print(json.dumps(r, indent=1))
     if a.json:
         a.json.write_text(json.dumps(r, indent=1))
