@@ -5,7 +5,7 @@ when a callback happened to run, so lateness never accumulates. One timer serves
 streams; every stream due at a wake-up is written in that one callback.
 
 * FixedEngine — constant TTFT and ITL (`--fixed-timing`): token k of a request is due
-  at arrival + TTFT + k × ITL.
+  at arrival + TTFT + k × ITL (arrival after any first-byte delay).
 * ModelEngine — the continuous-batching scheduler and the performance model; a step's
   tokens are all due at the step's end, the next step starts at that deadline.
 """
@@ -80,7 +80,7 @@ class FixedEngine:
     def submit(self, stream) -> None:
         self.active += 1
         self.metrics.running = self.active
-        self._push(stream.arrival_ns + self.ttft_ns, stream)
+        self._push(stream.start_ns + self.ttft_ns, stream)
 
     def abort(self, stream) -> None:
         self.active -= 1  # its heap entry is skipped when popped (stream.alive is False)

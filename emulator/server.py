@@ -191,7 +191,7 @@ class App:
         if not stream.alive:
             return
         if stream.faults.first_byte_delay_s > 0:
-            stream.arrival_ns = time.perf_counter_ns()  # the engine sees it after the delay
+            stream.start_ns = time.perf_counter_ns()  # the engine sees it after the delay
         stream.start()
         stream.submitted = True
         self.engine.submit(stream)

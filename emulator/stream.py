@@ -28,7 +28,8 @@ class Stream:
                  word_offset: int):
         self.app, self.conn, self.req, self.faults = app, conn, req, faults
         self.cid, self.request_id = cid, request_id
-        self.arrival_ns = arrival_ns  # perf ns
+        self.arrival_ns = arrival_ns  # perf ns, when the request was parsed
+        self.start_ns = arrival_ns  # perf ns, when the engine got it (after a first-byte delay)
         self.headers_ns: int | None = None
         self.target, self.finish = target, finish
         self.sent = 0  # tokens written to the client
