@@ -32,15 +32,19 @@ class NullConn:
         self.chunks = 0
         self.bytes = 0
 
-    def write_chunk(self, data: bytes) -> None:
+    def write_chunk(self, data: bytes, stamp: list | None = None) -> None:
         self.chunks += 1
         self.bytes += len(data)
+        if stamp is not None:
+            stamp[1] = time.perf_counter_ns()
 
     def start_stream(self, first: bytes = b"") -> None:
         pass
 
-    def end_stream(self, last: bytes = b"") -> None:
+    def end_stream(self, last: bytes = b"", stamp: list | None = None) -> None:
         self.chunks += 1
+        if stamp is not None:
+            stamp[1] = time.perf_counter_ns()
 
 
 class NullApp:

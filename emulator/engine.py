@@ -17,6 +17,7 @@ import heapq
 import itertools
 import time
 
+from emulator.httpproto import BATCH
 from emulator.metrics import Metrics
 from emulator.scheduler import Scheduler, Seq
 
@@ -91,6 +92,15 @@ class FixedEngine:
         self.timer.arm(deadline)
 
     def _fire(self) -> None:
+        BATCH.begin()
+        try:
+            self._emit_due()
+        finally:
+            BATCH.end()
+        if self.heap:
+            self.timer.arm(self.heap[0][0])
+
+    def _emit_due(self) -> None:
         now = time.perf_counter_ns()
         heap = self.heap
         while heap and heap[0][0] <= now:
@@ -101,8 +111,6 @@ class FixedEngine:
             if stream.on_token(1, deadline):
                 nxt = deadline + self.itl_ns + (stream.stall_ns if first else 0)
                 heapq.heappush(heap, (nxt, next(self.counter), stream))
-        if heap:
-            self.timer.arm(heap[0][0])
 
     def close(self) -> None:
         self.timer.cancel()
@@ -159,6 +167,14 @@ class ModelEngine:
             self.timer.arm(self.deadline)
             return
         step, deadline = self.step, self.deadline
+        BATCH.begin()
+        try:
+            self._emit(step, deadline)
+        finally:
+            BATCH.end()
+        self._run(deadline)
+
+    def _emit(self, step, deadline: int) -> None:
         if step is not None:
             finished = set(step.finished)
             for seq in step.emitted:
@@ -171,7 +187,6 @@ class ModelEngine:
                     self.sched.abort(seq)
                 elif first and stream.stall_ns:
                     seq.paused_until = deadline + stream.stall_ns
-        self._run(deadline)
 
     def close(self) -> None:
         self.timer.cancel()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -24,6 +25,28 @@ class Request:
     body: bytes
     arrival_perf_ns: int = 0
     extra: dict = field(default_factory=dict)
+
+
+class WriteBatch:
+    """Holds the chunk writes of one engine callback so that each connection gets one
+    `transport.write` (one syscall) for all its chunks due at that wake-up; in time, a
+    wake-up that finds several tokens of one stream overdue catches up with one write."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.dirty: list[HttpConnection] = []
+
+    def begin(self) -> None:
+        self.active = True
+
+    def end(self) -> None:
+        self.active = False
+        for conn in self.dirty:
+            conn.flush()
+        self.dirty.clear()
+
+
+BATCH = WriteBatch()
 
 
 def _reason(status: int) -> str:
@@ -49,6 +72,8 @@ class HttpConnection(asyncio.Protocol):
         self.request_id: str | None = None
         self._parsing = False
         self._continued = False
+        self.out: list[bytes] = []  # chunks held by the current write batch
+        self.stamps: list[list] = []  # ground-truth entries waiting for their write time
 
     # --- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -163,23 +188,47 @@ class HttpConnection(asyncio.Protocol):
             out += b"%x\r\n%b\r\n" % (len(first), first)
         self.transport.write(bytes(out))
 
-    def write_chunk(self, data: bytes) -> None:
-        if not self.closed:
-            self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))  # type: ignore[union-attr]
-
-    def end_stream(self, last: bytes = b"") -> None:
+    def write_chunk(self, data: bytes, stamp: list | None = None) -> None:
+        """One chunk; `stamp[1]` gets the perf ns of the actual socket write."""
         if self.closed:
             return
-        if last:
-            self.transport.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(last), last))  # type: ignore[union-attr]
+        framed = b"%x\r\n%b\r\n" % (len(data), data)
+        if BATCH.active:
+            if not self.out:
+                BATCH.dirty.append(self)
+            self.out.append(framed)
+            if stamp is not None:
+                self.stamps.append(stamp)
         else:
-            self.transport.write(b"0\r\n\r\n")  # type: ignore[union-attr]
+            self.transport.write(framed)  # type: ignore[union-attr]
+            if stamp is not None:
+                stamp[1] = time.perf_counter_ns()
+
+    def flush(self, tail: bytes = b"") -> None:
+        """Write what the current batch holds for this connection (plus `tail`) at once."""
+        data = b"".join(self.out) + tail if self.out else tail
+        self.out.clear()
+        if data and not self.closed:
+            self.transport.write(data)  # type: ignore[union-attr]
+        if self.stamps:
+            now = time.perf_counter_ns()
+            for st in self.stamps:
+                st[1] = now
+            self.stamps.clear()
+
+    def end_stream(self, last: bytes = b"", stamp: list | None = None) -> None:
+        if self.closed:
+            return
+        if stamp is not None:
+            self.stamps.append(stamp)
+        self.flush((b"%x\r\n%b\r\n" % (len(last), last) if last else b"") + b"0\r\n\r\n")
         self._done()
 
     def abort(self) -> None:
         """Close the TCP connection abruptly (RST), no terminating chunk."""
         self.on_lost = None
         if self.transport is not None and not self.closed:
+            self.flush()
             self.transport.abort()
         self.closed = True
 
@@ -187,7 +236,7 @@ class HttpConnection(asyncio.Protocol):
         """Write `data` as a chunk, then close without the terminating chunk."""
         self.on_lost = None
         if self.transport is not None and not self.closed:
-            self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+            self.flush(b"%x\r\n%b\r\n" % (len(data), data))
             self.transport.close()
         self.closed = True
 

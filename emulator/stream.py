@@ -18,7 +18,6 @@ if TYPE_CHECKING:
 DONE = b"data: [DONE]\n\n"
 WORD_BYTES = [w.encode() for w in tokenizer.WORD_JSON]
 N_WORDS = len(WORD_BYTES)
-_now_ns = time.perf_counter_ns
 MALFORMED = b"data: {not json\n\n"
 
 
@@ -126,13 +125,14 @@ class Stream:
         usage = b"," + self._usage(self.sent) if self.req.continuous_usage else b""
         fin = (b'"%s"' % self.finish.encode()) if done else b"null"
         data = self.pre + text.encode() + self.mid + fin + self.post + usage + b"}\n\n"
+        stamp = [scheduled_ns, 0, k]
+        self.chunks.append(stamp)
         if done:
             if self.req.include_usage:
                 data += self.head + b"]," + self._usage(self.sent) + b"}\n\n"
-            self.conn.end_stream(data + DONE)
+            self.conn.end_stream(data + DONE, stamp)
         else:
-            self.conn.write_chunk(data)
-        self.chunks.append([scheduled_ns, time.perf_counter_ns(), k])
+            self.conn.write_chunk(data, stamp)
         self.app.metrics.generation_tokens += k
         if done:
             self.record(200)
@@ -153,8 +153,9 @@ class Stream:
                 self.pre, text, self.usage_pre, self.req.prompt_tokens + sent, sent)
         else:
             data = self.pre + text + self.mid_null
-        self.conn.write_chunk(data)
-        self.chunks.append([scheduled_ns, _now_ns(), n])
+        stamp = [scheduled_ns, 0, n]
+        self.chunks.append(stamp)
+        self.conn.write_chunk(data, stamp)
         self.app.metrics.generation_tokens += n
         return True
 
