@@ -82,9 +82,10 @@ def test_fault_rate_is_seeded(tmp_path):
     def run() -> list[int]:
         with EmulatorProcess(["--fixed-timing", "1:1", "--cold-start-s", "0", "--seed", "5",
                               "--fault-rate", "status_429=0.5"]) as e:
-            return [httpx.post(e.base_url + "/v1/completions",
+            with httpx.Client() as c:
+                return [c.post(e.base_url + "/v1/completions",
                                json={"prompt": "x", "max_tokens": 1}).status_code
-                    for _ in range(16)]
+                        for _ in range(16)]
     first = run()
     assert set(first) == {200, 429}
     assert run() == first
