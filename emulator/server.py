@@ -219,6 +219,8 @@ class App:
             m.success["abort"] += 1
         if stream.first_token_ns is not None and stream.chunks:
             m.ttft.observe((stream.chunks[0][1] - stream.arrival_ns) / 1e9)
+        for s, x, _ in stream.chunks:
+            m.write_lag.observe((x - s) / 1e9)
         if self.gt.enabled:
             w = self.clock.wall
             self.gt.write({

@@ -63,6 +63,8 @@ def test_metrics_names_and_counts(tmp_path):
     assert "vllm:time_to_first_token_seconds_count" in text
     assert re.search(r"^vllm:e2e_request_latency_seconds_count\{[^}]*\} 4$", text, re.M)
     assert re.search(r'^vllm:time_to_first_token_seconds_bucket\{[^}]*le="\+Inf"\} 4$', text, re.M)
+    # the emulator's own lateness: one observation per written chunk (4 non-streamed bodies)
+    assert re.search(r'^servingbench:emulator_write_lag_seconds_count\{[^}]*\} 4$', text, re.M)
 
 
 def test_no_usage_and_no_continuous_usage_flags():
