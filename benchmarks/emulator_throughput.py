@@ -111,6 +111,9 @@ def run(streams: int, itl_ms: float, seconds: float, framework: bool = False,
                 lags.append((w - s) / 1e6)
                 written.append(w)
     span = (max(written) - min(written)) / 1e9  # first to last chunk actually written
+    # steady window: the middle half of the run, when every stream is active
+    lo, hi = min(written) + span * 0.25e9, max(written) - span * 0.25e9
+    steady = [lag for lag, w in zip(lags, written, strict=True) if lo <= w <= hi]
     cpu0, cpu1 = u0 + s0, u1 + s1
     return {
         "server": "starlette+uvicorn" if framework else "emulator (hand-written HTTP/1.1)",
@@ -124,10 +127,12 @@ def run(streams: int, itl_ms: float, seconds: float, framework: bool = False,
         "loadavg_1m": os.getloadavg()[0],
         "lag_ms_p50": _pct(lags, 0.50), "lag_ms_p99": _pct(lags, 0.99),
         "lag_ms_p999": _pct(lags, 0.999), "lag_ms_max": max(lags),
+        "steady_chunks_per_s": len(steady) / (span / 2), "steady_lag_ms_p99": _pct(steady, 0.99),
     }
 
 
-KEYS = ("chunks_per_s", "server_cpu_share", "server_cpu_us_per_chunk",
+KEYS = ("chunks_per_s", "steady_chunks_per_s", "steady_lag_ms_p99", "server_cpu_share",
+        "server_cpu_us_per_chunk",
         "capacity_chunks_per_s_one_core", "lag_ms_p50", "lag_ms_p99", "lag_ms_max", "loadavg_1m")
 
 
