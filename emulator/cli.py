@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import signal
 import sys
@@ -98,6 +99,9 @@ async def serve(opts: Options, host: str, port: int, port_file: Path | None) -> 
     except OSError as exc:
         print(f"servingbench emulator: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         return 1
+    # startup objects (imports, spec data) never die: keep them out of every collection
+    gc.collect()
+    gc.freeze()
     bound = server.sockets[0].getsockname()[1]
     print(f"servingbench emulator (EMULATED) listening on http://{host}:{bound}", flush=True)
     if port_file is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -73,7 +74,8 @@ class HttpConnection(asyncio.Protocol):
         self._parsing = False
         self._continued = False
         self.out: list[bytes] = []  # chunks held by the current write batch
-        self.stamps: list[list] = []  # ground-truth entries waiting for their write time
+        self.stamps: list[int] = []  # indexes into self.gt waiting for their write time
+        self.gt = array("q")  # the current stream's ground truth: (scheduled, written, tokens)*
 
     # --- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -188,8 +190,8 @@ class HttpConnection(asyncio.Protocol):
             out += b"%x\r\n%b\r\n" % (len(first), first)
         self.transport.write(bytes(out))
 
-    def write_chunk(self, data: bytes, stamp: list | None = None) -> None:
-        """One chunk; `stamp[1]` gets the perf ns of the actual socket write."""
+    def write_chunk(self, data: bytes, stamp: int = -1) -> None:
+        """One chunk; `self.gt[stamp]` gets the perf ns of the actual socket write."""
         if self.closed:
             return
         framed = b"%x\r\n%b\r\n" % (len(data), data)
@@ -197,12 +199,12 @@ class HttpConnection(asyncio.Protocol):
             if not self.out:
                 BATCH.dirty.append(self)
             self.out.append(framed)
-            if stamp is not None:
+            if stamp >= 0:
                 self.stamps.append(stamp)
         else:
             self.transport.write(framed)  # type: ignore[union-attr]
-            if stamp is not None:
-                stamp[1] = time.perf_counter_ns()
+            if stamp >= 0:
+                self.gt[stamp] = time.perf_counter_ns()
 
     def flush(self, tail: bytes = b"") -> None:
         """Write what the current batch holds for this connection (plus `tail`) at once."""
@@ -212,14 +214,15 @@ class HttpConnection(asyncio.Protocol):
             self.transport.write(data)  # type: ignore[union-attr]
         if self.stamps:
             now = time.perf_counter_ns()
-            for st in self.stamps:
-                st[1] = now
+            gt = self.gt
+            for i in self.stamps:
+                gt[i] = now
             self.stamps.clear()
 
-    def end_stream(self, last: bytes = b"", stamp: list | None = None) -> None:
+    def end_stream(self, last: bytes = b"", stamp: int = -1) -> None:
         if self.closed:
             return
-        if stamp is not None:
+        if stamp >= 0:
             self.stamps.append(stamp)
         self.flush((b"%x\r\n%b\r\n" % (len(last), last) if last else b"") + b"0\r\n\r\n")
         self._done()

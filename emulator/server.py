@@ -217,9 +217,10 @@ class App:
             m.e2e.observe((now - stream.arrival_ns) / 1e9)
         elif abort:
             m.success["abort"] += 1
-        if stream.first_token_ns is not None and stream.chunks:
-            m.ttft.observe((stream.chunks[0][1] - stream.arrival_ns) / 1e9)
-        for s, x, _ in stream.chunks:
+        chunks = stream.chunks
+        if stream.first_token_ns is not None and chunks:
+            m.ttft.observe((chunks[0][1] - stream.arrival_ns) / 1e9)
+        for s, x, _ in chunks:
             m.write_lag.observe((x - s) / 1e9)
         if self.gt.enabled:
             w = self.clock.wall
@@ -229,7 +230,7 @@ class App:
                 "headers_ns": w(stream.headers_ns) if stream.headers_ns is not None else None,
                 "prompt_tokens": stream.req.prompt_tokens, "completion_tokens": stream.sent,
                 "status": status,
-                "chunks": [[w(s), w(x), k] for s, x, k in stream.chunks],
+                "chunks": [[w(s), w(x), k] for s, x, k in chunks],
             })
 
     def close(self) -> None:
