@@ -31,16 +31,21 @@ class NullConn:
     def __init__(self) -> None:
         self.chunks = 0
         self.bytes = 0
+        self.gt = None  # the stream's ground-truth array, attached by Stream
 
-    def write_chunk(self, data: bytes) -> None:
+    def write_chunk(self, data: bytes, stamp: int = -1) -> None:
         self.chunks += 1
         self.bytes += len(data)
+        if stamp >= 0:
+            self.gt[stamp] = time.perf_counter_ns()
 
     def start_stream(self, first: bytes = b"") -> None:
         pass
 
-    def end_stream(self, last: bytes = b"") -> None:
+    def end_stream(self, last: bytes = b"", stamp: int = -1) -> None:
         self.chunks += 1
+        if stamp >= 0:
+            self.gt[stamp] = time.perf_counter_ns()
 
 
 class NullApp:

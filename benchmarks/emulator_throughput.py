@@ -79,12 +79,14 @@ def client_main(port: int, streams: int, tokens: int) -> None:
 
 
 # --- driver ------------------------------------------------------------------------------------
-def run(streams: int, itl_ms: float, seconds: float, framework: bool = False) -> dict:
+def run(streams: int, itl_ms: float, seconds: float, framework: bool = False,
+        server_args: tuple[str, ...] = ()) -> dict:
     tokens = int(seconds * 1000 / itl_ms)
     with tempfile.TemporaryDirectory() as tmp:
         port_file, gt = Path(tmp) / "port", Path(tmp) / "gt.jsonl"
         cmd = [sys.executable, "-m", "emulator", "--fixed-timing", f"0:{itl_ms}", "--cold-start-s",
-               "0", "--port", "0", "--port-file", str(port_file), "--ground-truth", str(gt)]
+               "0", "--port", "0", "--port-file", str(port_file), "--ground-truth", str(gt),
+               *server_args]
         if framework:
             cmd = [sys.executable, str(ROOT / "benchmarks" / "emulator_framework_server.py"),
                    "--itl-ms", str(itl_ms), "--port-file", str(port_file), "--ground-truth", str(gt)]
@@ -109,6 +111,9 @@ def run(streams: int, itl_ms: float, seconds: float, framework: bool = False) ->
                 lags.append((w - s) / 1e6)
                 written.append(w)
     span = (max(written) - min(written)) / 1e9  # first to last chunk actually written
+    # steady window: the middle half of the run, when every stream is active
+    lo, hi = min(written) + span * 0.25e9, max(written) - span * 0.25e9
+    steady = [lag for lag, w in zip(lags, written, strict=True) if lo <= w <= hi]
     cpu0, cpu1 = u0 + s0, u1 + s1
     return {
         "server": "starlette+uvicorn" if framework else "emulator (hand-written HTTP/1.1)",
@@ -122,10 +127,12 @@ def run(streams: int, itl_ms: float, seconds: float, framework: bool = False) ->
         "loadavg_1m": os.getloadavg()[0],
         "lag_ms_p50": _pct(lags, 0.50), "lag_ms_p99": _pct(lags, 0.99),
         "lag_ms_p999": _pct(lags, 0.999), "lag_ms_max": max(lags),
+        "steady_chunks_per_s": len(steady) / (span / 2), "steady_lag_ms_p99": _pct(steady, 0.99),
     }
 
 
-KEYS = ("chunks_per_s", "server_cpu_share", "server_cpu_us_per_chunk",
+KEYS = ("chunks_per_s", "steady_chunks_per_s", "steady_lag_ms_p99", "server_cpu_share",
+        "server_cpu_us_per_chunk",
         "capacity_chunks_per_s_one_core", "lag_ms_p50", "lag_ms_p99", "lag_ms_max", "loadavg_1m")
 
 
@@ -151,6 +158,8 @@ def main() -> None:
     p.add_argument("--streams", type=int, default=256)
     p.add_argument("--itl-ms", type=float, default=5.0)
     p.add_argument("--seconds", type=float, default=8.0)
+    p.add_argument("--server-arg", action="append", default=[],
+                   help="extra emulator option, e.g. --server-arg=--sched-slice-us=0")
     p.add_argument("--no-pin", action="store_true", help="let the OS place server and client")
     p.add_argument("--framework", action="store_true", help="measure the Starlette/uvicorn path")
     p.add_argument("--suite", type=int, default=0, metavar="REPS",
@@ -165,7 +174,7 @@ def main() -> None:
     if a.client is not None:
         client_main(a.client, a.streams, a.tokens)
         return
-    r = run(a.streams, a.itl_ms, a.seconds, a.framework)
+    r = run(a.streams, a.itl_ms, a.seconds, a.framework, tuple(a.server_arg))
     print(json.dumps(r, indent=1))
     if a.json:
         a.json.write_text(json.dumps(r, indent=1))

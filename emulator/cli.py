@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import signal
 import sys
 from pathlib import Path
 
-from emulator import faults, specs
+from emulator import faults, latency, specs
 from emulator.fit import fit_of
 from emulator.httpproto import HttpConnection
 from emulator.server import App, Options
@@ -74,6 +75,8 @@ def parser() -> argparse.ArgumentParser:
                    help="total cold start in real seconds (split over the phases pro rata)")
     p.add_argument("--fault-rate", type=_rate, action="append", default=[], metavar="KIND=P")
     p.add_argument("--metrics-token-skew", type=_positive(float), default=1.0)
+    p.add_argument("--sched-slice-us", type=int, default=100,
+                   help="Linux scheduler slice hint for timely wake-ups (0: leave it)")
     return p
 
 
@@ -85,13 +88,20 @@ def _write_port_file(path: Path, port: int) -> None:
 
 async def serve(opts: Options, host: str, port: int, port_file: Path | None) -> int:
     loop = asyncio.get_running_loop()
-    app = App(opts, loop)
+    try:
+        app = App(opts, loop)
+    except OSError as exc:
+        print(f"servingbench emulator: cannot open the ground-truth log: {exc}", file=sys.stderr)
+        return 2
     try:
         server = await loop.create_server(lambda: HttpConnection(app.handle, _perf_ns), host, port,
                                           reuse_address=True, backlog=1024)
     except OSError as exc:
         print(f"servingbench emulator: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         return 1
+    # startup objects (imports, spec data) never die: keep them out of every collection
+    gc.collect()
+    gc.freeze()
     bound = server.sockets[0].getsockname()[1]
     print(f"servingbench emulator (EMULATED) listening on http://{host}:{bound}", flush=True)
     if port_file is not None:
@@ -129,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = Options(cfg, fit, a.time_scale, a.seed, a.ground_truth, a.max_num_seqs,
                    a.max_model_len, a.fixed_timing, not a.no_continuous_usage, not a.no_usage,
                    a.cold_start_s, dict(a.fault_rate), a.metrics_token_skew)
+    latency.set_slice(a.sched_slice_us * 1000)
     try:
         import uvloop
         runner = uvloop.run

@@ -5,7 +5,7 @@ when a callback happened to run, so lateness never accumulates. One timer serves
 streams; every stream due at a wake-up is written in that one callback.
 
 * FixedEngine — constant TTFT and ITL (`--fixed-timing`): token k of a request is due
-  at arrival + TTFT + k × ITL.
+  at arrival + TTFT + k × ITL (arrival after any first-byte delay).
 * ModelEngine — the continuous-batching scheduler and the performance model; a step's
   tokens are all due at the step's end, the next step starts at that deadline.
 """
@@ -17,6 +17,7 @@ import heapq
 import itertools
 import time
 
+from emulator.httpproto import BATCH
 from emulator.metrics import Metrics
 from emulator.scheduler import Scheduler, Seq
 
@@ -80,7 +81,7 @@ class FixedEngine:
     def submit(self, stream) -> None:
         self.active += 1
         self.metrics.running = self.active
-        self._push(stream.arrival_ns + self.ttft_ns, stream)
+        self._push(stream.start_ns + self.ttft_ns, stream)
 
     def abort(self, stream) -> None:
         self.active -= 1  # its heap entry is skipped when popped (stream.alive is False)
@@ -91,6 +92,15 @@ class FixedEngine:
         self.timer.arm(deadline)
 
     def _fire(self) -> None:
+        BATCH.begin()
+        try:
+            self._emit_due()
+        finally:
+            BATCH.end()
+        if self.heap:
+            self.timer.arm(self.heap[0][0])
+
+    def _emit_due(self) -> None:
         now = time.perf_counter_ns()
         heap = self.heap
         while heap and heap[0][0] <= now:
@@ -101,8 +111,6 @@ class FixedEngine:
             if stream.on_token(1, deadline):
                 nxt = deadline + self.itl_ns + (stream.stall_ns if first else 0)
                 heapq.heappush(heap, (nxt, next(self.counter), stream))
-        if heap:
-            self.timer.arm(heap[0][0])
 
     def close(self) -> None:
         self.timer.cancel()
@@ -124,7 +132,8 @@ class ModelEngine:
         stream.seq = seq
         self.sched.add(seq)
         self._gauges()
-        if self.idle:
+        if self.idle or self.step is None:  # idle, or only waiting for a stalled sequence
+            self.timer.cancel()
             self._run(time.perf_counter_ns())
 
     def abort(self, stream) -> None:
@@ -158,6 +167,14 @@ class ModelEngine:
             self.timer.arm(self.deadline)
             return
         step, deadline = self.step, self.deadline
+        BATCH.begin()
+        try:
+            self._emit(step, deadline)
+        finally:
+            BATCH.end()
+        self._run(deadline)
+
+    def _emit(self, step, deadline: int) -> None:
         if step is not None:
             finished = set(step.finished)
             for seq in step.emitted:
@@ -170,7 +187,6 @@ class ModelEngine:
                     self.sched.abort(seq)
                 elif first and stream.stall_ns:
                     seq.paused_until = deadline + stream.stall_ns
-        self._run(deadline)
 
     def close(self) -> None:
         self.timer.cancel()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -24,6 +26,28 @@ class Request:
     body: bytes
     arrival_perf_ns: int = 0
     extra: dict = field(default_factory=dict)
+
+
+class WriteBatch:
+    """Holds the chunk writes of one engine callback so that each connection gets one
+    `transport.write` (one syscall) for all its chunks due at that wake-up; in time, a
+    wake-up that finds several tokens of one stream overdue catches up with one write."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.dirty: list[HttpConnection] = []
+
+    def begin(self) -> None:
+        self.active = True
+
+    def end(self) -> None:
+        self.active = False
+        for conn in self.dirty:
+            conn.flush()
+        self.dirty.clear()
+
+
+BATCH = WriteBatch()
 
 
 def _reason(status: int) -> str:
@@ -49,6 +73,9 @@ class HttpConnection(asyncio.Protocol):
         self.request_id: str | None = None
         self._parsing = False
         self._continued = False
+        self.out: list[bytes] = []  # chunks held by the current write batch
+        self.stamps: list[int] = []  # indexes into self.gt waiting for their write time
+        self.gt = array("q")  # the current stream's ground truth: (scheduled, written, tokens)*
 
     # --- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -78,9 +105,10 @@ class HttpConnection(asyncio.Protocol):
     def _parse_loop(self) -> None:
         while not self.busy and not self.closed:
             end = self.buf.find(b"\r\n\r\n")
+            if end > MAX_HEADER or (end < 0 and len(self.buf) > MAX_HEADER):
+                self._fail(431, "request header too large")
+                return
             if end < 0:
-                if len(self.buf) > MAX_HEADER:
-                    self._fail(431, "request header too large")
                 return
             head = bytes(self.buf[:end]).decode("latin-1")
             lines = head.split("\r\n")
@@ -162,23 +190,48 @@ class HttpConnection(asyncio.Protocol):
             out += b"%x\r\n%b\r\n" % (len(first), first)
         self.transport.write(bytes(out))
 
-    def write_chunk(self, data: bytes) -> None:
-        if not self.closed:
-            self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))  # type: ignore[union-attr]
-
-    def end_stream(self, last: bytes = b"") -> None:
+    def write_chunk(self, data: bytes, stamp: int = -1) -> None:
+        """One chunk; `self.gt[stamp]` gets the perf ns of the actual socket write."""
         if self.closed:
             return
-        if last:
-            self.transport.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(last), last))  # type: ignore[union-attr]
+        framed = b"%x\r\n%b\r\n" % (len(data), data)
+        if BATCH.active:
+            if not self.out:
+                BATCH.dirty.append(self)
+            self.out.append(framed)
+            if stamp >= 0:
+                self.stamps.append(stamp)
         else:
-            self.transport.write(b"0\r\n\r\n")  # type: ignore[union-attr]
+            self.transport.write(framed)  # type: ignore[union-attr]
+            if stamp >= 0:
+                self.gt[stamp] = time.perf_counter_ns()
+
+    def flush(self, tail: bytes = b"") -> None:
+        """Write what the current batch holds for this connection (plus `tail`) at once."""
+        data = b"".join(self.out) + tail if self.out else tail
+        self.out.clear()
+        if data and not self.closed:
+            self.transport.write(data)  # type: ignore[union-attr]
+        if self.stamps:
+            now = time.perf_counter_ns()
+            gt = self.gt
+            for i in self.stamps:
+                gt[i] = now
+            self.stamps.clear()
+
+    def end_stream(self, last: bytes = b"", stamp: int = -1) -> None:
+        if self.closed:
+            return
+        if stamp >= 0:
+            self.stamps.append(stamp)
+        self.flush((b"%x\r\n%b\r\n" % (len(last), last) if last else b"") + b"0\r\n\r\n")
         self._done()
 
     def abort(self) -> None:
         """Close the TCP connection abruptly (RST), no terminating chunk."""
         self.on_lost = None
         if self.transport is not None and not self.closed:
+            self.flush()
             self.transport.abort()
         self.closed = True
 
@@ -186,7 +239,7 @@ class HttpConnection(asyncio.Protocol):
         """Write `data` as a chunk, then close without the terminating chunk."""
         self.on_lost = None
         if self.transport is not None and not self.closed:
-            self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+            self.flush(b"%x\r\n%b\r\n" % (len(data), data))
             self.transport.close()
         self.closed = True
 

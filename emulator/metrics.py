@@ -10,6 +10,7 @@ import bisect
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
                 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # vLLM's buckets
+LAG_BUCKETS = (0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
                60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
 
@@ -48,6 +49,7 @@ class Metrics:
         self.success: dict[str, int] = {"stop": 0, "length": 0, "abort": 0}
         self.ttft = Histogram(TTFT_BUCKETS)
         self.e2e = Histogram(E2E_BUCKETS)
+        self.write_lag = Histogram(LAG_BUCKETS)  # the emulator's own lateness, per chunk
         self.running = 0
         self.waiting = 0
         self.kv_usage = 0.0
@@ -86,4 +88,8 @@ class Metrics:
         lines += ["# HELP vllm:e2e_request_latency_seconds Histogram of e2e request latency in seconds.",
                   "# TYPE vllm:e2e_request_latency_seconds histogram"]
         lines += self.e2e.lines("vllm:e2e_request_latency_seconds", lb)
+        lines += ["# HELP servingbench:emulator_write_lag_seconds Chunk written minus scheduled "
+                  "(the emulator's own lateness; p99 > 2 ms means discard the run).",
+                  "# TYPE servingbench:emulator_write_lag_seconds histogram"]
+        lines += self.write_lag.lines("servingbench:emulator_write_lag_seconds", lb)
         return ("\n".join(lines) + "\n").encode()

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulator import api, faults, specs
+from emulator import VERSION, api, faults, specs
 from emulator.engine import FixedEngine, ModelEngine
 from emulator.fit import FitResult
 from emulator.groundtruth import Clock, GroundTruth
@@ -96,7 +96,8 @@ class App:
                   "fault_rates": o.fault_rates, "metrics_token_skew": o.metrics_token_skew,
                   "fit": o.fit.message, "cold_start_plan_s": dict(self.cold_start_plan()),
                   "calibrated": False}
-        return {"emulated": True, "ready": self.ready, "phases": self.phases, "config": config}
+        return {"emulated": True, "ready": self.ready, "phases": self.phases, "config": config,
+                "version": VERSION}
 
     # --- routing ---------------------------------------------------------------------------
     def handle(self, conn: HttpConnection, req: Request) -> None:
@@ -130,6 +131,9 @@ class App:
                 "owned_by": "vllm", "root": self.served_model, "parent": None,
                 "max_model_len": self.max_model_len, "permission": []}
         conn.respond(200, json.dumps({"object": "list", "data": [card]}).encode())
+
+    def version(self, conn: HttpConnection, req: Request) -> None:
+        conn.respond(200, json.dumps({"version": VERSION}).encode())
 
     def metrics_route(self, conn: HttpConnection, req: Request) -> None:
         conn.respond(200, self.metrics.render(), b"text/plain; version=0.0.4; charset=utf-8")
@@ -187,7 +191,7 @@ class App:
         if not stream.alive:
             return
         if stream.faults.first_byte_delay_s > 0:
-            stream.arrival_ns = time.perf_counter_ns()  # the engine sees it after the delay
+            stream.start_ns = time.perf_counter_ns()  # the engine sees it after the delay
         stream.start()
         stream.submitted = True
         self.engine.submit(stream)
@@ -213,8 +217,11 @@ class App:
             m.e2e.observe((now - stream.arrival_ns) / 1e9)
         elif abort:
             m.success["abort"] += 1
-        if stream.first_token_ns is not None and stream.chunks:
-            m.ttft.observe((stream.chunks[0][1] - stream.arrival_ns) / 1e9)
+        chunks = stream.chunks
+        if stream.first_token_ns is not None and chunks:
+            m.ttft.observe((chunks[0][1] - stream.arrival_ns) / 1e9)
+        for s, x, _ in chunks:
+            m.write_lag.observe((x - s) / 1e9)
         if self.gt.enabled:
             w = self.clock.wall
             self.gt.write({
@@ -223,7 +230,7 @@ class App:
                 "headers_ns": w(stream.headers_ns) if stream.headers_ns is not None else None,
                 "prompt_tokens": stream.req.prompt_tokens, "completion_tokens": stream.sent,
                 "status": status,
-                "chunks": [[w(s), w(x), k] for s, x, k in stream.chunks],
+                "chunks": [[w(s), w(x), k] for s, x, k in chunks],
             })
 
     def close(self) -> None:
@@ -236,6 +243,7 @@ ROUTES = {
     "/servingbench/status": ("GET", App.status_route),
     "/v1/models": ("GET", App.models),
     "/metrics": ("GET", App.metrics_route),
+    "/version": ("GET", App.version),
     "/tokenize": ("POST", App.tokenize),
     "/v1/completions": ("POST", App.completions),
     "/v1/chat/completions": ("POST", App.chat),

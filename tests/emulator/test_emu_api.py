@@ -137,6 +137,9 @@ def test_metrics_and_status_carry_the_emulated_mark(emu):
     s = httpx.get(emu.base_url + "/servingbench/status")
     assert s.json()["emulated"] is True and s.json()["config"]["calibrated"] is False
     assert json.loads(s.content)["config"]["candidate"] == "p5.48xlarge"
+    assert "EMULATED" in s.json()["version"]
+    v = httpx.get(emu.base_url + "/version")
+    assert v.json()["version"] == s.json()["version"] and v.headers["x-servingbench-emulated"] == "1"
 
 
 def test_aiohttp_client_parses_the_stream(emu):
@@ -169,3 +172,25 @@ def test_expect_100_continue_and_pipelined_requests(emu):
         while chunk := s.recv(65536):
             data += chunk
     assert data.count(b"HTTP/1.1 200 OK") == 2 and b"connection: close" in data
+
+
+def _raw(port: int, data: bytes) -> bytes:
+    import socket
+    out = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(data)
+        while chunk := s.recv(65536):
+            out += chunk
+    return out
+
+
+def test_malformed_http_gets_an_error_and_a_close(emu):
+    r = _raw(emu.port, b"GARBAGE\r\n\r\n")
+    assert r.startswith(b"HTTP/1.1 400") and b"connection: close" in r
+    r = _raw(emu.port, b"POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+    assert r.startswith(b"HTTP/1.1 501") and b"Content-Length" in r
+    r = _raw(emu.port, b"POST /v1/completions HTTP/1.1\r\nContent-Length: nope\r\n\r\n")
+    assert r.startswith(b"HTTP/1.1 400")
+    r = _raw(emu.port, b"GET /health HTTP/1.1\r\nX: " + b"a" * 70_000 + b"\r\n\r\n")
+    assert r.startswith(b"HTTP/1.1 431")
+    assert httpx.get(emu.base_url + "/health").status_code == 200  # the server lives on

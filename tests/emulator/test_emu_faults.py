@@ -111,3 +111,17 @@ def test_disconnect_on_a_non_streaming_request_drops_the_connection(fixed):
         httpx.post(fixed.base_url + "/v1/completions", json={**BODY, "stream": False,
                                                              "stream_options": None},
                    headers={H: "disconnect_after=2"})
+
+
+def test_first_byte_delay_keeps_the_true_arrival_in_the_ground_truth(fixed):
+    from emulator.groundtruth import read
+    stream(fixed.base_url, "/v1/completions", BODY,
+           headers={H: "first_byte_delay_s=0.2", "X-Request-ID": "fbd-1"})
+    deadline = time.monotonic() + 5
+    while not [x for x in read(fixed.gt) if x["request_id"] == "fbd-1"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    rec = [x for x in read(fixed.gt) if x["request_id"] == "fbd-1"][0]
+    assert rec["headers_ns"] - rec["arrival_ns"] >= 200_000_000
+    # fixed timing 20:5 ms counts from when the engine got the request, after the delay
+    assert rec["chunks"][0][0] - rec["headers_ns"] == pytest.approx(20_000_000, abs=5_000_000)

@@ -63,6 +63,8 @@ def test_metrics_names_and_counts(tmp_path):
     assert "vllm:time_to_first_token_seconds_count" in text
     assert re.search(r"^vllm:e2e_request_latency_seconds_count\{[^}]*\} 4$", text, re.M)
     assert re.search(r'^vllm:time_to_first_token_seconds_bucket\{[^}]*le="\+Inf"\} 4$', text, re.M)
+    # the emulator's own lateness: one observation per written chunk (4 non-streamed bodies)
+    assert re.search(r'^servingbench:emulator_write_lag_seconds_count\{[^}]*\} 4$', text, re.M)
 
 
 def test_no_usage_and_no_continuous_usage_flags():
@@ -82,9 +84,10 @@ def test_fault_rate_is_seeded(tmp_path):
     def run() -> list[int]:
         with EmulatorProcess(["--fixed-timing", "1:1", "--cold-start-s", "0", "--seed", "5",
                               "--fault-rate", "status_429=0.5"]) as e:
-            return [httpx.post(e.base_url + "/v1/completions",
+            with httpx.Client() as c:
+                return [c.post(e.base_url + "/v1/completions",
                                json={"prompt": "x", "max_tokens": 1}).status_code
-                    for _ in range(16)]
+                        for _ in range(16)]
     first = run()
     assert set(first) == {200, 429}
     assert run() == first

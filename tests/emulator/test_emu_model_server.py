@@ -73,3 +73,18 @@ def test_concurrent_requests_share_steps_and_itl_grows(tmp_path):
     assert mean_itl(lone) == pytest.approx(
         PerfModel(specs.config("p5.48xlarge", "scout", "bf16")).decode_step(1, 3 + 50) * scale * 1e9,
         rel=0.05)
+
+
+def test_a_stalled_stream_does_not_hold_up_new_requests():
+    body = {"prompt": "p", "max_tokens": 5, "ignore_eos": True, "stream": True}
+    with EmulatorProcess(["--time-scale", str(SCALE), "--cold-start-s", "0"]) as e:
+        with ThreadPoolExecutor(1) as pool:
+            stalled = pool.submit(stream, e.base_url, "/v1/completions", body,
+                                  {"X-Servingbench-Fault": "stall_s=2"})
+            time.sleep(0.3)  # the stalled one has its first token and is paused now
+            t0 = time.monotonic()
+            _, events = stream(e.base_url, "/v1/completions", body)
+            quick = time.monotonic() - t0
+            assert events[-1] == "[DONE]"
+            assert not stalled.done() and quick < 1.5  # not held for the 2 s stall
+            assert stalled.result()[1][-1] == "[DONE]"

@@ -92,14 +92,24 @@ def test_configuration_that_does_not_fit_refuses_to_start_with_exit_3():
     assert "Traceback" not in info.value.stderr
 
 
-@pytest.mark.parametrize("args", [["--candidate", "p9.huge"], ["--fixed-timing", "abc"],
-                                  ["--fault-rate", "explode=0.1"], ["--tp", "9"],
-                                  ["--time-scale", "0"]])
-def test_bad_options_exit_2_without_traceback(args):
-    p = subprocess.run([sys.executable, "-m", "emulator", *args], capture_output=True, text=True,
-                       timeout=20)
-    assert p.returncode == 2, p.stderr
-    assert "Traceback" not in p.stderr and p.stderr.strip()
+def test_bad_options_exit_2_without_traceback():
+    p = subprocess.run([sys.executable, "-m", "emulator", "--fixed-timing", "abc"],
+                       capture_output=True, text=True, timeout=20)
+    assert p.returncode == 2 and "TTFT_MS:ITL_MS" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--candidate", "p9.huge"], "invalid choice"), (["--fault-rate", "explode=0.1"], "KIND=P"),
+    (["--tp", "9"], "accelerators"), (["--time-scale", "0"], "must be > 0"),
+    (["--cold-start-s", "-1"], "cold-start-s")])
+def test_bad_option_messages(args, needle, capsys):
+    from emulator.cli import main
+    try:
+        rc = main(args)
+    except SystemExit as exc:  # argparse's own exit
+        rc = exc.code
+    assert rc == 2
+    assert needle in capsys.readouterr().err
 
 
 def test_servingbench_cli_dispatches_to_the_emulator():
@@ -117,3 +127,12 @@ def test_model_mode_streams_with_modelled_timing():
         assert ev[-2]["usage"]["completion_tokens"] == 20
         assert time.monotonic() - t0 >= 0.3
         assert e.status()["config"]["fixed_timing_ms"] is None
+
+
+def test_unwritable_ground_truth_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    p = subprocess.run([sys.executable, "-m", "emulator", "--cold-start-s", "0",
+                        "--ground-truth", str(blocker / "gt.jsonl")],
+                       capture_output=True, text=True, timeout=20)
+    assert p.returncode == 2 and "ground-truth" in p.stderr and "Traceback" not in p.stderr
