@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
+
+from .fakes import LoopbackServer
 
 T = "2026-11-29T02:"
 LB_HOST = "k8s-servingb-sb-0123456789.elb.us-east-1.amazonaws.com"
@@ -47,7 +48,7 @@ def token_problem(header: str | None, cluster: str, key_id: str) -> str | None:
     return None
 
 
-class FakeKubeApi:
+class FakeKubeApi(LoopbackServer):
     def __init__(self, *, cluster: str, key_id: str, ready_after: int = 2,
                  stuck: str | None = None):
         self.cluster, self.key_id = cluster, key_id
@@ -86,17 +87,7 @@ class FakeKubeApi:
 
             do_GET = do_PATCH = do_DELETE = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(Handler)
 
     # -- the API ---------------------------------------------------------------------
     def route(self, method, path, query, raw, ctype):

@@ -14,7 +14,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 
 
-class ErrorProxy:
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1:0 for a fake; `with` starts and stops it."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class ErrorProxy(LoopbackServer):
     """Forwards to `upstream`; the first `times` requests whose X-Amz-Target ends with
     `operation` (JSON protocols) or whose `METHOD /path` starts with it (REST, e.g.
     `GET /clusters/bench/node-groups/`) get `status` and a JSON error `code` instead."""
@@ -59,17 +76,7 @@ class ErrorProxy:
 
             do_GET = do_POST = do_PUT = do_DELETE = _handle
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(Handler)
 
 
 def ec2_product(sku: str, instance_type: str, region: str, usd: str, *, os: str = "Linux",
