@@ -135,13 +135,17 @@ def _load_plan(raw: dict, where: str) -> LoadPlan:
     return plan
 
 
-def load_price_sheet(path: Path, where: str) -> dict:
+def _read_yaml(path: Path, missing: str):
     try:
-        sheet = yaml.safe_load(Path(path).read_text())
+        return yaml.safe_load(Path(path).read_text())
     except FileNotFoundError:
-        raise ConfigError(f"{where}: price sheet {path} not found") from None
+        raise ConfigError(missing) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+
+
+def load_price_sheet(path: Path, where: str) -> dict:
+    sheet = _read_yaml(path, f"{where}: price sheet {path} not found")
     _check_keys(sheet, {"region", "purchase_option", "retrieved_on", "hourly_usd_per_node"},
                 str(Path(path).name))
     prices = sheet.get("hourly_usd_per_node")
@@ -189,12 +193,7 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
 def load_candidates(path: Path | str = DEFAULT_FILE) -> list[Candidate]:
     """Read and validate a candidates file; raise ConfigError naming the key on any problem."""
     path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: not found") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    doc = _read_yaml(path, f"{path}: not found")
     where = path.name
     _check_keys(doc, {"defaults", "candidates"}, where)
     defaults = doc.get("defaults") or {}
