@@ -39,24 +39,21 @@ def _specs(asset: str, names: dict, partitions_def) -> list[dg.AssetCheckSpec]:
                 for rule, name in names.items()]
 
 
+def _evaluate(asset: str, names: dict, value: dict, gates) -> list[dg.AssetCheckResult]:
+    with open_run(Path(value["run_dir"])) as run:
+        return _results(asset, names, gates(run))
+
+
 def build(partitions_def) -> list:
     @dg.multi_asset_check(specs=_specs("steady_state_request_log", REQUEST_CHECKS, partitions_def),
                           ins={"log": dg.AssetIn("steady_state_request_log")},
                           name="request_log_gates")
     def request_log_gates(log: dict):
-        run = open_run(Path(log["run_dir"]))
-        try:
-            yield from _results("steady_state_request_log", REQUEST_CHECKS, request_gates(run))
-        finally:
-            run.close()
+        yield from _evaluate("steady_state_request_log", REQUEST_CHECKS, log, request_gates)
 
     @dg.multi_asset_check(specs=_specs("cost_explorer_bill", BILL_CHECKS, partitions_def),
                           ins={"bill": dg.AssetIn("cost_explorer_bill")}, name="bill_gates")
     def bill_gate_checks(bill: dict):
-        run = open_run(Path(bill["run_dir"]))
-        try:
-            yield from _results("cost_explorer_bill", BILL_CHECKS, bill_gates(run))
-        finally:
-            run.close()
+        yield from _evaluate("cost_explorer_bill", BILL_CHECKS, bill, bill_gates)
 
     return [request_log_gates, bill_gate_checks]

@@ -96,7 +96,7 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
         run = open_run(run_dir)
     except (ManifestError, SchemaError) as exc:
         return Analysis(run_dir, MALFORMED, message=str(exc))
-    try:
+    with run:
         gates = run_gates(run)
         metrics = step_metrics(run, slos[0])
         accepted = all(g.passed is not False for g in gates)
@@ -116,5 +116,3 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                    if failed else "accepted")
         return Analysis(run_dir, REJECTED if failed else ACCEPTED, message, run.manifest,
                         [g.as_dict() for g in gates], metrics, cost, headline, run.partial)
-    finally:
-        run.close()

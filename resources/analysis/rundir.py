@@ -36,6 +36,12 @@ class RunFolder:
     def close(self) -> None:
         self.con.close()
 
+    def __enter__(self) -> RunFolder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 def _check_parquet_schema(path: Path, schema: pa.Schema) -> None:
     try:
