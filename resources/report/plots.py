@@ -45,24 +45,24 @@ def _styled(fn: Callable) -> Callable:
     return wrapper
 
 
-def _title(ax, text: str, emulated: bool, mixed: bool = False) -> None:
-    """`mixed`: some of the data is emulated (its series are labelled so)."""
+def _marked(text: str, emulated: bool, mixed: bool) -> tuple[str, dict]:
+    """A title carrying the EMULATED mark (`mixed`: some series are emulated, labelled so)."""
     if mixed:
-        ax.set_title(f"includes EMULATED data - {text}", color=EMULATED_COLOR, fontweight="bold")
-    elif emulated:
-        ax.set_title(f"EMULATED - {text}", color=EMULATED_COLOR, fontweight="bold")
-    else:
-        ax.set_title(text)
+        return f"includes EMULATED data - {text}", {"color": EMULATED_COLOR, "fontweight": "bold"}
+    if emulated:
+        return f"EMULATED - {text}", {"color": EMULATED_COLOR, "fontweight": "bold"}
+    return text, {}
+
+
+def _title(ax, text: str, emulated: bool, mixed: bool = False) -> None:
+    title, style = _marked(text, emulated, mixed)
+    ax.set_title(title, **style)
 
 
 def _suptitle(fig: Figure, text: str, emulated: bool, mixed: bool = False) -> None:
-    """The title of a multi-panel figure, carrying the EMULATED mark."""
-    if mixed:
-        fig.suptitle(f"includes EMULATED data - {text}", color=EMULATED_COLOR, fontweight="bold")
-    elif emulated:
-        fig.suptitle(f"EMULATED - {text}", color=EMULATED_COLOR, fontweight="bold")
-    else:
-        fig.suptitle(text)
+    """The title of a multi-panel figure."""
+    title, style = _marked(text, emulated, mixed)
+    fig.suptitle(title, **style)
 
 
 def _figure(width: float, emulated: bool, ncols: int = 1, bottom: float = 0.12
