@@ -28,6 +28,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 
 # The browser tests need Debian's chromium; fetch it when missing and we may (root with
 # apt-get). A failure is one line, and those tests then skip with their reason.
@@ -39,6 +40,7 @@ chromium:
 
 test: $(STAMP) chromium
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/python -m pytest
 
 ui: $(STAMP)

@@ -14,13 +14,12 @@ import time
 
 import dagster as dg
 
-from resources.analysis import manifest as mf
+from assets import cluster as cluster_link
+from assets import load as load_link
+from assets import model as model_link
+from assets.partitions import candidate_of, run_value
+from resources.contract import manifest as mf
 from resources.loadgen import ConfigError, LoadError
-
-from . import cluster as cluster_link
-from . import load as load_link
-from . import model as model_link
-from .partitions import candidate_of, run_value
 
 KEYS = ("provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log")
 DESCRIPTIONS = {
@@ -28,8 +27,8 @@ DESCRIPTIONS = {
                            "group, instance type × count (the local profile: this host, EMULATED).",
     "deployed_model": "The engine serving the candidate, with cold-start sub-phases recorded "
                       "apart from steady state.",
-    "warmup_log": "Warm-up requests (SPEC §2.2, phase = warmup); never feed a figure.",
-    "steady_state_request_log": "Steady-state requests and their chunk log (SPEC §2.2/§2.3).",
+    "warmup_log": "Warm-up requests (contract §2.2, phase = warmup); never feed a figure.",
+    "steady_state_request_log": "Steady-state requests and their chunk log (contract §2.2/§2.3).",
 }
 RESOURCES = {"cluster", "model_server", "load_settings", "storage", "candidates"}
 

@@ -1,4 +1,4 @@
-"""The SPEC §5 gates as blocking asset checks: rules 1-4 on the steady request log (with the
+"""The contract §5 gates as blocking asset checks: rules 1-4 on the steady request log (with the
 warm-up and chunk logs), rules 5-6 on the bill. Same implementation as `servingbench
 analyze` (resources.analysis.gates); a failed check stops derived_metrics and the cost table
 from materializing, and every raw record stays where it is."""
@@ -35,7 +35,7 @@ def _specs(asset: str, names: dict, partitions_def) -> list[dg.AssetCheckSpec]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.PreviewWarning)
         return [dg.AssetCheckSpec(name, asset=asset, blocking=True, partitions_def=partitions_def,
-                              description=f"SPEC §5 rule {rule}")
+                              description=f"contract §5 rule {rule}")
                 for rule, name in names.items()]
 
 

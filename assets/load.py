@@ -1,4 +1,4 @@
-"""warmup_log and steady_state_request_log: the load generator's raw records (SPEC §2.2)."""
+"""warmup_log and steady_state_request_log: the load generator's raw records (contract §2.2)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from resources.analysis import manifest as mf
+from resources.contract import manifest as mf
 from resources.report.regression import Thresholds, compare_to_history, headline_record
 from resources.report.rundata import ReportError
 

@@ -17,13 +17,12 @@ from pathlib import Path
 from emulator import VERSION, api, faults, specs
 from emulator.engine import FixedEngine, ModelEngine
 from emulator.fit import FitResult
-from emulator.groundtruth import Clock, GroundTruth
+from emulator.groundtruth import Clock, GroundTruth, format_ts
 from emulator.httpproto import HttpConnection, Request
 from emulator.metrics import Metrics
 from emulator.model import PerfModel
 from emulator.scheduler import Scheduler
 from emulator.stream import Stream
-from resources.analysis.manifest import format_ts
 
 NATURAL_MAX = 256  # without ignore_eos or max_tokens, a request "stops" within this many tokens
 

@@ -1,5 +1,5 @@
 -- name: step_metrics
--- SPEC §3: one row per step of the steady phase → derived_metrics.parquet.
+-- contract §3: one row per step of the steady phase → derived_metrics.parquet.
 -- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql),
 --                 manifest_steps (step, client_limited) from the manifest's steps[]
 -- params: $run_id, $source (manifest source), $slo_ttft_s, $slo_tpot_s (goodput thresholds)

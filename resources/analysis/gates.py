@@ -1,4 +1,4 @@
-"""SPEC §5: the six gates, as Great Expectations validations over facts computed in DuckDB.
+"""contract §5: the six gates, as Great Expectations validations over facts computed in DuckDB.
 
 Each gate reports `{rule, name, passed, offending_rows, examples, message}`; `passed` is
 None for the bill rules when the run has no bill. A comparison with a null side is left to
@@ -11,10 +11,10 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from . import gx, sqlfiles
-from .manifest import format_ts, parse_ts
-from .rundir import RunFolder
-from .schemas import BILL_SOURCES, PHASES
+from resources.analysis import gx, sqlfiles
+from resources.analysis.rundir import RunFolder
+from resources.contract.schemas import BILL_SOURCES, PHASES
+from resources.contract.timestamps import format_ts, parse_ts
 
 NAMES = {1: "complete", 2: "ordered", 3: "phased", 4: "counted", 5: "scoped", 6: "single-source"}
 MAX_EXAMPLES = 5

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .analyze import Analysis
+from resources.analysis.analyze import Analysis
 
 
 def _fmt(value, spec: str = "") -> str:
@@ -80,7 +80,7 @@ def render(a: Analysis) -> str:
                f"instance {m.get('instance_type')} x{m.get('node_count')}  source {m.get('source')}")
     if a.partial:
         out.append(f"note: read from partial streams (run was cut short): {', '.join(a.partial)}")
-    out += ["", "Gates (SPEC §5)", table(gate_rows(a.gates), GATE_COLUMNS)]
+    out += ["", "Gates (contract §5)", table(gate_rows(a.gates), GATE_COLUMNS)]
     if a.metrics is not None:
         out += ["", "Steps (steady phase)", table(a.metrics.to_pylist(), STEP_COLUMNS)]
     if a.cost is not None:

@@ -1,4 +1,4 @@
-"""The bill of one run from Cost Explorer (`ce:GetCostAndUsage`), normalized to SPEC §2.4.
+"""The bill of one run from Cost Explorer (`ce:GetCostAndUsage`), normalized to contract §2.4.
 
 HOURLY granularity (Cost Explorer keeps hourly data for 14 days and only when hourly
 granularity is enabled in Cost Management preferences); when hourly data is not
@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from resources.aws_retry import AwsCallError, Caller, make_client
+from resources.aws.caller import AwsCallError, Caller, make_client
 from resources.billing.normalize import RUN_TAG, rows_from_cost_explorer, to_table
 
 log = logging.getLogger("servingbench.billing")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from resources.aws_retry import Caller, make_client
+from resources.aws.caller import Caller, make_client
 from resources.billing.normalize import BillError, price_list_rows, to_table
 
 log = logging.getLogger("servingbench.billing")

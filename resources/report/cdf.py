@@ -1,32 +1,30 @@
 """Empirical CDFs behind the plots, computed with DuckDB from a run's raw records.
 
-TTFT: one sample per ok steady request. Per-token ITL: token-weighted (SPEC §3), from the
+TTFT: one sample per ok steady request. Per-token ITL: token-weighted (contract §3), from the
 chunk log. Each CDF is thinned to at most MAX_POINTS points for plotting; the thinning
 keeps the first and last sample, so the tails stay visible.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import duckdb
 import numpy as np
 
+from resources.analysis import sqlfiles
 from resources.report.rundata import RunData
 
 MAX_POINTS = 2000
 Cdf = dict[str, tuple[np.ndarray, np.ndarray]]
-_SQL = Path(__file__).parent
 
 
 def _query(name: str, **relations) -> dict[str, np.ndarray]:
-    """Run one named query over Arrow tables; columns as numpy arrays."""
-    sql = (_SQL / f"{name}.sql").read_text()
+    """Run one named query of sql/ over Arrow tables; columns as numpy arrays."""
     con = duckdb.connect(":memory:")
     try:
         for rel_name, table in relations.items():
             con.register(rel_name, table)
-        return con.execute(sql).fetchnumpy()
+        table = sqlfiles.query(con, name)
+        return {k: table.column(k).to_numpy(zero_copy_only=False) for k in table.column_names}
     finally:
         con.close()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from resources.analysis.manifest import parse_ts
+from resources.contract.timestamps import parse_ts
 from resources.report.rundata import RunData, load_run
 
 
@@ -82,7 +82,7 @@ def _comparable(current: dict, row: dict) -> bool:
 def compare_to_history(current: dict, history: list[dict], n: int = 5,
                        thresholds: Thresholds = Thresholds(), min_history: int = 1
                        ) -> RegressionResult:
-    """Compare one headline row (SPEC §4 headline columns, plus `created_at`, an RFC 3339
+    """Compare one headline row (contract §4 headline columns, plus `created_at`, an RFC 3339
     string or ns) with the trailing median of the last `n` comparable rows of `history`
     (ordered by created_at when present, else as given, oldest first)."""
     pool = [row for row in history if _comparable(current, row)]

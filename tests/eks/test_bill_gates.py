@@ -12,13 +12,11 @@ import json
 import pyarrow as pa
 import pytest
 
-from resources.analysis.schemas import write_parquet
+from resources.analysis import analyze
 from resources.billing.normalize import price_list_rows, rows_from_cost_explorer, to_table
-
-from .billdata import ACCOUNT, INSTANCE, PAGES, PRICE, RUN_ID
-
-analyze = pytest.importorskip("resources.analysis.analyze")
-runbuilder = pytest.importorskip("runbuilder")
+from resources.contract.schemas import write_parquet
+from tests.support import runbuilder
+from tests.support.eks.billdata import ACCOUNT, INSTANCE, PAGES, PRICE, RUN_ID
 
 
 def ce_bill(pages=PAGES, *, run_id=RUN_ID, account=ACCOUNT, region="us-east-1"):

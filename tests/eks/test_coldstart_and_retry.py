@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from resources.analysis.manifest import parse_ts
-from resources.aws_retry import AwsCallError, Caller
+from resources.aws.caller import AwsCallError, Caller
 from resources.billing.cost_explorer import CostExplorerBilling
-from resources.kube.coldstart import cold_start_phases, manifest_phases
-
-from .billdata import INSTANCE, NODES_DOWN, NODES_UP, NOW, RUN_ID
-from .fakes import ErrorProxy
+from resources.contract.timestamps import parse_ts
+from resources.model_server.kube.coldstart import cold_start_phases, manifest_phases
+from tests.support.eks.billdata import INSTANCE, NODES_DOWN, NODES_UP, NOW, RUN_ID
+from tests.support.eks.fakes import ErrorProxy
 
 
 def pod(conditions=(), started=None, created="2026-11-29T02:00:00Z"):

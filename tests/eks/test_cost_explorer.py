@@ -5,13 +5,12 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from resources.analysis.manifest import parse_ts
-from resources.analysis.schemas import BILL
-from resources.aws_retry import AwsCallError, Caller, PermissionDenied
+from resources.aws.caller import AwsCallError, Caller, PermissionDenied
 from resources.billing.cost_explorer import CostExplorerBilling
-
-from .billdata import ACCOUNT, INSTANCE, NODES_DOWN, NODES_UP, NOW, PAGES, RUN_ID
-from .fakes import ErrorProxy
+from resources.contract.schemas import BILL
+from resources.contract.timestamps import parse_ts
+from tests.support.eks.billdata import ACCOUNT, INSTANCE, NODES_DOWN, NODES_UP, NOW, PAGES, RUN_ID
+from tests.support.eks.fakes import ErrorProxy
 
 
 def queue(endpoint, results):

@@ -13,22 +13,27 @@ import boto3
 import httpx
 import pytest
 
-from resources.analysis.schemas import write_parquet
-from resources.aws_retry import Caller, PermissionDenied
+from resources.aws.caller import Caller, PermissionDenied
 from resources.billing.cost_explorer import CostExplorerBilling
 from resources.billing.price_list import PriceListBilling
-from resources.eks import EksCluster, NodegroupSpec
-from resources.kube.client import KubeClient
-from resources.kube.deploy import EngineDeployment
-from resources.kube.render import to_yaml
-from resources.kube.token import TokenSource
-
-from .billdata import INSTANCE, NODES_DOWN, NODES_UP, NOW, PAGES, RUN_ID
-from .conftest import DUMMY_KEY_ID, DUMMY_SECRET, DUMMY_SESSION_TOKEN, REGION
-from .fake_kube import FakeKubeApi
-from .fakes import ErrorProxy, FakePricing, ec2_product
-from .specs import VLLM_GPU
-from .test_nodegroup_lifecycle import ROLE, make_cluster
+from resources.cluster.eks_api import EksCluster, NodegroupSpec
+from resources.contract.schemas import write_parquet
+from resources.model_server.kube.client import KubeClient
+from resources.model_server.kube.deploy import EngineDeployment
+from resources.model_server.kube.render import to_yaml
+from resources.model_server.kube.token import TokenSource
+from tests.support.eks.aws import (
+    DUMMY_KEY_ID,
+    DUMMY_SECRET,
+    DUMMY_SESSION_TOKEN,
+    REGION,
+    ROLE,
+    make_cluster,
+)
+from tests.support.eks.billdata import INSTANCE, NODES_DOWN, NODES_UP, NOW, PAGES, RUN_ID
+from tests.support.eks.fake_kube import FakeKubeApi
+from tests.support.eks.fakes import ErrorProxy, FakePricing, ec2_product
+from tests.support.eks.specs import VLLM_GPU
 
 
 def test_no_credential_or_token_in_any_log_or_output(moto, tmp_path, caplog, capsys):

@@ -6,14 +6,22 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from resources.analysis.schemas import BILL
-from resources.aws_retry import Caller
+from resources.aws.caller import Caller
 from resources.billing.cost_explorer import CostExplorerBilling
 from resources.billing.normalize import BillError
 from resources.billing.price_list import PriceListBilling
-
-from .billdata import ACCOUNT, INSTANCE, NODES_DOWN, NODES_UP, NOW, PAGES, PRICE, RUN_ID
-from .fakes import FakePricing, ec2_product
+from resources.contract.schemas import BILL
+from tests.support.eks.billdata import (
+    ACCOUNT,
+    INSTANCE,
+    NODES_DOWN,
+    NODES_UP,
+    NOW,
+    PAGES,
+    PRICE,
+    RUN_ID,
+)
+from tests.support.eks.fakes import FakePricing, ec2_product
 
 PRODUCTS = [
     ec2_product("WINDOWS1", INSTANCE, "us-east-1", "61.2000000000", os="Windows"),

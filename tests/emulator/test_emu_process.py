@@ -9,20 +9,11 @@ import time
 
 import httpx
 import pytest
-from emu_helpers import stream
 
 from emulator.process import EmulatorProcess, EmulatorStartError
-from resources.analysis.manifest import parse_ts
-
-
-def _wait_port(path, proc, timeout=10.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists():
-            return int(path.read_text())
-        assert proc.poll() is None, proc.stderr.read()
-        time.sleep(0.01)
-    raise AssertionError("no port file")
+from resources.contract.timestamps import parse_ts
+from tests.support.emulator import stream
+from tests.support.net import wait_port_file
 
 
 def test_cold_start_phases_health_503_then_200(tmp_path):
@@ -31,7 +22,7 @@ def test_cold_start_phases_health_503_then_200(tmp_path):
                              "--cold-start-s", "0.8", "--port", "0", "--port-file", str(port_file)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        port = _wait_port(port_file, proc)
+        port = wait_port_file(port_file, proc)
         assert proc.stdout.readline().strip() == \
             f"servingbench emulator (EMULATED) listening on http://127.0.0.1:{port}"
         base = f"http://127.0.0.1:{port}"

@@ -13,13 +13,12 @@ import httpx
 import pytest
 
 from emulator.process import EmulatorProcess
-from resources.analysis import manifest as mf
 from resources.analysis.analyze import analyze_run
 from resources.analysis.reconcile import reconcile
+from resources.contract import manifest as mf
 from resources.loadgen import run_load
 from resources.loadgen.server_metrics import Scraper, delta, snapshot
-
-from .helpers import config, rows
+from tests.support.loadgen import config, rows
 
 SKEWED = ["--fixed-timing", "5:1", "--cold-start-s", "0"]
 

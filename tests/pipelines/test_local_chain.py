@@ -8,10 +8,10 @@ import os
 
 import pyarrow.parquet as pq
 import pytest
-from chain import checks, materialized, run_job
 
 from pipelines.profiles import Settings
-from resources.load import LoadSettings
+from resources.loadgen.generator import LoadSettings
+from tests.support.chain import checks, materialized, run_job
 
 QUICK = LoadSettings(concurrency=(1, 2), requests_per_step=6, warmup_requests=2,
                      output_tokens=16, input_tokens=64)
@@ -56,7 +56,7 @@ def test_emulator_and_cluster_are_torn_down_when_the_load_fails(tmp_path, monkey
     failing = LoadSettings(concurrency=(1,), requests_per_step=2, warmup_requests=0,
                            output_tokens=4, api_key_env="SB_TEST_NO_SUCH_KEY")
     torn = []
-    from resources.cluster import LocalHostCluster
+    from resources.cluster.local import LocalHostCluster
 
     class WatchedCluster(LocalHostCluster):
         def teardown(self, info):

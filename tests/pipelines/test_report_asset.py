@@ -14,11 +14,11 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from chain import FIXTURES, materialized, replay_resources, run_job
 
-from resources.analysis import manifest as mf
 from resources.analysis.analyze import analyze_run
+from resources.contract import manifest as mf
 from resources.replay import ReplayLoad
+from tests.support.chain import FIXTURES, materialized, replay_resources, run_job
 
 CANDIDATE = "p5-scout-bf16-tp8"
 
