@@ -17,6 +17,7 @@ import dagster as dg
 from assets import cluster as cluster_link
 from assets import load as load_link
 from assets import model as model_link
+from assets import telemetry as telemetry_link
 from assets.partitions import candidate_of, run_value
 from resources.contract import manifest as mf
 from resources.loadgen import ConfigError, LoadError
@@ -80,8 +81,9 @@ def build(partitions_def) -> dg.AssetsDefinition:
                                           emulated=dep.emulated),
                                 "deployed_model", metadata=model_link.metadata(dep))
                 try:
-                    result = r.load_settings.run(candidate, dep.endpoint, dep.served_model,
-                                                 run_dir, run_id, progress=_progress(context))
+                    with telemetry_link.sampling(dep, run_dir, run_id, context.log):
+                        result = r.load_settings.run(candidate, dep.endpoint, dep.served_model,
+                                                     run_dir, run_id, progress=_progress(context))
                 except (LoadError, ConfigError, mf.ManifestError) as exc:
                     raise dg.Failure(description=f"load generator: {exc}",
                                      metadata={"run_dir": dg.MetadataValue.path(str(run_dir))}) from None
@@ -95,7 +97,8 @@ def build(partitions_def) -> dg.AssetsDefinition:
         yield dg.Output(run_value(run_id, run_dir, rows=result.n_requests),
                         "steady_state_request_log",
                         metadata=load_link.log_metadata(run_dir, "steady_state_request_log",
-                                                        manifest, "steady"))
+                                                        manifest, "steady")
+                        | telemetry_link.metadata(run_dir))
 
     return benchmark_run
 

@@ -111,6 +111,8 @@ class EksSettings:
     source_ranges: tuple[str, ...] = ()  # CIDRs allowed to reach the load balancer
     lb_scheme: str = "internal"  # run the pipeline inside the VPC; internet-facing otherwise
     endpoint_url: str | None = None  # tests only (moto)
+    dcgm_url: str | None = None  # the engine node's dcgm-exporter /metrics (docs/telemetry.md)
+    neuron_monitor_url: str | None = None  # the neuron-monitor sidecar's report (deploy/)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> EksSettings:
@@ -132,7 +134,14 @@ class EksSettings:
                    capacity_reservation_id=env.get("SERVINGBENCH_EKS_CAPACITY_RESERVATION_ID") or None,
                    expose=env.get("SERVINGBENCH_EKS_EXPOSE", "load_balancer"),
                    source_ranges=split("SOURCE_RANGES"),
-                   lb_scheme=env.get("SERVINGBENCH_EKS_LB_SCHEME", "internal"))
+                   lb_scheme=env.get("SERVINGBENCH_EKS_LB_SCHEME", "internal"),
+                   dcgm_url=env.get("SERVINGBENCH_EKS_DCGM_URL") or None,
+                   neuron_monitor_url=env.get("SERVINGBENCH_EKS_NEURON_MONITOR_URL") or None)
+
+    def telemetry(self) -> tuple[dict, ...]:
+        return tuple([{"kind": "dcgm", "url": self.dcgm_url}] * bool(self.dcgm_url)
+                     + [{"kind": "neuron_monitor", "url": self.neuron_monitor_url}]
+                     * bool(self.neuron_monitor_url))
 
 
 @dataclass
@@ -171,7 +180,8 @@ class EksResources:
                                            timeout_s=s.provision_timeout_s),
             "model_server": KubeModelServer(self.kube, expose=s.expose,
                                             source_ranges=s.source_ranges,
-                                            lb_scheme=s.lb_scheme, timeout_s=s.deploy_timeout_s),
+                                            lb_scheme=s.lb_scheme, timeout_s=s.deploy_timeout_s,
+                                            telemetry=s.telemetry()),
             "bill_source": CostExplorerBill(self.billing),
         }
 

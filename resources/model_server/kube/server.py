@@ -57,8 +57,9 @@ class KubeModelServer(ModelServer):
     def __init__(self, kube: Callable[[], KubeClient], *, expose: str = "load_balancer",
                  source_ranges: tuple[str, ...] = (), lb_scheme: str = "internal",
                  timeout_s: float = 3600.0, poll_s: float = 10.0,
-                 clock: Callable[[], int] = time.time_ns):
+                 clock: Callable[[], int] = time.time_ns, telemetry: tuple[dict, ...] = ()):
         self.kube, self.timeout_s, self.poll_s, self.clock = kube, timeout_s, poll_s, clock
+        self.telemetry = list(telemetry)  # DCGM exporter / neuron-monitor endpoints (docs/telemetry.md)
         self.expose = {"expose": expose, "source_ranges": tuple(source_ranges),
                        "lb_scheme": lb_scheme}
 
@@ -85,7 +86,9 @@ class KubeModelServer(ModelServer):
                            "image_digest": candidate.image_digest},
                     phases=phases, emulated=False,
                     details={"pod": up.pod, "deployment": spec.name,
-                             "scheduling_s": _seconds(up.phases.get("scheduling"))})
+                             "scheduling_s": _seconds(up.phases.get("scheduling"))},
+                    telemetry=[{"kind": "engine_metrics", "url": f"{endpoint}/metrics"},
+                               *self.telemetry])
         finally:
             kube.close()
 
