@@ -107,14 +107,23 @@ class HostProcessSource:
         return [self.seen[p.pid] for p in procs]
 
     def sample(self) -> list[Row]:
+        try:
+            gone = self.proc.status() == self.psutil.STATUS_ZOMBIE  # exited, not yet reaped
+        except self.psutil.NoSuchProcess:
+            gone = True
+        if gone:
+            raise SourceError(f"engine process {self.proc.pid} is gone")
         cpu = mem = 0.0
         for p in self._processes():
             try:
                 cpu += p.cpu_percent(None)
-                mem += p.memory_info().rss
+                rss = p.memory_info().rss
             except self.psutil.NoSuchProcess:
-                if p.pid == self.proc.pid:
-                    raise SourceError(f"engine process {p.pid} is gone") from None
+                rss = 0
+            # a live process always has resident pages; none means it died while being read
+            if p.pid == self.proc.pid and rss == 0:
+                raise SourceError(f"engine process {p.pid} is gone")
+            mem += rss
         return [("host", "host_cpu_util", cpu / 100.0 / self.cores),
                 ("host", "host_mem_used_bytes", mem)]
 
