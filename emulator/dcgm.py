@@ -77,14 +77,16 @@ class DeviceModel:
         now = time.perf_counter_ns()
         util = self.utilization(now)
         used = min(self.total_bytes, self.static_bytes + kv_usage * self.kv_bytes_full)
+        used_mib = round(used / MIB)
         power = self.idle_w + (self.max_w - self.idle_w) * util
         energy_j = (self.idle_w * (now - self.start_ns)
                     + (self.max_w - self.idle_w) * self.busy_until(now)) / 1e9
         values = {
             "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %).", round(util * 100.0, 3)),
-            "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB).", round(used / MIB, 3)),
+            # whole MiB, as DCGM reports framebuffer
+            "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB).", used_mib),
             "DCGM_FI_DEV_FB_FREE": ("gauge", "Framebuffer memory free (in MiB).",
-                                    round((self.total_bytes - used) / MIB, 3)),
+                                    int(self.total_bytes // MIB) - used_mib),
             "DCGM_FI_DEV_POWER_USAGE": ("gauge", "Power draw (in W).", round(power, 3)),
             "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": (
                 "counter", "Total energy consumption since boot (in mJ).", round(energy_j * 1e3, 3)),
