@@ -11,6 +11,7 @@ never stops a run. Times come from one perf_counter clock mapped to UTC once (co
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from resources.contract.schemas import PARTIAL_SUFFIX, TELEMETRY, read_partial_s
 from resources.telemetry.sources import HostProcessSource, NeuronMonitorSource, PrometheusSource
 
 NAME = "telemetry"
+_USERINFO = re.compile(r"//[^/@\s]+@")  # credentials in a URL never reach a log
 DEFAULT_INTERVAL_S = 1.0
 
 
@@ -66,6 +68,7 @@ class Sampler:
         self.thread: threading.Thread | None = None
         self.ticks = self.errors = self.rows = 0
         self.last_error: str | None = None
+        self.write_failed = False
         perf0, utc, perf1 = time.perf_counter_ns(), time.time_ns(), time.perf_counter_ns()
         self.offset_ns = utc - (perf0 + perf1) // 2
         self.partial = self.run_dir / f"{NAME}{PARTIAL_SUFFIX}"
@@ -123,7 +126,8 @@ class Sampler:
                 got = src.sample()
             except Exception as exc:  # any failure is a recorded gap, never the run's end
                 self.errors += 1
-                self.last_error = f"{src.source}: {type(exc).__name__}: {str(exc)[:200]}"
+                self.last_error = _USERINFO.sub("//***@", f"{src.source}: {type(exc).__name__}: "
+                                                          f"{str(exc)[:200]}")
                 got = [(src.error_device, "sample_error", None)]
             for device, metric, value in got:
                 cols["run_id"].append(self.run_id)
@@ -133,10 +137,14 @@ class Sampler:
                 cols["metric"].append(metric)
                 cols["value"].append(value)
         self.ticks += 1
-        if cols["run_id"]:
-            self.rows += len(cols["run_id"])
-            self.writer.write_batch(_batch(cols))
-            self.sink.flush()
+        if cols["run_id"] and not self.write_failed:
+            try:
+                self.writer.write_batch(_batch(cols))
+                self.sink.flush()
+                self.rows += len(cols["run_id"])
+            except OSError as exc:  # a full disk ends the sampling, not the run
+                self.write_failed = True
+                self.last_error = f"writing {self.partial}: {exc}"
 
     def summary(self) -> dict:
         return {"ticks": self.ticks, "rows": self.rows, "sample_errors": self.errors,

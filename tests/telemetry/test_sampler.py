@@ -128,3 +128,16 @@ def test_unknown_source_kind_and_bad_interval_are_clear_errors(tmp_path):
         sources_from([{"kind": "nvml"}])
     with pytest.raises(ValueError, match="interval"):
         Sampler(tmp_path, "run-1", [], interval_s=0)
+
+
+def test_credentials_in_a_source_url_never_reach_the_error_text(tmp_path):
+    with fake_dcgm([GPU_A]) as dcgm:
+        dcgm.fail = True  # the error names the URL it read
+        url = dcgm.url.replace("http://", "http://scraper:s3cret-token@") + "/metrics"
+        sampler = Sampler(tmp_path, "run-1", sources_from([{"kind": "dcgm", "url": url}]),
+                          interval_s=0.05).start()
+        assert wait_for(lambda: sampler.errors >= 1)
+        sampler.stop()
+    assert "HTTP 503" in sampler.summary()["last_error"]
+    assert "s3cret-token" not in sampler.summary()["last_error"]
+    assert not any("s3cret" in str(v) for r in rows_of(tmp_path) for v in r.values())
