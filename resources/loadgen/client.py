@@ -31,6 +31,9 @@ MAX_EVENT_BYTES = 1 << 20  # one SSE event; a longer one is a protocol_error
 _COMPLETION = re.compile(rb'"completion_tokens"\s*:\s*(\d{1,10})\s*[,}]')
 _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d{1,10})\s*[,}]')
 _now = time.perf_counter_ns
+# Error text keeps this much of what the server sent: redaction runs on all of it before
+# the message is cut to its short length, so a secret is never cut in half first.
+_SNIP = 1024
 
 
 class Request:
@@ -145,12 +148,12 @@ def _on_json(req: Request, payload: bytes, at: int) -> bool:
     try:
         obj = json.loads(payload)
     except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack
-        raise Malformed(f"malformed SSE data: {payload[:60]!r}") from None
+        raise Malformed(f"malformed SSE data: {payload[:_SNIP]!r}") from None
     if not isinstance(obj, dict):
-        raise Malformed(f"malformed SSE data: {payload[:60]!r}")
+        raise Malformed(f"malformed SSE data: {payload[:_SNIP]!r}")
     if "error" in obj:
         err = obj["error"]
-        raise Malformed("server error in stream: " + str(err.get("message") if isinstance(err, dict) else err)[:200])
+        raise Malformed("server error in stream: " + str(err.get("message") if isinstance(err, dict) else err)[:_SNIP])
     usage = obj.get("usage")
     if usage is not None and not isinstance(usage, dict):
         raise Malformed(f"usage is a {type(usage).__name__}, not an object")
@@ -186,7 +189,7 @@ def _on_event(req: Request, event: bytes, at: int) -> bool:
 
 
 async def _consume(resp: aiohttp.ClientResponse, req: Request, tm: asyncio.Timeout,
-                   total_deadline: float) -> None:
+                   total_deadline: float, secrets: tuple[str, ...]) -> None:
     # The common read holds whole events: they are cut straight from `data`. Only a
     # partial event waits in `buf`, a bytearray that grows in place; the separator search
     # resumes where the last one stopped, so an event that trickles in is scanned once.
@@ -243,7 +246,7 @@ async def _consume(resp: aiohttp.ClientResponse, req: Request, tm: asyncio.Timeo
         try:
             json.loads(tail[5:].strip())
         except (ValueError, RecursionError):
-            req.status, req.error = "protocol_error", f"malformed SSE data at end of stream: {tail[5:40]!r}"
+            req.status, req.error = "protocol_error", short_error(f"malformed SSE data at end of stream: {tail[5:_SNIP]!r}", secrets)
             return
     req.status, req.error = "disconnect", f"stream ended without [DONE] after {n} chunks"
 
@@ -294,7 +297,7 @@ async def send(session: aiohttp.ClientSession, url: str, body: bytes, headers: d
                 why = _stream_type(resp)
                 if why is not None:
                     raise Malformed(why)
-                await _consume(resp, req, tm, total_deadline)
+                await _consume(resp, req, tm, total_deadline, secrets)
     except TimeoutError:
         req.status = "timeout"
         if req.chunk_at:

@@ -291,6 +291,16 @@ class _Run:
                     loop.remove_signal_handler(signal.SIGTERM)
 
 
+def _presize(workload: Workload) -> None:
+    """Size every prompt length the run will ask for now, before any step: a `/tokenize`
+    call is blocking, and one in the middle of a step would stall every request in flight."""
+    if workload.dataset is None:
+        workload.filler(workload.cfg.input_tokens)
+        return
+    for target in sorted({r["input_tokens"] for r in workload.dataset if "prompt" not in r}):
+        workload.filler(target)
+
+
 def _check_profile(cfg: LoadConfig) -> None:
     seen = [r for _, r in cfg.profile if r > 0] + list(cfg.rates)
     if len(set(seen)) != len(seen):
@@ -367,8 +377,7 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
         secrets = (key,)
     stream_options, emulated = probe(cfg, headers, secrets)
     workload = Workload(cfg, Tokenizer(cfg.base_url, cfg.model, dict(headers), cfg.use_tokenize))
-    if not cfg.dataset:
-        workload.filler(cfg.input_tokens)
+    _presize(workload)
     recorder = Recorder(run_dir, m["run_id"], clock)
     run = _Run(cfg, recorder, workload, clock, stream_options, {**headers, **cfg.headers},
                secrets, make_progress(progress))
