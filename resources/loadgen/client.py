@@ -267,7 +267,7 @@ def _stream_type(resp: aiohttp.ClientResponse) -> str | None:
     ctype = resp.headers.get("Content-Type")
     if ctype is None or ctype.split(";")[0].strip().lower() == "text/event-stream":
         return None
-    return f"HTTP 200 with Content-Type {ctype[:60]!r}, not text/event-stream"
+    return f"HTTP 200 with Content-Type {ctype[:_SNIP]!r}, not text/event-stream"
 
 
 async def send(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str],
