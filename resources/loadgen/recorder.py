@@ -179,6 +179,13 @@ def unrecordable(row: dict, exc: BaseException) -> dict:
         lo, hi = _INTS[k]
         if out[k] is not None and (type(out[k]) is not int or not lo <= out[k] <= hi):
             out[k] = None
+    for k in ("run_id", "request_id", "phase", "step", "load_mode"):
+        if not isinstance(out[k], str):
+            out[k] = str(out[k])
+    try:
+        out["target"] = float(out["target"])
+    except (TypeError, ValueError):
+        out["target"] = float("nan")
     out.update(chunks=0, status="protocol_error", output_tokens_source="chunks",
                error=f"unrecordable answer: {type(exc).__name__}: {str(exc)[:120]}")
     return out

@@ -30,6 +30,7 @@ VOCAB = (
 ).split()
 PREFIX_WORDS = 8
 TOKENIZE_MAX_BYTES = 16 << 20  # a token id list for a 128k-token prompt is about 1 MiB
+TOKENIZE_DEADLINE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -72,10 +73,11 @@ class Tokenizer:
     def count(self, text: str) -> int:
         if self.available:
             try:
-                with httpx.Client(timeout=30) as http:
+                with httpx.Client(timeout=TOKENIZE_DEADLINE_S) as http:
                     r, raw = control.request(http, "POST", self.url, headers=self.headers,
                                              json={"model": self.model, "prompt": text},
-                                             max_bytes=TOKENIZE_MAX_BYTES, deadline_s=30)
+                                             max_bytes=TOKENIZE_MAX_BYTES,
+                                             deadline_s=TOKENIZE_DEADLINE_S)
                 if r.status_code == 200:
                     self.calls += 1
                     body = json.loads(raw)
