@@ -139,7 +139,19 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
             if p is None:
                 return _on_json(req, payload, at)  # a prompt count the fast path cannot read
             req.input_tokens = _count(int(p.group(1)), "prompt_tokens")
-        _add_usage(req, _count(int(m.group(1)), "completion_tokens"), at)
+        total = int(m.group(1))  # the regex admits 0..9_999_999_999 only
+        if total > MAX_TOKENS:
+            raise Malformed(f"usage.completion_tokens is not a token count: {total}")
+        req.usage_total = total
+        if req.no_usage_content:
+            return False  # a usage-only final chunk after content streamed without usage
+        delta = total - req.usage_cum
+        if delta > 0:
+            req.usage_cum = total
+            req.chunk_at.append(at)
+            req.chunk_tokens.append(delta)
+        elif delta < 0:
+            raise Malformed(f"usage.completion_tokens went down from {req.usage_cum} to {total}")
         return False
     return _on_json(req, payload, at)
 
@@ -217,7 +229,7 @@ async def _consume(resp: aiohttp.ClientResponse, req: Request, tm: asyncio.Timeo
             i = data.find(b"\n\n", scan)
             if i < 0:
                 break
-            done = _on_event(req, bytes(data[start:i]), at)
+            done = _on_event(req, data[start:i], at)
             start = scan = i + 2
             if done:
                 break
@@ -226,10 +238,13 @@ async def _consume(resp: aiohttp.ClientResponse, req: Request, tm: asyncio.Timeo
         if data is buf:
             if start:
                 del buf[:start]  # O(1): a bytearray drops its head by moving its start
+            scan = len(buf) - 1 if buf else 0
         elif start < len(data):
             buf = bytearray(memoryview(data)[start:])
-        scan = max(0, len(buf) - 1)
-        if len(buf) > MAX_EVENT_BYTES:
+            scan = len(buf) - 1
+        else:
+            scan = 0  # the common read: whole events only, nothing left over
+        if scan >= MAX_EVENT_BYTES:
             raise Malformed(f"an SSE event exceeds {MAX_EVENT_BYTES} bytes without ending")
         if not first_seen and req.chunk_at:
             first_seen = True

@@ -110,7 +110,7 @@ TEMPLATES = {
 def test_redaction_never_lets_a_secret_through(kind, data, before, after):
     template, alphabet = TEMPLATES[kind]
     secret = data.draw(st.text(alphabet=alphabet, min_size=12, max_size=60))
-    assume(secret not in before + after)
+    assume(secret not in before + after + template)  # e.g. "Authorizatio" is no secret
     text = f"{before} {template.format(secret)} {after}"
     assert secret not in redact(text)
     assert secret not in short_error(text)
