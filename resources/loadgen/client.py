@@ -19,6 +19,7 @@ from resources.loadgen.redact import short_error
 
 _COMPLETION = re.compile(rb'"completion_tokens"\s*:\s*(\d+)')
 _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
+_CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d+)')
 _now = time.perf_counter_ns
 
 
@@ -29,6 +30,7 @@ class Request:
         "request_id", "phase", "step", "load_mode", "target", "scheduled", "sent", "finished",
         "input_tokens", "usage_total", "usage_cum", "no_usage_content", "chunk_at", "chunk_tokens",
         "status", "http_status", "error", "emulated",
+        "session_id", "turn", "cached_tokens", "text",
     )
 
     def __init__(self, request_id: str, phase: str, step: str, load_mode: str, target: float,
@@ -44,6 +46,12 @@ class Request:
         self.status = "cancelled"
         self.http_status = self.error = None
         self.emulated = False
+        self.session_id: str | None = None
+        self.turn: int | None = None
+        self.cached_tokens: int | None = None
+        # multi-turn sessions need the answer's text for the next turn's history; None
+        # keeps the hot path free of JSON decoding for every other workload
+        self.text: list[str] | None = None
 
     # --- derived at record time -------------------------------------------------------
     @property
@@ -83,6 +91,11 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
             p = _PROMPT.search(payload)
             if p is not None:
                 req.input_tokens = int(p.group(1))
+            c = _CACHED.search(payload)
+            if c is not None:
+                req.cached_tokens = int(c.group(1))
+        if req.text is not None:
+            _keep_text(req, payload)
         if req.no_usage_content:
             return False  # a usage-only final chunk after content streamed without usage
         delta = total - req.usage_cum
@@ -100,6 +113,8 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
     if "error" in obj:
         err = obj["error"]
         raise _Malformed("server error in stream: " + str(err.get("message") if isinstance(err, dict) else err))
+    if req.text is not None:
+        req.text.append(_content(obj))
     if _has_content(obj):
         req.no_usage_content = True
         req.chunk_at.append(at)
@@ -110,7 +125,30 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
             req.usage_total = int(usage["completion_tokens"])
         if req.input_tokens is None and usage.get("prompt_tokens") is not None:
             req.input_tokens = int(usage["prompt_tokens"])
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+            req.cached_tokens = details["cached_tokens"]
     return False
+
+
+def _content(obj: dict) -> str:
+    parts = []
+    for choice in obj.get("choices") or ():
+        if choice.get("text"):
+            parts.append(choice["text"])
+        delta = choice.get("delta") or choice.get("message")
+        if delta and delta.get("content"):
+            parts.append(delta["content"])
+    return "".join(parts)
+
+
+def _keep_text(req: Request, payload: bytes) -> None:
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        return  # the fast path's regex matched a broken chunk: nothing to keep
+    if isinstance(obj, dict):
+        req.text.append(_content(obj))
 
 
 def _on_event(req: Request, event: bytes, at: int) -> bool:
