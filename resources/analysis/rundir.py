@@ -85,7 +85,7 @@ def open_run(path: Path, duckdb_path: str = ":memory:") -> RunFolder:
             has_bill = has_bill or name == "bill"
             if where.suffix == ".parquet":
                 _check_parquet_schema(where, schema)
-                rel = con.read_parquet(str(where)).select(*_columns(where, schema))
+                rel = con.read_parquet(str(where)).project(", ".join(_columns(where, schema)))
             else:
                 partial.append(name)
                 con.register(view, read_records(path, name))
