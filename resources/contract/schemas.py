@@ -162,6 +162,8 @@ def read_records(run_dir: Path, name: str) -> pa.Table | None:
     try:
         if path.suffix == ".parquet":
             table = pq.read_table(path)
+        elif path.stat().st_size == 0:  # Arrow writes a stream's schema with its first batch
+            table = schema.empty_table()
         else:
             table = read_partial_stream(path)
     except SchemaError:
