@@ -10,7 +10,7 @@ from resources.loadgen.scenarios.spec import BATCH_INPUT_TOKENS, BATCH_OUTPUT_TO
 
 
 @dataclass(frozen=True)
-class LoadSettings:
+class LoadGenerator:
     concurrency: tuple[int, ...] | None = None   # override every candidate's plan
     rates: tuple[float, ...] | None = None
     requests_per_step: int | None = None
