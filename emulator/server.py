@@ -22,6 +22,7 @@ from emulator.groundtruth import Clock, GroundTruth, format_ts
 from emulator.httpproto import HttpConnection, Request
 from emulator.metrics import Metrics
 from emulator.model import PerfModel
+from emulator.prefix_cache import PrefixCache
 from emulator.scheduler import Scheduler
 from emulator.stream import Stream
 
@@ -43,6 +44,7 @@ class Options:
     cold_start_s: float | None = None
     fault_rates: dict[str, float] = field(default_factory=dict)
     metrics_token_skew: float = 1.0
+    prefix_cache: bool = True
 
 
 class App:
@@ -68,6 +70,7 @@ class App:
             self.engine = ModelEngine(loop, self.metrics, sched, opts.time_scale)
             self.metrics.devices = DeviceModel(cfg, opts.fit.overhead_gb / cfg.tp, kv_tokens,
                                                self.model.kv_bytes_per_token)
+        self.prefix_cache = PrefixCache(kv_tokens) if opts.prefix_cache else None
         self.ready = False
         self.phases: dict[str, dict[str, str | None]] = {}
         self.max_num_seqs = max_seqs
@@ -95,7 +98,7 @@ class App:
                   "max_model_len": self.max_model_len,
                   "fixed_timing_ms": list(o.fixed_timing) if o.fixed_timing else None,
                   "continuous_usage": o.continuous_usage, "usage": o.usage,
-                  "fault_rates": o.fault_rates, "metrics_token_skew": o.metrics_token_skew,
+                  "fault_rates": o.fault_rates, "prefix_cache": o.prefix_cache, "metrics_token_skew": o.metrics_token_skew,
                   "fit": o.fit.message, "cold_start_plan_s": dict(self.cold_start_plan()),
                   "calibrated": False}
         return {"emulated": True, "ready": self.ready, "phases": self.phases, "config": config,
@@ -165,16 +168,19 @@ class App:
             raise api.ApiError(400, str(exc), "X-Servingbench-Fault") from None
         g = api.parse_generation(req.body, chat, self.served_model, self.max_model_len)
         o = self.opts
+        cached = self.prefix_cache.admit(g.prompt) if self.prefix_cache is not None else 0
         g = api.GenRequest(g.chat, g.stream, g.include_usage and o.usage,
                            g.continuous_usage and g.include_usage and o.usage and o.continuous_usage,
-                           g.prompt_tokens, g.max_tokens, g.min_tokens, g.ignore_eos)
+                           g.prompt_tokens, g.max_tokens, g.min_tokens, g.ignore_eos,
+                           None, cached)
         target, finish = self._length(g)
         if not f.any and o.fault_rates:
             f = faults.draw(o.fault_rates, self.rng, target)
         self.ids += 1
         cid = ("chatcmpl-" if chat else "cmpl-") + f"{o.seed:x}{self.ids:08x}"
-        stream = Stream(self, conn, g, f, cid, req.headers.get("x-request-id"),
-                        req.arrival_perf_ns, target, finish, self.ids * 7)
+        stream = Stream(self.served_model, self.metrics, self.finished, conn, g, f, cid,
+                        req.headers.get("x-request-id"), req.arrival_perf_ns, target, finish,
+                        self.ids * 7)
         if f.status is not None:
             conn.respond(f.status, api.error_body(f.status, f"emulated fault: status {f.status}"))
             stream.headers_ns = time.perf_counter_ns()
