@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from emulator.process import EmulatorProcess
 from pipelines.profiles import Settings
 from resources.contract.timestamps import parse_ts
-from resources.loadgen.generator import LoadSettings
+from resources.loadgen.generator import LoadGenerator
 from resources.model_server.emulator import EmulatorModelServer
 from resources.telemetry import Sampler, sources_from
 from tests.support.chain import materialized, run_job
@@ -74,7 +74,7 @@ class ExtraTelemetry:
 
 def test_chain_samples_beside_the_load_and_a_dead_source_never_stops_it(tmp_path):
     # steps of a few seconds, so each holds several 1 s samples
-    load = LoadSettings(concurrency=(1, 2), requests_per_step=6, warmup_requests=2,
+    load = LoadGenerator(concurrency=(1, 2), requests_per_step=6, warmup_requests=2,
                         output_tokens=200, input_tokens=64)
     settings = Settings(data_dir=tmp_path, time_scale=1.0, cold_start_s=0.2, load=load)
     dead = [{"kind": "dcgm", "url": "http://127.0.0.1:9/metrics"}]  # discard port: refused
