@@ -6,8 +6,6 @@ One implementation: `servingbench analyze`, the Dagster assets and the tests all
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pyarrow as pa
 from resources.analysis import sqlfiles
 from resources.analysis.gates import Gate, run_gates
 from resources.analysis.rundir import RunFolder, open_run
+from resources.contract import durable
 from resources.contract.manifest import ManifestError
 from resources.contract.schemas import SchemaError, write_parquet
 
@@ -78,9 +77,7 @@ def cost_tables(run: RunFolder, metrics: pa.Table,
 
 
 def _write_gates(run_dir: Path, gates: list[Gate]) -> None:
-    tmp = run_dir / "gates.json.tmp"
-    tmp.write_text(json.dumps([g.as_dict() for g in gates], indent=2) + "\n")
-    os.replace(tmp, run_dir / "gates.json")
+    durable.write_json(run_dir / "gates.json", [g.as_dict() for g in gates])
 
 
 def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,

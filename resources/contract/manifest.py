@@ -6,11 +6,11 @@ Timestamps are RFC 3339 strings with nanoseconds and `Z` (resources/contract/tim
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
+from resources.contract import durable
 from resources.contract.timestamps import format_ts, parse_ts
 
 RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -114,16 +114,9 @@ def load(path: Path) -> dict:
 
 
 def dump(m: dict, path: Path) -> None:
-    """Validate, then write atomically (write a temp file, fsync, rename)."""
+    """Validate, then write atomically and durably (resources/contract/durable.py)."""
     validate(m)
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(m, f, indent=2)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
+    durable.write_json(path, m)
 
 
 def empty(run_id: str, source: str, created_at_ns: int) -> dict:

@@ -12,6 +12,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from resources.contract import durable
+
 TS = pa.timestamp("ns", tz="UTC")
 
 REQUEST_LOG = pa.schema(
@@ -163,7 +165,5 @@ def read_records(run_dir: Path, name: str) -> pa.Table | None:
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
-    """Write atomically: a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)
+    """Write atomically and durably (resources/contract/durable.py): never half a file."""
+    durable.write_with(path, lambda f: pq.write_table(table, f))

@@ -18,6 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from resources.contract import durable
 from resources.report import cdf
 from resources.report.rundata import RunData, latest_per_candidate
 
@@ -81,10 +82,8 @@ def _figure(width: float, emulated: bool, ncols: int = 1, bottom: float = 0.12
 @_styled
 def _save(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, format="png", dpi=DPI, facecolor="white")
-    tmp.replace(path)
-    return path
+    return durable.write_with(path, lambda f: fig.savefig(f, format="png", dpi=DPI,
+                                                          facecolor="white"))
 
 
 def _step_order(run: RunData, extra: Iterable[str] = ()) -> list[str]:
