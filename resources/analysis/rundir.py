@@ -2,8 +2,8 @@
 DuckDB connection with one view per record set (`steady`, `warmup`, `chunks`, `bill`) and
 the table `chunk_gaps` (sql/chunk_gaps.sql) that the gates and the metrics share.
 
-Parquet files are scanned by DuckDB directly (only their schema is read here), so a
-12.8M-row chunk log never passes through Python. A run killed half-way is read from its
+Parquet files are scanned by DuckDB as Arrow datasets over their exact paths (only their
+schema is read here), so a 12.8M-row chunk log never passes through Python. A run killed half-way is read from its
 `.partial.arrows` streams.
 """
 
@@ -14,11 +14,21 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from resources.analysis import sqlfiles
 from resources.contract import manifest as manifest_mod
-from resources.contract.schemas import RUN_FILES, SchemaError, conform, read_records, record_path
+from resources.contract.schemas import (
+    OPTIONAL,
+    PARTIAL_SUFFIX,
+    RUN_FILES,
+    SchemaError,
+    conform,
+    full_schema,
+    read_records,
+    record_files,
+)
 
 VIEWS = {"steady_state_request_log": "steady", "warmup_log": "warmup", "chunk_log": "chunks",
          "bill": "bill"}
@@ -43,12 +53,32 @@ class RunFolder:
         self.close()
 
 
-def _check_parquet_schema(path: Path, schema: pa.Schema) -> None:
+def _check_parquet_schema(path: Path, name: str) -> None:
     try:
         found = pq.read_schema(path)
     except (pa.ArrowException, OSError) as exc:
         raise SchemaError(f"{path}: unreadable parquet ({exc})") from exc
-    conform(found.empty_table(), schema, path)
+    conform(found.empty_table(), RUN_FILES[name], path, OPTIONAL.get(name))
+
+
+def _register(con: duckdb.DuckDBPyConnection, run_dir: Path, name: str, view: str) -> str:
+    """Make record set `name` the view `view`; returns how it was read.
+
+    Files are handed to DuckDB as an Arrow dataset over their exact paths: DuckDB's own
+    read_parquet expands `*`, `?` and `[...]` in a path, so a folder named `a[1]` would read
+    `a1/`. Shards are unioned with the merged file; a missing optional column reads as null.
+    """
+    files = record_files(run_dir, name)
+    if not files:
+        return "missing"
+    if any(f.name.endswith(PARTIAL_SUFFIX) for f in files):
+        con.register(view, read_records(run_dir, name))
+        return "partial"
+    for f in files:
+        _check_parquet_schema(f, name)
+    con.register(view, ds.dataset([str(f) for f in files], format="parquet",
+                                  schema=full_schema(name)))
+    return "parquet"
 
 
 def open_run(path: Path, duckdb_path: str = ":memory:") -> RunFolder:
@@ -63,21 +93,14 @@ def open_run(path: Path, duckdb_path: str = ":memory:") -> RunFolder:
     has_bill = False
     try:
         for name, view in VIEWS.items():
-            where = record_path(path, name)
-            if where is None:
+            how = _register(con, path, name, view)
+            if how == "missing":
                 if name in REQUIRED:
                     raise SchemaError(f"{path / (name + '.parquet')}: missing")
                 continue
-            schema = RUN_FILES[name]
             has_bill = has_bill or name == "bill"
-            if where.suffix == ".parquet":
-                _check_parquet_schema(where, schema)
-                rel = con.read_parquet(str(where)).select(*[f'"{n}"' for n in schema.names])
-            else:
+            if how == "partial":
                 partial.append(name)
-                con.register(view, read_records(path, name))
-                continue
-            rel.create_view(view)
         # chunk gaps are needed by both the gates and the metrics: compute them once
         con.sql(sqlfiles.load("chunk_gaps")).create("chunk_gaps")
     except Exception:

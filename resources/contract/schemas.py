@@ -6,6 +6,9 @@ may hold nulls on disk; the gates (§5) decide what a null means.
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from pathlib import Path
 
 import pyarrow as pa
@@ -89,33 +92,66 @@ RUN_FILES: dict[str, pa.Schema] = {
 PARTIAL_SUFFIX = ".partial.arrows"
 
 
+# contract §2.2: request-log columns that newer writers add and older files lack. A reader
+# treats a missing one as entirely null; a present one must have exactly this type.
+REQUEST_LOG_OPTIONAL = pa.schema(
+    [
+        ("worker", pa.string()),
+        ("session_id", pa.string()),
+        ("turn", pa.int32()),
+        ("cached_tokens", pa.int64()),
+    ]
+)
+OPTIONAL: dict[str, pa.Schema] = {
+    "warmup_log": REQUEST_LOG_OPTIONAL,
+    "steady_state_request_log": REQUEST_LOG_OPTIONAL,
+}
+# Record sets that several load workers may store as shards `<log>.<worker>.parquet` (§6).
+SHARDED = ("warmup_log", "steady_state_request_log", "chunk_log")
+_WORKER = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 class SchemaError(ValueError):
     """A record file is unreadable or does not match its schema. Names file and column."""
 
 
-def conform(table: pa.Table, schema: pa.Schema, path: Path | str) -> pa.Table:
+def full_schema(name: str) -> pa.Schema:
+    """The columns a reader returns for record set `name`: required, then optional ones."""
+    extra = OPTIONAL.get(name)
+    return pa.schema(list(RUN_FILES[name]) + (list(extra) if extra else []))
+
+
+def conform(table: pa.Table, schema: pa.Schema, path: Path | str,
+            optional: pa.Schema | None = None) -> pa.Table:
     """Check `table` against `schema` by name and type; return it in schema order.
 
     A missing, unexpected (e.g. misspelt) or mistyped column raises SchemaError naming
-    the file, the column and the expected type. Nullability flags are ignored.
+    the file, the column and the expected type. Nullability flags are ignored. Columns of
+    `optional` may be absent (they come back all-null) but never mistyped.
     """
     have = {f.name: f.type for f in table.schema}
+    optional = optional if optional is not None else pa.schema([])
     for field in schema:
         if field.name not in have:
-            extra = sorted(set(have) - set(schema.names))
+            extra = sorted(set(have) - set(schema.names) - set(optional.names))
             hint = f" (found unexpected {', '.join(map(repr, extra))}: misspelt?)" if extra else ""
             raise SchemaError(
                 f"{path}: missing column {field.name!r}, expected type {field.type}{hint}"
             )
-        if have[field.name] != field.type:
+    for field in list(schema) + list(optional):
+        if field.name in have and have[field.name] != field.type:
             raise SchemaError(
                 f"{path}: column {field.name!r} has type {have[field.name]}, "
                 f"expected {field.type}"
             )
-    extra = [name for name in have if name not in schema.names]
+    extra = [name for name in have if name not in schema.names and name not in optional.names]
     if extra:
         raise SchemaError(f"{path}: unexpected column {extra[0]!r} (not in the contract: misspelt?)")
-    return table.select(schema.names).cast(schema)
+    out = table.select(schema.names).cast(schema)
+    for field in optional:
+        col = table[field.name] if field.name in have else pa.nulls(len(table), field.type)
+        out = out.append_column(field, col)
+    return out
 
 
 def read_partial_stream(path: Path) -> pa.Table:
@@ -137,31 +173,72 @@ def read_partial_stream(path: Path) -> pa.Table:
     return pa.Table.from_batches(batches, schema=schema)
 
 
+def _existing_file(path: Path) -> Path | None:
+    """`path` if it names a regular file, None if nothing is there; a folder or other
+    non-file under a record's name is malformed input, not an absent record."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SchemaError(f"{path}: unreadable ({exc})") from None
+    if not stat.S_ISREG(mode):
+        raise SchemaError(f"{path}: expected a file, found a folder or special file")
+    return path
+
+
 def record_path(run_dir: Path, name: str) -> Path | None:
     """The file holding record set `name` in `run_dir`: parquet, else a partial stream."""
-    final = run_dir / f"{name}.parquet"
-    if final.exists():
-        return final
-    partial = run_dir / f"{name}{PARTIAL_SUFFIX}"
-    return partial if partial.exists() else None
+    return (_existing_file(run_dir / f"{name}.parquet")
+            or _existing_file(run_dir / f"{name}{PARTIAL_SUFFIX}"))
 
 
-def read_records(run_dir: Path, name: str) -> pa.Table | None:
-    """Read and check one record set of a run folder; None when the folder has none."""
-    schema = RUN_FILES[name]
-    path = record_path(run_dir, name)
-    if path is None:
-        return None
+def shard_paths(run_dir: Path, name: str) -> list[Path]:
+    """The worker shards `<name>.<worker>.parquet` of a record set (§6), by exact name.
+
+    The folder is listed and names compared as strings: a run folder whose name holds
+    `*`, `?` or `[` is never read as a pattern.
+    """
+    if name not in SHARDED:
+        return []
+    prefix, suffix = f"{name}.", ".parquet"
+    found = []
+    for entry in sorted(os.listdir(run_dir)):
+        if entry.startswith(prefix) and entry.endswith(suffix):
+            worker = entry[len(prefix):-len(suffix)]
+            if _WORKER.fullmatch(worker) and (path := _existing_file(run_dir / entry)):
+                found.append(path)
+    return found
+
+
+def record_files(run_dir: Path, name: str) -> list[Path]:
+    """Every file of record set `name`: the merged file (or its partial stream) and shards."""
+    main = record_path(run_dir, name)
+    return ([main] if main else []) + shard_paths(run_dir, name)
+
+
+def read_file(path: Path, name: str) -> pa.Table:
+    """One record file (parquet or partial stream), checked against record set `name`."""
     try:
-        if path.suffix == ".parquet":
-            table = pq.read_table(path)
-        else:
+        if path.name.endswith(PARTIAL_SUFFIX):
             table = read_partial_stream(path)
+        else:
+            with pa.OSFile(str(path), "rb") as f:  # a file handle: never a path pattern
+                table = pq.read_table(f)
     except SchemaError:
         raise
     except (pa.ArrowException, OSError) as exc:
         raise SchemaError(f"{path}: unreadable ({exc})") from exc
-    return conform(table, schema, path)
+    return conform(table, RUN_FILES[name], path, OPTIONAL.get(name))
+
+
+def read_records(run_dir: Path, name: str) -> pa.Table | None:
+    """Read and check one record set of a run folder (the union of its file and shards);
+    None when the folder has none."""
+    files = record_files(Path(run_dir), name)
+    if not files:
+        return None
+    return pa.concat_tables([read_file(p, name) for p in files])
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
