@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from pipelines.cli.argtypes import non_negative, positive, positive_int
 from pipelines.config import DEFAULT_FILE, REPO, ConfigError, load_candidates
 
 BANNER = ("=" * 78 + "\nEMULATED — modelled by the local engine emulator on this machine and priced "
@@ -36,11 +37,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--only", default=None, help="comma list of candidate names (default: all)")
     p.add_argument("--data-dir", type=Path, default=REPO / "data", help="outputs (default ./data)")
     p.add_argument("--concurrency", default="1,4,8", help="closed-loop steps (default 1,4,8)")
-    p.add_argument("--duration-s", type=float, default=3.0,
+    p.add_argument("--duration-s", type=positive, default=3.0,
                    help="seconds per step, in-flight requests then drain (default 3)")
-    p.add_argument("--requests", type=int, default=400, help="at most this many per step")
-    p.add_argument("--output-tokens", type=int, default=64, help="output tokens (default 64)")
-    p.add_argument("--cold-start-s", type=float, default=1.0,
+    p.add_argument("--requests", type=positive_int, default=400, help="at most this many per step")
+    p.add_argument("--output-tokens", type=positive_int, default=64, help="output tokens (default 64)")
+    p.add_argument("--cold-start-s", type=non_negative, default=1.0,
                    help="emulated cold start, shortened for the demo (default 1 s)")
     return p
 
@@ -49,8 +50,8 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
         candidates = load_candidates(args.candidates)
-        steps = tuple(int(x) for x in args.concurrency.split(","))
-    except (ConfigError, ValueError) as exc:
+        steps = tuple(positive_int(x) for x in args.concurrency.split(","))
+    except (ConfigError, ValueError, argparse.ArgumentTypeError) as exc:
         print(f"servingbench demo: {exc}", file=sys.stderr)
         return 2
     names = [c.name for c in candidates]

@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 
 from resources.analysis import sqlfiles
 from resources.analysis.gates import Gate, run_gates
-from resources.analysis.rundir import RunFolder, open_run
+from resources.analysis.rundir import RunFolder, locate_unreadable, open_run
 from resources.contract import durable
 from resources.contract.manifest import ManifestError
 from resources.contract.schemas import SchemaError, write_parquet
@@ -94,12 +95,18 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
     except (ManifestError, SchemaError) as exc:
         return Analysis(run_dir, MALFORMED, message=str(exc))
     with run:
-        gates = run_gates(run)
-        metrics = step_metrics(run, slos[0])
-        accepted = all(g.passed is not False for g in gates)
-        cost = headline = None
-        if accepted and run.has_bill:
-            cost, headline = cost_tables(run, metrics, slos)
+        try:
+            gates = run_gates(run)
+            metrics = step_metrics(run, slos[0])
+            accepted = all(g.passed is not False for g in gates)
+            cost = headline = None
+            if accepted and run.has_bill:
+                cost, headline = cost_tables(run, metrics, slos)
+        except (duckdb.Error, pa.ArrowException, OSError) as exc:
+            # a corrupt page passes the schema check and fails only when scanned: malformed
+            # input, named by file; nothing has been written yet
+            return Analysis(run_dir, MALFORMED, message=str(locate_unreadable(run_dir, exc)),
+                            manifest=run.manifest)
         if write:
             _write_gates(run_dir, gates)
             write_parquet(metrics, run_dir / "derived_metrics.parquet")

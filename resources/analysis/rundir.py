@@ -81,6 +81,27 @@ def _register(con: duckdb.DuckDBPyConnection, run_dir: Path, name: str, view: st
     return "parquet"
 
 
+def locate_unreadable(run_dir: Path, error: Exception) -> SchemaError:
+    """The record file behind a read error met mid-query (a corrupt page only shows when it
+    is scanned): every file is read through once, and the first that fails is named."""
+    for name in VIEWS:
+        for path in record_files(run_dir, name):
+            if path.name.endswith(PARTIAL_SUFFIX):
+                continue  # read whole (and checked) when the folder was opened
+            try:
+                with pa.OSFile(str(path), "rb") as f:
+                    for _ in pq.ParquetFile(f).iter_batches():
+                        pass
+            except (pa.ArrowException, OSError) as exc:
+                return SchemaError(f"{path}: unreadable parquet ({_first_line(exc)})")
+    return SchemaError(f"{run_dir}: records unreadable ({_first_line(error)})")
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
 def open_run(path: Path, duckdb_path: str = ":memory:") -> RunFolder:
     """Open and check a run folder. Raises ManifestError or SchemaError (→ exit 2)."""
     path = Path(path)
@@ -103,6 +124,9 @@ def open_run(path: Path, duckdb_path: str = ":memory:") -> RunFolder:
                 partial.append(name)
         # chunk gaps are needed by both the gates and the metrics: compute them once
         con.sql(sqlfiles.load("chunk_gaps")).create("chunk_gaps")
+    except (duckdb.Error, pa.ArrowException, OSError) as exc:
+        con.close()
+        raise locate_unreadable(path, exc) from None
     except Exception:
         con.close()
         raise
