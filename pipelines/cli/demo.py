@@ -49,9 +49,13 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
-        candidates = load_candidates(args.candidates)
         steps = tuple(positive_int(x) for x in args.concurrency.split(","))
-    except (ConfigError, ValueError, argparse.ArgumentTypeError) as exc:
+    except argparse.ArgumentTypeError as exc:
+        print(f"servingbench demo: argument --concurrency: {exc}", file=sys.stderr)
+        return 2
+    try:
+        candidates = load_candidates(args.candidates)
+    except ConfigError as exc:
         print(f"servingbench demo: {exc}", file=sys.stderr)
         return 2
     names = [c.name for c in candidates]
@@ -145,12 +149,32 @@ def _print_headline(run_dirs: list[str]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from resources.analysis.summary import HEADLINE_COLUMNS, table
+    from resources.analysis.summary import (
+        ADVICE,
+        HEADLINE_COLUMNS,
+        headline_rows,
+        not_measured,
+        table,
+    )
+    from resources.contract import manifest as mf
 
     if not run_dirs:
         print("no candidate produced a cost table")
         return
     rows = pa.concat_tables([pq.read_table(Path(d) / "headline.parquet") for d in run_dirs]).to_pylist()
-    rows.sort(key=lambda r: (not r["meets_slo"], r["cost_per_1m_output_usd"] or float("inf")))
+    # met first (cheapest first), then "meets no step", then not measured: a run with no
+    # valid step is not a verdict on its hardware, so it never sorts as a failure
+    order = {True: 0, False: 1, None: 2}
+    rows.sort(key=lambda r: (order[r["meets_slo"]], r["cost_per_1m_output_usd"] or float("inf")))
     print("SLO headline — EMULATED (cheapest per 1M output tokens first, among steps meeting the SLO)")
-    print(table(rows, HEADLINE_COLUMNS))
+    print(table(headline_rows(rows), HEADLINE_COLUMNS))
+    unmeasured = [d for d in run_dirs if any(
+        r["meets_slo"] is None for r in pq.read_table(Path(d) / "headline.parquet").to_pylist())]
+    for d in unmeasured:
+        manifest = mf.load(Path(d) / "manifest.json")
+        print(f"\n{manifest['candidate']}: not measured (no valid step)")
+        metrics = pq.read_table(Path(d) / "derived_metrics.parquet").to_pylist()
+        for line in not_measured(metrics, manifest):
+            print(f"  {line}")
+    if unmeasured:
+        print(f"\n{ADVICE}")
