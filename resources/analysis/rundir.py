@@ -2,8 +2,9 @@
 DuckDB connection with one view per record set (`steady`, `warmup`, `chunks`, `bill`) and
 the table `chunk_gaps` (sql/chunk_gaps.sql) that the gates and the metrics share.
 
-Parquet files are scanned by DuckDB as Arrow datasets over their exact paths (only their
-schema is read here), so a 12.8M-row chunk log never passes through Python. A run killed half-way is read from its
+Parquet files are scanned by DuckDB by their exact paths (only their schema is read here), so
+a 12.8M-row chunk log never passes through Python; a path DuckDB would read as a pattern
+goes through an Arrow dataset instead. A run killed half-way is read from its
 `.partial.arrows` streams.
 """
 
@@ -53,31 +54,47 @@ class RunFolder:
         self.close()
 
 
-def _check_parquet_schema(path: Path, name: str) -> None:
+def _check_parquet_schema(path: Path, name: str) -> set[str]:
+    """Check one parquet file's schema; return the names of its columns."""
     try:
         found = pq.read_schema(path)
     except (pa.ArrowException, OSError) as exc:
         raise SchemaError(f"{path}: unreadable parquet ({exc})") from exc
     conform(found.empty_table(), RUN_FILES[name], path, OPTIONAL.get(name))
+    return set(found.names)
+
+
+# Characters DuckDB's file reader treats as a pattern (or expands): a path holding none of
+# them names exactly one file, so DuckDB's own (faster) parquet scan is exact for it.
+_PATTERN_CHARS = set("*?[]{}\\~")
+_DUCKDB_TYPES = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT"}
 
 
 def _register(con: duckdb.DuckDBPyConnection, run_dir: Path, name: str, view: str) -> str:
     """Make record set `name` the view `view`; returns how it was read.
 
-    Files are handed to DuckDB as an Arrow dataset over their exact paths: DuckDB's own
-    read_parquet expands `*`, `?` and `[...]` in a path, so a folder named `a[1]` would read
-    `a1/`. Shards are unioned with the merged file; a missing optional column reads as null.
+    Shards are unioned with the merged file; a missing optional column reads as null. Paths
+    are absolute and checked: DuckDB's read_parquet expands `*`, `?` and `[...]`, so a
+    folder named `a[1]` would read `a1/`; such paths go through an Arrow dataset over the
+    exact file list instead (about 1.5x slower to scan, measured in benchmarks/exact_paths.py).
     """
-    files = record_files(run_dir, name)
+    files = [f.resolve() for f in record_files(run_dir, name)]
     if not files:
         return "missing"
     if any(f.name.endswith(PARTIAL_SUFFIX) for f in files):
         con.register(view, read_records(run_dir, name))
         return "partial"
+    present: set[str] = set()
     for f in files:
-        _check_parquet_schema(f, name)
-    con.register(view, ds.dataset([str(f) for f in files], format="parquet",
-                                  schema=full_schema(name)))
+        present |= _check_parquet_schema(f, name)
+    schema = full_schema(name)
+    if any(_PATTERN_CHARS & set(str(f)) for f in files):
+        con.register(view, ds.dataset([str(f) for f in files], format="parquet", schema=schema))
+        return "parquet"
+    cols = [f'"{c.name}"' if c.name in present
+            else f'CAST(NULL AS {_DUCKDB_TYPES[c.type]}) AS "{c.name}"' for c in schema]
+    rel = con.read_parquet([str(f) for f in files], union_by_name=len(files) > 1)
+    rel.select(", ".join(cols)).create_view(view)
     return "parquet"
 
 
