@@ -202,8 +202,14 @@ def shard_paths(run_dir: Path, name: str) -> list[Path]:
     if name not in SHARDED:
         return []
     prefix, suffix = f"{name}.", ".parquet"
+    try:
+        entries = sorted(os.listdir(run_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return []  # no folder, no records (as for the merged file)
+    except OSError as exc:
+        raise SchemaError(f"{run_dir}: unreadable ({exc})") from None
     found = []
-    for entry in sorted(os.listdir(run_dir)):
+    for entry in entries:
         if entry.startswith(prefix) and entry.endswith(suffix):
             worker = entry[len(prefix):-len(suffix)]
             if _WORKER.fullmatch(worker) and (path := _existing_file(run_dir / entry)):
