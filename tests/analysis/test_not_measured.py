@@ -65,3 +65,19 @@ def test_render_of_a_measured_failure_has_no_not_measured_section(tmp_path):
     run_dir = clean_run().write(tmp_path / "run")
     text = render(analyze_run(run_dir, slos=[(0.001, 0.0001)]))
     assert "not measured" not in text.lower()
+
+
+def test_demo_table_says_not_measured_and_what_to_do(tmp_path, capsys):
+    from pipelines.cli.demo import print_headline
+    from resources.analysis.summary import ADVICE
+
+    measured = clean_run().write(tmp_path / "measured")
+    unmeasured = _client_limited_run(tmp_path)
+    for run_dir in (measured, unmeasured):
+        assert analyze_run(run_dir).exit_code == 0
+    print_headline([str(unmeasured), str(measured)])
+    out = capsys.readouterr().out
+    table_rows = out.split("\n\n")[0].splitlines()[3:]
+    assert [r.split()[5] for r in table_rows] == ["yes", "not"]  # met first, not measured last
+    assert "c=2: client-limited: loop lag p99 0.5 ms" in out
+    assert ADVICE in out
