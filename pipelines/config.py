@@ -103,13 +103,26 @@ _TYPES: dict[str, tuple[Any, str]] = {
     "engine": (str, f"one of {', '.join(ENGINES)}"),
     "image_digest": ((str, type(None)), "an image reference pinned by digest, or null"),
     "max_model_len": (int, "a positive integer"),
-    "scenario": (dict, "a mapping with input_tokens, output_tokens, dataset"),
+    "scenario": (dict, "a mapping: kind (fixed, multi_turn, trace, batch, slo_search) and its keys"),
     "load": (dict, "a mapping with concurrency, rates, requests_per_step, warmup_requests"),
     "price": (dict, "a mapping with region, purchase_option, sheet"),
 }
 _LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests"}
 _PRICE_KEYS = {"region", "purchase_option", "sheet"}
-_SCENARIO_KEYS = {"input_tokens", "output_tokens", "dataset"}
+
+
+def _check_scenario(scenario, base: Path, where: str) -> None:
+    """Any workload of docs/workloads.md, checked by the load generator's own rules; a trace
+    path is relative to the candidates file."""
+    from resources.loadgen.config import ConfigError as LoadConfigError
+    from resources.loadgen.scenarios.spec import from_mapping
+
+    if isinstance(scenario, dict) and isinstance(scenario.get("trace"), str):
+        scenario["trace"] = str(base / scenario["trace"])
+    try:
+        from_mapping(scenario, where)
+    except LoadConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _unknown(where: str, key, allowed) -> ConfigError:
@@ -224,12 +237,15 @@ def load_price_sheet(path: Path, where: str) -> dict:
     return sheet
 
 
-def _check_scenario(scenario, max_model_len: int, where: str) -> None:
-    _check_keys(scenario, _SCENARIO_KEYS, where)
+def _check_sizes(scenario: dict, max_model_len: int, where: str) -> None:
+    """The token targets in range: positive, below the maxima, and a prompt plus its output
+    that fits the context (the keys and kinds are _check_scenario's business)."""
     for key in ("input_tokens", "output_tokens"):
+        if key not in scenario:
+            continue
         value = scenario.get(key)
-        if value is None and scenario.get("dataset") is not None:
-            continue  # a dataset brings its own lengths
+        if value is None:
+            continue  # not set: a dataset or trace brings its own lengths
         if not _is_int(value) or value < 1:
             raise ConfigError(f"{where}.{key}: expected a positive integer, got {_short(value)}")
         _at_most(value, key, f"{where}.{key}")
@@ -276,7 +292,8 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
         if key in merged:
             _at_most(merged[key], key, f"{where}.{key}")
     scenario = merged.get("scenario", {"input_tokens": 512, "output_tokens": 128, "dataset": None})
-    _check_scenario(scenario, merged.get("max_model_len", 8192), f"{where}.scenario")
+    _check_scenario(scenario, base, f"{where}.scenario")
+    _check_sizes(scenario, merged.get("max_model_len", 8192), f"{where}.scenario")
     price = merged.pop("price", None)
     basis = None
     if price is not None:

@@ -21,12 +21,10 @@ import pyarrow.parquet as pq
 from resources.analysis import sqlfiles
 from resources.contract import manifest as manifest_mod
 from resources.contract.schemas import (
-    OPTIONAL,
     PARTIAL_SUFFIX,
     RUN_FILES,
     SchemaError,
     conform,
-    full_schema,
     read_records,
     record_files,
 )
@@ -60,7 +58,7 @@ def _check_parquet_schema(path: Path, name: str) -> set[str]:
         found = pq.read_schema(path)
     except (pa.ArrowException, OSError) as exc:
         raise SchemaError(f"{path}: unreadable parquet ({exc})") from exc
-    conform(found.empty_table(), RUN_FILES[name], path, OPTIONAL.get(name))
+    conform(found.empty_table(), RUN_FILES[name], path)
     return set(found.names)
 
 
@@ -87,10 +85,12 @@ def _register(con: duckdb.DuckDBPyConnection, run_dir: Path, name: str, view: st
     present: set[str] = set()
     for f in files:
         present |= _check_parquet_schema(f, name)
-    schema = full_schema(name)
+    schema = RUN_FILES[name]
     if any(_PATTERN_CHARS & set(str(f)) for f in files):
         con.register(view, ds.dataset([str(f) for f in files], format="parquet", schema=schema))
         return "parquet"
+    # an optional column (contract §2.2) that no file has reads as a typed null; conform()
+    # has refused any other missing column
     cols = [f'"{c.name}"' if c.name in present
             else f'CAST(NULL AS {_DUCKDB_TYPES[c.type]}) AS "{c.name}"' for c in schema]
     rel = con.read_parquet([str(f) for f in files], union_by_name=len(files) > 1)

@@ -39,8 +39,14 @@ REQUEST_LOG = pa.schema(
         ("status", pa.string()),
         ("http_status", pa.int32()),
         ("error", pa.string()),
+        # optional (contract §2.2): older files lack them; a reader fills them with nulls
+        ("worker", pa.string()),
+        ("session_id", pa.string()),
+        ("turn", pa.int32()),
+        ("cached_tokens", pa.int64()),
     ]
 )
+OPTIONAL_COLUMNS = frozenset({"worker", "session_id", "turn", "cached_tokens"})
 
 CHUNK_LOG = pa.schema(
     [
@@ -90,22 +96,6 @@ RUN_FILES: dict[str, pa.Schema] = {
 # `<name>.partial.arrows` and turns them into `<name>.parquet` when it finishes. A
 # run killed half-way leaves only the stream; every complete batch in it is readable.
 PARTIAL_SUFFIX = ".partial.arrows"
-
-
-# contract §2.2: request-log columns that newer writers add and older files lack. A reader
-# treats a missing one as entirely null; a present one must have exactly this type.
-REQUEST_LOG_OPTIONAL = pa.schema(
-    [
-        ("worker", pa.string()),
-        ("session_id", pa.string()),
-        ("turn", pa.int32()),
-        ("cached_tokens", pa.int64()),
-    ]
-)
-OPTIONAL: dict[str, pa.Schema] = {
-    "warmup_log": REQUEST_LOG_OPTIONAL,
-    "steady_state_request_log": REQUEST_LOG_OPTIONAL,
-}
 # Record sets that several load workers may store as shards `<log>.<worker>.parquet` (§6).
 SHARDED = ("warmup_log", "steady_state_request_log", "chunk_log")
 _WORKER = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -115,43 +105,32 @@ class SchemaError(ValueError):
     """A record file is unreadable or does not match its schema. Names file and column."""
 
 
-def full_schema(name: str) -> pa.Schema:
-    """The columns a reader returns for record set `name`: required, then optional ones."""
-    extra = OPTIONAL.get(name)
-    return pa.schema(list(RUN_FILES[name]) + (list(extra) if extra else []))
-
-
-def conform(table: pa.Table, schema: pa.Schema, path: Path | str,
-            optional: pa.Schema | None = None) -> pa.Table:
+def conform(table: pa.Table, schema: pa.Schema, path: Path | str) -> pa.Table:
     """Check `table` against `schema` by name and type; return it in schema order.
 
     A missing, unexpected (e.g. misspelt) or mistyped column raises SchemaError naming
-    the file, the column and the expected type. Nullability flags are ignored. Columns of
-    `optional` may be absent (they come back all-null) but never mistyped.
+    the file, the column and the expected type. Nullability flags are ignored.
     """
     have = {f.name: f.type for f in table.schema}
-    optional = optional if optional is not None else pa.schema([])
     for field in schema:
+        if field.name not in have and field.name in OPTIONAL_COLUMNS:
+            table = table.append_column(field.name, pa.nulls(table.num_rows, field.type))
+            continue
         if field.name not in have:
-            extra = sorted(set(have) - set(schema.names) - set(optional.names))
+            extra = sorted(set(have) - set(schema.names))
             hint = f" (found unexpected {', '.join(map(repr, extra))}: misspelt?)" if extra else ""
             raise SchemaError(
                 f"{path}: missing column {field.name!r}, expected type {field.type}{hint}"
             )
-    for field in list(schema) + list(optional):
-        if field.name in have and have[field.name] != field.type:
+        if have[field.name] != field.type:
             raise SchemaError(
                 f"{path}: column {field.name!r} has type {have[field.name]}, "
                 f"expected {field.type}"
             )
-    extra = [name for name in have if name not in schema.names and name not in optional.names]
+    extra = [name for name in have if name not in schema.names]
     if extra:
         raise SchemaError(f"{path}: unexpected column {extra[0]!r} (not in the contract: misspelt?)")
-    out = table.select(schema.names).cast(schema)
-    for field in optional:
-        col = table[field.name] if field.name in have else pa.nulls(len(table), field.type)
-        out = out.append_column(field, col)
-    return out
+    return table.select(schema.names).cast(schema)
 
 
 def read_partial_stream(path: Path) -> pa.Table:
@@ -225,17 +204,20 @@ def record_files(run_dir: Path, name: str) -> list[Path]:
 
 def read_file(path: Path, name: str) -> pa.Table:
     """One record file (parquet or partial stream), checked against record set `name`."""
+    schema = RUN_FILES[name]
     try:
-        if path.name.endswith(PARTIAL_SUFFIX):
-            table = read_partial_stream(path)
-        else:
+        if not path.name.endswith(PARTIAL_SUFFIX):
             with pa.OSFile(str(path), "rb") as f:  # a file handle: never a path pattern
                 table = pq.read_table(f)
+        elif path.stat().st_size == 0:  # Arrow writes a stream's schema with its first batch
+            table = schema.empty_table()
+        else:
+            table = read_partial_stream(path)
     except SchemaError:
         raise
     except (pa.ArrowException, OSError) as exc:
         raise SchemaError(f"{path}: unreadable ({exc})") from exc
-    return conform(table, RUN_FILES[name], path, OPTIONAL.get(name))
+    return conform(table, schema, path)
 
 
 def read_records(run_dir: Path, name: str) -> pa.Table | None:

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from resources.analysis.analyze import analyze_run
-from resources.contract.schemas import REQUEST_LOG_OPTIONAL, read_records, write_parquet
+from resources.contract.schemas import OPTIONAL_COLUMNS, REQUEST_LOG, read_records, write_parquet
 from tests.support.runbuilder import RunBuilder, clean_run
 
 
@@ -63,8 +63,10 @@ def test_a_shard_with_a_wrong_type_is_malformed_naming_it(tmp_path):
 
 
 def _with_optional(table: pa.Table, present: dict[str, pa.Array]) -> pa.Table:
+    """`table` as an older writer (no optional column) or a newer one (some) would write it."""
+    table = table.drop_columns([c for c in OPTIONAL_COLUMNS if c in table.column_names])
     for name, values in present.items():
-        table = table.append_column(REQUEST_LOG_OPTIONAL.field(name), values)
+        table = table.append_column(REQUEST_LOG.field(name), values)
     return table
 
 
@@ -76,6 +78,9 @@ def test_optional_columns_absent_read_as_null_and_present_are_kept(tmp_path):
     write_parquet(_with_optional(steady, {
         "worker": pa.array(["w0"] * n), "cached_tokens": pa.array([0, 256, None], pa.int64())}),
         path)
+    wpath = run_dir / "warmup_log.parquet"
+    write_parquet(_with_optional(pq.read_table(wpath), {}), wpath)
+    assert "worker" not in pq.read_schema(wpath).names
 
     result = analyze_run(run_dir)
     assert result.exit_code == 0, result.message
@@ -91,7 +96,8 @@ def test_optional_column_with_a_wrong_type_is_malformed(tmp_path):
     run_dir = clean_run().write(tmp_path / "run")
     path = run_dir / "steady_state_request_log.parquet"
     steady = pq.read_table(path)
-    pq.write_table(steady.append_column("turn", pa.array(["0"] * steady.num_rows)), path)
+    pq.write_table(_with_optional(steady, {}).append_column("turn", pa.array(["0"] * steady.num_rows)),
+                   path)
     result = analyze_run(run_dir)
     assert result.exit_code == 2
     assert "'turn'" in result.message and "int32" in result.message
