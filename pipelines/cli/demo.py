@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from pipelines.cli.argtypes import non_negative, positive, positive_int
 from pipelines.config import DEFAULT_FILE, REPO, ConfigError, load_candidates
 
 BANNER = ("=" * 78 + "\nEMULATED — modelled by the local engine emulator on this machine and priced "
@@ -36,11 +37,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--only", default=None, help="comma list of candidate names (default: all)")
     p.add_argument("--data-dir", type=Path, default=REPO / "data", help="outputs (default ./data)")
     p.add_argument("--concurrency", default="1,4,8", help="closed-loop steps (default 1,4,8)")
-    p.add_argument("--duration-s", type=float, default=3.0,
+    p.add_argument("--duration-s", type=positive, default=3.0,
                    help="seconds per step, in-flight requests then drain (default 3)")
-    p.add_argument("--requests", type=int, default=400, help="at most this many per step")
-    p.add_argument("--output-tokens", type=int, default=64, help="output tokens (default 64)")
-    p.add_argument("--cold-start-s", type=float, default=1.0,
+    p.add_argument("--requests", type=positive_int, default=400, help="at most this many per step")
+    p.add_argument("--output-tokens", type=positive_int, default=64, help="output tokens (default 64)")
+    p.add_argument("--cold-start-s", type=non_negative, default=1.0,
                    help="emulated cold start, shortened for the demo (default 1 s)")
     return p
 
@@ -48,9 +49,13 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
+        steps = tuple(positive_int(x) for x in args.concurrency.split(","))
+    except argparse.ArgumentTypeError as exc:
+        print(f"servingbench demo: argument --concurrency: {exc}", file=sys.stderr)
+        return 2
+    try:
         candidates = load_candidates(args.candidates)
-        steps = tuple(int(x) for x in args.concurrency.split(","))
-    except (ConfigError, ValueError) as exc:
+    except ConfigError as exc:
         print(f"servingbench demo: {exc}", file=sys.stderr)
         return 2
     names = [c.name for c in candidates]
@@ -144,12 +149,32 @@ def print_headline(run_dirs: list[str]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from resources.analysis.summary import HEADLINE_COLUMNS, table
+    from resources.analysis.summary import (
+        ADVICE,
+        HEADLINE_COLUMNS,
+        headline_rows,
+        not_measured,
+        table,
+    )
+    from resources.contract import manifest as mf
 
     if not run_dirs:
         print("no candidate produced a cost table")
         return
     rows = pa.concat_tables([pq.read_table(Path(d) / "headline.parquet") for d in run_dirs]).to_pylist()
-    rows.sort(key=lambda r: (not r["meets_slo"], r["cost_per_1m_output_usd"] or float("inf")))
+    # met first (cheapest first), then "meets no step", then not measured: a run with no
+    # valid step is not a verdict on its hardware, so it never sorts as a failure
+    order = {True: 0, False: 1, None: 2}
+    rows.sort(key=lambda r: (order[r["meets_slo"]], r["cost_per_1m_output_usd"] or float("inf")))
     print("SLO headline — EMULATED (cheapest per 1M output tokens first, among steps meeting the SLO)")
-    print(table(rows, HEADLINE_COLUMNS))
+    print(table(headline_rows(rows), HEADLINE_COLUMNS))
+    unmeasured = [d for d in run_dirs if any(
+        r["meets_slo"] is None for r in pq.read_table(Path(d) / "headline.parquet").to_pylist())]
+    for d in unmeasured:
+        manifest = mf.load(Path(d) / "manifest.json")
+        print(f"\n{manifest['candidate']}: not measured (no valid step)")
+        metrics = pq.read_table(Path(d) / "derived_metrics.parquet").to_pylist()
+        for line in not_measured(metrics, manifest):
+            print(f"  {line}")
+    if unmeasured:
+        print(f"\n{ADVICE}")

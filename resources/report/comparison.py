@@ -57,6 +57,8 @@ def _spread_text(spreads: pd.DataFrame, run: RunData, step, metric: str, money: 
 def _rank_key(item: tuple[RunData, dict | None]) -> tuple:
     run, h = item
     if h is None:
+        return (4, 0.0, run.candidate)
+    if s.meets(h["meets_slo"]) is None:
         return (3, 0.0, run.candidate)
     if not h["meets_slo"]:
         return (2, 0.0, run.candidate)
@@ -70,14 +72,14 @@ def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataF
     items = sorted(((run, headline_row(run, slo)) for run in latest), key=_rank_key)
     rows, classes, rank = [], [], 0
     for run, h in items:
-        ranked = h is not None and bool(h["meets_slo"]) and not run.emulated
+        ranked = h is not None and s.meets(h["meets_slo"]) is True and not run.emulated
         rank += ranked
         if h is None:
             tail = [cell(s.no_headline_reason(run))] + [cell(None)] * 8
         else:
-            meets = bool(h["meets_slo"])
-            tail = [badge("yes", "ok") if meets else badge("meets no step", "bad"),
-                    cell(h["step"]), s.n(h["output_tok_s"]), s.n(h["ttft_s_p99"]),
+            step = (cell(h["step"]) if s.meets(h["meets_slo"]) is not None
+                    else cell("; ".join(s.not_measured_lines(run)) or None))
+            tail = [s.meets_badge(h["meets_slo"]), step, s.n(h["output_tok_s"]), s.n(h["ttft_s_p99"]),
                     s.n(h["tpot_s_p99"]), s.money(h["cost_per_1m_output_usd"]),
                     cell(h["bill_status"]),
                     _spread_text(spreads, run, h["step"], "output_tok_s", False),
@@ -86,7 +88,8 @@ def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataF
                      cell(run.manifest.get("instance_type")), cell(run.run_id),
                      cell(counts.get(run.candidate, 1)), s.status(run), *tail])
         classes.append(" ".join(c for c in ("emulated" if run.emulated else "",
-                                            "bad" if h is None or not h["meets_slo"] else "") if c))
+                                            "bad" if h is None or s.meets(h["meets_slo"]) is False
+                                            else "") if c))
     head = ("rank", "candidate", "source", "instance type", "latest run", "runs", "status",
             "meets SLO", "step", "output tok/s", "p99 TTFT (s)", "p99 TPOT (s)",
             "USD / 1M output tok", "bill", "output tok/s across runs", "USD / 1M across runs")
