@@ -15,8 +15,8 @@ import pyarrow as pa
 from resources.analysis import sqlfiles, workloads
 from resources.analysis.gates import Gate, run_gates
 from resources.analysis.rundir import RunFolder, locate_unreadable, open_run
-from resources.contract import durable
 from resources.analysis.telemetry import read_telemetry, telemetry_metrics
+from resources.contract import durable
 from resources.contract.manifest import ManifestError
 from resources.contract.schemas import SchemaError, write_parquet
 
