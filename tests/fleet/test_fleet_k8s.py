@@ -11,8 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.support.k8s_launcher import (VALUES, RecordingBatchApi, launcher_kwargs,
-                                        write_kubeconfig)
+from tests.support.k8s_launcher import VALUES, RecordingBatchApi, launcher_kwargs, write_kubeconfig
 
 REPO = Path(__file__).resolve().parents[2]
 EKS_ENV = {"SERVINGBENCH_PROFILE": "eks", "SERVINGBENCH_EKS_CLUSTER": "bench",
