@@ -15,6 +15,20 @@ import pyarrow as pa
 from resources.contract.timestamps import format_ts
 
 TABLES = ("derived_metrics", "cost_per_1m", "headline")
+LOCK_WAIT_S = 120.0  # parallel runs publish one after another: each holds the file briefly
+
+
+def connect(path: Path, read_only: bool = False, wait_s: float = LOCK_WAIT_S):
+    """Open the DuckDB file, waiting (bounded) while another process holds its lock: DuckDB
+    allows one writing process, and runs of different pools finish at the same time."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 @dataclass
@@ -44,7 +58,7 @@ class Storage:
 
     def publish(self, run_id: str, partition: str, manifest: dict, tables: dict[str, pa.Table]) -> None:
         """Replace this run's rows in the DuckDB tables (one transaction)."""
-        con = duckdb.connect(str(self.duckdb_path))
+        con = connect(self.duckdb_path)
         try:
             con.execute("CREATE TABLE IF NOT EXISTS runs (run_id VARCHAR PRIMARY KEY, partition VARCHAR,"
                         " candidate VARCHAR, instance_type VARCHAR, source VARCHAR,"
@@ -74,7 +88,7 @@ class Storage:
     def query(self, sql_name: str, **params) -> pa.Table:
         from resources.analysis import sqlfiles
 
-        con = duckdb.connect(str(self.duckdb_path), read_only=True)
+        con = connect(self.duckdb_path, read_only=True)
         try:
             return sqlfiles.query(con, sql_name, **params)
         finally:
