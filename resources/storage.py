@@ -34,6 +34,18 @@ def connect(path: Path, read_only: bool = False, wait_s: float = LOCK_WAIT_S):
 @dataclass
 class Storage:
     data_dir: Path
+    remote_uri: str | None = None   # s3://bucket/prefix: finished run folders are published there
+
+    def publish_folder(self, run_dir: Path) -> str | None:
+        """Publish a finished run folder to `<remote_uri>/runs/<run_id>`, marker last
+        (resources/runstore.py); None when there is no remote."""
+        if not self.remote_uri:
+            return None
+        from resources import runstore
+
+        uri = f"{self.remote_uri.rstrip('/')}/runs/{Path(run_dir).name}"
+        runstore.publish(Path(run_dir), uri)
+        return uri
 
     @property
     def runs_dir(self) -> Path:

@@ -79,3 +79,38 @@ def test_the_endpoint_comes_from_the_standard_variables():
         "127.0.0.1:2", "http", "eu-west-1")
     fs, _ = runstore.filesystem("s3://b/p", env={"AWS_ENDPOINT_URL": "http://127.0.0.1:1"})
     assert fs.__reduce__()[1][0]["endpoint_override"] == "127.0.0.1:1"
+
+
+def test_a_local_chain_run_publishes_its_folder_to_s3(s3_bucket, tmp_path, capsys):
+    """The whole chain (emulator as the engine) with SERVINGBENCH_DATA_URI set: the finished
+    folder lands on S3 with its marker, and analyzing it there reproduces the run's tables."""
+    from pipelines.profiles import Settings
+    from resources.loadgen.generator import LoadSettings
+    from tests.support.chain import materialized, run_job
+
+    settings = Settings(data_dir=tmp_path / "staging", time_scale=0.2, cold_start_s=0.2,
+                        data_uri=s3_bucket,
+                        load=LoadSettings(concurrency=(1,), requests_per_step=4,
+                                          warmup_requests=1, output_tokens=8, input_tokens=32))
+    result, _ = run_job(tmp_path, settings=settings)
+    assert result.success
+    published = materialized(result)["benchmark_report"]["published"]
+    run_id = Path(materialized(result)["provisioned_cluster"]["run_dir"]).name
+    assert published == f"{s3_bucket}/runs/{run_id}"
+    assert runstore.complete_runs(f"{s3_bucket}/runs") == [run_id]
+    local = tmp_path / "staging" / "runs" / run_id
+    assert cli(["analyze", published]) == 0
+    back = runstore.fetch(published, tmp_path / "back")
+    assert _tables(back) == _tables(local)
+    assert (back / "manifest.json").read_text() == (local / "manifest.json").read_text()
+
+
+def test_a_data_uri_that_is_not_s3_is_a_clear_error(tmp_path):
+    import pytest
+
+    from pipelines.config import ConfigError
+    from pipelines.definitions import build_definitions
+    from pipelines.profiles import Settings
+
+    with pytest.raises(ConfigError, match=r"SERVINGBENCH_DATA_URI='gs://b/p': expected s3://"):
+        build_definitions(Settings(data_dir=tmp_path, data_uri="gs://b/p"))
