@@ -85,11 +85,11 @@ def test_bad_pools_are_clear_errors(tmp_path, pools, extra, message):
 
 def test_the_pool_record_spans_provision_to_teardown(tmp_path):
     from pipelines.profiles import Settings
-    from resources.loadgen.generator import LoadSettings
+    from resources.loadgen.generator import LoadGenerator
     from tests.support.chain import run_job
 
     settings = Settings(data_dir=tmp_path, time_scale=0.2, cold_start_s=0.2,
-                        load=LoadSettings(concurrency=(1,), requests_per_step=3,
+                        load=LoadGenerator(concurrency=(1,), requests_per_step=3,
                                           warmup_requests=1, output_tokens=8, input_tokens=32))
     (tmp_path / "home").mkdir()
     instance = dg.DagsterInstance.local_temp(str(tmp_path / "home"))

@@ -85,12 +85,12 @@ def test_a_local_chain_run_publishes_its_folder_to_s3(s3_bucket, tmp_path, capsy
     """The whole chain (emulator as the engine) with SERVINGBENCH_DATA_URI set: the finished
     folder lands on S3 with its marker, and analyzing it there reproduces the run's tables."""
     from pipelines.profiles import Settings
-    from resources.loadgen.generator import LoadSettings
+    from resources.loadgen.generator import LoadGenerator
     from tests.support.chain import materialized, run_job
 
     settings = Settings(data_dir=tmp_path / "staging", time_scale=0.2, cold_start_s=0.2,
                         data_uri=s3_bucket,
-                        load=LoadSettings(concurrency=(1,), requests_per_step=4,
+                        load=LoadGenerator(concurrency=(1,), requests_per_step=4,
                                           warmup_requests=1, output_tokens=8, input_tokens=32))
     result, _ = run_job(tmp_path, settings=settings)
     assert result.success
