@@ -19,6 +19,7 @@ from tests.support.fleet import candidates_file, intervals
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_p5_runs_never_overlap_while_g6e_runs_beside_them(tmp_path):
     """Three real run processes on one on-disk Dagster instance (`run --all --parallel 3`)."""
     cands = candidates_file(tmp_path, {"p5-a": "p5.48xlarge", "p5-b": "p5.48xlarge",
