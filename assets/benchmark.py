@@ -18,6 +18,7 @@ from assets import cluster as cluster_link
 from assets import load as load_link
 from assets import model as model_link
 from assets.partitions import candidate_of, run_value
+from assets.pools import pool_slot
 from resources.contract import durable
 from resources.contract import manifest as mf
 from resources.loadgen import ConfigError, LoadError
@@ -76,31 +77,33 @@ def build(partitions_def) -> dg.AssetsDefinition:
             "partition": str(context.partition_key), "created_at": mf.format_ts(time.time_ns())})
         manifest = initial_manifest(candidate, run_id,
                                     "emulated" if r.cluster.emulated else "measured")
-        info = cluster_link.provision(r.cluster, candidate, run_id)
-        try:
-            manifest.update(info.facts)
-            manifest["phases"].update(info.phases)
-            mf.dump(manifest, run_dir / "manifest.json")
-            yield dg.Output(run_value(run_id, run_dir, **info.facts), "provisioned_cluster",
-                            metadata=cluster_link.metadata(info, fit, run_dir))
-            with r.model_server.deploy(candidate, info, run_dir) as dep:
-                manifest.update(dep.facts)
-                manifest["phases"].update(dep.phases)
-                if dep.emulated:
-                    manifest["source"] = "emulated"
+        # the pool slot spans provision → teardown: the nodes the quota counts
+        with pool_slot(context, candidate.pool, candidate.pool_limit, run_dir / "pool.json"):
+            info = cluster_link.provision(r.cluster, candidate, run_id)
+            try:
+                manifest.update(info.facts)
+                manifest["phases"].update(info.phases)
                 mf.dump(manifest, run_dir / "manifest.json")
-                yield dg.Output(run_value(run_id, run_dir, endpoint=dep.endpoint,
-                                          emulated=dep.emulated),
-                                "deployed_model", metadata=model_link.metadata(dep))
-                try:
-                    result = r.load_generator.run(candidate, dep.endpoint, dep.served_model,
-                                                  run_dir, run_id, progress=_progress(context),
-                                                  judge=slo_judge(candidate.scenario, run_dir))
-                except (LoadError, ConfigError, mf.ManifestError) as exc:
-                    raise dg.Failure(description=f"load generator: {exc}",
-                                     metadata={"run_dir": dg.MetadataValue.path(str(run_dir))}) from None
-        finally:
-            r.cluster.teardown(info)
+                yield dg.Output(run_value(run_id, run_dir, **info.facts), "provisioned_cluster",
+                                metadata=cluster_link.metadata(info, fit, run_dir))
+                with r.model_server.deploy(candidate, info, run_dir) as dep:
+                    manifest.update(dep.facts)
+                    manifest["phases"].update(dep.phases)
+                    if dep.emulated:
+                        manifest["source"] = "emulated"
+                    mf.dump(manifest, run_dir / "manifest.json")
+                    yield dg.Output(run_value(run_id, run_dir, endpoint=dep.endpoint,
+                                              emulated=dep.emulated),
+                                    "deployed_model", metadata=model_link.metadata(dep))
+                    try:
+                        result = r.load_generator.run(candidate, dep.endpoint, dep.served_model,
+                                                      run_dir, run_id, progress=_progress(context),
+                                                      judge=slo_judge(candidate.scenario, run_dir))
+                    except (LoadError, ConfigError, mf.ManifestError) as exc:
+                        raise dg.Failure(description=f"load generator: {exc}",
+                                         metadata={"run_dir": dg.MetadataValue.path(str(run_dir))}) from None
+            finally:
+                r.cluster.teardown(info)
         manifest = mf.load(run_dir / "manifest.json")
         context.log.info(f"{result.n_warmup} warm-up and {result.n_requests} steady requests "
                          f"recorded ({manifest['source']})")

@@ -76,7 +76,8 @@ def build(partitions_def) -> dg.AssetsDefinition:
     @dg.asset(partitions_def=partitions_def, group_name="benchmark",
               description="The run's HTML report (plots, headline, gates, cost, server "
                           "reconciliation) in its run folder; `servingbench report` writes "
-                          "the same file.")
+                          "the same file.",
+              required_resource_keys={"storage"})
     def benchmark_report(context, cost_per_1m_output_tokens: dict) -> dg.Output:
         from resources.report import write_run_report
 
@@ -100,6 +101,10 @@ def build(partitions_def) -> dg.AssetsDefinition:
             metadata[f"plot_{png.stem}"] = dg.MetadataValue.path(str(png))
         if rec and rec["flagged_steps"]:
             context.log.warning(f"server reconciliation flagged {rec['flagged_steps']}")
+        # the run is finished: its folder is published (marker last) where every pod reads it
+        published = context.resources.storage.publish_folder(run_dir)
+        if published:
+            metadata["published"] = dg.MetadataValue.text(published)
         return dg.Output(dict(cost_per_1m_output_tokens, report=str(path)), metadata=metadata)
 
     return benchmark_report

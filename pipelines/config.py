@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,8 @@ class Candidate:
                                                     "dataset": None})
     load: LoadPlan = LoadPlan()
     price: PriceBasis | None = None
+    pool: str | None = None         # the Dagster concurrency pool its runs draw from (quota)
+    pool_limit: int | None = None   # that pool's limit, from the file's `pools`
 
     @property
     def model_key(self) -> str:
@@ -106,6 +108,7 @@ _TYPES: dict[str, tuple[Any, str]] = {
     "scenario": (dict, "a mapping: kind (fixed, multi_turn, trace, batch, slo_search) and its keys"),
     "load": (dict, "a mapping with concurrency, rates, requests_per_step, warmup_requests"),
     "price": (dict, "a mapping with region, purchase_option, sheet"),
+    "pool": ((str, type(None)), "a name from `pools` (default: the instance family, e.g. p5)"),
 }
 _LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests"}
 _PRICE_KEYS = {"region", "purchase_option", "sheet"}
@@ -316,7 +319,7 @@ def load_candidates(path: Path | str = DEFAULT_FILE) -> list[Candidate]:
     path = Path(path)
     doc = _read_yaml(path, f"{path}: not found")
     where = path.name
-    _check_keys(doc, {"defaults", "candidates"}, where)
+    _check_keys(doc, {"defaults", "candidates", "pools"}, where)
     defaults = doc.get("defaults") or {}
     _check_keys(defaults, _TYPES, f"{where}: defaults")
     raw = doc.get("candidates")
@@ -328,4 +331,29 @@ def load_candidates(path: Path | str = DEFAULT_FILE) -> list[Candidate]:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"{where}.candidates: duplicate name {dupes[0]!r}")
+    return assign_pools(out, doc.get("pools"), where)
+
+
+def assign_pools(candidates: list[Candidate], raw, where: str) -> list[Candidate]:
+    """Each candidate's concurrency pool and its limit. A pool stands for a quota or a
+    capacity reservation: candidates of one instance family (or naming one `pool`) share it.
+    A family with no entry in `pools` is not limited; naming an unknown pool is an error
+    (a typo would otherwise lift the quota silently)."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}.pools: expected a mapping of pool name to limit, e.g. {{p5: 1}}")
+    for name, limit in raw.items():
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise ConfigError(f"{where}.pools: {name!r} is not {_TYPES['name'][1]}")
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ConfigError(f"{where}.pools.{name}: expected a positive integer "
+                              f"(concurrent runs allowed), got {limit!r}")
+    out = []
+    for i, c in enumerate(candidates):
+        pool = c.pool or c.instance_type.split(".", 1)[0]
+        if c.pool is not None and pool not in raw:
+            raise ConfigError(f"{where}: candidates[{i}].pool: {pool!r} is not in pools "
+                              f"({', '.join(sorted(raw)) or 'none defined'})")
+        out.append(replace(c, pool=pool if pool in raw else None, pool_limit=raw.get(pool)))
     return out

@@ -46,6 +46,7 @@ class Settings:
     cold_start_s: float | None = None       # emulator cold start override (None: modelled)
     load: LoadGenerator = field(default_factory=LoadGenerator)
     slos: tuple[tuple[float, float], ...] = ((2.0, 0.1),)
+    data_uri: str | None = None             # s3://bucket/prefix: where finished runs are published
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -65,15 +66,18 @@ class Settings:
                    data_dir=Path(env.get("SERVINGBENCH_DATA_DIR", REPO / "data")),
                    candidates_file=Path(env.get("SERVINGBENCH_CANDIDATES", DEFAULT_FILE)),
                    time_scale=number("SERVINGBENCH_EMULATOR_TIME_SCALE", 1.0),
-                   cold_start_s=number("SERVINGBENCH_EMULATOR_COLD_START_S", None))
+                   cold_start_s=number("SERVINGBENCH_EMULATOR_COLD_START_S", None),
+                   data_uri=env.get("SERVINGBENCH_DATA_URI") or None)
 
 
 def resources_for(settings: Settings) -> dict:
     if settings.profile not in PROFILES:
         raise ConfigError(f"profile {settings.profile!r}: expected one of {PROFILES}")
     candidates = {c.name: c for c in load_candidates(settings.candidates_file)}
+    if settings.data_uri and not settings.data_uri.startswith("s3://"):
+        raise ConfigError(f"SERVINGBENCH_DATA_URI={settings.data_uri!r}: expected s3://bucket/prefix")
     common = {
-        "storage": Storage(Path(settings.data_dir)),
+        "storage": Storage(Path(settings.data_dir), remote_uri=settings.data_uri),
         "candidates": candidates,
         "load_generator": settings.load,
         "slos": settings.slos,
