@@ -81,7 +81,8 @@ def build(partitions_def) -> dg.AssetsDefinition:
                                 "deployed_model", metadata=model_link.metadata(dep))
                 try:
                     result = r.load_settings.run(candidate, dep.endpoint, dep.served_model,
-                                                 run_dir, run_id, progress=_progress(context))
+                                                 run_dir, run_id, progress=_progress(context),
+                                                 api_key_env=dep.api_key_env)
                 except (LoadError, ConfigError, mf.ManifestError) as exc:
                     raise dg.Failure(description=f"load generator: {exc}",
                                      metadata={"run_dir": dg.MetadataValue.path(str(run_dir))}) from None

@@ -31,7 +31,8 @@ class LoadSettings:
             else p.warmup_requests)
 
     def run(self, candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
-            progress=True):
+            progress=True, api_key_env: str | None = None):
+        """`api_key_env`: the deployment's key variable, when the engine needs a key."""
         from resources.loadgen import LoadConfig, run_load
 
         plan = self.plan(candidate)
@@ -42,5 +43,5 @@ class LoadSettings:
             warmup_requests=plan.warmup_requests,
             input_tokens=self.input_tokens or candidate.scenario["input_tokens"],
             output_tokens=self.output_tokens or candidate.scenario["output_tokens"],
-            seed=self.seed, api_key_env=self.api_key_env, run_id=run_id)
+            seed=self.seed, api_key_env=api_key_env or self.api_key_env, run_id=run_id)
         return run_load(cfg, run_dir, progress=progress)

@@ -10,13 +10,13 @@ import pytest
 from pipelines.profiles import EksResources, EksSettings
 from resources.cluster.eks_api import NodegroupSpec
 from resources.model_server.kube.client import KubeClient, KubeError
-from tests.support.eks.aws import REGION, ROLE, make_cluster
+from tests.support.eks.aws import OWNER, REGION, ROLE, make_cluster
 
 
 def test_build_and_use(moto):
     endpoint, session = moto
     make_cluster(endpoint, session)
-    eks = EksResources.build(EksSettings("bench", REGION, ROLE, endpoint_url=endpoint), session)
+    eks = EksResources.build(EksSettings("bench", REGION, ROLE, OWNER, endpoint_url=endpoint), session)
     eks.cluster.poll_s = 0.1
     with eks.cluster.provisioned(NodegroupSpec("c", "g6e.48xlarge"), "run-p", timeout_s=10):
         # moto's cluster CA is random bytes, not a PEM: refused with a clear error
@@ -62,7 +62,8 @@ def test_settings_from_env_and_pipeline_resources(moto):
                               "SERVINGBENCH_EKS_REGION": REGION})
     settings = EksSettings.from_env({
         "SERVINGBENCH_EKS_CLUSTER": "bench", "SERVINGBENCH_EKS_REGION": REGION,
-        "SERVINGBENCH_EKS_NODE_ROLE_ARN": ROLE, "SERVINGBENCH_EKS_SUBNETS": "subnet-a, subnet-b",
+        "SERVINGBENCH_EKS_NODE_ROLE_ARN": ROLE, "SERVINGBENCH_EKS_OWNER": OWNER,
+        "SERVINGBENCH_EKS_SUBNETS": "subnet-a, subnet-b",
         "SERVINGBENCH_EKS_SOURCE_RANGES": "10.0.0.0/16"})
     assert settings.subnet_ids == ("subnet-a", "subnet-b")
     assert settings.source_ranges == ("10.0.0.0/16",) and settings.expose == "load_balancer"
