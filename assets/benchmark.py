@@ -58,11 +58,14 @@ def build(partitions_def) -> dg.AssetsDefinition:
         candidate = r.candidates[candidate_of(context)]
         fit = cluster_link.preflight(candidate)
         run_id, run_dir = r.storage.new_run(candidate.name, candidate.instance_type)
+        manifest = initial_manifest(candidate, run_id,
+                                    "emulated" if r.cluster.emulated else "measured")
+        # at once, before anything is created or logged: a run stopped by a signal from
+        # here on leaves a folder whose manifest says what it was
+        mf.dump(manifest, run_dir / "manifest.json")
         context.log.info(f"run {run_id} → {run_dir}")
         (run_dir / "partition.json").write_text(json.dumps(
             {"partition": str(context.partition_key), "created_at": mf.format_ts(time.time_ns())}))
-        manifest = initial_manifest(candidate, run_id,
-                                    "emulated" if r.cluster.emulated else "measured")
         info = cluster_link.provision(r.cluster, candidate, run_id)
         try:
             manifest.update(info.facts)

@@ -133,6 +133,8 @@ class _Run:
                     await self._one(phase, name, "concurrency", float(c), _now(), expect)
                 finally:
                     inflight.dec()
+                if asyncio.current_task().cancelling():  # the request recorded it: stop here
+                    break
 
         workers = {self._spawn(worker()) for _ in range(c if count is None else min(c, count))}
         await done.wait()
@@ -245,7 +247,9 @@ class _Run:
     async def main(self) -> None:
         loop = asyncio.get_running_loop()
         me = asyncio.current_task()
-        for sig in (signal.SIGTERM,):
+        # Ctrl-C too: a Python-level SIGINT handler (Dagster installs one) would raise
+        # inside a transport callback, where the loop logs it and runs on
+        for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, me.cancel)
         conn = aiohttp.TCPConnector(limit=0, keepalive_timeout=120, ttl_dns_cache=None)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.cfg.connect_timeout_s)
