@@ -30,7 +30,7 @@ DESCRIPTIONS = {
     "warmup_log": "Warm-up requests (contract §2.2, phase = warmup); never feed a figure.",
     "steady_state_request_log": "Steady-state requests and their chunk log (contract §2.2/§2.3).",
 }
-RESOURCES = {"cluster", "model_server", "load_settings", "storage", "candidates"}
+RESOURCES = {"cluster", "model_server", "load_generator", "storage", "candidates"}
 
 
 def initial_manifest(candidate, run_id: str, source: str) -> dict:
@@ -83,9 +83,9 @@ def build(partitions_def) -> dg.AssetsDefinition:
                                           emulated=dep.emulated),
                                 "deployed_model", metadata=model_link.metadata(dep))
                 try:
-                    result = r.load_settings.run(candidate, dep.endpoint, dep.served_model,
-                                                 run_dir, run_id, progress=_progress(context),
-                                                 api_key_env=dep.api_key_env)
+                    result = r.load_generator.run(candidate, dep.endpoint, dep.served_model,
+                                                  run_dir, run_id, progress=_progress(context),
+                                                  api_key_env=dep.api_key_env)
                 except (LoadError, ConfigError, mf.ManifestError) as exc:
                     raise dg.Failure(description=f"load generator: {exc}",
                                      metadata={"run_dir": dg.MetadataValue.path(str(run_dir))}) from None
@@ -107,7 +107,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
 def _progress(context):
     """A live display on the terminal (`servingbench demo`), else each step's summary in the
     Dagster log (the UI, schedules)."""
-    if context.resources.load_settings.progress == "terminal":
+    if context.resources.load_generator.progress == "terminal":
         return True
 
     def sink(event: dict) -> None:

@@ -1,4 +1,4 @@
-"""Benchmark of the report (issue 7): how long the run report and the comparison take on
+"""Benchmark of the report: how long the run report and the comparison take on
 synthetic run folders of a given size. Prints one line per measurement.
 
     .venv/bin/python benchmarks/report.py [--requests-per-slot N] [--repeat R]

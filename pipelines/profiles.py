@@ -19,15 +19,15 @@ import dagster as dg
 
 from pipelines.config import DEFAULT_FILE, REPO, ConfigError, load_candidates
 from resources.aws.caller import Caller
-from resources.billing.cost_explorer import CostExplorerBilling
-from resources.billing.price_list import PriceListBilling
+from resources.billing.cost_explorer import CostExplorerApi
+from resources.billing.price_list import PriceListApi
 from resources.billing.price_sheet import PriceSheetBill
 from resources.billing.refresh import CostExplorerBill
 from resources.cluster.eks import EksNodegroupCluster
 from resources.cluster.eks_api import EksCluster, check_owner
 from resources.cluster.local import LocalHostCluster
 from resources.cluster.reaper import EksReaper, NothingToReap
-from resources.loadgen.generator import LoadSettings
+from resources.loadgen.generator import LoadGenerator
 from resources.model_server.emulator import EmulatorModelServer
 from resources.model_server.kube.client import KubeClient
 from resources.model_server.kube.server import KubeModelServer
@@ -44,7 +44,7 @@ class Settings:
     candidates_file: Path = DEFAULT_FILE
     time_scale: float = 1.0                 # emulator clock (1.0: the modelled hardware's speed)
     cold_start_s: float | None = None       # emulator cold start override (None: modelled)
-    load: LoadSettings = field(default_factory=LoadSettings)
+    load: LoadGenerator = field(default_factory=LoadGenerator)
     slos: tuple[tuple[float, float], ...] = ((2.0, 0.1),)
 
     @classmethod
@@ -72,7 +72,7 @@ def resources_for(settings: Settings) -> dict:
     common = {
         "storage": Storage(Path(settings.data_dir)),
         "candidates": candidates,
-        "load_settings": settings.load,
+        "load_generator": settings.load,
         "slos": settings.slos,
         "io_manager": dg.FilesystemIOManager(base_dir=str(Path(settings.data_dir) / "dagster_io")),
     }
@@ -190,8 +190,8 @@ class EksResources:
     settings: EksSettings
     session: Any
     cluster: EksCluster
-    billing: CostExplorerBilling
-    price_list: PriceListBilling
+    billing: CostExplorerApi
+    price_list: PriceListApi
     caller: Caller = field(default_factory=Caller)
 
     @classmethod
@@ -207,13 +207,13 @@ class EksResources:
             cluster=EksCluster(session, s.cluster_name, s.region, node_role_arn=s.node_role_arn,
                                owner=s.owner, subnet_ids=list(s.subnet_ids) or None,
                                endpoint_url=s.endpoint_url, caller=caller),
-            billing=CostExplorerBilling(session, endpoint_url=s.endpoint_url, caller=caller),
-            price_list=PriceListBilling.from_session(session, endpoint_url=s.endpoint_url,
+            billing=CostExplorerApi(session, endpoint_url=s.endpoint_url, caller=caller),
+            price_list=PriceListApi.from_session(session, endpoint_url=s.endpoint_url,
                                                      caller=caller),
         )
 
     def pipeline_resources(self) -> dict:
-        """`cluster`, `model_server` and `bill_source` for pipelines/profiles.py."""
+        """The eks `cluster`, `model_server` and `bill_source` resources."""
         s = self.settings
         return {
             "cluster": EksNodegroupCluster(self.cluster, capacity_type=s.capacity_type,

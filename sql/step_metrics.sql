@@ -58,7 +58,7 @@ steps AS (
 -- Per-token ITL: chunk seq >= 1 of an ok request gives (at[seq] - at[seq-1]) / tokens,
 -- counted `tokens` times, so a chunk bundling k tokens weighs k.
 gaps AS (
-    SELECT step, tokens, gap_ns / 1e9 / tokens AS itl
+    SELECT step, tokens, itl_s AS itl
     FROM chunk_gaps WHERE ok AND seq >= 1
 ),
 token_gaps AS (

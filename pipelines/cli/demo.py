@@ -69,11 +69,11 @@ def main(argv: list[str]) -> int:
 
     from pipelines.definitions import build_definitions
     from pipelines.profiles import Settings
-    from resources.loadgen.generator import LoadSettings
+    from resources.loadgen.generator import LoadGenerator
 
     settings = Settings(data_dir=args.data_dir, candidates_file=args.candidates,
                         cold_start_s=args.cold_start_s,
-                        load=LoadSettings(concurrency=steps, requests_per_step=args.requests,
+                        load=LoadGenerator(concurrency=steps, requests_per_step=args.requests,
                                           duration_s=args.duration_s,
                                           warmup_requests=4, output_tokens=args.output_tokens,
                                           progress="terminal"))
@@ -87,16 +87,16 @@ def main(argv: list[str]) -> int:
         result = job.execute_in_process(
             partition_key=dg.MultiPartitionKey({"date": date, "candidate": name}),
             instance=instance, raise_on_error=False, run_config=quiet)
-        run_dir = _run_dir(result, "cost_per_1m_output_tokens")
+        run_dir = run_dir_of(result, "cost_per_1m_output_tokens")
         if result.success and run_dir:
             run_dirs.append(run_dir)
             print(f"    done: {run_dir}", flush=True)
         else:
-            why = _failure(result)
+            why = failure(result)
             failures.append((name, why))
             print(f"    FAILED: {why}", flush=True)
     print(f"\n{BANNER}\n", flush=True)
-    _print_headline(run_dirs)
+    print_headline(run_dirs)
     for name, why in failures:
         print(f"  {name}: not measured — {why}")
     print(f"\n{len(run_dirs)} of {len(names)} candidates in {time.monotonic() - t0:.0f} s. "
@@ -119,7 +119,7 @@ def _print_comparison(run_dirs: list[str], out: Path) -> None:
     print(f"Comparison report (EMULATED): {path}")
 
 
-def _run_dir(result, asset: str) -> str | None:
+def run_dir_of(result, asset: str) -> str | None:
     for event in result.all_events:
         if event.is_step_materialization and event.asset_key.to_user_string() == asset:
             md = event.event_specific_data.materialization.metadata
@@ -127,7 +127,7 @@ def _run_dir(result, asset: str) -> str | None:
     return None
 
 
-def _failure(result) -> str:
+def failure(result) -> str:
     for event in result.all_events:
         if event.is_step_failure:
             err = event.event_specific_data.error
@@ -140,7 +140,7 @@ def _failure(result) -> str:
     return "did not finish"
 
 
-def _print_headline(run_dirs: list[str]) -> None:
+def print_headline(run_dirs: list[str]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 

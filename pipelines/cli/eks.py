@@ -69,11 +69,11 @@ def main(argv: list[str]) -> int:
                                   heartbeat_stale_s=args.heartbeat_stale_minutes * 60)
             print(f"reaped {len(reaped)} node group(s)" + "".join(f"\n  {n}" for n in reaped))
         else:
-            from resources.billing.cost_explorer import CostExplorerBilling
+            from resources.billing.cost_explorer import CostExplorerApi
             from resources.billing.refresh import RefreshError, refresh_bill
 
             try:
-                report = refresh_bill(args.run_dir, CostExplorerBilling(
+                report = refresh_bill(args.run_dir, CostExplorerApi(
                     session, endpoint_url=args.endpoint_url))
             except RefreshError as exc:
                 print(f"servingbench eks bill: {exc}", file=sys.stderr)

@@ -11,7 +11,7 @@ import argparse
 import datetime as dt
 import sys
 
-from pipelines.cli.demo import BANNER, _failure, _print_headline, _run_dir, dagster_home
+from pipelines.cli.demo import BANNER, dagster_home, failure, print_headline, run_dir_of
 from pipelines.config import ConfigError
 
 
@@ -45,10 +45,10 @@ def main(argv: list[str]) -> int:
         partition_key=dg.MultiPartitionKey({"date": args.date, "candidate": args.candidate}),
         instance=dg.DagsterInstance.get(), raise_on_error=False,
         run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}})
-    run_dir = _run_dir(result, "cost_per_1m_output_tokens")
+    run_dir = run_dir_of(result, "cost_per_1m_output_tokens")
     if not (result.success and run_dir):
-        print(f"FAILED: {_failure(result)}", file=sys.stderr)
+        print(f"FAILED: {failure(result)}", file=sys.stderr)
         return 1
-    _print_headline([run_dir])
+    print_headline([run_dir])
     print(f"run folder: {run_dir}")
     return 0

@@ -24,6 +24,8 @@ def table(rows: Sequence[dict], columns: Sequence[tuple[str, str, str]], markdow
     cells = [[title for _, title, _ in columns]]
     cells += [[_fmt(r.get(key), spec) for key, _, spec in columns] for r in rows]
     if markdown:
+        # a `|` inside a value would split its cell
+        cells = [[c.replace("|", "\\|") for c in row] for row in cells]
         head, *body = cells
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in body])

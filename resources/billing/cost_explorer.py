@@ -62,7 +62,7 @@ def _fmt(ns: int, granularity: str) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ" if granularity == "HOURLY" else "%Y-%m-%d")
 
 
-class CostExplorerBilling:
+class CostExplorerApi:
     """Fetches a run's bill from Cost Explorer (the `ce` endpoint lives in us-east-1)."""
 
     def __init__(self, session: Any, *, endpoint_url: str | None = None,
@@ -75,7 +75,7 @@ class CostExplorerBilling:
         self.last_fetch: FetchReport | None = None
 
     def __repr__(self) -> str:
-        return "CostExplorerBilling()"
+        return "CostExplorerApi()"
 
     def fetch_bill(self, run_id: str, instance_type: str, region: str, start_ns: int,
                    end_ns: int, *, account_id: str | None = None,

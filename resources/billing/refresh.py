@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from resources.billing.cost_explorer import CostExplorerBilling, FetchReport
+from resources.billing.cost_explorer import CostExplorerApi, FetchReport
 from resources.billing.interface import BillSource
 from resources.contract import manifest as mf
 from resources.contract.schemas import write_parquet
@@ -35,7 +35,7 @@ def billing_window(manifest: dict, tail_s: int = TAIL_S) -> tuple[int, int]:
     return start, max(b for _, b in spans) + tail_s * 10**9
 
 
-def refresh_bill(run_dir: Path, billing: CostExplorerBilling) -> FetchReport:
+def refresh_bill(run_dir: Path, billing: CostExplorerApi) -> FetchReport:
     """Fetch the run's bill and write `run_dir/bill.parquet`; returns what the fetch did."""
     run_dir = Path(run_dir)
     m = mf.load(run_dir / "manifest.json")
@@ -57,7 +57,7 @@ class CostExplorerBill(BillSource):
 
     source = "cost_explorer"
 
-    def __init__(self, billing: CostExplorerBilling):
+    def __init__(self, billing: CostExplorerApi):
         self.billing = billing
 
     def fetch_bill(self, manifest: dict) -> pa.Table:

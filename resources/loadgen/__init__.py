@@ -1,4 +1,4 @@
-"""The streaming load generator (issue 3): drives an OpenAI-compatible endpoint and records.
+"""The streaming load generator: drives an OpenAI-compatible endpoint and records.
 
     from resources.loadgen import LoadConfig, run_load
     result = run_load(LoadConfig(endpoint="http://127.0.0.1:8000", model="m"), Path("run"))

@@ -64,6 +64,11 @@ def _positive(name: str, value: float | None, allow_none: bool = True) -> None:
 
 def validate(cfg: LoadConfig) -> None:
     parts = urlsplit(cfg.endpoint)
+    if "@" in parts.netloc:
+        # A password in the URL would travel into records, logs and server_metrics.json;
+        # the message never repeats the URL.
+        raise ConfigError("endpoint: a URL with credentials (user:password@host) is refused; "
+                          "pass the key through api_key_env (--api-key-env) instead")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
             f"endpoint: {cfg.endpoint!r} is not an http(s) URL (e.g. http://127.0.0.1:8000)"

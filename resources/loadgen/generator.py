@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 @dataclass(frozen=True)
-class LoadSettings:
+class LoadGenerator:
     concurrency: tuple[int, ...] | None = None   # override every candidate's plan
     rates: tuple[float, ...] | None = None
     requests_per_step: int | None = None

@@ -1,4 +1,4 @@
-"""The load generator's watch on itself, per step (contract §2.1 `steps[]`, issue 3 §7).
+"""The load generator's watch on itself, per step (contract §2.1 `steps[]`).
 
 A step is `client_limited` when the client, not the server, may have been the limit:
 event-loop lag p99 > 5 ms, client CPU > 90 % of one core, closed-loop concurrency kept

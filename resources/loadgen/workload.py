@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from resources.loadgen import control
 from resources.loadgen.config import ConfigError, LoadConfig
 
 VOCAB = (
@@ -28,6 +29,8 @@ VOCAB = (
     "history party result change morning reason research girl guy moment air teacher force"
 ).split()
 PREFIX_WORDS = 8
+TOKENIZE_MAX_BYTES = 16 << 20  # a token id list for a 128k-token prompt is about 1 MiB
+TOKENIZE_DEADLINE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -70,14 +73,20 @@ class Tokenizer:
     def count(self, text: str) -> int:
         if self.available:
             try:
-                r = httpx.post(self.url, json={"model": self.model, "prompt": text},
-                               headers=self.headers, timeout=30)
+                with httpx.Client(timeout=TOKENIZE_DEADLINE_S) as http:
+                    r, raw = control.request(http, "POST", self.url, headers=self.headers,
+                                             json={"model": self.model, "prompt": text},
+                                             max_bytes=TOKENIZE_MAX_BYTES,
+                                             deadline_s=TOKENIZE_DEADLINE_S)
                 if r.status_code == 200:
                     self.calls += 1
-                    body = r.json()
+                    body = json.loads(raw)
                     n = body.get("count")
-                    return int(n if n is not None else len(body["tokens"]))
-            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                    n = len(body["tokens"]) if n is None else n
+                    if type(n) is int and 0 <= n < 1 << 31:
+                        return n
+            except (httpx.HTTPError, control.ControlError, ValueError, KeyError, TypeError,
+                    AttributeError, RecursionError):
                 pass
             self.available = False
         return len(text.split())

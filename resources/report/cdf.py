@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import duckdb
 import numpy as np
+import pyarrow.compute as pc
 
 from resources.analysis import sqlfiles
 from resources.report.rundata import RunData
@@ -17,12 +18,15 @@ MAX_POINTS = 2000
 Cdf = dict[str, tuple[np.ndarray, np.ndarray]]
 
 
-def _query(name: str, **relations) -> dict[str, np.ndarray]:
-    """Run one named query of sql/ over Arrow tables; columns as numpy arrays."""
+def _query(name: str, tables: tuple[str, ...] = (), **relations) -> dict[str, np.ndarray]:
+    """Run one named query of sql/ over Arrow tables, after building the named `tables` it
+    reads (e.g. chunk_gaps, shared with the analyzer); columns as numpy arrays."""
     con = duckdb.connect(":memory:")
     try:
         for rel_name, table in relations.items():
             con.register(rel_name, table)
+        for table_name in tables:
+            con.sql(sqlfiles.load(table_name)).create(table_name)
         table = sqlfiles.query(con, name)
         return {k: table.column(k).to_numpy(zero_copy_only=False) for k in table.column_names}
     finally:
@@ -60,5 +64,6 @@ def itl_cdf(run: RunData) -> Cdf:
     """step -> (sorted per-token ITL seconds, token-weighted cumulative share)."""
     if run.requests is None or run.chunks is None or run.chunks.num_rows == 0:
         return {}
-    cols = _query("itl_cdf", requests=run.requests, chunks=run.chunks)
+    steady = run.requests.filter(pc.field("phase") == "steady")
+    cols = _query("itl_cdf", ("chunk_gaps",), steady=steady, chunks=run.chunks)
     return _by_step(cols, "itl_s", "cum_share")

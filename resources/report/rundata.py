@@ -187,3 +187,18 @@ def latest_per_candidate(runs: list[RunData]) -> list[RunData]:
         if cur is None or (run.created_at_ns, run.run_id) > (cur.created_at_ns, cur.run_id):
             best[run.candidate] = run
     return [best[c] for c in sorted(best)]
+
+
+def headline_row(run: RunData, slo: tuple[float, float] | None = None) -> dict | None:
+    """The one rule for "a run's headline row": the row for `slo` (ttft, tpot) when given,
+    else the first (the run's first SLO); None when there is no such row. Missing values
+    are None, never NaN."""
+    if run.headline is None or run.headline.empty:
+        return None
+    rows = run.headline
+    if slo is not None:
+        rows = rows[(rows["slo_ttft_s"] == slo[0]) & (rows["slo_tpot_s"] == slo[1])]
+    if rows.empty:
+        return None
+    return {k: (None if not isinstance(v, list | tuple) and pd.isna(v) else v)
+            for k, v in rows.iloc[0].to_dict().items()}

@@ -118,10 +118,10 @@ def test_load_balancer_needs_source_ranges():
 
 def test_cost_explorer_bill_source_fetches_the_runs_window(moto, monkeypatch):
     endpoint, session = moto
-    from resources.billing.cost_explorer import CostExplorerBilling
+    from resources.billing.cost_explorer import CostExplorerApi
 
     httpx.post(f"{endpoint}/moto-api/static/ce/cost-and-usage-results", json={"results": PAGES})
-    billing = CostExplorerBilling(session, endpoint_url=endpoint,
+    billing = CostExplorerApi(session, endpoint_url=endpoint,
                                   clock=lambda: mf.parse_ts("2026-11-29T12:00:00Z"))
     m = mf.empty(RUN_ID, "measured", 0)
     m.update(instance_type="p5.48xlarge", region=REGION, account_id=ACCOUNT, node_count=1)

@@ -1,4 +1,4 @@
-"""Bills from our normalizer through the lead's analyzer: a clean bill is accepted with a
+"""Bills from our normalizer through the analyzer: a clean bill is accepted with a
 hand-computed cost; a bill that does not cover the window, each scope mismatch and a
 mixed-source bill are rejected by rules 5 / 6. Skipped until `resources.analysis.analyze`
 (and the run-folder builder `tests/runbuilder.py`) are on the branch.

@@ -1,5 +1,5 @@
-"""Against the real emulator (issue 4), once it is merged: skipped where `emulator.process`
-is not there yet. Fixed timing, ground truth, faults, and the EMULATED label."""
+"""Against the real emulator as a process on loopback:
+fixed timing, ground truth, faults, and the EMULATED label."""
 
 from __future__ import annotations
 

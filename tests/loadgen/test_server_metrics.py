@@ -1,4 +1,4 @@
-"""Server reconciliation (issue 7 part 3): the load generator scrapes the engine's /metrics
+"""Server reconciliation: the load generator scrapes the engine's /metrics
 around each steady step into server_metrics.json; resources.analysis.reconcile compares
 the server's counts with the client's, and the run report shows it. Against the real
 emulator process, whose --metrics-token-skew deliberately miscounts generated tokens."""

@@ -8,7 +8,7 @@ import dagster as dg
 
 from pipelines.definitions import build_definitions
 from pipelines.profiles import Settings
-from resources.loadgen.generator import LoadSettings
+from resources.loadgen.generator import LoadGenerator
 from resources.replay import RecordedBill, ReplayCluster, ReplayLoad, ReplayModelServer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -23,12 +23,12 @@ def key(candidate: str, date: str = DATE) -> dg.MultiPartitionKey:
 def replay_resources(fixture: str) -> dict:
     rec = FIXTURES / fixture
     return {"cluster": ReplayCluster(rec), "model_server": ReplayModelServer(rec),
-            "load_settings": ReplayLoad(rec), "bill_source": RecordedBill(rec)}
+            "load_generator": ReplayLoad(rec), "bill_source": RecordedBill(rec)}
 
 
 def run_job(data_dir: Path, job: str = "benchmark_job", candidate: str = "p5-scout-bf16-tp8",
             resources: dict | None = None, settings: Settings | None = None, instance=None):
-    settings = settings or Settings(data_dir=data_dir, load=LoadSettings())
+    settings = settings or Settings(data_dir=data_dir, load=LoadGenerator())
     defs = build_definitions(settings, resources=resources)
     return defs.resolve_job_def(job).execute_in_process(
         partition_key=key(candidate), instance=instance or dg.DagsterInstance.ephemeral(),
