@@ -46,7 +46,9 @@ def test_create_describe_delete(moto):
     info = cluster.create_nodegroup(SPEC, run_id, timeout_s=10)
     assert info.nodegroup == nodegroup_name(run_id) and len(info.nodegroup) <= 63
     ng = eks.describe_nodegroup(clusterName="bench", nodegroupName=info.nodegroup)["nodegroup"]
-    assert ng["tags"] == {RUN_TAG: run_id, "servingbench:candidate": "p5-scout-bf16-tp8"}
+    assert ng["tags"] == {RUN_TAG: run_id, "servingbench:candidate": "p5-scout-bf16-tp8",
+                          "servingbench:owner": OWNER,
+                          "servingbench:heartbeat": ng["tags"]["servingbench:heartbeat"]}
     assert ng["scalingConfig"] == {"minSize": 2, "maxSize": 2, "desiredSize": 2}
     assert ng["instanceTypes"] == ["p5.48xlarge"] and ng["amiType"] == "AL2023_x86_64_NVIDIA"
     assert ng["subnets"] == [subnet]
