@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import dagster as dg
 
@@ -30,6 +31,18 @@ DESCRIPTIONS = {
     "warmup_log": "Warm-up requests (contract §2.2, phase = warmup); never feed a figure.",
     "steady_state_request_log": "Steady-state requests and their chunk log (contract §2.2/§2.3).",
 }
+
+
+def slo_judge(scenario: dict, run_dir: Path):
+    """An SLO search asks the analysis whether each probe met the SLO."""
+    if scenario.get("kind") != "slo_search":
+        return None
+    from resources.analysis.workloads import judge
+
+    slo = {k: float(v) for k, v in scenario["slo"].items()}
+    return lambda step: judge(run_dir, step, slo)
+
+
 RESOURCES = {"cluster", "model_server", "load_generator", "storage", "candidates"}
 
 
@@ -85,6 +98,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
                 try:
                     result = r.load_generator.run(candidate, dep.endpoint, dep.served_model,
                                                   run_dir, run_id, progress=_progress(context),
+                                                  judge=slo_judge(candidate.scenario, run_dir),
                                                   api_key_env=dep.api_key_env)
                 except (LoadError, ConfigError, mf.ManifestError) as exc:
                     raise dg.Failure(description=f"load generator: {exc}",

@@ -30,6 +30,7 @@ MAX_TOKENS = (1 << 31) - 1
 MAX_EVENT_BYTES = 1 << 20  # one SSE event; a longer one is a protocol_error
 _COMPLETION = re.compile(rb'"completion_tokens"\s*:\s*(\d{1,10})\s*[,}]')
 _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d{1,10})\s*[,}]')
+_CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d{1,10})\s*[,}]')
 _now = time.perf_counter_ns
 # Error text keeps this much of what the server sent: redaction runs on all of it before
 # the message is cut to its short length, so a secret is never cut in half first.
@@ -43,6 +44,7 @@ class Request:
         "request_id", "phase", "step", "load_mode", "target", "scheduled", "sent", "finished",
         "input_tokens", "usage_total", "usage_cum", "no_usage_content", "chunk_at", "chunk_tokens",
         "status", "http_status", "error", "emulated",
+        "session_id", "turn", "cached_tokens", "text",
     )
 
     def __init__(self, request_id: str, phase: str, step: str, load_mode: str, target: float,
@@ -58,6 +60,12 @@ class Request:
         self.status = "cancelled"
         self.http_status = self.error = None
         self.emulated = False
+        self.session_id: str | None = None
+        self.turn: int | None = None
+        self.cached_tokens: int | None = None
+        # multi-turn sessions need the answer's text for the next turn's history; None
+        # keeps the hot path free of JSON decoding for every other workload
+        self.text: list[str] | None = None
 
     # --- derived at record time -------------------------------------------------------
     @property
@@ -139,6 +147,13 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
             if p is None:
                 return _on_json(req, payload, at)  # a prompt count the fast path cannot read
             req.input_tokens = _count(int(p.group(1)), "prompt_tokens")
+            if b'"cached_tokens"' in payload:
+                c = _CACHED.search(payload)
+                if c is None:
+                    return _on_json(req, payload, at)  # a cached count the fast path cannot read
+                req.cached_tokens = _count(int(c.group(1)), "cached_tokens")
+        if req.text is not None:
+            _keep_text(req, payload)
         total = int(m.group(1))  # the regex admits 0..9_999_999_999 only
         if total > MAX_TOKENS:
             raise Malformed(f"usage.completion_tokens is not a token count: {total}")
@@ -169,15 +184,22 @@ def _on_json(req: Request, payload: bytes, at: int) -> bool:
     usage = obj.get("usage")
     if usage is not None and not isinstance(usage, dict):
         raise Malformed(f"usage is a {type(usage).__name__}, not an object")
-    total = prompt = None
+    total = prompt = cached = None
     if usage:
         if usage.get("completion_tokens") is not None:
             total = _count(usage["completion_tokens"], "completion_tokens")
         if usage.get("prompt_tokens") is not None:
             prompt = _count(usage["prompt_tokens"], "prompt_tokens")
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+            cached = _count(details["cached_tokens"], "cached_tokens")
     content = _has_content(obj)  # every field checked before any is kept
+    if req.text is not None:
+        req.text.append(_content(obj))
     if prompt is not None and req.input_tokens is None:
         req.input_tokens = prompt
+    if cached is not None:
+        req.cached_tokens = cached
     if total is not None and not content:
         _add_usage(req, total, at)  # a cumulative-usage chunk the fast path did not take
         return False
@@ -188,6 +210,31 @@ def _on_json(req: Request, payload: bytes, at: int) -> bool:
     if total is not None:
         req.usage_total = total
     return False
+
+
+def _content(obj: dict) -> str:
+    """The answer text of one chunk (multi-turn keeps it for the next turn's history);
+    anything that is not text is skipped, never trusted."""
+    parts = []
+    choices = obj.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        if not isinstance(choice, dict):
+            continue
+        if isinstance(choice.get("text"), str):
+            parts.append(choice["text"])
+        delta = choice.get("delta") or choice.get("message")
+        if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+            parts.append(delta["content"])
+    return "".join(parts)
+
+
+def _keep_text(req: Request, payload: bytes) -> None:
+    try:
+        obj = json.loads(payload)
+    except (ValueError, RecursionError):
+        return  # the fast path's regex matched a broken chunk: nothing to keep
+    if isinstance(obj, dict):
+        req.text.append(_content(obj))
 
 
 def _on_event(req: Request, event: bytes, at: int) -> bool:

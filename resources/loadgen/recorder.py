@@ -219,7 +219,8 @@ class Recorder:
             "finished_at": req.finished, "input_tokens": req.input_tokens,
             "output_tokens": req.output_tokens, "output_tokens_source": req.output_tokens_source,
             "chunks": len(at), "status": req.status, "http_status": req.http_status,
-            "error": None if ok else req.error,
+            "error": None if ok else req.error, "worker": None,
+            "session_id": req.session_id, "turn": req.turn, "cached_tokens": req.cached_tokens,
         }
         if not _fits(row):
             row = unrecordable(row, ValueError("a value outside its column's type"))

@@ -24,10 +24,11 @@ from resources.loadgen.errors import LoadError, RunExistsError
 from resources.loadgen.probe import api_url, probe
 from resources.loadgen.progress import make_progress
 from resources.loadgen.recorder import Recorder, refuse_existing
+from resources.loadgen.scenarios.drive import scenario_steady
 from resources.loadgen.schedule import profile_schedule, rate_steps
 from resources.loadgen.selfwatch import InFlight, SelfWatch
 from resources.loadgen.server_metrics import Scraper, ServerMetrics
-from resources.loadgen.workload import Tokenizer, Workload
+from resources.loadgen.workload import Item, Tokenizer, Workload
 
 _now = time.perf_counter_ns
 FLUSH_S = 0.25
@@ -70,14 +71,27 @@ class _Run:
         self.session: aiohttp.ClientSession | None = None
         self.save: Callable[[], None] = lambda: None  # writes the manifest so far
         self.server: ServerMetrics | None = None  # the engine's /metrics around each step
+        self.judge = None  # SLO search: (run_dir, step) -> (valid, met), from the analysis
 
     # --- one request -----------------------------------------------------------------
     async def _one(self, phase: str, step: str, mode: str, target: float, scheduled: int,
                    expect_in: int | None) -> None:
+        req = await self.send(phase, step, mode, target, scheduled, None)
+        if (req.phase == "steady" and expect_in is not None and req.input_tokens is not None
+                and req.input_tokens != expect_in):
+            self.mismatch += 1
+
+    async def send(self, phase: str, step: str, mode: str, target: float, scheduled: int,
+                   item: Item | None, tag=None) -> client.Request:
+        """Send and record one request: `item`, or the workload's next one when None;
+        `tag(req)` may mark it first (session, turn, text). Whatever happens, it is recorded."""
         rid = str(uuid.uuid4())
         req = client.Request(rid, phase, step, mode, target, scheduled)
         try:
-            item = self.wl.next_item()
+            if tag is not None:
+                tag(req)
+            if item is None:
+                item = self.wl.next_item()
             headers = dict(self.headers)
             headers["X-Request-ID"] = rid
             await client.send(self.session, self.url, self.wl.body(item, self.stream_options),
@@ -88,9 +102,10 @@ class _Run:
         finally:
             # Also on cancellation: the request is recorded, then the CancelledError
             # goes on and stops its worker.
-            self._record(req, expect_in)
+            self._record(req)
+        return req
 
-    def _record(self, req: client.Request, expect_in: int | None) -> None:
+    def _record(self, req: client.Request) -> None:
         if req.emulated:
             self.emulated = True
         if self.watch is not None and req.sent is not None:
@@ -98,9 +113,13 @@ class _Run:
         self.rec.add(req)
         if req.phase == "steady":
             self.statuses[req.status] += 1
-            if expect_in is not None and req.input_tokens is not None and req.input_tokens != expect_in:
-                self.mismatch += 1
         self.progress.request_done(req)
+
+    def spawn(self, coro) -> asyncio.Task:
+        return self._spawn(coro)
+
+    async def drain(self, tasks: set[asyncio.Task]) -> None:
+        await self._drain(tasks)
 
     def _spawn(self, coro) -> asyncio.Task:
         t = asyncio.get_running_loop().create_task(coro)
@@ -186,6 +205,20 @@ class _Run:
                 await watches[k].stop()
         await self._drain(tasks)
 
+    async def run_step(self, name: str, mode: str, target: float, expected: int | None,
+                       drive) -> None:
+        """One steady step of a scenario: `await drive()` sends its requests (and may return
+        the InFlight of a closed loop); progress, self-watch, server counts and the manifest
+        are handled here as for the built-in steps."""
+        self.progress.step_start(name, expected)
+        w = SelfWatch()
+        before = await self._scrape()
+        self._begin_watch(w)
+        inflight = await drive()
+        await w.stop()
+        await self._scrape_end([name], before)
+        self._record_step(name, mode, target, w, inflight)
+
     def _begin_watch(self, w: SelfWatch) -> None:
         self.watch = w
         w.start()
@@ -220,6 +253,10 @@ class _Run:
         start = self.clock.now_utc()
         self.phases["steady"] = {"started_at": mf.format_ts(start), "ended_at": None}
         self.save()
+        if cfg.scenario is not None and cfg.scenario.kind != "fixed":
+            await scenario_steady(self)
+            self.phases["steady"]["ended_at"] = mf.format_ts(self.clock.now_utc())
+            return
         for c in cfg.concurrency:
             name = step_name("concurrency", c)
             self.progress.step_start(name, cfg.requests_per_step)
@@ -361,7 +398,7 @@ def _runner():
 
 
 def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
-             progress: bool | Callable[[dict], None] = True) -> LoadResult:
+             progress: bool | Callable[[dict], None] = True, judge=None) -> LoadResult:
     """Drive `cfg.endpoint` and write a contract §6 run folder (no bill) into `run_dir`.
 
     Raises RunExistsError when `run_dir` already holds request logs, LoadError when the
@@ -371,6 +408,8 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
     run_dir = Path(run_dir)
     refuse_existing(run_dir)
     _check_profile(cfg)
+    if cfg.scenario is not None and cfg.scenario.kind == "slo_search" and judge is None:
+        raise ConfigError("scenario slo_search: needs a judge (the analysis decides what met the SLO)")
     clock = Clock.start()
     m = _manifest(run_dir, manifest_base, cfg.run_id, clock)
     secrets: tuple[str, ...] = ()
@@ -406,6 +445,7 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
         mf.dump(m, run_dir / "manifest.json")
 
     run.save = save
+    run.judge = judge
     run.server = ServerMetrics(run_dir, Scraper(cfg.base_url, headers, secrets))
     save()
     interrupted = False

@@ -35,7 +35,7 @@ TOKENIZE_DEADLINE_S = 30.0
 
 @dataclass(frozen=True)
 class Item:
-    prompt: str
+    prompt: str | list[dict]  # a text, or chat messages (multi-turn history)
     output_tokens: int
 
 
@@ -164,7 +164,8 @@ class Workload:
         req: dict = {"model": cfg.model, "max_tokens": item.output_tokens, "stream": True,
                      "temperature": 0}
         if cfg.api == "chat":
-            req["messages"] = [{"role": "user", "content": item.prompt}]
+            msgs = item.prompt
+            req["messages"] = msgs if isinstance(msgs, list) else [{"role": "user", "content": msgs}]
         else:
             req["prompt"] = item.prompt
         if stream_options is not None:
@@ -176,7 +177,8 @@ class Workload:
 
     def scenario(self, stream_options: dict | None) -> dict:
         cfg = self.cfg
-        return {
+        kind = cfg.scenario.describe() if cfg.scenario is not None else {"kind": "fixed"}
+        return {**kind,
             "input_tokens": None if self.dataset else cfg.input_tokens,
             "output_tokens": None if self.dataset else cfg.output_tokens,
             "dataset": str(cfg.dataset) if cfg.dataset else None,
