@@ -72,11 +72,14 @@ def build(partitions_def) -> dg.AssetsDefinition:
         candidate = r.candidates[candidate_of(context)]
         fit = cluster_link.preflight(candidate)
         run_id, run_dir = r.storage.new_run(candidate.name, candidate.instance_type)
+        manifest = initial_manifest(candidate, run_id,
+                                    "emulated" if r.cluster.emulated else "measured")
+        # at once, before anything is created or logged: a run stopped by a signal from
+        # here on leaves a folder whose manifest says what it was
+        mf.dump(manifest, run_dir / "manifest.json")
         context.log.info(f"run {run_id} → {run_dir}")
         durable.write_json(run_dir / "partition.json", {
             "partition": str(context.partition_key), "created_at": mf.format_ts(time.time_ns())})
-        manifest = initial_manifest(candidate, run_id,
-                                    "emulated" if r.cluster.emulated else "measured")
         # the pool slot spans provision → teardown: the nodes the quota counts
         with pool_slot(context, candidate.pool, candidate.pool_limit, run_dir / "pool.json"):
             info = cluster_link.provision(r.cluster, candidate, run_id)
@@ -98,7 +101,8 @@ def build(partitions_def) -> dg.AssetsDefinition:
                     try:
                         result = r.load_generator.run(candidate, dep.endpoint, dep.served_model,
                                                       run_dir, run_id, progress=_progress(context),
-                                                      judge=slo_judge(candidate.scenario, run_dir))
+                                                      judge=slo_judge(candidate.scenario, run_dir),
+                                                      api_key_env=dep.api_key_env)
                     except (LoadError, ConfigError, mf.ManifestError) as exc:
                         raise dg.Failure(description=f"load generator: {exc}",
                                          metadata={"run_dir": dg.MetadataValue.path(str(run_dir))}) from None

@@ -8,6 +8,7 @@ the definitions load — never at import time.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 from collections.abc import Mapping
@@ -24,7 +25,7 @@ from resources.billing.price_list import PriceListApi
 from resources.billing.price_sheet import PriceSheetBill
 from resources.billing.refresh import CostExplorerBill
 from resources.cluster.eks import EksNodegroupCluster
-from resources.cluster.eks_api import EksCluster
+from resources.cluster.eks_api import EksCluster, check_owner
 from resources.cluster.local import LocalHostCluster
 from resources.cluster.reaper import EksReaper, NothingToReap
 from resources.loadgen.generator import LoadGenerator
@@ -108,6 +109,7 @@ class EksSettings:
     cluster_name: str
     region: str
     node_role_arn: str
+    owner: str  # this installation's id, tagged on every resource it creates
     subnet_ids: tuple[str, ...] = ()  # empty: the cluster's own subnets
     namespace: str = "servingbench"
     reaper_ttl_hours: float = 6.0
@@ -118,6 +120,8 @@ class EksSettings:
     expose: str = "load_balancer"  # how the pipeline's load generator reaches the engine
     source_ranges: tuple[str, ...] = ()  # CIDRs allowed to reach the load balancer
     lb_scheme: str = "internal"  # run the pipeline inside the VPC; internet-facing otherwise
+    allow_public: bool = False  # consent to 0.0.0.0/0 or an internet-facing load balancer
+    run_as_user: int | None = None  # engines run as this non-root uid (image must allow it)
     endpoint_url: str | None = None  # tests only (moto)
 
     @classmethod
@@ -134,13 +138,59 @@ class EksSettings:
             return tuple(x.strip() for x in env.get(f"SERVINGBENCH_EKS_{name}", "").split(",")
                          if x.strip())
 
+        allow_public = _flag(env, "SERVINGBENCH_EKS_ALLOW_PUBLIC")
+        source_ranges = split("SOURCE_RANGES")
+        lb_scheme = env.get("SERVINGBENCH_EKS_LB_SCHEME", "internal")
+        _check_exposure(source_ranges, lb_scheme, allow_public)
         return cls(cluster_name=need("CLUSTER"), region=need("REGION"),
-                   node_role_arn=need("NODE_ROLE_ARN"), subnet_ids=split("SUBNETS"),
+                   node_role_arn=need("NODE_ROLE_ARN"), owner=owner_from_env(env),
+                   subnet_ids=split("SUBNETS"),
                    capacity_type=env.get("SERVINGBENCH_EKS_CAPACITY_TYPE", "ON_DEMAND"),
                    capacity_reservation_id=env.get("SERVINGBENCH_EKS_CAPACITY_RESERVATION_ID") or None,
                    expose=env.get("SERVINGBENCH_EKS_EXPOSE", "load_balancer"),
-                   source_ranges=split("SOURCE_RANGES"),
-                   lb_scheme=env.get("SERVINGBENCH_EKS_LB_SCHEME", "internal"))
+                   source_ranges=source_ranges, lb_scheme=lb_scheme, allow_public=allow_public,
+                   run_as_user=_uid(env, "SERVINGBENCH_EKS_RUN_AS_USER"))
+
+
+def owner_from_env(env: Mapping[str, str]) -> str:
+    """SERVINGBENCH_EKS_OWNER: the id chosen at setup that names this installation; the
+    reaper of this installation touches nothing tagged with another one."""
+    value = env.get("SERVINGBENCH_EKS_OWNER")
+    if not value:
+        raise ValueError("the eks profile needs SERVINGBENCH_EKS_OWNER, the id of this "
+                         "installation tagged on everything it creates (see docs/eks.md)")
+    return check_owner(value, "SERVINGBENCH_EKS_OWNER")
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    value = env.get(name, "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{name}={value!r}: expected 1 or 0")
+    return value == "1"
+
+
+def _uid(env: Mapping[str, str], name: str) -> int | None:
+    value = env.get(name, "")
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{name}={value!r}: expected a non-root uid (an integer >= 1)")
+    return int(value)
+
+
+def _check_exposure(source_ranges: tuple[str, ...], lb_scheme: str, allow_public: bool) -> None:
+    """An engine open to the internet only by explicit consent, named in the message."""
+    for cidr in source_ranges:
+        try:
+            net = ipaddress.ip_network(cidr)
+        except ValueError:
+            raise ValueError(f"SERVINGBENCH_EKS_SOURCE_RANGES: {cidr!r} is not a CIDR") from None
+        if net.prefixlen == 0 and not allow_public:
+            raise ValueError(f"SERVINGBENCH_EKS_SOURCE_RANGES={cidr} opens the engine to the "
+                             f"whole internet; set SERVINGBENCH_EKS_ALLOW_PUBLIC=1 to allow it")
+    if lb_scheme == "internet-facing" and not allow_public:
+        raise ValueError("SERVINGBENCH_EKS_LB_SCHEME=internet-facing puts the engine on the "
+                         "internet; set SERVINGBENCH_EKS_ALLOW_PUBLIC=1 to allow it")
 
 
 @dataclass
@@ -163,7 +213,7 @@ class EksResources:
         return cls(
             settings=s, session=session, caller=caller,
             cluster=EksCluster(session, s.cluster_name, s.region, node_role_arn=s.node_role_arn,
-                               subnet_ids=list(s.subnet_ids) or None,
+                               owner=s.owner, subnet_ids=list(s.subnet_ids) or None,
                                endpoint_url=s.endpoint_url, caller=caller),
             billing=CostExplorerApi(session, endpoint_url=s.endpoint_url, caller=caller),
             price_list=PriceListApi.from_session(session, endpoint_url=s.endpoint_url,
@@ -179,7 +229,9 @@ class EksResources:
                                            timeout_s=s.provision_timeout_s),
             "model_server": KubeModelServer(self.kube, expose=s.expose,
                                             source_ranges=s.source_ranges,
-                                            lb_scheme=s.lb_scheme, timeout_s=s.deploy_timeout_s),
+                                            lb_scheme=s.lb_scheme, allow_public=s.allow_public,
+                                            owner=s.owner, run_as_user=s.run_as_user,
+                                            timeout_s=s.deploy_timeout_s),
             "bill_source": CostExplorerBill(self.billing),
         }
 

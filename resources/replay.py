@@ -71,7 +71,7 @@ class ReplayLoad:
     progress: str = "log"
 
     def run(self, candidate, endpoint, served_model, run_dir: Path, run_id: str, progress=None,
-            judge=None):
+            judge=None, api_key_env=None):
         rec = Path(self.recording)
         old = mf.load(rec / "manifest.json")
         counts = {}
