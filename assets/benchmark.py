@@ -20,9 +20,11 @@ from resources.loadgen import ConfigError, LoadError
 from . import cluster as cluster_link
 from . import load as load_link
 from . import model as model_link
+from . import quality as quality_link
 from .partitions import candidate_of, run_value
 
-KEYS = ("provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log")
+KEYS = ("provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log",
+        "quality")
 DESCRIPTIONS = {
     "provisioned_cluster": "The scope that produces the tokens: account, region, cluster, node "
                            "group, instance type × count (the local profile: this host, EMULATED).",
@@ -30,6 +32,7 @@ DESCRIPTIONS = {
                       "apart from steady state.",
     "warmup_log": "Warm-up requests (SPEC §2.2, phase = warmup); never feed a figure.",
     "steady_state_request_log": "Steady-state requests and their chunk log (SPEC §2.2/§2.3).",
+    "quality": quality_link.DESCRIPTION,
 }
 RESOURCES = {"cluster", "model_server", "load_settings", "storage", "candidates"}
 
@@ -62,8 +65,9 @@ def build(partitions_def) -> dg.AssetsDefinition:
         context.log.info(f"run {run_id} → {run_dir}")
         (run_dir / "partition.json").write_text(json.dumps(
             {"partition": str(context.partition_key), "created_at": mf.format_ts(time.time_ns())}))
+        emulated_scope = r.cluster.emulated_for(candidate)
         manifest = initial_manifest(candidate, run_id,
-                                    "emulated" if r.cluster.emulated else "measured")
+                                    "emulated" if emulated_scope else "measured")
         info = cluster_link.provision(r.cluster, candidate, run_id)
         try:
             manifest.update(info.facts)
@@ -74,8 +78,8 @@ def build(partitions_def) -> dg.AssetsDefinition:
             with r.model_server.deploy(candidate, info, run_dir) as dep:
                 manifest.update(dep.facts)
                 manifest["phases"].update(dep.phases)
-                if dep.emulated:
-                    manifest["source"] = "emulated"
+                # measured only when both the scope and the engine are real
+                manifest["source"] = "emulated" if dep.emulated or emulated_scope else "measured"
                 mf.dump(manifest, run_dir / "manifest.json")
                 yield dg.Output(run_value(run_id, run_dir, endpoint=dep.endpoint,
                                           emulated=dep.emulated),
@@ -86,6 +90,10 @@ def build(partitions_def) -> dg.AssetsDefinition:
                 except (LoadError, ConfigError, mf.ManifestError) as exc:
                     raise dg.Failure(description=f"load generator: {exc}",
                                      metadata={"run_dir": dg.MetadataValue.path(str(run_dir))}) from None
+                # Same endpoint, after the steady phase closed: quality never overlaps timing.
+                quality = quality_link.run_quality(candidate, dep.endpoint, dep.served_model,
+                                                   run_id, run_dir,
+                                                   emulated=manifest["source"] == "emulated")
         finally:
             r.cluster.teardown(info)
         manifest = mf.load(run_dir / "manifest.json")
@@ -97,6 +105,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
                         "steady_state_request_log",
                         metadata=load_link.log_metadata(run_dir, "steady_state_request_log",
                                                         manifest, "steady"))
+        yield dg.Output(quality[0], "quality", metadata=quality[1])
 
     return benchmark_run
 

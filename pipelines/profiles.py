@@ -17,7 +17,7 @@ import dagster as dg
 from resources.bill_source import PriceSheetBill
 from resources.cluster import LocalHostCluster
 from resources.load import LoadSettings
-from resources.model_server import EmulatorModelServer
+from resources.model_server import EmulatorModelServer, ModelServer
 from resources.storage import Storage
 
 from .config import DEFAULT_FILE, REPO, ConfigError, load_candidates
@@ -53,6 +53,23 @@ class Settings:
                    cold_start_s=number("SERVINGBENCH_EMULATOR_COLD_START_S", None))
 
 
+class LocalModelServers(ModelServer):
+    """The local profile's model server: the real llama.cpp engine for `engine: llama.cpp`
+    candidates, the emulator for every other (cloud) candidate."""
+
+    def __init__(self, emulator: ModelServer, llamacpp: ModelServer | None = None):
+        self.emulator = emulator
+        self.llamacpp = llamacpp
+
+    def deploy(self, candidate, cluster, run_dir: Path):
+        if candidate.engine == "llama.cpp":
+            if self.llamacpp is None:
+                from resources.model_server.llamacpp import LlamaCppModelServer
+                self.llamacpp = LlamaCppModelServer()
+            return self.llamacpp.deploy(candidate, cluster, run_dir)
+        return self.emulator.deploy(candidate, cluster, run_dir)
+
+
 class NothingToReap:
     """The local profile creates no cloud resource, so the reaper has nothing to delete."""
 
@@ -74,8 +91,8 @@ def resources_for(settings: Settings) -> dict:
     if settings.profile == "local":
         return common | {
             "cluster": LocalHostCluster(),
-            "model_server": EmulatorModelServer(time_scale=settings.time_scale,
-                                                cold_start_s=settings.cold_start_s),
+            "model_server": LocalModelServers(EmulatorModelServer(
+                time_scale=settings.time_scale, cold_start_s=settings.cold_start_s)),
             "bill_source": PriceSheetBill(),
             "reaper": NothingToReap(),
         }

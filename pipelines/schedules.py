@@ -8,7 +8,7 @@ import json
 import dagster as dg
 
 CHAIN = ["provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log",
-         "cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens", "benchmark_report"]
+         "quality", "cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens", "benchmark_report"]
 BILL_PART = ["cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens", "benchmark_report"]
 REFRESH_DAYS = 14
 
