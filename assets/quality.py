@@ -31,13 +31,14 @@ def run_quality(candidate, endpoint: str, served_model: str, run_id: str, run_di
                 emulated: bool) -> tuple[dict, dict]:
     """(asset value, metadata). Raises dg.Failure when the evaluation cannot run."""
     plan = candidate.quality
+    where = {"run_dir": dg.MetadataValue.path(str(run_dir))}
     if emulated:
         value = run_value(run_id, run_dir, status="not_applicable", accuracy=None)
-        return value, {"status": dg.MetadataValue.text("not applicable: emulated run"),
-                       "accuracy": dg.MetadataValue.null()}
+        return value, where | {"status": dg.MetadataValue.text("not applicable: emulated run"),
+                               "accuracy": dg.MetadataValue.null()}
     if plan is None:
         value = run_value(run_id, run_dir, status="not_evaluated", accuracy=None)
-        return value, {"status": dg.MetadataValue.text(
+        return value, where | {"status": dg.MetadataValue.text(
             "not evaluated: the candidate names no quality plan"),
             "accuracy": dg.MetadataValue.null()}
     try:
@@ -53,7 +54,7 @@ def run_quality(candidate, endpoint: str, served_model: str, run_id: str, run_di
     value = run_value(run_id, run_dir, status="evaluated", accuracy=s["accuracy"],
                       reference=plan.reference, margin=plan.margin,
                       eval_set_sha256=s["eval_set_sha256"])
-    md = {"status": dg.MetadataValue.text("evaluated"),
+    md = where | {"status": dg.MetadataValue.text("evaluated"),
           "accuracy": dg.MetadataValue.float(s["accuracy"]),
           "ci95": dg.MetadataValue.text(f"[{s['ci95_low']:.3f}, {s['ci95_high']:.3f}]"),
           "n": dg.MetadataValue.int(s["n"]), "correct": dg.MetadataValue.int(s["correct"]),
@@ -102,7 +103,7 @@ def build_checks(partitions_def) -> list:
         verdict = judge(quality, candidate_of(context), context.resources.storage.runs_dir)
         md = {k: dg.MetadataValue.null() if v is None else
               (dg.MetadataValue.json(v) if isinstance(v, list | dict) else v)
-              for k, v in verdict.as_dict().items() if k != "message"}
+              for k, v in verdict.as_dict().items()}
         # Only a real failure blocks (ERROR); "not applicable" and "not evaluated" are shown
         # as unpassed warnings, never as a pass.
         severity = (dg.AssetCheckSeverity.ERROR if verdict.passed is False
