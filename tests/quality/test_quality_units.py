@@ -9,7 +9,14 @@ import pytest
 
 from resources.analysis import manifest as mf
 from resources.quality import find_reference, parity, score, wilson
-from resources.quality.evalset import KINDS, EvalSetError, build, default_items, load_jsonl, set_sha256
+from resources.quality.evalset import (
+    KINDS,
+    EvalSetError,
+    build,
+    default_items,
+    load_jsonl,
+    set_sha256,
+)
 
 
 def test_default_set_is_deterministic_and_checkable():
