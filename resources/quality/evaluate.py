@@ -1,8 +1,12 @@
 """Run the evaluation set against an OpenAI-compatible endpoint and write the run folder's
 `quality.parquet` (one row per item) and `quality_summary.json` (SPEC §3.3).
 
-One request at a time, chat completions, temperature 0, not streamed: the quality figure is
-the model's answer, never a timing (each item's latency is kept for reference only).
+One request at a time, temperature 0, not streamed: the quality figure is the model's
+answer, never a timing (each item's latency is kept for reference only). Items are asked
+through the plain completions API with a fixed few-shot header (`Q: … / A: …`, stopping at
+the end of the line): that works the same for base models without a chat template (the
+Gemma 3 270M GGUF of `make engine` is one) and for instruction-tuned ones, on any
+OpenAI-compatible server.
 Scoring is exact after a fixed normalization of the reply: its first line, trimmed,
 lowercased, with surrounding quotes, markdown emphasis and trailing punctuation removed.
 """
@@ -29,6 +33,14 @@ SCHEMA = pa.schema([("run_id", pa.string()), ("item_id", pa.string()),
                     ("prompt_sha256", pa.string()), ("expected", pa.string()),
                     ("got", pa.string()), ("correct", pa.bool_()), ("latency_s", pa.float64())])
 _STRIP = " \t\"'`*_.,;:!?"
+# Three worked examples in the answer format; none of them is an item of the default set.
+FEW_SHOT = ("Q: What is 3 + 4? Reply with the number only.\nA: 7\n\n"
+            "Q: Repeat this word exactly, and nothing else: apple\nA: apple\n\n"
+            "Q: What is the capital of Portugal? Reply with one word.\nA: Lisbon\n\n")
+
+
+def prompt_of(item: Item) -> str:
+    return f"{FEW_SHOT}Q: {item.prompt}\nA:"
 
 
 class QualityError(RuntimeError):
@@ -61,8 +73,8 @@ def wilson(correct: int, n: int, z: float = 1.959963984540054) -> tuple[float | 
 
 def _ask(http: httpx.Client, url: str, model: str, item: Item, max_tokens: int,
          headers: dict) -> tuple[str, float]:
-    body = {"model": model, "messages": [{"role": "user", "content": item.prompt}],
-            "temperature": 0, "max_tokens": max_tokens, "stream": False, "seed": 0}
+    body = {"model": model, "prompt": prompt_of(item), "temperature": 0,
+            "max_tokens": max_tokens, "stop": ["\n"], "stream": False, "seed": 0}
     t0 = time.perf_counter_ns()
     try:
         r = http.post(url, json=body, headers={**headers, "X-Request-ID": str(uuid.uuid4())})
@@ -72,7 +84,7 @@ def _ask(http: httpx.Client, url: str, model: str, item: Item, max_tokens: int,
     if r.status_code != 200:
         raise QualityError(f"{url}: HTTP {r.status_code} on item {item.item_id}: {r.text[:200]}")
     try:
-        content = r.json()["choices"][0]["message"]["content"]
+        content = r.json()["choices"][0]["text"]
     except (ValueError, KeyError, IndexError, TypeError):
         raise QualityError(f"{url}: malformed answer to item {item.item_id}") from None
     return content or "", latency
@@ -82,13 +94,14 @@ def evaluate(endpoint: str, model: str, run_id: str, run_dir: Path, eval_set: st
              items: list[Item], max_tokens: int = 16, headers: dict | None = None,
              timeout_s: float = 120) -> dict:
     """Ask every item, write both files (atomically), return the summary (plus `by_kind`)."""
-    url = endpoint.rstrip("/").removesuffix("/v1") + "/v1/chat/completions"
+    url = endpoint.rstrip("/").removesuffix("/v1") + "/v1/completions"
     rows = []
     with httpx.Client(timeout=timeout_s) as http:
         for item in items:
             got, latency = _ask(http, url, model, item, max_tokens, headers or {})
             rows.append({"run_id": run_id, "item_id": item.item_id,
-                         "prompt_sha256": hashlib.sha256(item.prompt.encode()).hexdigest(),
+                         # the text the model was given, few-shot header included
+                         "prompt_sha256": hashlib.sha256(prompt_of(item).encode()).hexdigest(),
                          "expected": item.answer, "got": got, "correct": score(got, item.answer),
                          "latency_s": latency})
     n, correct = len(rows), sum(r["correct"] for r in rows)
