@@ -13,7 +13,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyze": ("resources.analysis.cli", "run the gates and metric SQL on a run folder"),
     "load": ("resources.loadgen.cli", "drive an OpenAI-compatible endpoint, write a run folder"),
     "emulator": ("emulator.cli", "serve the local engine emulator (EMULATED numbers)"),
-    "demo": ("pipelines.demo", "run the chain on the embedded default and print the headline"),
+    "demo": ("pipelines.demo", "run the chain on the embedded default and print the headline "
+             "(--real: llama.cpp on this host)"),
     "run": ("pipelines.run", "benchmark one candidate with the profile of SERVINGBENCH_PROFILE"),
     "ui": ("pipelines.ui", "start the Dagster UI on 127.0.0.1"),
     "eks": ("resources.eks_cli", "reap expired node groups / refetch a run's bill (eks)"),
