@@ -35,13 +35,14 @@ demo: $(STAMP)
 # default set, and this puts it back.
 engine: $(STAMP)
 	$(TOOLS)/bin/python scripts/engine_setup.py --venv $(VENV) --uv $(UV) --build-python $(TOOLS)/bin/python
-	$(VENV)/bin/python -m resources.model_server.llamacpp prepare
+	$(VENV)/bin/servingbench engine prepare
 
 demo-real: engine
 	$(VENV)/bin/servingbench demo --real
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 
 # The browser tests need Debian's chromium; fetch it when missing and we may (root with
 # apt-get). A failure is one line, and those tests then skip with their reason.
@@ -53,6 +54,7 @@ chromium:
 
 test: $(STAMP) engine chromium
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/python -m pytest
 
 ui: $(STAMP)

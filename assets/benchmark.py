@@ -14,14 +14,13 @@ import time
 
 import dagster as dg
 
-from resources.analysis import manifest as mf
+from assets import cluster as cluster_link
+from assets import load as load_link
+from assets import model as model_link
+from assets import quality as quality_link
+from assets.partitions import candidate_of, run_value
+from resources.contract import manifest as mf
 from resources.loadgen import ConfigError, LoadError
-
-from . import cluster as cluster_link
-from . import load as load_link
-from . import model as model_link
-from . import quality as quality_link
-from .partitions import candidate_of, run_value
 
 KEYS = ("provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log",
         "quality")
@@ -30,11 +29,11 @@ DESCRIPTIONS = {
                            "group, instance type × count (the local profile: this host, EMULATED).",
     "deployed_model": "The engine serving the candidate, with cold-start sub-phases recorded "
                       "apart from steady state.",
-    "warmup_log": "Warm-up requests (SPEC §2.2, phase = warmup); never feed a figure.",
-    "steady_state_request_log": "Steady-state requests and their chunk log (SPEC §2.2/§2.3).",
+    "warmup_log": "Warm-up requests (contract §2.2, phase = warmup); never feed a figure.",
+    "steady_state_request_log": "Steady-state requests and their chunk log (contract §2.2/§2.3).",
     "quality": quality_link.DESCRIPTION,
 }
-RESOURCES = {"cluster", "model_server", "load_settings", "storage", "candidates"}
+RESOURCES = {"cluster", "model_server", "load_generator", "storage", "candidates"}
 
 
 def initial_manifest(candidate, run_id: str, source: str) -> dict:
@@ -85,7 +84,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
                                           emulated=dep.emulated),
                                 "deployed_model", metadata=model_link.metadata(dep))
                 try:
-                    result = r.load_settings.run(candidate, dep.endpoint, dep.served_model,
+                    result = r.load_generator.run(candidate, dep.endpoint, dep.served_model,
                                                  run_dir, run_id, progress=_progress(context))
                 except (LoadError, ConfigError, mf.ManifestError) as exc:
                     raise dg.Failure(description=f"load generator: {exc}",
@@ -113,7 +112,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
 def _progress(context):
     """A live display on the terminal (`servingbench demo`), else each step's summary in the
     Dagster log (the UI, schedules)."""
-    if context.resources.load_settings.progress == "terminal":
+    if context.resources.load_generator.progress == "terminal":
         return True
 
     def sink(event: dict) -> None:

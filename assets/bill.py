@@ -1,4 +1,4 @@
-"""cost_explorer_bill: the bill of exactly the run's scope (SPEC §2.4), fetched after the
+"""cost_explorer_bill: the bill of exactly the run's scope (contract §2.4), fetched after the
 steady phase. The local profile's comes from the price sheet (source = price_sheet)."""
 
 from __future__ import annotations
@@ -8,16 +8,15 @@ from pathlib import Path
 
 import dagster as dg
 
-from resources.analysis import manifest as mf
-from resources.analysis.schemas import write_parquet
-
-from .partitions import run_value
+from assets.partitions import run_value
+from resources.contract import manifest as mf
+from resources.contract.schemas import write_parquet
 
 
 def build(partitions_def) -> dg.AssetsDefinition:
     @dg.asset(partitions_def=partitions_def, group_name="benchmark",
               required_resource_keys={"bill_source"},
-              description="The run's bill, normalized (SPEC §2.4). Rows stay `estimated` until "
+              description="The run's bill, normalized (contract §2.4). Rows stay `estimated` until "
                           "Cost Explorer closes the month; bill_refresh_job refetches them.")
     def cost_explorer_bill(context, steady_state_request_log: dict) -> dg.Output:
         run_dir = Path(steady_state_request_log["run_dir"])

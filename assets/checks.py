@@ -1,4 +1,4 @@
-"""The SPEC §5 gates as blocking asset checks: rules 1-4 on the steady request log (with the
+"""The contract §5 gates as blocking asset checks: rules 1-4 on the steady request log (with the
 warm-up and chunk logs), rules 5-6 on the bill. Same implementation as `servingbench
 analyze` (resources.analysis.gates); a failed check stops derived_metrics and the cost table
 from materializing, and every raw record stays where it is."""
@@ -10,12 +10,17 @@ from pathlib import Path
 
 import dagster as dg
 
-from resources.analysis.gates import bill_gates, request_gates
+from resources.analysis.gates import (
+    BILL_RULES,
+    CHECK_NAMES,
+    REQUEST_RULES,
+    bill_gates,
+    request_gates,
+)
 from resources.analysis.rundir import open_run
 
-REQUEST_CHECKS = {1: "steady_requests_are_complete", 2: "request_timestamps_are_ordered",
-                  3: "warmup_and_steady_are_separated", 4: "output_tokens_are_counted"}
-BILL_CHECKS = {5: "bill_matches_run_scope", 6: "bill_has_a_single_source"}
+REQUEST_CHECKS = {rule: CHECK_NAMES[rule] for rule in REQUEST_RULES}
+BILL_CHECKS = {rule: CHECK_NAMES[rule] for rule in BILL_RULES}
 
 
 def _results(asset: str, names: dict, gates) -> list[dg.AssetCheckResult]:
@@ -35,7 +40,7 @@ def _specs(asset: str, names: dict, partitions_def) -> list[dg.AssetCheckSpec]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.PreviewWarning)
         return [dg.AssetCheckSpec(name, asset=asset, blocking=True, partitions_def=partitions_def,
-                              description=f"SPEC §5 rule {rule}")
+                              description=f"contract §5 rule {rule}")
                 for rule, name in names.items()]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from resources.cluster import Cluster, ClusterInfo
+from resources.cluster.interface import Cluster, ClusterInfo
 
 
 def preflight(candidate) -> dict:

@@ -1,4 +1,4 @@
-"""cost_per_1m_output_tokens: SPEC §4 per step and the SLO headline, into the DuckDB file
+"""cost_per_1m_output_tokens: contract §4 per step and the SLO headline, into the DuckDB file
 (and cost_per_1m.parquet / headline.parquet in the run folder). Never for a rejected run."""
 
 from __future__ import annotations
@@ -8,16 +8,15 @@ from pathlib import Path
 import dagster as dg
 import pyarrow.parquet as pq
 
-from resources.analysis import manifest as mf
+from assets.partitions import run_value
 from resources.analysis.summary import COST_COLUMNS, HEADLINE_COLUMNS, table
-
-from .partitions import run_value
+from resources.contract import manifest as mf
 
 
 def build(partitions_def) -> dg.AssetsDefinition:
     @dg.asset(partitions_def=partitions_def, group_name="benchmark",
               required_resource_keys={"storage"},
-              description="Cost per 1M output tokens per step and the SLO headline (SPEC §4).")
+              description="Cost per 1M output tokens per step and the SLO headline (contract §4).")
     def cost_per_1m_output_tokens(context, derived_metrics: dict,
                                   quality: dict) -> dg.Output:
         # `quality` is an input so that its blocking parity check withholds this table:

@@ -1,4 +1,4 @@
-"""derived_metrics: SPEC §3 per step, from the gated raw records (derived_metrics.parquet)."""
+"""derived_metrics: contract §3 per step, from the gated raw records (derived_metrics.parquet)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,15 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.partitions import run_value
 from resources.analysis.analyze import analyze_run
 from resources.analysis.summary import STEP_COLUMNS, table
-
-from .partitions import run_value
 
 
 def build(partitions_def) -> dg.AssetsDefinition:
     @dg.asset(partitions_def=partitions_def, group_name="benchmark",
               required_resource_keys={"slos"},
-              description="Per-step latency, throughput, error rate and validity (SPEC §3), "
+              description="Per-step latency, throughput, error rate and validity (contract §3), "
                           "written by the same analyzer as `servingbench analyze`.")
     def derived_metrics(context, steady_state_request_log: dict,
                         cost_explorer_bill: dict) -> dg.Output:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dagster as dg
 
-from resources.analysis.manifest import parse_ts
 from resources.analysis.summary import table
-from resources.model_server import Deployment
+from resources.contract.timestamps import parse_ts
+from resources.model_server.interface import Deployment
 
 PHASE_ORDER = ("deploy", "image_pull", "weights_load", "compile", "ready")
 

@@ -1,4 +1,4 @@
-"""quality: the evaluation set on the endpoint the run just measured (SPEC §3.3), after the
+"""quality: the evaluation set on the endpoint the run just measured (contract §3.3), after the
 steady phase and before the engine is stopped; and `quality_matches_reference`, the blocking
 check that keeps a candidate whose quality trails its group's reference out of the cost
 ranking (its raw records, metrics and quality stay; only the cost table is withheld).
@@ -16,15 +16,16 @@ from pathlib import Path
 
 import dagster as dg
 
+from assets.partitions import run_value
 from resources.quality import QualityError, evaluate, find_reference, load_summary, parity
 from resources.quality.evalset import EvalSetError, build
 
-from .partitions import run_value
+REPO = Path(__file__).resolve().parents[1]   # a relative quality.dataset is from the repo root
 
 CHECK = "quality_matches_reference"
 PARITY_FILE = "quality_parity.json"
 DESCRIPTION = ("Accuracy on a fixed evaluation set at temperature 0, on the run's own "
-               "endpoint after the steady phase (SPEC §3.3); null for emulated runs.")
+               "endpoint after the steady phase (contract §3.3); null for emulated runs.")
 
 
 def run_quality(candidate, endpoint: str, served_model: str, run_id: str, run_dir: Path,
@@ -42,7 +43,6 @@ def run_quality(candidate, endpoint: str, served_model: str, run_id: str, run_di
             "not evaluated: the candidate names no quality plan"),
             "accuracy": dg.MetadataValue.null()}
     try:
-        from pipelines.config import REPO
         dataset = None if plan.dataset is None else (REPO / plan.dataset
                                                      if not Path(plan.dataset).is_absolute()
                                                      else Path(plan.dataset))
@@ -98,7 +98,7 @@ def build_checks(partitions_def) -> list:
                           ins={"quality": dg.AssetIn("quality")},
                           required_resource_keys={"storage"})
     def quality_matches_reference(context, quality: dict):
-        from .partitions import candidate_of
+        from assets.partitions import candidate_of
 
         verdict = judge(quality, candidate_of(context), context.resources.storage.runs_dir)
         md = {k: dg.MetadataValue.null() if v is None else

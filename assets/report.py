@@ -11,25 +11,20 @@ from pathlib import Path
 
 import dagster as dg
 
-from resources.analysis import manifest as mf
+from resources.analysis.summary import table
+from resources.contract import manifest as mf
 from resources.report.regression import Thresholds, compare_to_history, headline_record
 from resources.report.rundata import ReportError
 
 REGRESSION_WINDOW = 5           # trailing median of the last N earlier runs
 REGRESSION_THRESHOLDS = Thresholds()  # throughput -10 %, p99 TTFT +20 %, cost per 1M +10 %
 CHECK = "headline_has_not_regressed"
-
-
-def _md_table(headers: list[str], rows: list[list]) -> str:
-    def fmt(v) -> str:
-        if v is None:
-            return "—"
-        if isinstance(v, float):
-            return f"{v:.4g}"
-        return str(v).replace("|", "\\|")
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
+RECONCILIATION_COLUMNS = [
+    ("step", "step", ""), ("client_tokens", "client tokens", ""),
+    ("server_tokens", "server tokens", ""), ("gap", "token gap", "+.2%"),
+    ("client_requests", "client requests", ""), ("server_requests", "server requests", ""),
+    ("result", "result", ""),
+]
 
 
 def reconciliation_md(rec: dict | None) -> str:
@@ -37,14 +32,10 @@ def reconciliation_md(rec: dict | None) -> str:
         return "no server_metrics.json: the engine's counters were not scraped for this run"
     if not rec["available"]:
         return f"server metrics unavailable: {rec['reason']}"
-    rows = [[r["step"], r["client_tokens"], r["server_tokens"],
-             None if r["gap"] is None else f"{r['gap']:+.2%}", r["client_requests"],
-             r["server_requests"], "**FLAGGED**" if r["flagged"] else "ok"]
-            for r in rec["steps"]]
+    rows = [{**r, "result": "**FLAGGED**" if r["flagged"] else "ok"} for r in rec["steps"]]
     head = ("EMULATED server counters — " if rec.get("emulated") else "") + (
         f"client vs server per step (flagged when a gap exceeds {rec['tolerance']:.0%})\n\n")
-    return head + _md_table(["step", "client tokens", "server tokens", "token gap",
-                             "client requests", "server requests", "result"], rows)
+    return head + table(rows, RECONCILIATION_COLUMNS, markdown=True)
 
 
 def history_dirs(runs_dir: Path, candidate: str, exclude: Path) -> list[Path]:

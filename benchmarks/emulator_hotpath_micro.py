@@ -15,11 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from emulator import api  # noqa: E402
-from emulator.engine import FixedEngine  # noqa: E402
-from emulator.faults import Faults  # noqa: E402
-from emulator.metrics import Metrics  # noqa: E402
-from emulator.stream import Stream  # noqa: E402
+from emulator import api
+from emulator.engine import FixedEngine
+from emulator.faults import Faults
+from emulator.metrics import Metrics
+from emulator.stream import Stream
 
 
 class NullConn:

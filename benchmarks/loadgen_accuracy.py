@@ -1,6 +1,6 @@
 """Load generator accuracy and cost, against a fixed-timing server's ground truth.
 
-Server (tests/loadgen/fixed_server.py) pinned to CPU 1: 128 tokens, TTFT 20 ms, ITL 5 ms,
+Server (tests/support/fixed_server.py) pinned to CPU 1: 128 tokens, TTFT 20 ms, ITL 5 ms,
 on absolute deadlines, logging its own write times. Each client pinned to CPU 0, one
 after the other, in one run (the machine is noisy: compare ratios within a run):
 servingbench's load generator, a minimal raw-socket asyncio client (the limit), and
@@ -46,7 +46,7 @@ def taskset(cpu: int) -> list[str]:
 
 def start_server(tmp: Path) -> tuple[subprocess.Popen, str, Path]:
     port_file, truth = tmp / "port", tmp / "truth.jsonl"
-    proc = subprocess.Popen([*taskset(1), sys.executable, str(ROOT / "tests/loadgen/fixed_server.py"),
+    proc = subprocess.Popen([*taskset(1), sys.executable, str(ROOT / "tests/support/fixed_server.py"),
                              "--port", "0", "--port-file", str(port_file), "--ground-truth", str(truth),
                              "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)],
                             stdout=subprocess.DEVNULL)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from resources.analysis.manifest import parse_ts  # noqa: E402
-from resources.analysis.schemas import read_records  # noqa: E402
-from resources.loadgen import LoadConfig, run_load  # noqa: E402
+from resources.contract.schemas import read_records
+from resources.contract.timestamps import parse_ts
+from resources.loadgen import LoadConfig, run_load
 
 
 def warm_up_imports() -> None:

@@ -1,4 +1,4 @@
-"""A straightforward pandas implementation of the per-step latency metrics (SPEC §3), the
+"""A straightforward pandas implementation of the per-step latency metrics (contract §3), the
 baseline `analyze_scale.py` compares the DuckDB path against. Not used by the product."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Benchmark of the report (issue 7): how long the run report and the comparison take on
+"""Benchmark of the report: how long the run report and the comparison take on
 synthetic run folders of a given size. Prints one line per measurement.
 
     .venv/bin/python benchmarks/report.py [--requests-per-slot N] [--repeat R]
@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from resources.report import write_comparison_report, write_run_report  # noqa: E402
-from resources.report.cdf import itl_cdf, ttft_cdf  # noqa: E402
-from resources.report.rundata import load_run  # noqa: E402
-from tests.report.fixtures import EMULATED, FAST, SLOW, build_run  # noqa: E402
+from resources.report import write_comparison_report, write_run_report
+from resources.report.cdf import itl_cdf, ttft_cdf
+from resources.report.rundata import load_run
+from tests.support.report_runs import EMULATED, FAST, SLOW, build_run
 
 
 def _time(fn, repeat: int) -> float:

@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from resources.analysis import manifest as mf
-from resources.analysis.schemas import BILL, CHUNK_LOG, REQUEST_LOG
+from resources.contract import manifest as mf
+from resources.contract.schemas import BILL, CHUNK_LOG, REQUEST_LOG
 
 T0 = mf.parse_ts("2026-11-29T02:00:00Z")
 S = 1_000_000_000

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
@@ -48,6 +49,13 @@ class GroundTruth:
         if self.fh is not None:
             self.fh.close()
             self.fh = None
+
+
+def format_ts(ns: int) -> str:
+    """Integer ns since the epoch as the contract's RFC 3339 text (`...SS.nnnnnnnnnZ`). The
+    emulator keeps its own copy: it is self-contained and imports nothing of servingbench."""
+    secs, frac = divmod(int(ns), 1_000_000_000)
+    return datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
 
 
 def read(path: Path) -> list[dict]:

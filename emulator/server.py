@@ -17,13 +17,12 @@ from pathlib import Path
 from emulator import VERSION, api, faults, specs
 from emulator.engine import FixedEngine, ModelEngine
 from emulator.fit import FitResult
-from emulator.groundtruth import Clock, GroundTruth
+from emulator.groundtruth import Clock, GroundTruth, format_ts
 from emulator.httpproto import HttpConnection, Request
 from emulator.metrics import Metrics
 from emulator.model import PerfModel
 from emulator.scheduler import Scheduler
 from emulator.stream import Stream
-from resources.analysis.manifest import format_ts
 
 NATURAL_MAX = 256  # without ignore_eos or max_tokens, a request "stops" within this many tokens
 
@@ -171,8 +170,9 @@ class App:
             f = faults.draw(o.fault_rates, self.rng, target)
         self.ids += 1
         cid = ("chatcmpl-" if chat else "cmpl-") + f"{o.seed:x}{self.ids:08x}"
-        stream = Stream(self, conn, g, f, cid, req.headers.get("x-request-id"),
-                        req.arrival_perf_ns, target, finish, self.ids * 7)
+        stream = Stream(self.served_model, self.metrics, self.finished, conn, g, f, cid,
+                        req.headers.get("x-request-id"), req.arrival_perf_ns, target, finish,
+                        self.ids * 7)
         if f.status is not None:
             conn.respond(f.status, api.error_body(f.status, f"emulated fault: status {f.status}"))
             stream.headers_ns = time.perf_counter_ns()

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import time
 from array import array
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from emulator import api, tokenizer
 from emulator.faults import Faults
 from emulator.httpproto import HttpConnection
-
-if TYPE_CHECKING:
-    from emulator.server import App
+from emulator.metrics import Metrics
 
 DONE = b"data: [DONE]\n\n"
 WORD_BYTES = [w.encode() for w in tokenizer.WORD_JSON]
@@ -23,10 +21,14 @@ MALFORMED = b"data: {not json\n\n"
 
 
 class Stream:
-    def __init__(self, app: App, conn: HttpConnection, req: api.GenRequest, faults: Faults,
-                 cid: str, request_id: str | None, arrival_ns: int, target: int, finish: str,
-                 word_offset: int):
-        self.app, self.conn, self.req, self.faults = app, conn, req, faults
+    # A stream gets what it needs from the server (model name, counters, the end-of-stream
+    # callback), not the server itself, so this module does not depend on emulator.server.
+    def __init__(self, served_model: str, metrics: Metrics,
+                 on_finished: Callable[[Stream, int, bool], None], conn: HttpConnection,
+                 req: api.GenRequest, faults: Faults, cid: str, request_id: str | None,
+                 arrival_ns: int, target: int, finish: str, word_offset: int):
+        self.served_model, self.metrics, self.on_finished = served_model, metrics, on_finished
+        self.conn, self.req, self.faults = conn, req, faults
         self.cid, self.request_id = cid, request_id
         self.arrival_ns = arrival_ns  # perf ns, when the request was parsed
         self.start_ns = arrival_ns  # perf ns, when the engine got it (after a first-byte delay)
@@ -46,7 +48,7 @@ class Stream:
         self.seq = None  # the model engine's Seq
         self.submitted = False
         created = int(time.time())
-        model = app.served_model
+        model = served_model
         if req.chat:
             head = (f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},'
                     f'"model":"{model}","choices":[')
@@ -143,7 +145,7 @@ class Stream:
             self.conn.end_stream(data + DONE, stamp)
         else:
             self.conn.write_chunk(data, stamp)
-        self.app.metrics.generation_tokens += k
+        self.metrics.generation_tokens += k
         if done:
             self.record(200)
             return False
@@ -169,7 +171,7 @@ class Stream:
         gt.append(0)
         gt.append(n)
         self.conn.write_chunk(data, stamp)
-        self.app.metrics.generation_tokens += n
+        self.metrics.generation_tokens += n
         return True
 
     def _cut(self, scheduled_ns: int) -> bool:
@@ -183,13 +185,13 @@ class Stream:
     def _finish_full(self, scheduled_ns: int) -> None:
         words = tokenizer.WORDS
         text = "".join(" " + words[(self.word + i) % len(words)] for i in range(self.sent))
-        body = api.full_response(self.req.chat, self.cid, self.created, self.app.served_model,
+        body = api.full_response(self.req.chat, self.cid, self.created, self.served_model,
                                  text, self.finish,
                                  self.req.prompt_tokens, self.sent)
         self.conn.respond(200, body)
         self.headers_ns = time.perf_counter_ns()
         self.gt.extend((scheduled_ns, self.headers_ns, self.sent))
-        self.app.metrics.generation_tokens += self.sent
+        self.metrics.generation_tokens += self.sent
         self.record(200)
 
     def finish_empty(self) -> None:
@@ -202,7 +204,7 @@ class Stream:
             self.conn.end_stream(tail + DONE)
         else:
             self.conn.respond(200, api.full_response(self.req.chat, self.cid, self.created,
-                                                     self.app.served_model, "", "stop",
+                                                     self.served_model, "", "stop",
                                                      self.req.prompt_tokens, 0))
         self.record(200)
 
@@ -215,4 +217,4 @@ class Stream:
             return
         self.alive = False
         self.conn.on_lost = None
-        self.app.finished(self, status, abort)
+        self.on_finished(self, status, abort)

@@ -7,9 +7,8 @@ import dagster as dg
 
 from assets import benchmark, bill, checks, cost, metrics, quality, report
 from assets.partitions import partitions_def
-
-from .profiles import Settings, resources_for
-from .schedules import jobs, schedules
+from pipelines.profiles import Settings, resources_for
+from pipelines.schedules import jobs, schedules
 
 
 def build_definitions(settings: Settings | None = None, resources: dict | None = None) -> dg.Definitions:

@@ -9,18 +9,30 @@ the definitions load — never at import time.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
-from resources.bill_source import PriceSheetBill
-from resources.cluster import LocalHostCluster
-from resources.load import LoadSettings
-from resources.model_server import EmulatorModelServer, ModelServer
+from pipelines.config import DEFAULT_FILE, REPO, ConfigError, load_candidates
+from resources.aws.caller import Caller
+from resources.billing.cost_explorer import CostExplorerApi
+from resources.billing.price_list import PriceListApi
+from resources.billing.price_sheet import PriceSheetBill
+from resources.billing.refresh import CostExplorerBill
+from resources.cluster.eks import EksNodegroupCluster
+from resources.cluster.eks_api import EksCluster
+from resources.cluster.local import LocalHostCluster
+from resources.cluster.reaper import EksReaper, NothingToReap
+from resources.loadgen.generator import LoadGenerator
+from resources.model_server.emulator import EmulatorModelServer
+from resources.model_server.kube.client import KubeClient
+from resources.model_server.kube.server import KubeModelServer
+from resources.model_server.kube.token import TokenSource
+from resources.model_server.local import LocalModelServers
 from resources.storage import Storage
-
-from .config import DEFAULT_FILE, REPO, ConfigError, load_candidates
 
 PROFILES = ("local", "eks")
 
@@ -32,7 +44,7 @@ class Settings:
     candidates_file: Path = DEFAULT_FILE
     time_scale: float = 1.0                 # emulator clock (1.0: the modelled hardware's speed)
     cold_start_s: float | None = None       # emulator cold start override (None: modelled)
-    load: LoadSettings = field(default_factory=LoadSettings)
+    load: LoadGenerator = field(default_factory=LoadGenerator)
     slos: tuple[tuple[float, float], ...] = ((2.0, 0.1),)
 
     @classmethod
@@ -53,30 +65,6 @@ class Settings:
                    cold_start_s=number("SERVINGBENCH_EMULATOR_COLD_START_S", None))
 
 
-class LocalModelServers(ModelServer):
-    """The local profile's model server: the real llama.cpp engine for `engine: llama.cpp`
-    candidates, the emulator for every other (cloud) candidate."""
-
-    def __init__(self, emulator: ModelServer, llamacpp: ModelServer | None = None):
-        self.emulator = emulator
-        self.llamacpp = llamacpp
-
-    def deploy(self, candidate, cluster, run_dir: Path):
-        if candidate.engine == "llama.cpp":
-            if self.llamacpp is None:
-                from resources.model_server.llamacpp import LlamaCppModelServer
-                self.llamacpp = LlamaCppModelServer()
-            return self.llamacpp.deploy(candidate, cluster, run_dir)
-        return self.emulator.deploy(candidate, cluster, run_dir)
-
-
-class NothingToReap:
-    """The local profile creates no cloud resource, so the reaper has nothing to delete."""
-
-    def reap(self) -> list[str]:
-        return []
-
-
 def resources_for(settings: Settings) -> dict:
     if settings.profile not in PROFILES:
         raise ConfigError(f"profile {settings.profile!r}: expected one of {PROFILES}")
@@ -84,7 +72,7 @@ def resources_for(settings: Settings) -> dict:
     common = {
         "storage": Storage(Path(settings.data_dir)),
         "candidates": candidates,
-        "load_settings": settings.load,
+        "load_generator": settings.load,
         "slos": settings.slos,
         "io_manager": dg.FilesystemIOManager(base_dir=str(Path(settings.data_dir) / "dagster_io")),
     }
@@ -96,6 +84,101 @@ def resources_for(settings: Settings) -> dict:
             "bill_source": PriceSheetBill(),
             "reaper": NothingToReap(),
         }
-    from .eks_profile import eks_resources
+    try:
+        eks = EksResources.build(EksSettings.from_env(os.environ))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return common | eks.pipeline_resources() | {
+        "reaper": EksReaper(eks.cluster, eks.settings.reaper_ttl_hours)}
 
-    return common | eks_resources(settings, candidates)
+
+# --- the eks profile: real EKS node groups, Kubernetes deployments, Cost Explorer bills,
+# configured by SERVINGBENCH_EKS_* (docs/eks.md). Built when the definitions load; no AWS
+# call is made until a run starts.
+
+@dataclass(frozen=True)
+class EksSettings:
+    cluster_name: str
+    region: str
+    node_role_arn: str
+    subnet_ids: tuple[str, ...] = ()  # empty: the cluster's own subnets
+    namespace: str = "servingbench"
+    reaper_ttl_hours: float = 6.0
+    provision_timeout_s: float = 1800.0
+    deploy_timeout_s: float = 3600.0
+    capacity_type: str = "ON_DEMAND"  # ON_DEMAND | SPOT | CAPACITY_BLOCK
+    capacity_reservation_id: str | None = None
+    expose: str = "load_balancer"  # how the pipeline's load generator reaches the engine
+    source_ranges: tuple[str, ...] = ()  # CIDRs allowed to reach the load balancer
+    lb_scheme: str = "internal"  # run the pipeline inside the VPC; internet-facing otherwise
+    endpoint_url: str | None = None  # tests only (moto)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> EksSettings:
+        """From SERVINGBENCH_EKS_* variables (read when the definitions load, never at
+        import); a missing required one is a clear error naming it."""
+        def need(name: str) -> str:
+            value = env.get(f"SERVINGBENCH_EKS_{name}")
+            if not value:
+                raise ValueError(f"the eks profile needs SERVINGBENCH_EKS_{name} (see docs/eks.md)")
+            return value
+
+        def split(name: str) -> tuple[str, ...]:
+            return tuple(x.strip() for x in env.get(f"SERVINGBENCH_EKS_{name}", "").split(",")
+                         if x.strip())
+
+        return cls(cluster_name=need("CLUSTER"), region=need("REGION"),
+                   node_role_arn=need("NODE_ROLE_ARN"), subnet_ids=split("SUBNETS"),
+                   capacity_type=env.get("SERVINGBENCH_EKS_CAPACITY_TYPE", "ON_DEMAND"),
+                   capacity_reservation_id=env.get("SERVINGBENCH_EKS_CAPACITY_RESERVATION_ID") or None,
+                   expose=env.get("SERVINGBENCH_EKS_EXPOSE", "load_balancer"),
+                   source_ranges=split("SOURCE_RANGES"),
+                   lb_scheme=env.get("SERVINGBENCH_EKS_LB_SCHEME", "internal"))
+
+
+@dataclass
+class EksResources:
+    settings: EksSettings
+    session: Any
+    cluster: EksCluster
+    billing: CostExplorerApi
+    price_list: PriceListApi
+    caller: Caller = field(default_factory=Caller)
+
+    @classmethod
+    def build(cls, settings: EksSettings, session: Any = None) -> EksResources:
+        if session is None:
+            import boto3
+
+            session = boto3.Session(region_name=settings.region)
+        caller = Caller()  # one counter for the whole run: every AWS request, priced or free
+        s = settings
+        return cls(
+            settings=s, session=session, caller=caller,
+            cluster=EksCluster(session, s.cluster_name, s.region, node_role_arn=s.node_role_arn,
+                               subnet_ids=list(s.subnet_ids) or None,
+                               endpoint_url=s.endpoint_url, caller=caller),
+            billing=CostExplorerApi(session, endpoint_url=s.endpoint_url, caller=caller),
+            price_list=PriceListApi.from_session(session, endpoint_url=s.endpoint_url,
+                                                     caller=caller),
+        )
+
+    def pipeline_resources(self) -> dict:
+        """The eks `cluster`, `model_server` and `bill_source` resources."""
+        s = self.settings
+        return {
+            "cluster": EksNodegroupCluster(self.cluster, capacity_type=s.capacity_type,
+                                           capacity_reservation_id=s.capacity_reservation_id,
+                                           timeout_s=s.provision_timeout_s),
+            "model_server": KubeModelServer(self.kube, expose=s.expose,
+                                            source_ranges=s.source_ranges,
+                                            lb_scheme=s.lb_scheme, timeout_s=s.deploy_timeout_s),
+            "bill_source": CostExplorerBill(self.billing),
+        }
+
+    def kube(self) -> KubeClient:
+        """A Kubernetes client for the cluster (endpoint and CA from DescribeCluster)."""
+        s = self.settings
+        token = TokenSource.for_eks(self.session, s.cluster_name, s.region,
+                                    sts_url=s.endpoint_url)
+        return KubeClient.for_eks(self.cluster.describe_cluster(), token, namespace=s.namespace)

@@ -7,6 +7,8 @@ import json
 
 import dagster as dg
 
+from resources.analysis.gates import RULE_OF
+
 CHAIN = ["provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log",
          "quality", "cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens", "benchmark_report"]
 BILL_PART = ["cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens", "benchmark_report"]
@@ -42,7 +44,7 @@ def _key(date: str, candidate: str) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({"date": date, "candidate": candidate})
 
 
-def refresh_candidates(storage, days: int = REFRESH_DAYS, now: dt.datetime | None = None) -> list[str]:
+def partitions_to_refresh(storage, days: int = REFRESH_DAYS, now: dt.datetime | None = None) -> list[str]:
     """Partition keys of recent runs to refetch: cost still provisional, or rejected by the
     bill's scope rule only (usage that had not appeared in Cost Explorer yet)."""
     now = now or dt.datetime.now(dt.UTC)
@@ -62,7 +64,8 @@ def refresh_candidates(storage, days: int = REFRESH_DAYS, now: dt.datetime | Non
             import pyarrow.parquet as pq
             provisional = "provisional" in pq.read_table(cost_file, columns=["bill_status"])[
                 "bill_status"].to_pylist()
-        if provisional or failed == [5]:
+        # A bill fetched before its usage appeared fails the scope rule alone: fetch it again.
+        if provisional or failed == [RULE_OF["scoped"]]:
             keys.append(info["partition"])
     return sorted(set(keys))
 
@@ -83,7 +86,7 @@ def schedules(candidate_names: list[str], profile: str = "local") -> list:
                  description="Every morning: refetch bills until every recent cost is final.")
     def bill_refresh_schedule(context):
         stamp = context.scheduled_execution_time.strftime("%Y%m%d")
-        keys = refresh_candidates(context.resources.storage)
+        keys = partitions_to_refresh(context.resources.storage)
         if not keys:
             yield dg.SkipReason("every recent run's cost is final")
         for key in keys:

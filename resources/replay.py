@@ -14,12 +14,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from resources.analysis import manifest as mf
-from resources.analysis.schemas import read_records, write_parquet
-
-from .bill_source import BillSource
-from .cluster import Cluster, ClusterInfo
-from .model_server import Deployment, ModelServer
+from resources.billing.interface import BillSource
+from resources.cluster.interface import Cluster, ClusterInfo
+from resources.contract import manifest as mf
+from resources.contract.schemas import read_records, write_parquet
+from resources.model_server.interface import Deployment, ModelServer
 
 SCOPE = ("account_id", "region", "availability_zone", "cluster_name", "k8s_version", "nodegroup",
          "instance_type", "node_count", "instance_ids", "driver_version")

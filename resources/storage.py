@@ -1,4 +1,4 @@
-"""Where outputs live: one data folder of run folders (SPEC §6) and one DuckDB file with the
+"""Where outputs live: one data folder of run folders (contract §6) and one DuckDB file with the
 tables people query across runs (`runs`, `derived_metrics`, `cost_per_1m`, `headline`)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from resources.analysis.manifest import format_ts
+from resources.contract.timestamps import format_ts
 
 TABLES = ("derived_metrics", "cost_per_1m", "headline")
 

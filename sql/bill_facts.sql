@@ -1,5 +1,5 @@
 -- name: bill_facts
--- SPEC §5 rules 5 and 6, row level: one row per bill row with its scope facts.
+-- contract §5 rules 5 and 6, row level: one row per bill row with its scope facts.
 -- inputs (views): bill
 -- params: $account_id, $region, $run_id, $instance_type (from the manifest; may be null)
 -- Null on the bill side is "another" scope for account, region and tag value (the row

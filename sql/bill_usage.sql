@@ -1,5 +1,5 @@
 -- name: bill_usage
--- SPEC §5 rule 5, usage: per billing period of the instance rows that overlaps the steady
+-- contract §5 rule 5, usage: per billing period of the instance rows that overlaps the steady
 -- phase, the billed instance-hours against node_count × overlap (usage missing) and
 -- node_count × period length (instances outside the scope).
 -- inputs (views): bill

@@ -1,6 +1,6 @@
 -- name: cost_per_1m
--- SPEC §4: one row per step → cost_per_1m.parquet.
--- inputs (views): metrics (step_metrics output), bill (SPEC §2.4)
+-- contract §4: one row per step → cost_per_1m.parquet.
+-- inputs (views): metrics (step_metrics output), bill (contract §2.4)
 -- params: $instance_type, $node_count, $hourly_usd_per_node, $price_region,
 --         $purchase_option, $retrieved_on (from the manifest and its price_basis)
 -- Bill rows behind a step overlap its window. Instance rows: the manifest's instance type,

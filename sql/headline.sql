@@ -1,5 +1,5 @@
 -- name: headline
--- SPEC §4: one row per run and SLO → headline.parquet.
+-- contract §4: one row per run and SLO → headline.parquet.
 -- inputs (views): metrics (step_metrics output), cost (cost_per_1m output), slos (slo_ttft_s, slo_tpot_s)
 -- params: $run_id, $candidate, $instance_type, $source
 -- The step is, among valid steps with p99 TTFT and p99 TPOT within the SLO, the one with the

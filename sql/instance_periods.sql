@@ -1,5 +1,5 @@
 -- name: instance_periods
--- SPEC §5 rule 5, coverage: the distinct billing periods of the instance rows, in order.
+-- contract §5 rule 5, coverage: the distinct billing periods of the instance rows, in order.
 -- inputs (views): bill
 -- params: $instance_type
 SELECT DISTINCT epoch_ns(period_start) AS start_ns, epoch_ns(period_end) AS end_ns

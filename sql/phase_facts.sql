@@ -1,5 +1,5 @@
 -- name: phase_facts
--- SPEC §5 rule 3: both request logs stacked, with what the phase rule needs per row.
+-- contract §5 rule 3: both request logs stacked, with what the phase rule needs per row.
 -- inputs (views): warmup, steady (request logs)
 -- params: none
 WITH both_logs AS (

@@ -1,5 +1,5 @@
 -- name: request_facts
--- SPEC §5 rules 1, 2 and 4: one row per steady request with the chunk-level facts the
+-- contract §5 rules 1, 2 and 4: one row per steady request with the chunk-level facts the
 -- gates validate (chunk work stays here, in DuckDB; only per-request rows leave).
 -- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql)
 -- params: none
@@ -22,7 +22,7 @@ SELECT
     CAST(coalesce(p.chunk_tokens, 0) AS BIGINT) AS chunk_tokens,
     coalesce(p.chunks_out_of_order, 0) AS chunks_out_of_order,
     coalesce(p.chunks_outside, 0) AS chunks_outside,
-    -- SPEC §5 rule 2 over every pair of the chain whose both sides are present
+    -- contract §5 rule 2 over every pair of the chain whose both sides are present
     -- (a null side is rule 1's business), so a failed request's sent/finished still count.
     NULLIF(concat_ws('; ',
         CASE WHEN s.sent_at < s.scheduled_at THEN 'sent_at before scheduled_at' END,

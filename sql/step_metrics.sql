@@ -1,5 +1,5 @@
 -- name: step_metrics
--- SPEC §3: one row per step of the steady phase → derived_metrics.parquet.
+-- contract §3: one row per step of the steady phase → derived_metrics.parquet.
 -- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql),
 --                 manifest_steps (step, client_limited) from the manifest's steps[]
 -- params: $run_id, $source (manifest source), $slo_ttft_s, $slo_tpot_s (goodput thresholds)
@@ -58,7 +58,7 @@ steps AS (
 -- Per-token ITL: chunk seq >= 1 of an ok request gives (at[seq] - at[seq-1]) / tokens,
 -- counted `tokens` times, so a chunk bundling k tokens weighs k.
 gaps AS (
-    SELECT step, tokens, gap_ns / 1e9 / tokens AS itl
+    SELECT step, tokens, itl_s AS itl
     FROM chunk_gaps WHERE ok AND seq >= 1
 ),
 token_gaps AS (

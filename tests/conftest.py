@@ -1,6 +1,2 @@
-"""Shared test setup: make `tests/` importable (for runbuilder) and keep GX quiet."""
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
+"""Shared helpers live in tests/support (imported as `tests.support.…`); fixtures stay in
+the conftest beside the tests that use them."""

@@ -1,4 +1,4 @@
-"""The offline analyzer (SPEC §6): gates, metrics and cost for one run folder.
+"""The offline analyzer (contract §6): gates, metrics and cost for one run folder.
 
 One implementation: `servingbench analyze`, the Dagster assets and the tests all call
 `analyze_run`. Exit codes: 0 accepted, 3 rejected by a gate, 2 unreadable/malformed input.
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from . import sqlfiles
-from .gates import Gate, run_gates
-from .manifest import ManifestError
-from .rundir import RunFolder, open_run
-from .schemas import SchemaError, write_parquet
+from resources.analysis import sqlfiles
+from resources.analysis.gates import Gate, run_gates
+from resources.analysis.rundir import RunFolder, open_run
+from resources.contract.manifest import ManifestError
+from resources.contract.schemas import SchemaError, write_parquet
 
 ACCEPTED, MALFORMED, REJECTED = 0, 2, 3
 DEFAULT_SLO = (2.0, 0.1)
@@ -53,7 +53,7 @@ def _manifest_steps(manifest: dict) -> pa.Table:
 
 
 def step_metrics(run: RunFolder, slo: tuple[float, float] = DEFAULT_SLO) -> pa.Table:
-    """SPEC §3 for every step of the steady phase."""
+    """contract §3 for every step of the steady phase."""
     run.con.register("manifest_steps", _manifest_steps(run.manifest))
     return sqlfiles.query(run.con, "step_metrics", run_id=run.manifest["run_id"],
                           source=run.manifest["source"], slo_ttft_s=slo[0], slo_tpot_s=slo[1])
@@ -61,7 +61,7 @@ def step_metrics(run: RunFolder, slo: tuple[float, float] = DEFAULT_SLO) -> pa.T
 
 def cost_tables(run: RunFolder, metrics: pa.Table,
                 slos: list[tuple[float, float]]) -> tuple[pa.Table, pa.Table]:
-    """SPEC §4: the cost per 1M output tokens per step, and the SLO headline."""
+    """contract §4: the cost per 1M output tokens per step, and the SLO headline."""
     m, con = run.manifest, run.con
     basis = m["price_basis"] or {}
     con.register("metrics", metrics)

@@ -1,4 +1,4 @@
-"""SPEC §5: the six gates, as Great Expectations validations over facts computed in DuckDB.
+"""contract §5: the six gates, as Great Expectations validations over facts computed in DuckDB.
 
 Each gate reports `{rule, name, passed, offending_rows, examples, message}`; `passed` is
 None for the bill rules when the run has no bill. A comparison with a null side is left to
@@ -11,12 +11,25 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from . import gx, sqlfiles
-from .manifest import format_ts, parse_ts
-from .rundir import RunFolder
-from .schemas import BILL_SOURCES, PHASES
+from resources.analysis import gx, sqlfiles
+from resources.analysis.rundir import RunFolder
+from resources.contract.schemas import BILL_SOURCES, PHASES
+from resources.contract.timestamps import format_ts, parse_ts
 
-NAMES = {1: "complete", 2: "ordered", 3: "phased", 4: "counted", 5: "scoped", 6: "single-source"}
+# One vocabulary for the six rules: the contract's word (gates.json, the report) and the
+# Dagster asset check that enforces it, named as a predicate on the asset it checks.
+RULES: dict[int, tuple[str, str]] = {
+    1: ("complete", "steady_requests_are_complete"),
+    2: ("ordered", "request_timestamps_are_ordered"),
+    3: ("phased", "warmup_and_steady_are_separated"),
+    4: ("counted", "output_tokens_are_counted"),
+    5: ("scoped", "bill_matches_run_scope"),
+    6: ("single-source", "bill_has_a_single_source"),
+}
+NAMES = {rule: name for rule, (name, _) in RULES.items()}
+RULE_OF = {name: rule for rule, name in NAMES.items()}
+CHECK_NAMES = {rule: check for rule, (_, check) in RULES.items()}
+REQUEST_RULES, BILL_RULES = (1, 2, 3, 4), (5, 6)
 MAX_EXAMPLES = 5
 OK = 'status=="ok"'
 

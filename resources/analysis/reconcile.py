@@ -4,7 +4,7 @@ for the same step (the steady request log). A second witness: a step whose gener
 tokens or finished requests disagree by more than 1 % is flagged.
 
 Reads a run folder only (no adapter, no network); `write_reconciliation` writes
-`reconciliation.json` beside derived_metrics.parquet (never a column of it: SPEC §3's
+`reconciliation.json` beside derived_metrics.parquet (never a column of it: contract §3's
 columns are exact).
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from resources.analysis.schemas import read_records
+from resources.contract.schemas import read_records
 
 SERVER_FILE = "server_metrics.json"
 FILE = "reconciliation.json"

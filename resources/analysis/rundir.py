@@ -1,4 +1,4 @@
-"""A run folder (SPEC §6) opened for analysis: its manifest, checked record sets, and a
+"""A run folder (contract §6) opened for analysis: its manifest, checked record sets, and a
 DuckDB connection with one view per record set (`steady`, `warmup`, `chunks`, `bill`) and
 the table `chunk_gaps` (sql/chunk_gaps.sql) that the gates and the metrics share.
 
@@ -16,9 +16,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import manifest as manifest_mod
-from . import sqlfiles
-from .schemas import RUN_FILES, SchemaError, conform, read_records, record_path
+from resources.analysis import sqlfiles
+from resources.contract import manifest as manifest_mod
+from resources.contract.schemas import RUN_FILES, SchemaError, conform, read_records, record_path
 
 VIEWS = {"steady_state_request_log": "steady", "warmup_log": "warmup", "chunk_log": "chunks",
          "bill": "bill"}

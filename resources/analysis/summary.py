@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .analyze import Analysis
+from resources.analysis.analyze import Analysis
 
 
 def _fmt(value, spec: str = "") -> str:
@@ -24,6 +24,8 @@ def table(rows: Sequence[dict], columns: Sequence[tuple[str, str, str]], markdow
     cells = [[title for _, title, _ in columns]]
     cells += [[_fmt(r.get(key), spec) for key, _, spec in columns] for r in rows]
     if markdown:
+        # a `|` inside a value would split its cell
+        cells = [[c.replace("|", "\\|") for c in row] for row in cells]
         head, *body = cells
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in body])
@@ -80,7 +82,7 @@ def render(a: Analysis) -> str:
                f"instance {m.get('instance_type')} x{m.get('node_count')}  source {m.get('source')}")
     if a.partial:
         out.append(f"note: read from partial streams (run was cut short): {', '.join(a.partial)}")
-    out += ["", "Gates (SPEC §5)", table(gate_rows(a.gates), GATE_COLUMNS)]
+    out += ["", "Gates (contract §5)", table(gate_rows(a.gates), GATE_COLUMNS)]
     if a.metrics is not None:
         out += ["", "Steps (steady phase)", table(a.metrics.to_pylist(), STEP_COLUMNS)]
     if a.cost is not None:

@@ -1,4 +1,4 @@
-"""The bill of one run from Cost Explorer (`ce:GetCostAndUsage`), normalized to SPEC §2.4.
+"""The bill of one run from Cost Explorer (`ce:GetCostAndUsage`), normalized to contract §2.4.
 
 HOURLY granularity (Cost Explorer keeps hourly data for 14 days and only when hourly
 granularity is enabled in Cost Management preferences); when hourly data is not
@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from resources.aws_retry import AwsCallError, Caller, make_client
+from resources.aws.caller import AwsCallError, Caller, make_client
 from resources.billing.normalize import RUN_TAG, rows_from_cost_explorer, to_table
 
 log = logging.getLogger("servingbench.billing")
@@ -62,7 +62,7 @@ def _fmt(ns: int, granularity: str) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ" if granularity == "HOURLY" else "%Y-%m-%d")
 
 
-class CostExplorerBilling:
+class CostExplorerApi:
     """Fetches a run's bill from Cost Explorer (the `ce` endpoint lives in us-east-1)."""
 
     def __init__(self, session: Any, *, endpoint_url: str | None = None,
@@ -75,7 +75,7 @@ class CostExplorerBilling:
         self.last_fetch: FetchReport | None = None
 
     def __repr__(self) -> str:
-        return "CostExplorerBilling()"
+        return "CostExplorerApi()"
 
     def fetch_bill(self, run_id: str, instance_type: str, region: str, start_ns: int,
                    end_ns: int, *, account_id: str | None = None,

@@ -1,4 +1,4 @@
-"""Cost Explorer results and price-list quotes → the bill of SPEC §2.4, exactly `BILL`.
+"""Cost Explorer results and price-list quotes → the bill of contract §2.4, exactly `BILL`.
 
 One row per period × line item. Amounts come from the API's decimal strings; nothing
 is filled in: a group without a cost metric is an error, an unknown service is null.
@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from resources.analysis.schemas import BILL
+from resources.contract.schemas import BILL
 
 RUN_TAG = "servingbench:run-id"
 NS_PER_HOUR = 3600 * 10**9

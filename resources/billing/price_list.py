@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from resources.aws_retry import Caller, make_client
+from resources.aws.caller import Caller, make_client
 from resources.billing.normalize import BillError, price_list_rows, to_table
 
 log = logging.getLogger("servingbench.billing")
@@ -51,7 +51,7 @@ def _on_demand_hourly(product: dict) -> tuple[float, str | None]:
                     f"no on-demand hourly USD price")
 
 
-class PriceListBilling:
+class PriceListApi:
     """Prices node-hours from the Price List. `pricing_client` is a boto3 `pricing`
     client (or a fake with the same `get_products`)."""
 
@@ -61,7 +61,7 @@ class PriceListBilling:
 
     @classmethod
     def from_session(cls, session: Any, *, endpoint_url: str | None = None,
-                     caller: Caller | None = None) -> PriceListBilling:
+                     caller: Caller | None = None) -> PriceListApi:
         return cls(make_client(session, "pricing", PRICING_REGION, endpoint_url), caller=caller)
 
     def quote(self, instance_type: str, region: str) -> PriceQuote:

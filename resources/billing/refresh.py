@@ -1,4 +1,5 @@
-"""(Re)fetch the Cost Explorer bill of a run folder: the core of `bill_refresh_job`.
+"""(Re)fetch the Cost Explorer bill of a run folder: the core of `bill_refresh_job`, and
+the eks profile's `CostExplorerBill` (the same window, fetched when the run ends).
 
 The window is the run's life on the cluster: from `phases.provision.started_at` (or the
 earliest phase) to the last phase's end plus `tail_s` (teardown finishes after the
@@ -10,9 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from resources.analysis import manifest as mf
-from resources.analysis.schemas import write_parquet
-from resources.billing.cost_explorer import CostExplorerBilling, FetchReport
+import pyarrow as pa
+
+from resources.billing.cost_explorer import CostExplorerApi, FetchReport
+from resources.billing.interface import BillSource
+from resources.contract import manifest as mf
+from resources.contract.schemas import write_parquet
 
 TAIL_S = 3600
 
@@ -31,7 +35,7 @@ def billing_window(manifest: dict, tail_s: int = TAIL_S) -> tuple[int, int]:
     return start, max(b for _, b in spans) + tail_s * 10**9
 
 
-def refresh_bill(run_dir: Path, billing: CostExplorerBilling) -> FetchReport:
+def refresh_bill(run_dir: Path, billing: CostExplorerApi) -> FetchReport:
     """Fetch the run's bill and write `run_dir/bill.parquet`; returns what the fetch did."""
     run_dir = Path(run_dir)
     m = mf.load(run_dir / "manifest.json")
@@ -46,3 +50,18 @@ def refresh_bill(run_dir: Path, billing: CostExplorerBilling) -> FetchReport:
                               account_id=m["account_id"])
     write_parquet(bill, run_dir / "bill.parquet")
     return billing.last_fetch
+
+
+class CostExplorerBill(BillSource):
+    """The run's Cost Explorer bill over its life on the cluster (see billing.refresh)."""
+
+    source = "cost_explorer"
+
+    def __init__(self, billing: CostExplorerApi):
+        self.billing = billing
+
+    def fetch_bill(self, manifest: dict) -> pa.Table:
+        start, end = billing_window(manifest)
+        return self.billing.fetch_bill(manifest["run_id"], manifest["instance_type"],
+                                       manifest["region"], start, end,
+                                       account_id=manifest["account_id"])

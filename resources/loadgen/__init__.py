@@ -1,9 +1,9 @@
-"""The streaming load generator (issue 3): drives an OpenAI-compatible endpoint and records.
+"""The streaming load generator: drives an OpenAI-compatible endpoint and records.
 
     from resources.loadgen import LoadConfig, run_load
     result = run_load(LoadConfig(endpoint="http://127.0.0.1:8000", model="m"), Path("run"))
 
-The load side only records (SPEC §2.2/§2.3); metrics come from `resources.analysis`.
+The load side only records (contract §2.2/§2.3); metrics come from `resources.analysis`.
 `run_load` and `LoadResult` are imported on first use (aiohttp, pyarrow are heavy).
 """
 

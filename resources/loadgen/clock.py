@@ -1,4 +1,4 @@
-"""One monotonic clock (`perf_counter_ns`) mapped to UTC once per run (SPEC §2 clock rule)."""
+"""One monotonic clock (`perf_counter_ns`) mapped to UTC once per run (contract §2 clock rule)."""
 
 from __future__ import annotations
 

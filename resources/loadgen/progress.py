@@ -1,7 +1,7 @@
 """A per-step progress display: one rewritten line on a TTY, plain lines otherwise.
 
 The running p50 TTFT here is for the operator's eyes only; metrics come from the
-analyzer (SPEC §3), never from the load side.
+analyzer (contract §3), never from the load side.
 """
 
 from __future__ import annotations

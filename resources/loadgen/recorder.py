@@ -1,4 +1,4 @@
-"""Incremental, crash-safe record writing (SPEC §2.2/§2.3, §6).
+"""Incremental, crash-safe record writing (contract §2.2/§2.3, §6).
 
 Finished requests are buffered in memory and appended as Arrow IPC stream batches to
 `<name>.partial.arrows` at least every `flush_s` seconds, so a `kill -9` loses at most
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from resources.analysis.schemas import (
+from resources.contract.schemas import (
     CHUNK_LOG,
     PARTIAL_SUFFIX,
     REQUEST_LOG,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import aiohttp
 
-from resources.analysis import manifest as mf
+from resources.contract import manifest as mf
 from resources.loadgen import client
 from resources.loadgen.clock import Clock
 from resources.loadgen.config import ConfigError, LoadConfig, step_name
@@ -293,7 +293,7 @@ def _runner():
 
 def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
              progress: bool | Callable[[dict], None] = True) -> LoadResult:
-    """Drive `cfg.endpoint` and write a SPEC §6 run folder (no bill) into `run_dir`.
+    """Drive `cfg.endpoint` and write a contract §6 run folder (no bill) into `run_dir`.
 
     Raises RunExistsError when `run_dir` already holds request logs, LoadError when the
     endpoint cannot be used, ConfigError / ManifestError for bad input. An interrupted

@@ -1,9 +1,9 @@
-"""The load generator's watch on itself, per step (SPEC §2.1 `steps[]`, issue 3 §7).
+"""The load generator's watch on itself, per step (contract §2.1 `steps[]`).
 
 A step is `client_limited` when the client, not the server, may have been the limit:
 event-loop lag p99 > 5 ms, client CPU > 90 % of one core, closed-loop concurrency kept
 in flight < 90 % of the target while issuing, or open-loop scheduling lag p99 > 10 ms.
-These are checks on the instrument, not SPEC §3 metrics.
+These are checks on the instrument, not contract §3 metrics.
 """
 
 from __future__ import annotations

@@ -3,8 +3,6 @@
 of this host, with the candidate's threads and context. Runs it serves are `measured`:
 this host is the scope, and nothing about them is modelled.
 
-    python -m resources.model_server.llamacpp prepare   # build the requantized models
-
 Facts about llama-cpp-python's server this relies on (measured against 0.3.36):
 * it streams no `usage`, so output tokens are counted from content chunks
   (`output_tokens_source = chunks`);
@@ -21,9 +19,7 @@ import contextlib
 import hashlib
 import json
 import os
-import platform
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,8 +30,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from resources.analysis.manifest import format_ts
-from resources.model_server import Deployment, ModelServer
+from resources.contract.timestamps import format_ts
+from resources.model_server.interface import Deployment, ModelServer
 
 ENGINE = "llama.cpp (llama-cpp-python server)"
 REPO = Path(__file__).resolve().parents[2]
@@ -135,36 +131,6 @@ def file_sha256(path: Path) -> str:
                 h.update(block)
         _SHA_CACHE[key] = h.hexdigest()
     return _SHA_CACHE[key]
-
-
-def host_facts() -> dict:
-    """This host as the scope of a measured local run: CPU model, cores, memory."""
-    cpu = platform.processor() or platform.machine()
-    mem = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = int(line.split()[1]) * 1024
-                break
-    except OSError:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
-    return {"hostname": socket.gethostname(), "cpu_model": cpu, "cpu_cores": os.cpu_count(),
-            "usable_cores": usable, "memory_bytes": mem,
-            "memory_gib": None if mem is None else round(mem / 2**30, 1),
-            "platform": platform.platform(), "python": platform.python_version()}
-
-
-def describe_host(host: dict) -> str:
-    return (f"this host: {host['cpu_model']}, {host['usable_cores']} cores, "
-            f"{host['memory_gib']} GiB")
 
 
 class LlamaCppProcess:
@@ -325,24 +291,3 @@ class LlamaCppModelServer(ModelServer):
                        # the weights actually served, pinned by content
                        "model_revision": f"sha256:{sha}"},
                 phases=phases, emulated=False, details=details)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`prepare`: build every derived (requantized) model of the real candidates."""
-    import argparse
-
-    from pipelines.config import REAL_FILE, load_candidates
-
-    ap = argparse.ArgumentParser(prog="python -m resources.model_server.llamacpp")
-    ap.add_argument("command", choices=["prepare"])
-    ap.add_argument("--candidates", default=str(REAL_FILE))
-    args = ap.parse_args(argv)
-    for c in load_candidates(args.candidates):
-        if c.engine == "llama.cpp" and c.llamacpp.requantize_from:
-            path = model_file_for(c)
-            print(f"[engine] {c.name}: {path} (sha256 {file_sha256(path)[:12]}…)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""Quality parity (SPEC §3.3): the same evaluation set, at temperature 0, scored exactly,
+"""Quality parity (contract §3.3): the same evaluation set, at temperature 0, scored exactly,
 on the endpoint a run measured; and the check that a candidate's accuracy matches its
 group's reference before its cost is compared with anyone's."""
 

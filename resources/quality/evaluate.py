@@ -1,5 +1,5 @@
 """Run the evaluation set against an OpenAI-compatible endpoint and write the run folder's
-`quality.parquet` (one row per item) and `quality_summary.json` (SPEC §3.3).
+`quality.parquet` (one row per item) and `quality_summary.json` (contract §3.3).
 
 One request at a time, temperature 0, not streamed: the quality figure is the model's
 answer, never a timing (each item's latency is kept for reference only). Items are asked
@@ -121,7 +121,7 @@ def evaluate(endpoint: str, model: str, run_id: str, run_dir: Path, eval_set: st
     tmp = run_dir / (SUMMARY_FILE + ".tmp")
     tmp.write_text(json.dumps(summary, indent=1) + "\n")
     tmp.replace(run_dir / SUMMARY_FILE)
-    # per kind: for the asset's metadata only (the file keeps SPEC §3.3's keys exactly)
+    # per kind: for the asset's metadata only (the file keeps contract §3.3's keys exactly)
     return summary | {"by_kind": {k: {"correct": c, "n": t}
                                   for k, (c, t) in sorted(by_kind.items())}}
 

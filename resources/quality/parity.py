@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from resources.analysis import manifest as mf
+from resources.contract import manifest as mf
 from resources.quality.evaluate import load_summary
 
 

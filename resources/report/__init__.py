@@ -1,7 +1,7 @@
 """Reports people look at: PNG plots, one self-contained HTML per run and one comparing
 the latest run of each candidate, the nightly regression check and repeatability spreads.
 
-Reads run folders (SPEC §6); never writes into them except `report.html` and `plots/`.
+Reads run folders (contract §6); never writes into them except `report.html` and `plots/`.
 Names are imported on first use, so `servingbench report --help` stays fast.
 """
 

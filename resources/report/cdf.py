@@ -1,32 +1,34 @@
 """Empirical CDFs behind the plots, computed with DuckDB from a run's raw records.
 
-TTFT: one sample per ok steady request. Per-token ITL: token-weighted (SPEC §3), from the
+TTFT: one sample per ok steady request. Per-token ITL: token-weighted (contract §3), from the
 chunk log. Each CDF is thinned to at most MAX_POINTS points for plotting; the thinning
 keeps the first and last sample, so the tails stay visible.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import duckdb
 import numpy as np
+import pyarrow.compute as pc
 
+from resources.analysis import sqlfiles
 from resources.report.rundata import RunData
 
 MAX_POINTS = 2000
 Cdf = dict[str, tuple[np.ndarray, np.ndarray]]
-_SQL = Path(__file__).parent
 
 
-def _query(name: str, **relations) -> dict[str, np.ndarray]:
-    """Run one named query over Arrow tables; columns as numpy arrays."""
-    sql = (_SQL / f"{name}.sql").read_text()
+def _query(name: str, tables: tuple[str, ...] = (), **relations) -> dict[str, np.ndarray]:
+    """Run one named query of sql/ over Arrow tables, after building the named `tables` it
+    reads (e.g. chunk_gaps, shared with the analyzer); columns as numpy arrays."""
     con = duckdb.connect(":memory:")
     try:
         for rel_name, table in relations.items():
             con.register(rel_name, table)
-        return con.execute(sql).fetchnumpy()
+        for table_name in tables:
+            con.sql(sqlfiles.load(table_name)).create(table_name)
+        table = sqlfiles.query(con, name)
+        return {k: table.column(k).to_numpy(zero_copy_only=False) for k in table.column_names}
     finally:
         con.close()
 
@@ -62,5 +64,6 @@ def itl_cdf(run: RunData) -> Cdf:
     """step -> (sorted per-token ITL seconds, token-weighted cumulative share)."""
     if run.requests is None or run.chunks is None or run.chunks.num_rows == 0:
         return {}
-    cols = _query("itl_cdf", requests=run.requests, chunks=run.chunks)
+    steady = run.requests.filter(pc.field("phase") == "steady")
+    cols = _query("itl_cdf", ("chunk_gaps",), steady=steady, chunks=run.chunks)
     return _by_step(cols, "itl_s", "cum_share")

@@ -24,19 +24,17 @@ from resources.report.plots import write_comparison_plots
 from resources.report.regression import Thresholds, compare_to_history, record_of
 from resources.report.repeatability import step_spreads
 from resources.report.run_report import slo_of
-from resources.report.rundata import ReportError, RunData, latest_per_candidate, load_run
+from resources.report.rundata import (
+    ReportError,
+    RunData,
+    headline_row,
+    latest_per_candidate,
+    load_run,
+)
 
 EMULATED_TEXT = ("EMULATED data on this page \u2014 rows and series marked EMULATED come "
                  "from the local engine emulator, not from real hardware. They are never "
                  "ranked against measured candidates.")
-
-
-def _headline_row(run: RunData, slo: tuple[float, float]) -> dict | None:
-    if run.headline is None or run.headline.empty:
-        return None
-    h = run.headline
-    match = h[(h["slo_ttft_s"] == slo[0]) & (h["slo_tpot_s"] == slo[1])]
-    return (match if not match.empty else h).iloc[0].to_dict()
 
 
 def _spread_text(spreads: pd.DataFrame, run: RunData, step, metric: str, money: bool) -> Cell:
@@ -90,7 +88,7 @@ def _rank_key(item: tuple[RunData, dict | None]) -> tuple:
 def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataFrame,
                    slo: tuple[float, float]) -> str:
     counts = pd.Series([r.candidate for r in runs]).value_counts().to_dict()
-    items = sorted(((run, _headline_row(run, slo)) for run in latest), key=_rank_key)
+    items = sorted(((run, headline_row(run, slo)) for run in latest), key=_rank_key)
     rows, classes, rank = [], [], 0
     for run, h in items:
         # a candidate whose quality trails its reference is shown, never ranked on cost

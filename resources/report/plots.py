@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from resources.report import cdf
-from resources.report.rundata import RunData, latest_per_candidate
+from resources.report.rundata import RunData, headline_row, latest_per_candidate
 
 STYLE = {
     "figure.facecolor": "white", "axes.facecolor": "white", "savefig.facecolor": "white",
@@ -36,7 +36,7 @@ CANDIDATE_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c5
                     "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 
 
-def _styled(fn: Callable) -> Callable:
+def styled(fn: Callable) -> Callable:
     """Build the whole figure under STYLE (rcParams are read when each artist is made)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -54,7 +54,7 @@ def _marked(text: str, emulated: bool, mixed: bool) -> tuple[str, dict]:
     return text, {}
 
 
-def _title(ax, text: str, emulated: bool, mixed: bool = False) -> None:
+def title(ax, text: str, emulated: bool, mixed: bool = False) -> None:
     title, style = _marked(text, emulated, mixed)
     ax.set_title(title, **style)
 
@@ -65,7 +65,7 @@ def _suptitle(fig: Figure, text: str, emulated: bool, mixed: bool = False) -> No
     fig.suptitle(title, **style)
 
 
-def _figure(width: float, emulated: bool, ncols: int = 1, bottom: float = 0.12
+def figure(width: float, emulated: bool, ncols: int = 1, bottom: float = 0.12
             ) -> tuple[Figure, list]:
     # Fixed margins rather than constrained layout: it halves the drawing time.
     fig = Figure(figsize=(width, 4.6), dpi=DPI)
@@ -78,8 +78,8 @@ def _figure(width: float, emulated: bool, ncols: int = 1, bottom: float = 0.12
     return fig, axes
 
 
-@_styled
-def _save(fig: Figure, path: Path) -> Path:
+@styled
+def save(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     fig.savefig(tmp, format="png", dpi=DPI, facecolor="white")
@@ -95,7 +95,7 @@ def _step_order(run: RunData, extra: Iterable[str] = ()) -> list[str]:
     return steps + sorted(set(extra) - set(steps))
 
 
-def _step_colors(n: int) -> list:
+def step_colors(n: int) -> list:
     cmap = matplotlib.colormaps["viridis"]
     return [cmap(x) for x in np.linspace(0.0, 0.85, max(n, 1))]
 
@@ -121,16 +121,16 @@ def _invalid_steps(run: RunData) -> set[str]:
     return set(run.metrics.loc[~run.metrics["valid"].fillna(False).astype(bool), "step"])
 
 
-@_styled
+@styled
 def plot_cdf(run: RunData, kind: str, slo_s: float | None) -> Figure | None:
     """kind 'ttft' (one sample per request) or 'itl' (per-token, token-weighted)."""
     data = cdf.ttft_cdf(run) if kind == "ttft" else cdf.itl_cdf(run)
     if not data:
         return None
-    fig, (ax,) = _figure(8, run.emulated)
+    fig, (ax,) = figure(8, run.emulated)
     steps = _step_order(run, data)
     invalid = _invalid_steps(run)
-    for color, step in zip(_step_colors(len(steps)), steps, strict=True):
+    for color, step in zip(step_colors(len(steps)), steps, strict=True):
         if step not in data:
             continue
         x, y = data[step]
@@ -145,12 +145,12 @@ def plot_cdf(run: RunData, kind: str, slo_s: float | None) -> Figure | None:
     ax.set_ylabel("share of requests" if kind == "ttft" else "share of output tokens")
     ax.set_xlabel("TTFT, client side (s)" if kind == "ttft" else "per-token ITL (s)")
     name = "TTFT CDF per step" if kind == "ttft" else "per-token ITL CDF per step"
-    _title(ax, f"{name} - {run.run_id}", run.emulated)
+    title(ax, f"{name} - {run.run_id}", run.emulated)
     ax.legend(loc="lower right")
     return fig
 
 
-@_styled
+@styled
 def plot_scaling(run: RunData, slo_ttft_s: float | None) -> Figure | None:
     """Output tokens/s and p99 TTFT against concurrency, one point per step."""
     m = run.metrics
@@ -161,7 +161,7 @@ def plot_scaling(run: RunData, slo_ttft_s: float | None) -> Figure | None:
     x = m["target"] if closed else m["achieved_concurrency"]
     xlabel = "concurrency (closed loop target)" if closed else "achieved concurrency"
     valid = m["valid"].fillna(False).astype(bool).to_numpy()
-    fig, (ax1, ax2) = _figure(11, run.emulated, ncols=2)
+    fig, (ax1, ax2) = figure(11, run.emulated, ncols=2)
     for ax, col, ylabel in ((ax1, "output_tok_s", "output tokens/s"),
                             (ax2, "ttft_s_p99", "p99 TTFT (s)")):
         y = m[col].astype(float)
@@ -195,12 +195,12 @@ def _label(run: RunData) -> str:
     return f"{run.candidate} (EMULATED)" if run.emulated else run.candidate
 
 
-@_styled
+@styled
 def plot_latency_throughput(runs: list[RunData], slo_ttft_s: float, slo_tpot_s: float) -> Figure:
     """p99 TPOT and p99 TTFT against output tokens/s, every candidate on one chart."""
     emulated = all(r.emulated for r in runs)
     mixed = not emulated and any(r.emulated for r in runs)
-    fig, (ax1, ax2) = _figure(12, emulated, ncols=2, bottom=0.3)
+    fig, (ax1, ax2) = figure(12, emulated, ncols=2, bottom=0.3)
     ys: dict[str, list] = {"tpot_s_p99": [], "ttft_s_p99": []}
     for i, run in enumerate(runs):
         if run.metrics is None or run.metrics.empty:
@@ -234,13 +234,7 @@ def plot_latency_throughput(runs: list[RunData], slo_ttft_s: float, slo_tpot_s: 
     return fig
 
 
-def _headline_row(run: RunData) -> dict | None:
-    if run.headline is None or run.headline.empty:
-        return None
-    return run.headline.iloc[0].to_dict()
-
-
-@_styled
+@styled
 def plot_cost(latest: list[RunData], spread: dict[str, list[float]] | None = None) -> Figure:
     """Cost per 1M output tokens at the SLO operating point, one bar per candidate.
 
@@ -250,18 +244,18 @@ def plot_cost(latest: list[RunData], spread: dict[str, list[float]] | None = Non
     """
     emulated = all(r.emulated for r in latest)
     mixed = not emulated and any(r.emulated for r in latest)
-    fig, (ax,) = _figure(9, emulated, bottom=0.2)
+    fig, (ax,) = figure(9, emulated, bottom=0.2)
     ax.set_axisbelow(True)
     values = []
     for run in latest:
-        row = _headline_row(run)
+        row = headline_row(run)
         cost = row["cost_per_1m_output_usd"] if row and row["meets_slo"] else None
         values.append(None if cost is None or pd.isna(cost) else float(cost))
     top = max([v for v in values if v is not None], default=1.0)
     for i, (run, value) in enumerate(zip(latest, values, strict=True)):
         color = CANDIDATE_COLORS[i % len(CANDIDATE_COLORS)]
         if value is None:
-            row = _headline_row(run)
+            row = headline_row(run)
             why = "meets no SLO step" if row is not None else "no cost: gate failed"
             ax.bar(i, top * 0.25, color="white", edgecolor="#888888", hatch="//", lw=1.2)
             ax.text(i, top * 0.27, why, ha="center", va="bottom", fontsize=8, color="#555555")
@@ -276,7 +270,7 @@ def plot_cost(latest: list[RunData], spread: dict[str, list[float]] | None = Non
     ax.set_xticks(range(len(latest)), [_label(r) for r in latest], rotation=12, ha="right")
     ax.set_ylabel("USD per 1M output tokens")
     ax.set_ylim(0, top * 1.2)
-    _title(ax, "cost per 1M output tokens at the SLO operating point", emulated, mixed)
+    title(ax, "cost per 1M output tokens at the SLO operating point", emulated, mixed)
     return fig
 
 
@@ -288,7 +282,7 @@ def write_run_plots(run: RunData, out_dir: Path, slo_ttft_s: float, slo_tpot_s: 
         "itl_cdf": plot_cdf(run, "itl", slo_tpot_s),
         "scaling": plot_scaling(run, slo_ttft_s),
     }
-    return {name: _save(fig, out_dir / f"{name}.png") for name, fig in figs.items() if fig}
+    return {name: save(fig, out_dir / f"{name}.png") for name, fig in figs.items() if fig}
 
 
 def write_comparison_plots(runs: list[RunData], out_dir: Path, slo_ttft_s: float,
@@ -297,11 +291,11 @@ def write_comparison_plots(runs: list[RunData], out_dir: Path, slo_ttft_s: float
     latest = latest_per_candidate(runs)
     spread: dict[str, list[float]] = {}
     for run in runs:
-        row = _headline_row(run)
+        row = headline_row(run)
         if row and row["meets_slo"] and pd.notna(row["cost_per_1m_output_usd"]):
             spread.setdefault(run.candidate, []).append(float(row["cost_per_1m_output_usd"]))
     return {
-        "latency_throughput": _save(plot_latency_throughput(latest, slo_ttft_s, slo_tpot_s),
+        "latency_throughput": save(plot_latency_throughput(latest, slo_ttft_s, slo_tpot_s),
                                     out_dir / "latency_throughput.png"),
-        "cost_per_1m": _save(plot_cost(latest, spread), out_dir / "cost_per_1m.png"),
+        "cost_per_1m": save(plot_cost(latest, spread), out_dir / "cost_per_1m.png"),
     }

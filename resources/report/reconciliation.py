@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from resources.analysis import reconcile as rc
 from resources.report.html import badge, cell, para, pct, table
-from resources.report.plots import _figure, _save, _step_colors, _styled, _title, plain_log
+from resources.report.plots import figure, plain_log, save, step_colors, styled, title
 from resources.report.rundata import ReportError, RunData
 from resources.report.sections import n
 
@@ -78,7 +78,7 @@ def _le(value: str) -> float:
         return math.inf
 
 
-@_styled
+@styled
 def plot_server_ttft(run: RunData, server: dict | None, slo_ttft_s: float | None):
     """Share of requests with TTFT <= each bucket bound of the server's histogram: the
     client's (its log, binned at those bounds) left, the server's (/metrics) right."""
@@ -87,8 +87,8 @@ def plot_server_ttft(run: RunData, server: dict | None, slo_ttft_s: float | None
     if not steps:
         return None
     client = _client_ttft(run)
-    fig, (left, right) = _figure(11, run.emulated, ncols=2)
-    colors = _step_colors(len(steps))
+    fig, (left, right) = figure(11, run.emulated, ncols=2)
+    colors = step_colors(len(steps))
     lo, hi = math.inf, 0.0
     for color, s in zip(colors, steps, strict=True):
         bounds = [(_le(le), c) for le, c in s["ttft_buckets"] if math.isfinite(_le(le))]
@@ -110,7 +110,7 @@ def plot_server_ttft(run: RunData, server: dict | None, slo_ttft_s: float | None
         if slo_ttft_s is not None:
             ax.axvline(slo_ttft_s, color="#444444", ls=":", lw=1.2, label=f"TTFT SLO {slo_ttft_s:g} s")
         ax.legend(loc="lower right")
-        _title(ax, side, run.emulated)
+        title(ax, side, run.emulated)
     left.set_ylabel("share of requests with TTFT <= bound")
     fig.suptitle(f"TTFT histogram, client-side vs server-side - {run.run_id}",
                  color="#b00020" if run.emulated else "#1a1a1a")
@@ -120,4 +120,4 @@ def plot_server_ttft(run: RunData, server: dict | None, slo_ttft_s: float | None
 def write_server_ttft_plot(run: RunData, server: dict | None, out_dir: Path,
                            slo_ttft_s: float | None) -> Path | None:
     fig = plot_server_ttft(run, server, slo_ttft_s)
-    return None if fig is None else _save(fig, Path(out_dir) / "server_ttft.png")
+    return None if fig is None else save(fig, Path(out_dir) / "server_ttft.png")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from resources.analysis.manifest import parse_ts
-from resources.report.rundata import RunData, load_run
+from resources.contract.timestamps import parse_ts
+from resources.report.rundata import RunData, headline_row, load_run
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def _comparable(current: dict, row: dict) -> bool:
 def compare_to_history(current: dict, history: list[dict], n: int = 5,
                        thresholds: Thresholds = Thresholds(), min_history: int = 1
                        ) -> RegressionResult:
-    """Compare one headline row (SPEC §4 headline columns, plus `created_at`, an RFC 3339
+    """Compare one headline row (contract §4 headline columns, plus `created_at`, an RFC 3339
     string or ns) with the trailing median of the last `n` comparable rows of `history`
     (ordered by created_at when present, else as given, oldest first)."""
     pool = [row for row in history if _comparable(current, row)]
@@ -124,18 +124,10 @@ def compare_to_history(current: dict, history: list[dict], n: int = 5,
 
 
 def record_of(run: RunData, slo: tuple[float, float] | None = None) -> dict | None:
-    """A run's headline row (for `slo` when given, else the first) as a dict with
-    `created_at` from its manifest; None when the run has no headline."""
-    if run.headline is None or run.headline.empty:
-        return None
-    rows = run.headline
-    if slo is not None:
-        rows = rows[(rows["slo_ttft_s"] == slo[0]) & (rows["slo_tpot_s"] == slo[1])]
-    if rows.empty:
-        return None
-    row = {k: (None if not isinstance(v, list | tuple) and pd.isna(v) else v)
-           for k, v in rows.iloc[0].to_dict().items()}
-    row["created_at"] = run.manifest["created_at"]
+    """A run's headline row (rundata.headline_row) with `created_at` from its manifest."""
+    row = headline_row(run, slo)
+    if row is not None:
+        row["created_at"] = run.manifest["created_at"]
     return row
 
 

@@ -2,7 +2,7 @@
 spread - min / median / max, and a t-based 95 % confidence interval of the mean when
 n >= 3 - instead of one number.
 
-Only valid steps count (an invalid step is never ranked, SPEC §3), and measured and
+Only valid steps count (an invalid step is never ranked, contract §3), and measured and
 emulated runs are never pooled.
 """
 

@@ -10,7 +10,7 @@ from resources.report.html import emulated_banner, image, page, para, section, w
 from resources.report.plots import write_run_plots
 from resources.report.rundata import RunData, load_run
 
-DEFAULT_SLO = (2.0, 0.1)  # SPEC §3 defaults (TTFT s, TPOT s)
+DEFAULT_SLO = (2.0, 0.1)  # contract §3 defaults (TTFT s, TPOT s)
 
 PLOT_CAPTIONS = {
     "ttft_cdf": ("TTFT CDF per step", "Client-side TTFT (sent_at to first token) of every ok "
@@ -29,7 +29,7 @@ EMULATED_TEXT = ("EMULATED \u2014 every number on this page comes from the local
 
 
 def slo_of(runs: list[RunData]) -> tuple[float, float]:
-    """The SLO of the first headline found, else the SPEC defaults."""
+    """The SLO of the first headline found, else the contract's defaults."""
     for run in runs:
         if run.headline is not None and not run.headline.empty:
             row = run.headline.iloc[0]
@@ -43,7 +43,7 @@ def render_run(run: RunData, plots: dict[str, Path], reconciliation: dict | None
         f'<p class="sub">{s.title_line(run)}</p>',
         f'<p class="sub">source: {s.source_cell(run).html} \u00b7 status: {s.status(run).html}</p>',
         section("Headline: the SLO operating point", s.headline(run), "headline"),
-        section("Gates (SPEC §5)", s.gates(run), "gates"),
+        section("Gates (contract §5)", s.gates(run), "gates"),
         section("Steps (steady phase)", s.steps(run), "steps"),
         section("Invalid steps and why", s.invalid_steps(run), "invalid"),
         section("Cost per 1M output tokens, per step", s.cost(run), "cost"),
@@ -68,7 +68,7 @@ def render_run(run: RunData, plots: dict[str, Path], reconciliation: dict | None
 
 def write_run_report(run_dir: Path | str, out_path: Path | str | None = None,
                      slo: tuple[float, float] | None = None) -> Path:
-    """Write the self-contained HTML report of one run folder (SPEC §6), its PNG plots
+    """Write the self-contained HTML report of one run folder (contract §6), its PNG plots
     (`<run_dir>/plots/`) and, when the run has server_metrics.json, its
     `reconciliation.json`; returns the HTML path (default `<run_dir>/report.html`).
     `slo` (TTFT s, TPOT s) sets the plots' SLO lines; default the run's headline SLO.

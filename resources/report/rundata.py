@@ -1,4 +1,4 @@
-"""One run folder (SPEC §6) read for reporting: the manifest, the analyzer's outputs and
+"""One run folder (contract §6) read for reporting: the manifest, the analyzer's outputs and
 the raw records behind the CDFs. Reading only; a report never rewrites a run's files.
 
 Every problem with the input raises ReportError naming the file (and the column), so the
@@ -15,12 +15,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from resources.analysis import manifest as manifest_mod
-from resources.analysis.schemas import SchemaError, read_records
+from resources.contract import manifest as manifest_mod
+from resources.contract.schemas import SchemaError, read_records
 
 STATS = ("p50", "p90", "p95", "p99", "mean", "min", "max", "n")
 
-# SPEC §3: the columns of derived_metrics.parquet. Extra columns are tolerated (later
+# contract §3: the columns of derived_metrics.parquet. Extra columns are tolerated (later
 # issues add some, e.g. server reconciliation); missing ones are an error.
 DERIVED_COLUMNS: tuple[str, ...] = (
     "run_id", "step", "load_mode", "target", "source", "n_requests", "n_ok", "error_rate",
@@ -32,7 +32,7 @@ DERIVED_COLUMNS: tuple[str, ...] = (
     *(f"tpot_s_{s}" for s in STATS), *(f"e2e_s_{s}" for s in STATS),
     "valid", "invalid_reason",
 )
-# SPEC §4.
+# contract §4.
 COST_COLUMNS: tuple[str, ...] = (
     "run_id", "step", "source", "bill_source", "bill_status", "window_cost_usd",
     "output_tokens", "cost_per_1m_output_usd", "hourly_price_usd", "cost_per_1m_via_rate_usd",
@@ -83,7 +83,7 @@ class RunData:
     headline: pd.DataFrame | None
     requests: pa.Table | None = field(repr=False, default=None)
     chunks: pa.Table | None = field(repr=False, default=None)
-    quality: dict | None = None     # quality_summary.json (SPEC §3.3); None: none recorded
+    quality: dict | None = None     # quality_summary.json (contract §3.3); None: none recorded
     parity: dict | None = None      # quality_parity.json: the verdict against the reference
 
     @property
@@ -129,7 +129,7 @@ def _read_frame(path: Path, columns: tuple[str, ...]) -> pd.DataFrame | None:
         raise ReportError(f"{path}: unreadable ({exc})") from None
     missing = [c for c in columns if c not in table.column_names]
     if missing:
-        raise ReportError(f"{path}: missing column {missing[0]!r} (SPEC §3/§4)")
+        raise ReportError(f"{path}: missing column {missing[0]!r} (contract §3/§4)")
     for name in columns:
         ok, kind = _kind_ok(name, table.schema.field(name).type)
         if not ok:
@@ -207,3 +207,18 @@ def latest_per_candidate(runs: list[RunData]) -> list[RunData]:
         if cur is None or (run.created_at_ns, run.run_id) > (cur.created_at_ns, cur.run_id):
             best[run.candidate] = run
     return [best[c] for c in sorted(best)]
+
+
+def headline_row(run: RunData, slo: tuple[float, float] | None = None) -> dict | None:
+    """The one rule for "a run's headline row": the row for `slo` (ttft, tpot) when given,
+    else the first (the run's first SLO); None when there is no such row. Missing values
+    are None, never NaN."""
+    if run.headline is None or run.headline.empty:
+        return None
+    rows = run.headline
+    if slo is not None:
+        rows = rows[(rows["slo_ttft_s"] == slo[0]) & (rows["slo_tpot_s"] == slo[1])]
+    if rows.empty:
+        return None
+    return {k: (None if not isinstance(v, list | tuple) and pd.isna(v) else v)
+            for k, v in rows.iloc[0].to_dict().items()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from resources.analysis.manifest import parse_ts
+from resources.contract.timestamps import parse_ts
 from resources.report.html import (
     NULL,
     Cell,
@@ -61,7 +61,7 @@ def no_headline_reason(run: RunData) -> str:
     if run.gates is None:
         return "No headline: the analyzer has not run on this folder (no gates.json)."
     if run.accepted is False:
-        return "No headline or cost: a gate failed, so cost rows are withheld (SPEC §5)."
+        return "No headline or cost: a gate failed, so cost rows are withheld (contract §5)."
     return "No headline or cost: the run has no bill (a load-only run)."
 
 

@@ -1,4 +1,4 @@
-"""SPEC §2 and §6: the reader rejects malformed input with a message naming file, column and
+"""contract §2 and §6: the reader rejects malformed input with a message naming file, column and
 expected type (exit 2), reads a run cut off mid-write, and the SQL files follow the house rules."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
-from runbuilder import clean_run
 
 from pipelines.cli import main as cli
-from resources.analysis import manifest as mf
 from resources.analysis import sqlfiles
 from resources.analysis.analyze import analyze_run
-from resources.analysis.schemas import CHUNK_LOG, REQUEST_LOG, read_records
+from resources.contract import manifest as mf
+from resources.contract.schemas import CHUNK_LOG, REQUEST_LOG, read_records
+from tests.support.runbuilder import clean_run
 
 
 def _rewrite(path, fn):

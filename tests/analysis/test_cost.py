@@ -1,12 +1,12 @@
-"""SPEC §4 by hand: prorated window cost, cost per 1M, the hourly cross-check, bill status,
+"""contract §4 by hand: prorated window cost, cost per 1M, the hourly cross-check, bill status,
 included and excluded items, and the SLO headline."""
 
 from __future__ import annotations
 
 import pytest
-from runbuilder import HOUR_MS, RunBuilder, clean_run
 
 from resources.analysis.analyze import analyze_run
+from tests.support.runbuilder import HOUR_MS, RunBuilder, clean_run
 
 EKS = {"service": "Amazon Elastic Kubernetes Service", "usage_type": "USE1-AmazonEKS-Hours:perCluster",
        "instance_type": None}

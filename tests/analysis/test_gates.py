@@ -1,4 +1,4 @@
-"""SPEC §5: each bad fixture is rejected by exactly the rule it breaks, with its evidence,
+"""contract §5: each bad fixture is rejected by exactly the rule it breaks, with its evidence,
 the cost files are withheld and every raw file is kept as it was."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import hashlib
 import json
 
 import pytest
-from runbuilder import HOUR_MS, RunBuilder, clean_run
 
 from pipelines.cli import main as cli
 from resources.analysis.analyze import analyze_run
+from tests.support.runbuilder import HOUR_MS, RunBuilder, clean_run
 
 RAW = ("manifest.json", "warmup_log.parquet", "steady_state_request_log.parquet",
        "chunk_log.parquet", "bill.parquet")

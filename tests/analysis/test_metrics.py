@@ -1,4 +1,4 @@
-"""SPEC §3 on tiny runs whose every number is worked out by hand here.
+"""contract §3 on tiny runs whose every number is worked out by hand here.
 
 Times are milliseconds after T0 (see runbuilder), so a TTFT of `1100 - 1000` ms is 0.1 s.
 Percentiles interpolate linearly between order statistics: for sorted x of length n,
@@ -8,9 +8,9 @@ p(q) = x[k] + (pos - k) * (x[k+1] - x[k]) with pos = (n - 1) * q, k = floor(pos)
 from __future__ import annotations
 
 import pytest
-from runbuilder import RunBuilder, clean_run
 
 from resources.analysis.analyze import analyze_run
+from tests.support.runbuilder import RunBuilder, clean_run
 
 
 def pct(xs: list[float], q: float) -> float:

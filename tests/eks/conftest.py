@@ -6,10 +6,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-REGION = "us-east-1"
-DUMMY_KEY_ID = "AKIASERVINGBENCHTEST"
-DUMMY_SECRET = "sbTestSecretKeyDoNotLeak0123456789abcdEFGH"
-DUMMY_SESSION_TOKEN = "sbTestSessionTokenDoNotLeakXYZ987"
+from tests.support.eks.aws import DUMMY_KEY_ID, DUMMY_SECRET, DUMMY_SESSION_TOKEN, REGION
 
 
 @pytest.fixture(scope="session")

@@ -9,23 +9,18 @@ import httpx
 import pytest
 
 from pipelines.config import Candidate
-from resources.analysis import manifest as mf
-from resources.eks import EksCluster
-from resources.eks_adapters import (
-    CostExplorerBill,
-    EksNodegroupCluster,
-    KubeModelServer,
-    engine_spec_for,
-)
-from resources.kube.client import KubeClient
-from resources.kube.deploy import EngineDeployment
-from resources.kube.token import TokenSource
-
-from .billdata import ACCOUNT, PAGES, RUN_ID
-from .conftest import DUMMY_KEY_ID, REGION
-from .fake_kube import LB_HOST, FakeKubeApi
-from .specs import DIGEST, VLLM_GPU
-from .test_nodegroup_lifecycle import ROLE, make_cluster
+from resources.billing.refresh import CostExplorerBill
+from resources.cluster.eks import EksNodegroupCluster
+from resources.cluster.eks_api import EksCluster
+from resources.contract import manifest as mf
+from resources.model_server.kube.client import KubeClient
+from resources.model_server.kube.deploy import EngineDeployment
+from resources.model_server.kube.server import KubeModelServer, engine_spec_for
+from resources.model_server.kube.token import TokenSource
+from tests.support.eks.aws import DUMMY_KEY_ID, REGION, ROLE, make_cluster
+from tests.support.eks.billdata import ACCOUNT, PAGES, RUN_ID
+from tests.support.eks.fake_kube import LB_HOST, FakeKubeApi
+from tests.support.eks.specs import DIGEST, VLLM_GPU
 
 IMAGE = f"vllm/vllm-openai@{DIGEST}"
 SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
@@ -116,10 +111,10 @@ def test_load_balancer_needs_source_ranges():
 
 def test_cost_explorer_bill_source_fetches_the_runs_window(moto, monkeypatch):
     endpoint, session = moto
-    from resources.billing.cost_explorer import CostExplorerBilling
+    from resources.billing.cost_explorer import CostExplorerApi
 
     httpx.post(f"{endpoint}/moto-api/static/ce/cost-and-usage-results", json={"results": PAGES})
-    billing = CostExplorerBilling(session, endpoint_url=endpoint,
+    billing = CostExplorerApi(session, endpoint_url=endpoint,
                                   clock=lambda: mf.parse_ts("2026-11-29T12:00:00Z"))
     m = mf.empty(RUN_ID, "measured", 0)
     m.update(instance_type="p5.48xlarge", region=REGION, account_id=ACCOUNT, node_count=1)

@@ -1,4 +1,4 @@
-"""Bills from our normalizer through the lead's analyzer: a clean bill is accepted with a
+"""Bills from our normalizer through the analyzer: a clean bill is accepted with a
 hand-computed cost; a bill that does not cover the window, each scope mismatch and a
 mixed-source bill are rejected by rules 5 / 6. Skipped until `resources.analysis.analyze`
 (and the run-folder builder `tests/runbuilder.py`) are on the branch.
@@ -12,13 +12,11 @@ import json
 import pyarrow as pa
 import pytest
 
-from resources.analysis.schemas import write_parquet
+from resources.analysis import analyze
 from resources.billing.normalize import price_list_rows, rows_from_cost_explorer, to_table
-
-from .billdata import ACCOUNT, INSTANCE, PAGES, PRICE, RUN_ID
-
-analyze = pytest.importorskip("resources.analysis.analyze")
-runbuilder = pytest.importorskip("runbuilder")
+from resources.contract.schemas import write_parquet
+from tests.support import runbuilder
+from tests.support.eks.billdata import ACCOUNT, INSTANCE, PAGES, PRICE, RUN_ID
 
 
 def ce_bill(pages=PAGES, *, run_id=RUN_ID, account=ACCOUNT, region="us-east-1"):

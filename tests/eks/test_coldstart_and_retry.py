@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from resources.analysis.manifest import parse_ts
-from resources.aws_retry import AwsCallError, Caller
-from resources.billing.cost_explorer import CostExplorerBilling
-from resources.kube.coldstart import cold_start_phases, manifest_phases
-
-from .billdata import INSTANCE, NODES_DOWN, NODES_UP, NOW, RUN_ID
-from .fakes import ErrorProxy
+from resources.aws.caller import AwsCallError, Caller
+from resources.billing.cost_explorer import CostExplorerApi
+from resources.contract.timestamps import parse_ts
+from resources.model_server.kube.coldstart import cold_start_phases, manifest_phases
+from tests.support.eks.billdata import INSTANCE, NODES_DOWN, NODES_UP, NOW, RUN_ID
+from tests.support.eks.fakes import ErrorProxy
 
 
 def pod(conditions=(), started=None, created="2026-11-29T02:00:00Z"):
@@ -52,7 +51,7 @@ def test_transient_5xx_is_retried_then_succeeds(moto):
     endpoint, session = moto
     sleeps: list[float] = []
     with ErrorProxy(endpoint, "GetCostAndUsage", "ServiceUnavailable", times=1, status=503) as p:
-        ce = CostExplorerBilling(session, endpoint_url=p.url, clock=lambda: NOW,
+        ce = CostExplorerApi(session, endpoint_url=p.url, clock=lambda: NOW,
                                  caller=Caller(sleep=sleeps.append))
         ce.fetch_bill(RUN_ID, INSTANCE, "us-east-1", NODES_UP, NODES_DOWN)
     assert len(sleeps) == 1 and ce.last_fetch.api_calls == 2
@@ -61,7 +60,7 @@ def test_transient_5xx_is_retried_then_succeeds(moto):
 def test_other_client_errors_fail_at_once(moto):
     endpoint, session = moto
     with ErrorProxy(endpoint, "GetCostAndUsage", "BillExpirationException", times=1) as p:
-        ce = CostExplorerBilling(session, endpoint_url=p.url, clock=lambda: NOW,
+        ce = CostExplorerApi(session, endpoint_url=p.url, clock=lambda: NOW,
                                  caller=Caller(sleep=lambda s: pytest.fail("no retry")))
         with pytest.raises(AwsCallError, match="BillExpirationException"):
             ce.fetch_bill(RUN_ID, INSTANCE, "us-east-1", NODES_UP, NODES_DOWN)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from resources.analysis.manifest import parse_ts
-from resources.analysis.schemas import BILL
-from resources.aws_retry import AwsCallError, Caller, PermissionDenied
-from resources.billing.cost_explorer import CostExplorerBilling
-
-from .billdata import ACCOUNT, INSTANCE, NODES_DOWN, NODES_UP, NOW, PAGES, RUN_ID
-from .fakes import ErrorProxy
+from resources.aws.caller import AwsCallError, Caller, PermissionDenied
+from resources.billing.cost_explorer import CostExplorerApi
+from resources.contract.schemas import BILL
+from resources.contract.timestamps import parse_ts
+from tests.support.eks.billdata import ACCOUNT, INSTANCE, NODES_DOWN, NODES_UP, NOW, PAGES, RUN_ID
+from tests.support.eks.fakes import ErrorProxy
 
 
 def queue(endpoint, results):
@@ -22,7 +21,7 @@ def queue(endpoint, results):
 
 def billing(session, endpoint, sleeps=None):
     caller = Caller(sleep=(sleeps.append if sleeps is not None else lambda s: None))
-    return CostExplorerBilling(session, endpoint_url=endpoint, caller=caller, clock=lambda: NOW)
+    return CostExplorerApi(session, endpoint_url=endpoint, caller=caller, clock=lambda: NOW)
 
 
 def test_clean_bill_over_three_pages_is_exactly_the_bill_schema(moto):
@@ -114,7 +113,7 @@ def test_hourly_unavailable_falls_back_to_daily_and_says_so(moto):
 
 def test_old_window_goes_daily_without_asking_hourly(moto):
     endpoint, session = moto
-    ce = CostExplorerBilling(session, endpoint_url=endpoint,
+    ce = CostExplorerApi(session, endpoint_url=endpoint,
                              clock=lambda: NOW + 20 * 24 * 3600 * 10**9)
     bill = ce.fetch_bill(RUN_ID, INSTANCE, "us-east-1", NODES_UP, NODES_DOWN)
     assert ce.last_fetch.granularity == "DAILY" and ce.last_fetch.api_calls == 1

@@ -18,7 +18,8 @@ def called_actions() -> set[str]:
     session = boto3.Session(region_name="us-east-1", aws_access_key_id="x",
                             aws_secret_access_key="x")
     actions = set()
-    for path in [ROOT / "resources/eks.py", *sorted((ROOT / "resources/billing").glob("*.py"))]:
+    rooms = ("resources/cluster", "resources/billing", "resources/aws")
+    for path in sorted(p for room in rooms for p in (ROOT / room).glob("*.py")):
         for attr, op in CALL.findall(path.read_text()):
             client = session.client(SERVICE[attr], region_name="us-east-1")
             actions.add(f"{attr}:{client.meta.method_to_api_mapping[op]}")

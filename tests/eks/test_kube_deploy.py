@@ -9,16 +9,15 @@ from urllib.parse import parse_qs, urlsplit
 import boto3
 import pytest
 
-from resources.analysis.manifest import parse_ts
-from resources.kube.client import KubeClient, KubeError, RolloutError
-from resources.kube.coldstart import manifest_phases
-from resources.kube.deploy import EngineDeployment
-from resources.kube.token import TokenSource, presigned_token
-
-from .conftest import DUMMY_KEY_ID, REGION
-from .fake_kube import POD_STORY
-from .fake_kube import FakeKubeApi as Api
-from .specs import VLLM_GPU
+from resources.contract.timestamps import parse_ts
+from resources.model_server.kube.client import KubeClient, KubeError, RolloutError
+from resources.model_server.kube.coldstart import manifest_phases
+from resources.model_server.kube.deploy import EngineDeployment
+from resources.model_server.kube.token import TokenSource, presigned_token
+from tests.support.eks.aws import DUMMY_KEY_ID, REGION
+from tests.support.eks.fake_kube import POD_STORY
+from tests.support.eks.fake_kube import FakeKubeApi as Api
+from tests.support.eks.specs import VLLM_GPU
 
 NS = 10**9
 

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from resources.kube.render import EngineSpec, render, to_yaml
-
-from .specs import DIGEST, GOLDEN, SGLANG_GPU, VLLM_GPU, VLLM_NEURON
+from resources.model_server.kube.render import EngineSpec, render, to_yaml
+from tests.support.eks.specs import DIGEST, GOLDEN, SGLANG_GPU, VLLM_GPU, VLLM_NEURON
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 

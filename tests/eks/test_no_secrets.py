@@ -13,22 +13,27 @@ import boto3
 import httpx
 import pytest
 
-from resources.analysis.schemas import write_parquet
-from resources.aws_retry import Caller, PermissionDenied
-from resources.billing.cost_explorer import CostExplorerBilling
-from resources.billing.price_list import PriceListBilling
-from resources.eks import EksCluster, NodegroupSpec
-from resources.kube.client import KubeClient
-from resources.kube.deploy import EngineDeployment
-from resources.kube.render import to_yaml
-from resources.kube.token import TokenSource
-
-from .billdata import INSTANCE, NODES_DOWN, NODES_UP, NOW, PAGES, RUN_ID
-from .conftest import DUMMY_KEY_ID, DUMMY_SECRET, DUMMY_SESSION_TOKEN, REGION
-from .fake_kube import FakeKubeApi
-from .fakes import ErrorProxy, FakePricing, ec2_product
-from .specs import VLLM_GPU
-from .test_nodegroup_lifecycle import ROLE, make_cluster
+from resources.aws.caller import Caller, PermissionDenied
+from resources.billing.cost_explorer import CostExplorerApi
+from resources.billing.price_list import PriceListApi
+from resources.cluster.eks_api import EksCluster, NodegroupSpec
+from resources.contract.schemas import write_parquet
+from resources.model_server.kube.client import KubeClient
+from resources.model_server.kube.deploy import EngineDeployment
+from resources.model_server.kube.render import to_yaml
+from resources.model_server.kube.token import TokenSource
+from tests.support.eks.aws import (
+    DUMMY_KEY_ID,
+    DUMMY_SECRET,
+    DUMMY_SESSION_TOKEN,
+    REGION,
+    ROLE,
+    make_cluster,
+)
+from tests.support.eks.billdata import INSTANCE, NODES_DOWN, NODES_UP, NOW, PAGES, RUN_ID
+from tests.support.eks.fake_kube import FakeKubeApi
+from tests.support.eks.fakes import ErrorProxy, FakePricing, ec2_product
+from tests.support.eks.specs import VLLM_GPU
 
 
 def test_no_credential_or_token_in_any_log_or_output(moto, tmp_path, caplog, capsys):
@@ -52,16 +57,16 @@ def test_no_credential_or_token_in_any_log_or_output(moto, tmp_path, caplog, cap
 
     httpx.post(f"{endpoint}/moto-api/static/ce/cost-and-usage-results", json={"results": PAGES})
     with ErrorProxy(endpoint, "GetCostAndUsage", "ThrottlingException", times=1) as proxy:
-        ce = CostExplorerBilling(session, endpoint_url=proxy.url, clock=lambda: NOW,
+        ce = CostExplorerApi(session, endpoint_url=proxy.url, clock=lambda: NOW,
                                  caller=Caller(sleep=lambda s: None))
         bill = ce.fetch_bill(RUN_ID, INSTANCE, REGION, NODES_UP, NODES_DOWN)
         sent = proxy.seen
     write_parquet(bill, tmp_path / "bill.parquet")
-    pl = PriceListBilling(FakePricing([ec2_product("S1", INSTANCE, REGION, "55.04")]))
+    pl = PriceListApi(FakePricing([ec2_product("S1", INSTANCE, REGION, "55.04")]))
     write_parquet(pl.fetch_bill(RUN_ID, INSTANCE, REGION, 1, NODES_UP, NODES_DOWN),
                   tmp_path / "price_list_bill.parquet")
     with ErrorProxy(endpoint, "GetCostAndUsage", "AccessDeniedException", times=1) as proxy:
-        denied = CostExplorerBilling(session, endpoint_url=proxy.url, clock=lambda: NOW)
+        denied = CostExplorerApi(session, endpoint_url=proxy.url, clock=lambda: NOW)
         with pytest.raises(PermissionDenied) as err:
             denied.fetch_bill(RUN_ID, INSTANCE, REGION, NODES_UP, NODES_DOWN)
         outputs.append(str(err.value))

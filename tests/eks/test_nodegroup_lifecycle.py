@@ -6,23 +6,10 @@ import time
 
 import pytest
 
-from resources.analysis import manifest as mf
-from resources.aws_retry import AwsCallError, Caller, make_client
-from resources.eks import RUN_TAG, EksCluster, NodegroupSpec, nodegroup_name
-
-from .conftest import REGION
-
-ROLE = "arn:aws:iam::123456789012:role/sb-nodes"
-
-
-def make_cluster(endpoint, session):
-    """A cluster in moto (its EKS does not check subnet ids; EC2 VPCs are slow to make)."""
-    eks = make_client(session, "eks", REGION, endpoint)
-    ec2 = make_client(session, "ec2", REGION, endpoint)
-    subnet = "subnet-0aaaabbbbccccdddd"
-    eks.create_cluster(name="bench", roleArn="arn:aws:iam::123456789012:role/sb-cluster",
-                       resourcesVpcConfig={"subnetIds": [subnet]}, version="1.33")
-    return eks, ec2, subnet
+from resources.aws.caller import AwsCallError, Caller
+from resources.cluster.eks_api import RUN_TAG, EksCluster, NodegroupSpec, nodegroup_name
+from resources.contract import manifest as mf
+from tests.support.eks.aws import REGION, ROLE, make_cluster
 
 
 def launch_nodes(ec2, nodegroup, count, instance_type="p5.48xlarge"):
@@ -172,7 +159,7 @@ def test_teardown_by_run_id_from_another_process(moto):
 
 
 def test_a_throttled_poll_while_waiting_does_not_fail_the_run(moto):
-    from .fakes import ErrorProxy
+    from tests.support.eks.fakes import ErrorProxy
 
     endpoint, session = moto
     eks, _, _ = make_cluster(endpoint, session)

@@ -6,14 +6,22 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from resources.analysis.schemas import BILL
-from resources.aws_retry import Caller
-from resources.billing.cost_explorer import CostExplorerBilling
+from resources.aws.caller import Caller
+from resources.billing.cost_explorer import CostExplorerApi
 from resources.billing.normalize import BillError
-from resources.billing.price_list import PriceListBilling
-
-from .billdata import ACCOUNT, INSTANCE, NODES_DOWN, NODES_UP, NOW, PAGES, PRICE, RUN_ID
-from .fakes import FakePricing, ec2_product
+from resources.billing.price_list import PriceListApi
+from resources.contract.schemas import BILL
+from tests.support.eks.billdata import (
+    ACCOUNT,
+    INSTANCE,
+    NODES_DOWN,
+    NODES_UP,
+    NOW,
+    PAGES,
+    PRICE,
+    RUN_ID,
+)
+from tests.support.eks.fakes import FakePricing, ec2_product
 
 PRODUCTS = [
     ec2_product("WINDOWS1", INSTANCE, "us-east-1", "61.2000000000", os="Windows"),
@@ -26,7 +34,7 @@ PRODUCTS = [
 
 def test_quote_picks_on_demand_linux_shared_tenancy():
     pricing = FakePricing(PRODUCTS)
-    q = PriceListBilling(pricing).quote(INSTANCE, "us-east-1")
+    q = PriceListApi(pricing).quote(INSTANCE, "us-east-1")
     assert (q.usd_per_hour, q.sku, q.usage_type) == (55.04, "P5LINUX1", "BoxUsage:p5.48xlarge")
     fields = {f["Field"]: f["Value"] for f in pricing.requests[0]["Filters"]}
     assert fields["operatingSystem"] == "Linux" and fields["tenancy"] == "Shared"
@@ -35,7 +43,7 @@ def test_quote_picks_on_demand_linux_shared_tenancy():
 
 def test_price_list_bill_rows_are_hand_computed():
     caller = Caller()
-    bill = PriceListBilling(FakePricing(PRODUCTS), caller=caller).fetch_bill(
+    bill = PriceListApi(FakePricing(PRODUCTS), caller=caller).fetch_bill(
         RUN_ID, INSTANCE, "us-east-1", 2, NODES_UP, NODES_DOWN, account_id=ACCOUNT)
     assert bill.schema.equals(BILL)
     rows = bill.to_pylist()
@@ -49,19 +57,19 @@ def test_price_list_bill_rows_are_hand_computed():
 
 def test_no_or_ambiguous_product_is_a_clear_error():
     with pytest.raises(BillError, match="no on-demand Linux shared-tenancy product for g6e.48xlarge"):
-        PriceListBilling(FakePricing(PRODUCTS)).quote("g6e.48xlarge", "us-east-1")
+        PriceListApi(FakePricing(PRODUCTS)).quote("g6e.48xlarge", "us-east-1")
     twice = PRODUCTS + [ec2_product("P5LINUX2", INSTANCE, "us-east-1", "55.0400000000")]
     with pytest.raises(BillError, match="2 products match .*P5LINUX1, P5LINUX2"):
-        PriceListBilling(FakePricing(twice)).quote(INSTANCE, "us-east-1")
+        PriceListApi(FakePricing(twice)).quote(INSTANCE, "us-east-1")
 
 
 def test_price_list_agrees_with_cost_explorer_within_one_percent(moto):
     endpoint, session = moto
     r = httpx.post(f"{endpoint}/moto-api/static/ce/cost-and-usage-results", json={"results": PAGES})
     assert r.status_code == 201
-    ce_bill = CostExplorerBilling(session, endpoint_url=endpoint, clock=lambda: NOW).fetch_bill(
+    ce_bill = CostExplorerApi(session, endpoint_url=endpoint, clock=lambda: NOW).fetch_bill(
         RUN_ID, INSTANCE, "us-east-1", NODES_UP, NODES_DOWN)
-    pl_bill = PriceListBilling(FakePricing(PRODUCTS)).fetch_bill(
+    pl_bill = PriceListApi(FakePricing(PRODUCTS)).fetch_bill(
         RUN_ID, INSTANCE, "us-east-1", 1, NODES_UP, NODES_DOWN, account_id=ACCOUNT)
 
     def instance_cost(bill):

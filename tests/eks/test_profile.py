@@ -7,12 +7,10 @@ import datetime
 
 import pytest
 
-from resources.eks import NodegroupSpec
-from resources.eks_profile import EksResources, EksSettings
-from resources.kube.client import KubeClient, KubeError
-
-from .conftest import REGION
-from .test_nodegroup_lifecycle import ROLE, make_cluster
+from pipelines.profiles import EksResources, EksSettings
+from resources.cluster.eks_api import NodegroupSpec
+from resources.model_server.kube.client import KubeClient, KubeError
+from tests.support.eks.aws import REGION, ROLE, make_cluster
 
 
 def test_build_and_use(moto):
@@ -54,9 +52,9 @@ def test_kube_client_trusts_the_clusters_ca():
 
 
 def test_settings_from_env_and_pipeline_resources(moto):
-    from resources.bill_source import BillSource
-    from resources.cluster import Cluster
-    from resources.model_server import ModelServer
+    from resources.billing.interface import BillSource
+    from resources.cluster.interface import Cluster
+    from resources.model_server.interface import ModelServer
 
     endpoint, session = moto
     with pytest.raises(ValueError, match="needs SERVINGBENCH_EKS_NODE_ROLE_ARN"):

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import httpx
 
-from resources.analysis import manifest as mf
-from resources.analysis.schemas import BILL, read_records
+from pipelines.cli.eks import main
 from resources.billing.refresh import billing_window
-from resources.eks import EksCluster, NodegroupSpec
-from resources.eks_cli import main
-
-from .billdata import ACCOUNT, INSTANCE, PAGES, RUN_ID
-from .conftest import DUMMY_SECRET, REGION
-from .test_nodegroup_lifecycle import ROLE, make_cluster
+from resources.cluster.eks_api import EksCluster, NodegroupSpec
+from resources.contract import manifest as mf
+from resources.contract.schemas import BILL, read_records
+from tests.support.eks.aws import DUMMY_SECRET, REGION, ROLE, make_cluster
+from tests.support.eks.billdata import ACCOUNT, INSTANCE, PAGES, RUN_ID
 
 H = 3600 * 10**9
 

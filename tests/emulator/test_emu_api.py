@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import httpx
-from emu_helpers import SCOUT, USAGE_OPTS, content_chunks, stream
+
+from tests.support.emulator import SCOUT, USAGE_OPTS, content_chunks, stream
 
 
 def test_completion_stream_shape_and_continuous_usage(emu):

@@ -6,10 +6,10 @@ import re
 import time
 
 import httpx
-from emu_helpers import USAGE_OPTS, stream
 
 from emulator.groundtruth import read
 from emulator.process import EmulatorProcess
+from tests.support.emulator import USAGE_OPTS, stream
 
 
 def _metric(text: str, name: str) -> float:

@@ -7,12 +7,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from emu_helpers import stream
 
 from emulator import specs
 from emulator.groundtruth import read
 from emulator.model import PerfModel
 from emulator.process import EmulatorProcess
+from tests.support.emulator import stream
 
 SCALE = 0.01
 

@@ -9,29 +9,21 @@ import time
 
 import httpx
 import pytest
-from emu_helpers import stream
 
 from emulator.process import EmulatorProcess, EmulatorStartError
-from resources.analysis.manifest import parse_ts
-
-
-def _wait_port(path, proc, timeout=10.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists():
-            return int(path.read_text())
-        assert proc.poll() is None, proc.stderr.read()
-        time.sleep(0.01)
-    raise AssertionError("no port file")
+from resources.contract.timestamps import parse_ts
+from tests.support.emulator import stream
+from tests.support.net import wait_port_file
 
 
 def test_cold_start_phases_health_503_then_200(tmp_path):
+    # 3 s of cold start leaves room for the 503 checks below on a busy machine
     port_file = tmp_path / "port"
     proc = subprocess.Popen([sys.executable, "-m", "emulator", "--candidate", "trn2.48xlarge",
-                             "--cold-start-s", "0.8", "--port", "0", "--port-file", str(port_file)],
+                             "--cold-start-s", "3", "--port", "0", "--port-file", str(port_file)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        port = _wait_port(port_file, proc)
+        port = wait_port_file(port_file, proc)
         assert proc.stdout.readline().strip() == \
             f"servingbench emulator (EMULATED) listening on http://127.0.0.1:{port}"
         base = f"http://127.0.0.1:{port}"
@@ -40,7 +32,7 @@ def test_cold_start_phases_health_503_then_200(tmp_path):
         assert httpx.post(base + "/v1/completions", json={"prompt": "x"}).status_code == 503
         status = httpx.get(base + "/servingbench/status").json()
         assert status["emulated"] is True and status["ready"] is False
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while httpx.get(base + "/health").status_code != 200:
             assert time.monotonic() < deadline
             time.sleep(0.02)
@@ -50,7 +42,7 @@ def test_cold_start_phases_health_503_then_200(tmp_path):
         ends = [(parse_ts(p["started_at"]), parse_ts(p["ended_at"])) for p in phases.values()]
         assert all(a <= b for a, b in ends)
         assert ends[0][1] <= ends[1][0] and ends[1][1] <= ends[2][0]
-        assert 0.7e9 <= ends[2][1] - ends[0][0] < 5e9
+        assert 2.9e9 <= ends[2][1] - ends[0][0] < 30e9
         assert status["ready"] is True
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +29,6 @@ from resources.model_server.llamacpp import (
 WHY = engine_available()
 pytestmark = [pytest.mark.skipif(WHY is not None, reason=f"real engine: {WHY}"),
               pytest.mark.slow]
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pipelines"))
 
 
 def _gone(pid: int) -> bool:
@@ -87,12 +85,11 @@ def test_protocol_facts_the_adapters_rely_on(server):
 
 
 def test_chain_on_the_real_engine_is_measured_and_reconciled(tmp_path, candidates):
-    from chain import checks, materialized, run_job
-
     from pipelines.profiles import Settings
-    from resources.load import LoadSettings
+    from resources.loadgen.generator import LoadGenerator
+    from tests.support.chain import checks, materialized, run_job
 
-    quick = LoadSettings(concurrency=(1, 2), requests_per_step=4, warmup_requests=1,
+    quick = LoadGenerator(concurrency=(1, 2), requests_per_step=4, warmup_requests=1,
                          output_tokens=8, input_tokens=32)
     cands = tmp_path / "cands.yaml"
     text = REAL_FILE.read_text().replace(
@@ -129,7 +126,7 @@ def test_chain_on_the_real_engine_is_measured_and_reconciled(tmp_path, candidate
 def test_q2k_requantized_fails_parity_against_q4(tmp_path, candidates):
     """The proof: the same model requantized Q4_K_M → Q2_K answers the same default set
     worse, with intervals apart; the Q4 reference passes against its own earlier run."""
-    from resources.analysis import manifest as mf
+    from resources.contract import manifest as mf
     from resources.quality import evaluate, find_reference, parity
     from resources.quality.evalset import build
 

@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import socket
-
-from resources.analysis import manifest as mf
-from resources.loadgen import cli
-
-from .conftest import run_cli
-from .helpers import rows
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from pipelines.cli import load as cli
+from resources.contract import manifest as mf
+from tests.support.loadgen import rows, run_cli
+from tests.support.net import free_port
 
 
 def test_cli_writes_a_run_folder_and_refuses_to_overwrite_it(server, tmp_path, capsys):
@@ -45,7 +36,7 @@ def test_bad_url_is_a_clear_error(tmp_path, capsys):
 
 
 def test_unreachable_server_is_a_clear_error(tmp_path, capsys):
-    port = _free_port()
+    port = free_port()
     code = cli.main(["--endpoint", f"http://127.0.0.1:{port}", "--model", "m", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code == 2 and "cannot connect to" in err

@@ -11,13 +11,11 @@ import time
 import pytest
 from pyarrow.parquet import read_table as read_parquet
 
-from resources.analysis import manifest as mf
 from resources.analysis.analyze import analyze_run
-from resources.analysis.schemas import SchemaError, read_records
+from resources.contract import manifest as mf
+from resources.contract.schemas import SchemaError, read_records
 from resources.loadgen import RunExistsError, run_load
-
-from .conftest import ROOT
-from .helpers import config, ns
+from tests.support.loadgen import ROOT, config, ns
 
 
 def _steady_rows(run_dir) -> int:

@@ -1,5 +1,5 @@
-"""Against the real emulator (issue 4), once it is merged: skipped where `emulator.process`
-is not there yet. Fixed timing, ground truth, faults, and the EMULATED label."""
+"""Against the real emulator as a process on loopback:
+fixed timing, ground truth, faults, and the EMULATED label."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ import json
 import httpx
 import pytest
 
-from resources.analysis import manifest as mf
+from emulator import process
+from resources.contract import manifest as mf
 from resources.loadgen import run_load
-
-from .helpers import config, ns, rows
-
-process = pytest.importorskip("emulator.process", reason="the emulator is not on this branch yet")
+from tests.support.loadgen import config, ns, rows
 
 
 def _model(base_url: str) -> str:

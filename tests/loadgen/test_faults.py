@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from resources.loadgen import run_load
-
-from .helpers import config, ns, rows
+from tests.support.loadgen import config, ns, rows
 
 FAULTS = [
     ("status=429", {}, "http_error", 429, "HTTP 429"),

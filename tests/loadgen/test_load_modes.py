@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from resources.analysis import manifest as mf
+from resources.contract import manifest as mf
 from resources.loadgen import run_load
-
-from .helpers import config, is_uuid, ns, rows
+from tests.support.loadgen import config, is_uuid, ns, rows
 
 
 def test_closed_and_open_loop_steps_are_recorded_with_their_names(server, tmp_path):

@@ -8,8 +8,7 @@ import pytest
 
 from resources.loadgen import run_load
 from resources.loadgen.schedule import arrivals, profile_schedule, rate_steps
-
-from .helpers import config, ns, rows
+from tests.support.loadgen import config, ns, rows
 
 
 def test_same_seed_same_schedule_other_seed_other():

@@ -1,4 +1,4 @@
-"""Server reconciliation (issue 7 part 3): the load generator scrapes the engine's /metrics
+"""Server reconciliation: the load generator scrapes the engine's /metrics
 around each steady step into server_metrics.json; resources.analysis.reconcile compares
 the server's counts with the client's, and the run report shows it. Against the real
 emulator process, whose --metrics-token-skew deliberately miscounts generated tokens."""
@@ -13,13 +13,12 @@ import httpx
 import pytest
 
 from emulator.process import EmulatorProcess
-from resources.analysis import manifest as mf
 from resources.analysis.analyze import analyze_run
 from resources.analysis.reconcile import reconcile
+from resources.contract import manifest as mf
 from resources.loadgen import run_load
 from resources.loadgen.server_metrics import Scraper, delta, snapshot
-
-from .helpers import config, rows
+from tests.support.loadgen import config, rows
 
 SKEWED = ["--fixed-timing", "5:1", "--cold-start-s", "0"]
 

@@ -9,8 +9,7 @@ import statistics
 import pytest
 
 from resources.loadgen import run_load
-
-from .helpers import config, ns, rows
+from tests.support.loadgen import config, ns, rows
 
 MS = 1_000_000
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from resources.loadgen import run_load
-
-from .helpers import config, rows
+from tests.support.loadgen import config, rows
 
 
 def _chunks(run_dir) -> dict[str, list[int]]:
@@ -48,5 +47,5 @@ def test_falls_back_when_continuous_usage_is_rejected(start_server, tmp_path):
     result = run_load(config(srv.base_url, output_tokens=4), tmp_path / "run", progress=False)
     assert {r["status"] for r in rows(tmp_path / "run")} == {"ok"}
     assert result.n_requests == 6
-    from resources.analysis import manifest as mf
+    from resources.contract import manifest as mf
     assert mf.load(tmp_path / "run" / "manifest.json")["scenario"]["stream_options"] == {"include_usage": True}

@@ -6,11 +6,10 @@ import json
 
 import pytest
 
-from resources.analysis import manifest as mf
+from resources.contract import manifest as mf
 from resources.loadgen import ConfigError, LoadConfig, run_load
 from resources.loadgen.workload import Tokenizer, Workload
-
-from .helpers import config, rows
+from tests.support.loadgen import config, rows
 
 
 def test_prompts_are_sized_with_tokenize_and_unique(server, tmp_path):

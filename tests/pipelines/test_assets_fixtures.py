@@ -8,7 +8,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from chain import checks, materialized, replay_resources, run_job
+
+from tests.support.chain import checks, materialized, replay_resources, run_job
 
 REQUEST = ["steady_requests_are_complete", "request_timestamps_are_ordered",
            "warmup_and_steady_are_separated", "output_tokens_are_counted"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ from pathlib import Path
 
 import httpx
 import pyarrow.parquet as pq
+
+from tests.support.net import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 CANDIDATES = """
@@ -37,12 +38,6 @@ ASSET = """query { assetOrError(assetKey: {path: ["cost_per_1m_output_tokens"]})
     ... on TextMetadataEntry { text } } } } } }"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _gql(url: str, query: str, variables: dict | None = None) -> dict:
     resp = httpx.post(url, json={"query": query, "variables": variables or {}}, timeout=60)
     resp.raise_for_status()
@@ -62,7 +57,7 @@ def test_benchmark_job_through_the_webserver(tmp_path):
     env = {**os.environ, "DAGSTER_HOME": str(home), "SERVINGBENCH_DATA_DIR": str(data),
            "SERVINGBENCH_CANDIDATES": str(cands), "SERVINGBENCH_EMULATOR_TIME_SCALE": "0.2",
            "SERVINGBENCH_EMULATOR_COLD_START_S": "0.2"}
-    port = _free_port()
+    port = free_port()
     exe = str(Path(sys.executable).parent / "dagster-webserver")
     proc = subprocess.Popen([exe, "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
                             cwd=REPO, env=env, stdout=subprocess.DEVNULL,

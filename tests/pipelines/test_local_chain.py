@@ -8,12 +8,12 @@ import os
 
 import pyarrow.parquet as pq
 import pytest
-from chain import checks, materialized, run_job
 
 from pipelines.profiles import Settings
-from resources.load import LoadSettings
+from resources.loadgen.generator import LoadGenerator
+from tests.support.chain import checks, materialized, run_job
 
-QUICK = LoadSettings(concurrency=(1, 2), requests_per_step=6, warmup_requests=2,
+QUICK = LoadGenerator(concurrency=(1, 2), requests_per_step=6, warmup_requests=2,
                      output_tokens=16, input_tokens=64)
 
 
@@ -59,10 +59,10 @@ def test_local_chain_end_to_end_is_emulated_and_separates_warmup(tmp_path):
 
 def test_emulator_and_cluster_are_torn_down_when_the_load_fails(tmp_path, monkeypatch):
     monkeypatch.delenv("SB_TEST_NO_SUCH_KEY", raising=False)
-    failing = LoadSettings(concurrency=(1,), requests_per_step=2, warmup_requests=0,
+    failing = LoadGenerator(concurrency=(1,), requests_per_step=2, warmup_requests=0,
                            output_tokens=4, api_key_env="SB_TEST_NO_SUCH_KEY")
     torn = []
-    from resources.cluster import LocalHostCluster
+    from resources.cluster.local import LocalHostCluster
 
     class WatchedCluster(LocalHostCluster):
         def teardown(self, info):

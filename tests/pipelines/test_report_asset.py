@@ -14,11 +14,11 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from chain import FIXTURES, materialized, replay_resources, run_job
 
-from resources.analysis import manifest as mf
 from resources.analysis.analyze import analyze_run
+from resources.contract import manifest as mf
 from resources.replay import ReplayLoad
+from tests.support.chain import FIXTURES, materialized, replay_resources, run_job
 
 CANDIDATE = "p5-scout-bf16-tp8"
 
@@ -76,7 +76,7 @@ def regression_check(result):
 def test_report_asset_and_a_quiet_check_on_a_stable_history(tmp_path, fixture_headline):
     ids = write_history(tmp_path / "runs", fixture_headline, [1.0, 1.03, 0.97])
     rec = recording_with_server_metrics(tmp_path)
-    resources = replay_resources("good") | {"load_settings": ReplayLoad(rec)}
+    resources = replay_resources("good") | {"load_generator": ReplayLoad(rec)}
     result, _ = run_job(tmp_path, resources=resources)
     assert result.success
     md = materialized(result)["benchmark_report"]

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from resources.analysis import manifest as mf
+from resources.contract import manifest as mf
 from resources.quality import find_reference, parity, score, wilson
 from resources.quality.evalset import (
     KINDS,

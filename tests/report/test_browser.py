@@ -7,7 +7,7 @@ import matplotlib.image as mpimg
 import numpy as np
 import pytest
 
-from tests.report.browser import CHROMIUM, load_page, load_pages, screenshot
+from tests.support.browser import CHROMIUM, load_page, load_pages, screenshot
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(),

@@ -1,14 +1,14 @@
-"""The CDF queries on a tiny hand-computed run (SPEC §3 ITL and TTFT definitions)."""
+"""The CDF queries on a tiny hand-computed run (contract §3 ITL and TTFT definitions)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 
-from resources.analysis.schemas import CHUNK_LOG, REQUEST_LOG
+from resources.contract.schemas import CHUNK_LOG, REQUEST_LOG
 from resources.report import cdf
 from resources.report.rundata import RunData
-from tests.report.fixtures import NS
+from tests.support.report_runs import NS
 
 
 def _requests(rows: list[dict]) -> pa.Table:

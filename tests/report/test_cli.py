@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from resources.report.cli import main
+from pipelines.cli.report import main
 
 
 def _digest(folder: Path) -> dict[str, str]:

@@ -3,54 +3,16 @@ emulated content, inlined images only, and every string from a run escaped."""
 
 from __future__ import annotations
 
-import base64
 import json
-from html.parser import HTMLParser
 from pathlib import Path
 
-from resources.analysis.manifest import dump, load
+from resources.contract.manifest import dump, load
 from resources.report import write_comparison_report, write_run_report
+from tests.support.html import Page, check_safe
 
-ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "main", "div", "h1", "h2",
-                "p", "section", "table", "thead", "tbody", "tr", "th", "td", "span", "figure",
-                "img", "figcaption", "caption"}
 HOSTILE_CANDIDATE = '<script>alert("c")</script>'
 HOSTILE_MODEL = '"><img src=x onerror=alert(1)>'
 HOSTILE_MESSAGE = "<b>bold</b> & 'quoted' </td></tr></table>"
-
-
-class Page(HTMLParser):
-    def __init__(self, text: str):
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, dict]] = []
-        self.text: list[str] = []
-        self.feed(text)
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-    @property
-    def plain(self) -> str:
-        return " ".join(self.text)
-
-    def ids(self) -> set[str]:
-        return {a["id"] for _, a in self.tags if "id" in a}
-
-
-def check_safe(html: str) -> Page:
-    page = Page(html)
-    for tag, attrs in page.tags:
-        assert tag in ALLOWED_TAGS, f"unexpected tag <{tag}>"
-        assert not any(name.startswith("on") for name in attrs), (tag, attrs)
-        if tag == "img":
-            assert attrs["src"].startswith("data:image/png;base64,")
-            png = base64.b64decode(attrs["src"].split(",", 1)[1])
-            assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 15_000
-    assert "http://" not in html and "https://" not in html and "file://" not in html
-    return page
 
 
 def test_run_report_has_its_sections_and_tables(reports):
@@ -145,7 +107,7 @@ def test_comparison_of_measured_runs_only_has_no_banner(runs, tmp_path):
 
 
 def test_gate_failure_shows_the_gates_and_withholds_cost(runs, tmp_path):
-    from tests.report.fixtures import FAST, build_run
+    from tests.support.report_runs import FAST, build_run
 
     gated = build_run(tmp_path, FAST.__class__(**{**FAST.__dict__, "gate_fail": True}), "gated-0")
     html = write_run_report(gated).read_text()

@@ -88,7 +88,7 @@ def test_latency_throughput_draws_every_step_and_the_slo_lines(runs):
 
 
 def test_cost_bars_show_candidates_meeting_no_step_and_gate_failures(runs, tmp_path):
-    from tests.report.fixtures import FAST, build_run
+    from tests.support.report_runs import FAST, build_run
 
     failed = build_run(tmp_path, FAST.__class__(**{**FAST.__dict__, "candidate": "p4d-gated",
                                                     "gate_fail": True}), "gated-0")
@@ -114,7 +114,7 @@ def test_run_without_raw_records_skips_the_cdfs(runs, tmp_path):
 
 
 def test_dollar_signs_and_markup_in_names_are_plain_text(runs, tmp_path):
-    from resources.analysis.manifest import dump, load
+    from resources.contract.manifest import dump, load
 
     m = load(runs[4] / "manifest.json")
     m["candidate"] = r"$\notacommand{x}_$ <b>"

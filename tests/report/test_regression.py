@@ -7,7 +7,7 @@ import json
 import pytest
 
 from resources.report.regression import Thresholds, compare_to_history, headline_record
-from tests.report.fixtures import FAST, build_run
+from tests.support.report_runs import FAST, build_run
 
 
 def row(i: int, tok: float = 100.0, ttft: float = 1.0, cost: float = 10.0, **kw) -> dict:

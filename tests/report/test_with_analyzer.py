@@ -4,7 +4,7 @@ analyzer's own metric and cost SQL (`resources.analysis.analyze.step_metrics`,
 report tests read what the analyzer really writes), and the reports are written from them.
 
 The gates (Great Expectations) are left out: importing GX alone takes ~12 s of CPU here;
-the fixture's gates.json follows SPEC §5 and the report was checked once on a full
+the fixture's gates.json follows contract §5 and the report was checked once on a full
 `analyze_run` output by hand."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 
 from resources.analysis.analyze import cost_tables, step_metrics
 from resources.analysis.rundir import open_run
-from resources.analysis.schemas import write_parquet
+from resources.contract.schemas import write_parquet
 from resources.report import write_comparison_report, write_run_report
-from tests.report.test_html import check_safe
+from tests.support.html import check_safe
 
 OUTPUTS = ("derived_metrics.parquet", "cost_per_1m.parquet", "headline.parquet")
 

@@ -1,0 +1,47 @@
+"""The `servingbench` command: a thin dispatcher.
+
+Each subcommand is one module of this package and exposes ``main(argv) -> int``;
+modules are imported lazily so `servingbench --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "analyze": ("pipelines.cli.analyze", "run the gates and metric SQL on a run folder"),
+    "load": ("pipelines.cli.load", "drive an OpenAI-compatible endpoint, write a run folder"),
+    "emulator": ("pipelines.cli.emulator", "serve the local engine emulator (EMULATED numbers)"),
+    "demo": ("pipelines.cli.demo", "run the chain on the embedded default and print the headline "
+             "(--real: llama.cpp on this host)"),
+    "run": ("pipelines.cli.run", "benchmark one candidate with the profile of SERVINGBENCH_PROFILE"),
+    "ui": ("pipelines.cli.ui", "start the Dagster UI on 127.0.0.1"),
+    "eks": ("pipelines.cli.eks", "reap expired node groups / refetch a run's bill (eks)"),
+    "report": ("pipelines.cli.report", "write HTML reports of run folders"),
+    "engine": ("pipelines.cli.engine", "the real local engine: prepare derived models, status"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: servingbench <command> [options]", "", "commands:"]
+    lines += [f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines.append("\n`servingbench <command> --help` for a command's options.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in {"-h", "--help"}:
+        print(_usage())
+        return 0 if args else 2
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        print(f"servingbench: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

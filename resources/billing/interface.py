@@ -1,0 +1,17 @@
+"""Where a run's bill comes from: one interface, the embedded default's price sheet beside
+Cost Explorer (resources/billing). Every bill is a contract §2.4 table.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import pyarrow as pa
+
+
+class BillSource(ABC):
+    source: str
+
+    @abstractmethod
+    def fetch_bill(self, manifest: dict) -> pa.Table:
+        """The bill rows for the run's scope and steady phase, in the BILL schema."""

@@ -1,0 +1,38 @@
+"""The embedded default's bill: the price sheet's hourly rate over the steady phase."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from resources.billing.interface import BillSource
+from resources.contract.schemas import BILL
+from resources.contract.timestamps import parse_ts
+
+
+class PriceSheetBill(BillSource):
+    """The embedded default: one `Hrs` row for the steady phase at the price sheet's hourly
+    rate × node_count (source = price_sheet). Nothing was billed by anyone: like every other
+    output of the local path, the cost it gives is emulated."""
+
+    source = "price_sheet"
+
+    def fetch_bill(self, manifest: dict) -> pa.Table:
+        basis = manifest.get("price_basis") or {}
+        price = basis.get("hourly_usd_per_node")
+        steady = manifest["phases"].get("steady")
+        if price is None:
+            raise ValueError(f"the price sheet has no hourly price for {manifest['instance_type']}")
+        if not steady or not steady.get("ended_at"):
+            raise ValueError("the run has no finished steady phase to bill")
+        start, end = parse_ts(steady["started_at"]), parse_ts(steady["ended_at"])
+        hours = (end - start) / 3.6e12
+        n = manifest["node_count"]
+        row = {"run_id": manifest["run_id"], "period_start": start, "period_end": end,
+               "account_id": manifest["account_id"], "region": manifest["region"],
+               "service": "price sheet (embedded default)",
+               "usage_type": f"BoxUsage:{manifest['instance_type']}",
+               "instance_type": manifest["instance_type"], "tag_key": "servingbench:run-id",
+               "tag_value": manifest["run_id"], "metric": "UnblendedCost",
+               "amount": price * n * hours, "unit": "USD", "usage_quantity": n * hours,
+               "usage_unit": "Hrs", "estimated": False, "source": self.source}
+        return pa.Table.from_pylist([row], schema=BILL)

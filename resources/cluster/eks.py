@@ -1,0 +1,46 @@
+"""The eks profile's cluster: one managed node group per run, deleted at teardown."""
+
+from __future__ import annotations
+
+from resources.cluster.eks_api import EksCluster, NodegroupInfo, NodegroupSpec
+from resources.cluster.interface import Cluster, ClusterInfo
+from resources.contract.timestamps import format_ts
+
+
+def accelerator_of(candidate) -> str:
+    return "neuron" if candidate.engine == "vllm-neuron" else "nvidia"
+
+
+class EksNodegroupCluster(Cluster):
+    """One managed node group per run; `teardown` deletes it (and its launch template)."""
+
+    emulated = False
+
+    def __init__(self, eks: EksCluster, *, capacity_type: str = "ON_DEMAND",
+                 capacity_reservation_id: str | None = None, timeout_s: float = 1800.0):
+        self.eks, self.timeout_s = eks, timeout_s
+        self.capacity_type, self.capacity_reservation_id = capacity_type, capacity_reservation_id
+
+    def provision(self, candidate, run_id: str) -> ClusterInfo:
+        spec = NodegroupSpec(candidate.name, candidate.instance_type, candidate.node_count,
+                             accelerator=accelerator_of(candidate),
+                             capacity_type=self.capacity_type,
+                             capacity_reservation_id=self.capacity_reservation_id)
+        ng = self.eks.create_nodegroup(spec, run_id, timeout_s=self.timeout_s)
+        try:
+            scope = self.eks.describe_scope(ng)
+        except BaseException:
+            self.eks.delete_nodegroup(ng.nodegroup, ng.launch_template_id, timeout_s=self.timeout_s)
+            raise
+        start, end = ng.phases["provision"]
+        return ClusterInfo(
+            facts={**scope.manifest_fields(), "driver_version": None},
+            phases={"provision": {"started_at": format_ts(start), "ended_at": format_ts(end)}},
+            host={"ami_type": ng.ami_type, "ami_release": ng.ami_release,
+                  "availability_zones": ",".join(scope.availability_zones),
+                  "capacity_type": ng.capacity_type},
+            handle=ng)
+
+    def teardown(self, info: ClusterInfo) -> None:
+        ng: NodegroupInfo = info.handle
+        self.eks.delete_nodegroup(ng.nodegroup, ng.launch_template_id, timeout_s=self.timeout_s)

@@ -1,0 +1,342 @@
+"""The EKS cluster resource: one managed node group per run, always torn down.
+
+`EksCluster` attaches to an existing cluster and, per candidate, creates a launch
+template (so EC2 instances and volumes carry the run's cost-allocation tag: managed
+node group tags do not propagate to instances) and a managed node group of the
+candidate's instance type; it waits with boto3 waiters under a bounded timeout and
+records the scope (account, region, AZ, Kubernetes version, AMI release, instance ids).
+`provisioned()` is the context manager that guarantees teardown; `reap()` deletes any
+servingbench node group older than a TTL, whatever left it behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import botocore.exceptions
+
+from resources.aws.caller import THROTTLING, TRANSIENT, AwsCallError, Caller, make_client
+
+log = logging.getLogger("servingbench.eks")
+
+RUN_TAG = "servingbench:run-id"
+CANDIDATE_TAG = "servingbench:candidate"
+AMI_TYPES = {"nvidia": "AL2023_x86_64_NVIDIA", "neuron": "AL2023_x86_64_NEURON"}
+
+
+class ProvisionError(RuntimeError):
+    """The node group could not be created or did not become ACTIVE in time."""
+
+
+@dataclass(frozen=True)
+class NodegroupSpec:
+    """What a candidate needs from the cluster."""
+
+    candidate: str
+    instance_type: str
+    node_count: int = 1
+    accelerator: str = "nvidia"  # nvidia | neuron
+    capacity_type: str = "ON_DEMAND"  # ON_DEMAND | SPOT | CAPACITY_BLOCK
+    disk_size_gib: int = 500
+    ami_type: str | None = None  # default: AMI_TYPES[accelerator]
+    capacity_reservation_id: str | None = None  # an ODCR or a Capacity Block (cr-…)
+
+    def __post_init__(self) -> None:
+        if self.accelerator not in AMI_TYPES:
+            raise ValueError(f"accelerator must be one of {sorted(AMI_TYPES)}, got {self.accelerator!r}")
+        if self.node_count < 1:
+            raise ValueError(f"node_count must be >= 1, got {self.node_count}")
+        if self.capacity_type == "CAPACITY_BLOCK" and not self.capacity_reservation_id:
+            raise ValueError("capacity_type CAPACITY_BLOCK needs capacity_reservation_id")
+
+
+@dataclass
+class NodegroupInfo:
+    """A node group this run created, and what the manifest needs from it."""
+
+    cluster_name: str
+    nodegroup: str
+    instance_type: str
+    node_count: int
+    ami_type: str
+    capacity_type: str
+    k8s_version: str | None
+    ami_release: str | None
+    launch_template_id: str | None
+    phases: dict[str, tuple[int, int]] = field(default_factory=dict)  # name → (start_ns, end_ns)
+
+
+@dataclass
+class Scope:
+    """contract §1 scope of a run, as AWS reports it (unknown values None)."""
+
+    account_id: str | None
+    region: str
+    availability_zone: str | None
+    availability_zones: list[str]
+    cluster_name: str
+    k8s_version: str | None
+    nodegroup: str
+    ami_release: str | None
+    instance_type: str
+    instance_ids: list[str]
+    node_count: int | None = None
+
+    def manifest_fields(self) -> dict:
+        """The run manifest's scope keys (contract §2.1), unknowns None."""
+        return {"account_id": self.account_id, "region": self.region,
+                "availability_zone": self.availability_zone, "cluster_name": self.cluster_name,
+                "k8s_version": self.k8s_version, "nodegroup": self.nodegroup,
+                "instance_type": self.instance_type, "node_count": self.node_count,
+                "instance_ids": list(self.instance_ids)}
+
+
+def nodegroup_name(run_id: str) -> str:
+    """A valid, unique node group name (≤ 63 chars) for `run_id`."""
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:8]
+    slug = re.sub(r"[^a-z0-9-]", "-", run_id.lower())[:40].strip("-") or "run"
+    return f"sb-{slug}-{digest}"
+
+
+class EksCluster:
+    """Boto3 EKS + EC2 adapter for one existing cluster."""
+
+    def __init__(self, session: Any, cluster_name: str, region: str, *, node_role_arn: str,
+                 subnet_ids: list[str] | None = None, endpoint_url: str | None = None,
+                 caller: Caller | None = None, poll_s: float = 15.0,
+                 clock: Callable[[], int] = time.time_ns):
+        self.cluster_name, self.region = cluster_name, region
+        self.node_role_arn, self.subnet_ids = node_role_arn, subnet_ids
+        self.call = caller or Caller()
+        self.poll_s, self.clock = poll_s, clock
+        self.eks = make_client(session, "eks", region, endpoint_url)
+        self.ec2 = make_client(session, "ec2", region, endpoint_url)
+        self.sts = make_client(session, "sts", region, endpoint_url)
+
+    def __repr__(self) -> str:
+        return f"EksCluster({self.cluster_name!r}, {self.region!r})"
+
+    # -- cluster ---------------------------------------------------------------------
+    def describe_cluster(self) -> dict:
+        return self.call(self.eks, "describe_cluster", name=self.cluster_name)["cluster"]
+
+    def _subnets(self) -> list[str]:
+        if self.subnet_ids:
+            return list(self.subnet_ids)
+        return list(self.describe_cluster()["resourcesVpcConfig"]["subnetIds"])
+
+    # -- node group lifecycle --------------------------------------------------------
+    def create_nodegroup(self, spec: NodegroupSpec, run_id: str, *,
+                         timeout_s: float = 1800.0) -> NodegroupInfo:
+        """Create a tagged node group for `spec` and wait until it is ACTIVE.
+
+        On any failure the half-made node group and launch template are deleted
+        before the error is raised.
+        """
+        name = nodegroup_name(run_id)
+        tags = {RUN_TAG: run_id, CANDIDATE_TAG: spec.candidate}
+        started = self.clock()
+        template_id = self._create_launch_template(name, spec, tags)
+        info = NodegroupInfo(self.cluster_name, name, spec.instance_type, spec.node_count,
+                             spec.ami_type or AMI_TYPES[spec.accelerator], spec.capacity_type,
+                             None, None, template_id)
+        try:
+            self.call(
+                self.eks, "create_nodegroup", clusterName=self.cluster_name, nodegroupName=name,
+                scalingConfig={"minSize": spec.node_count, "maxSize": spec.node_count,
+                               "desiredSize": spec.node_count},
+                subnets=self._subnets(), instanceTypes=[spec.instance_type],
+                amiType=info.ami_type, capacityType=spec.capacity_type,
+                nodeRole=self.node_role_arn, launchTemplate={"id": template_id},
+                labels={"servingbench/nodegroup": name}, tags=tags,
+            )
+            self._wait("nodegroup_active", name, timeout_s)
+            ng = self.describe_nodegroup(name)
+        except BaseException:
+            log.error("node group %s failed to provision; tearing it down", name)
+            self.delete_nodegroup(name, template_id, timeout_s=timeout_s)
+            raise
+        info.k8s_version, info.ami_release = ng.get("version"), ng.get("releaseVersion")
+        info.phases["provision"] = (started, self.clock())
+        log.info("node group %s ACTIVE (%s x%d)", name, spec.instance_type, spec.node_count)
+        return info
+
+    def describe_nodegroup(self, name: str) -> dict:
+        return self.call(self.eks, "describe_nodegroup", clusterName=self.cluster_name,
+                         nodegroupName=name)["nodegroup"]
+
+    def delete_nodegroup(self, name: str, launch_template_id: str | None = None, *,
+                         timeout_s: float = 1800.0) -> bool:
+        """Delete the node group (and its launch template); idempotent. True if it existed."""
+        existed = True
+        try:
+            self.call(self.eks, "delete_nodegroup", clusterName=self.cluster_name,
+                      nodegroupName=name)
+        except AwsCallError as exc:
+            if exc.code != "ResourceNotFoundException":
+                raise
+            existed = False
+        if existed:
+            self._wait("nodegroup_deleted", name, timeout_s)
+            log.info("node group %s deleted", name)
+        if launch_template_id:
+            self._delete_launch_template(launch_template_id)
+        return existed
+
+    def _delete_launch_template(self, template_id: str) -> None:
+        try:
+            self.call(self.ec2, "delete_launch_template", LaunchTemplateId=template_id)
+        except AwsCallError as exc:
+            if "NotFound" not in (exc.code or ""):
+                raise
+
+    @contextmanager
+    def provisioned(self, spec: NodegroupSpec, run_id: str, *,
+                    timeout_s: float = 1800.0) -> Iterator[NodegroupInfo]:
+        """A node group for the block's duration; deleted however the block ends."""
+        info = self.create_nodegroup(spec, run_id, timeout_s=timeout_s)
+        try:
+            yield info
+        finally:
+            self.delete_nodegroup(info.nodegroup, info.launch_template_id, timeout_s=timeout_s)
+
+    def teardown(self, run_id: str, *, timeout_s: float = 1800.0) -> bool:
+        """Delete the run's node group and launch template knowing only `run_id`
+        (for a failure hook in another process); idempotent. True if the group existed."""
+        name = nodegroup_name(run_id)
+        existed = self.delete_nodegroup(name, timeout_s=timeout_s)
+        try:
+            found = self.call(self.ec2, "describe_launch_templates", LaunchTemplateNames=[name])
+        except AwsCallError as exc:
+            if "NotFound" not in (exc.code or ""):
+                raise
+            found = {}
+        for template in found.get("LaunchTemplates", []):
+            self._delete_launch_template(template["LaunchTemplateId"])
+        return existed
+
+    def reap(self, ttl_s: float, *, now_ns: int | None = None) -> list[str]:
+        """Delete servingbench node groups (and launch templates) older than `ttl_s`."""
+        now_ns = self.clock() if now_ns is None else now_ns
+        reaped: list[str] = []
+        failed: list[str] = []
+        for name in self._list_nodegroups():
+            ng = self.describe_nodegroup(name)
+            if RUN_TAG not in (ng.get("tags") or {}):
+                continue
+            age_s = (now_ns - int(ng["createdAt"].timestamp() * 1e9)) / 1e9
+            if age_s <= ttl_s:
+                continue
+            if ng.get("status") == "DELETING":
+                continue
+            log.warning("reaping node group %s (age %.0fs > ttl %.0fs)", name, age_s, ttl_s)
+            template = (ng.get("launchTemplate") or {}).get("id")
+            try:
+                self.delete_nodegroup(name, template)
+            except (AwsCallError, ProvisionError) as exc:
+                failed.append(f"{name}: {exc}")
+                continue
+            reaped.append(name)
+        if failed:  # the others were still reaped; say which ones were not, and why
+            raise AwsCallError("reaper could not delete: " + "; ".join(failed))
+        return reaped
+
+    # -- scope -----------------------------------------------------------------------
+    def describe_scope(self, info: NodegroupInfo) -> Scope:
+        """Account, region, AZ, k8s version, AMI release and the node group's instances."""
+        account = self.call(self.sts, "get_caller_identity").get("Account")
+        instances = self._instances(info.nodegroup)
+        zones = sorted({i["Placement"]["AvailabilityZone"] for i in instances})
+        return Scope(
+            account_id=account, region=self.region,
+            availability_zone=zones[0] if len(zones) == 1 else None, availability_zones=zones,
+            cluster_name=self.cluster_name, k8s_version=info.k8s_version,
+            nodegroup=info.nodegroup, ami_release=info.ami_release,
+            instance_type=info.instance_type,
+            instance_ids=sorted(i["InstanceId"] for i in instances), node_count=info.node_count,
+        )
+
+    def _instances(self, nodegroup: str) -> list[dict]:
+        filters = [{"Name": "tag:eks:cluster-name", "Values": [self.cluster_name]},
+                   {"Name": "tag:eks:nodegroup-name", "Values": [nodegroup]},
+                   {"Name": "instance-state-name", "Values": ["pending", "running"]}]
+        found: list[dict] = []
+        token: str | None = None
+        while True:
+            page = self.call(self.ec2, "describe_instances", Filters=filters,
+                             **({"NextToken": token} if token else {}))
+            found += [i for r in page["Reservations"] for i in r["Instances"]]
+            token = page.get("NextToken")
+            if not token:
+                return found
+
+    def _list_nodegroups(self) -> list[str]:
+        names: list[str] = []
+        token: str | None = None
+        while True:
+            page = self.call(self.eks, "list_nodegroups", clusterName=self.cluster_name,
+                             **({"nextToken": token} if token else {}))
+            names += page.get("nodegroups", [])
+            token = page.get("nextToken")
+            if not token:
+                return names
+
+    def _create_launch_template(self, name: str, spec: NodegroupSpec, tags: dict) -> str:
+        tag_list = [{"Key": k, "Value": v} for k, v in tags.items()]
+        data = {
+            "BlockDeviceMappings": [{"DeviceName": "/dev/xvda", "Ebs": {
+                "VolumeSize": spec.disk_size_gib, "VolumeType": "gp3",
+                "DeleteOnTermination": True}}],
+            "TagSpecifications": [{"ResourceType": kind, "Tags": tag_list}
+                                  for kind in ("instance", "volume")],
+            "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": 2},
+        }
+        if spec.capacity_reservation_id:
+            data["CapacityReservationSpecification"] = {
+                "CapacityReservationTarget": {"CapacityReservationId": spec.capacity_reservation_id}}
+        if spec.capacity_type == "CAPACITY_BLOCK":
+            data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+        out = self.call(self.ec2, "create_launch_template", LaunchTemplateName=name,
+                        LaunchTemplateData=data, TagSpecifications=[
+                            {"ResourceType": "launch-template", "Tags": tag_list}])
+        return out["LaunchTemplate"]["LaunchTemplateId"]
+
+    def _wait(self, waiter_name: str, name: str, timeout_s: float) -> None:
+        """A boto3 waiter under a bounded timeout; a throttled poll waits on, it does not
+        fail the run (botocore's waiter would stop at the first unexpected error)."""
+        delay = max(0.05, self.poll_s)
+        deadline = time.monotonic() + timeout_s
+        waiter = self.eks.get_waiter(waiter_name)
+        while True:
+            attempts = max(1, math.ceil((deadline - time.monotonic()) / delay))
+            try:
+                waiter.wait(clusterName=self.cluster_name, nodegroupName=name,
+                            WaiterConfig={"Delay": delay, "MaxAttempts": attempts})
+                return
+            except botocore.exceptions.WaiterError as exc:
+                last = exc.last_response or {}
+                code = last.get("Error", {}).get("Code", "")
+                if (code in THROTTLING or code in TRANSIENT) and time.monotonic() < deadline:
+                    log.warning("waiting for node group %s: %s; polling on", name, code)
+                    time.sleep(delay)
+                    continue
+                status = last.get("nodegroup", {}).get("status") or code or exc.reason
+            break
+        health = ""
+        if waiter_name == "nodegroup_active":
+            try:
+                issues = self.describe_nodegroup(name).get("health", {}).get("issues", [])
+                health = "; ".join(f"{i.get('code')}: {i.get('message')}" for i in issues)
+            except AwsCallError:
+                pass
+        raise ProvisionError(
+            f"node group {name}: {waiter_name} not reached within {timeout_s:.0f}s ({status})"
+            + (f": {health}" if health else ""))

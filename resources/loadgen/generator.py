@@ -1,0 +1,46 @@
+"""The load generator as the chain uses it: the candidate's load plan, optionally shrunk for a
+quick run (the demo, tests), driven against the deployed endpoint."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class LoadGenerator:
+    concurrency: tuple[int, ...] | None = None   # override every candidate's plan
+    rates: tuple[float, ...] | None = None
+    requests_per_step: int | None = None
+    duration_s: float | None = None              # bound each step by time (with or without a count)
+    warmup_requests: int | None = None
+    output_tokens: int | None = None
+    input_tokens: int | None = None
+    api_key_env: str | None = None
+    seed: int = 0
+    progress: str = "log"   # "log" (Dagster log) or "terminal" (live display)
+
+    def plan(self, candidate):
+        p = candidate.load
+        return replace(
+            p,
+            concurrency=self.concurrency if self.concurrency is not None else p.concurrency,
+            rates=self.rates if self.rates is not None else p.rates,
+            requests_per_step=self.requests_per_step or p.requests_per_step,
+            warmup_requests=self.warmup_requests if self.warmup_requests is not None
+            else p.warmup_requests)
+
+    def run(self, candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
+            progress=True):
+        from resources.loadgen import LoadConfig, run_load
+
+        plan = self.plan(candidate)
+        cfg = LoadConfig(
+            endpoint=endpoint, model=served_model, concurrency=list(plan.concurrency),
+            rates=list(plan.rates), requests_per_step=plan.requests_per_step,
+            duration_s=self.duration_s,
+            warmup_requests=plan.warmup_requests,
+            input_tokens=self.input_tokens or candidate.scenario["input_tokens"],
+            output_tokens=self.output_tokens or candidate.scenario["output_tokens"],
+            seed=self.seed, api_key_env=self.api_key_env, run_id=run_id)
+        return run_load(cfg, run_dir, progress=progress)

@@ -1,0 +1,56 @@
+"""The embedded default's model server: the engine emulator as a local subprocess."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from resources.contract.timestamps import format_ts
+from resources.model_server.interface import Deployment, ModelServer
+
+
+class EmulatorModelServer(ModelServer):
+    """Starts the local engine emulator as a subprocess on a free loopback port. Its numbers
+    are modelled, never measured: every run it serves is labelled `emulated`."""
+
+    def __init__(self, time_scale: float = 1.0, cold_start_s: float | None = None,
+                 seed: int = 0, ready_timeout_s: float = 120, extra_args: tuple[str, ...] = ()):
+        self.time_scale, self.cold_start_s, self.seed = time_scale, cold_start_s, seed
+        self.ready_timeout_s, self.extra_args = ready_timeout_s, tuple(extra_args)
+
+    def args(self, candidate, run_dir: Path) -> list[str]:
+        args = ["--candidate", candidate.instance_type, "--model", candidate.model_key,
+                "--precision", candidate.precision, "--tp", str(candidate.tensor_parallel),
+                "--time-scale", str(self.time_scale), "--seed", str(self.seed),
+                "--max-model-len", str(candidate.max_model_len),
+                "--ground-truth", str(run_dir / "emulator_ground_truth.jsonl")]
+        if self.cold_start_s is not None:
+            args += ["--cold-start-s", str(self.cold_start_s)]
+        return args + list(self.extra_args)
+
+    @contextlib.contextmanager
+    def deploy(self, candidate, cluster, run_dir: Path) -> Iterator[Deployment]:
+        from emulator.process import EmulatorProcess
+
+        started = time.time_ns()
+        with EmulatorProcess(self.args(candidate, run_dir), ready_timeout_s=self.ready_timeout_s) as emu:
+            ended = time.time_ns()
+            status = emu.status()
+            phases = {"deploy": {"started_at": format_ts(started), "ended_at": format_ts(ended)}}
+            for name in ("image_pull", "weights_load", "compile", "ready"):
+                if status.get("phases", {}).get(name):
+                    phases[name] = status["phases"][name]
+            (run_dir / "deployment.json").write_text(json.dumps(
+                {"endpoint": emu.base_url, "pid": emu.pid, "emulated": True,
+                 "config": status.get("config")}, indent=2))
+            yield Deployment(
+                endpoint=emu.base_url, served_model=candidate.model,
+                facts={"engine": f"servingbench-emulator ({candidate.engine})",
+                       "engine_version": status.get("version"),
+                       "image_digest": None},
+                phases=phases, emulated=True,
+                details={"pid": emu.pid, "port": emu.port, "config": status.get("config"),
+                         "ground_truth": str(run_dir / "emulator_ground_truth.jsonl")})

@@ -1,0 +1,29 @@
+"""The model server a candidate is measured on: one interface, the emulator beside the real
+deployments (vLLM / SGLang on GPU, vLLM on Neuron, in resources/kube).
+
+`deploy` is a context manager: the server is up inside it and always stopped after it, also
+when the measurement fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Deployment:
+    endpoint: str                   # base URL the load generator drives
+    served_model: str               # the `model` field requests carry
+    facts: dict                     # manifest keys: engine, engine_version, image_digest
+    phases: dict = field(default_factory=dict)   # deploy and its sub-phases (contract §2.1)
+    emulated: bool = False
+    details: dict = field(default_factory=dict)  # metadata only (pid, config, ground truth)
+
+
+class ModelServer(ABC):
+    @abstractmethod
+    def deploy(self, candidate, cluster, run_dir: Path) -> contextlib.AbstractContextManager[Deployment]:
+        ...

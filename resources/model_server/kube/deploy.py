@@ -1,0 +1,79 @@
+"""Deploy one candidate's engine: apply, wait for readiness, read cold-start phases, delete.
+
+The load generator reaches the engine at `DeployedEngine.endpoint`, the Service's
+in-cluster DNS name; run it as an in-cluster Job, or port-forward (docs/eks.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from resources.model_server.kube.client import KubeClient
+from resources.model_server.kube.coldstart import Span, cold_start_phases
+from resources.model_server.kube.render import PORT, EngineSpec, render
+
+log = logging.getLogger("servingbench.kube")
+
+
+@dataclass
+class DeployedEngine:
+    name: str
+    pod: str | None
+    endpoint: str
+    phases: dict[str, Span]  # cold-start sub-phases (ns spans) or None when unknown
+    deploy: tuple[int, int]  # apply → ready, wall clock ns
+
+
+class EngineDeployment:
+    """The Deployment + Service of one candidate on its node group."""
+
+    def __init__(self, kube: KubeClient, spec: EngineSpec,
+                 clock: Callable[[], int] = time.time_ns):
+        self.kube, self.spec, self.clock = kube, spec, clock
+        self.objects = render(spec)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.spec.name}.{self.spec.namespace}.svc.cluster.local:{PORT}"
+
+    def apply(self) -> None:
+        for obj in self.objects:
+            self.kube.apply(obj)
+
+    def wait(self, started_ns: int, *, timeout_s: float, poll_s: float = 5.0) -> DeployedEngine:
+        """Wait for readiness, then read the pod's conditions, events and log."""
+        self.kube.wait_ready(self.spec.name, timeout_s=timeout_s, poll_s=poll_s)
+        ready_ns = self.clock()
+        selector = f"app.kubernetes.io/instance={self.spec.name}"
+        pods = self.kube.list("Pod", label_selector=selector)
+        pod = pods[0] if pods else None
+        phases: dict[str, Span] = {}
+        if pod is not None:
+            name = pod["metadata"]["name"]
+            events = self.kube.list("Event", field_selector=f"involvedObject.name={name}")
+            lines = self.kube.pod_log(name, "engine")
+            engine = "vllm-neuron" if self.spec.accelerator == "neuron" else self.spec.engine
+            phases = cold_start_phases(pod, events, lines, engine)
+        log.info("engine %s ready; phases %s", self.spec.name,
+                 {k: (None if v is None else round((v[1] - v[0]) / 1e9, 1)) for k, v in phases.items()})
+        return DeployedEngine(self.spec.name, pod and pod["metadata"]["name"], self.endpoint,
+                              phases, (started_ns, ready_ns))
+
+    def delete(self) -> None:
+        """Delete the Service and the Deployment; missing ones are fine."""
+        for obj in reversed(self.objects):
+            self.kube.delete(obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"])
+
+    @contextmanager
+    def deployed(self, *, timeout_s: float = 3600.0, poll_s: float = 5.0) -> Iterator[DeployedEngine]:
+        """Deployed and ready for the block; deleted however the block ends."""
+        started = self.clock()
+        try:
+            self.apply()
+            yield self.wait(started, timeout_s=timeout_s, poll_s=poll_s)
+        finally:
+            self.delete()

@@ -1,0 +1,115 @@
+"""The eks profile's model server: the candidate's engine (vLLM / SGLang on GPU, vLLM on
+Neuron) as a Kubernetes Deployment on its node group. `engine_spec_for` maps a candidate
+(pipelines/candidates.yaml) to the engine's manifest settings."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+
+from resources.cluster.eks import accelerator_of
+from resources.cluster.interface import ClusterInfo
+from resources.contract.timestamps import format_ts
+from resources.model_server.interface import Deployment, ModelServer
+from resources.model_server.kube.client import KubeClient, RolloutError
+from resources.model_server.kube.coldstart import manifest_phases
+from resources.model_server.kube.deploy import EngineDeployment
+from resources.model_server.kube.render import PORT, EngineSpec
+
+# Logical NeuronCores per Neuron chip: vLLM's --tensor-parallel-size counts cores, the
+# candidates count chips (trn2 with the default logical-NeuronCore size 2: 8 / 2).
+NEURON_CORES_PER_CHIP = {"trn2": 4, "trn1": 2, "inf2": 2}
+QUANTIZATION = {"bf16": None, "fp8": "fp8"}
+
+
+def engine_spec_for(candidate, run_id: str, nodegroup: str, **expose) -> EngineSpec:
+    """The candidate's engine settings; a clear ValueError for what eks cannot run."""
+    if not candidate.image_digest:
+        raise ValueError(f"candidate {candidate.name}: image_digest is null; the eks profile "
+                         f"needs the engine image pinned by digest (repo@sha256:…)")
+    if candidate.precision not in QUANTIZATION:
+        raise ValueError(f"candidate {candidate.name}: precision {candidate.precision!r} needs a "
+                         f"pre-quantized checkpoint as `model`; not supported on eks yet")
+    neuron = accelerator_of(candidate) == "neuron"
+    tp = candidate.tensor_parallel
+    if neuron:
+        family = candidate.instance_type.split(".")[0]
+        if family not in NEURON_CORES_PER_CHIP:
+            raise ValueError(f"candidate {candidate.name}: {candidate.instance_type} is not a "
+                             f"Neuron instance ({', '.join(NEURON_CORES_PER_CHIP)})")
+        tp = candidate.tensor_parallel * NEURON_CORES_PER_CHIP[family]
+    return EngineSpec(
+        run_id=run_id, candidate=candidate.name, nodegroup=nodegroup,
+        engine="sglang" if candidate.engine == "sglang" else "vllm",
+        accelerator="neuron" if neuron else "nvidia", image=candidate.image_digest,
+        model=candidate.model, tensor_parallel=tp, devices=candidate.tensor_parallel,
+        max_model_len=candidate.max_model_len, expert_parallel=candidate.expert_parallel,
+        quantization=QUANTIZATION[candidate.precision], **expose)
+
+
+class KubeModelServer(ModelServer):
+    """The candidate's engine as a Deployment on its node group; deleted after the block."""
+
+    def __init__(self, kube: Callable[[], KubeClient], *, expose: str = "load_balancer",
+                 source_ranges: tuple[str, ...] = (), lb_scheme: str = "internal",
+                 timeout_s: float = 3600.0, poll_s: float = 10.0,
+                 clock: Callable[[], int] = time.time_ns):
+        self.kube, self.timeout_s, self.poll_s, self.clock = kube, timeout_s, poll_s, clock
+        self.expose = {"expose": expose, "source_ranges": tuple(source_ranges),
+                       "lb_scheme": lb_scheme}
+
+    @contextlib.contextmanager
+    def deploy(self, candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
+        run_id = Path(run_dir).name  # storage names each run folder by its run id
+        spec = engine_spec_for(candidate, run_id, cluster.facts["nodegroup"], **self.expose)
+        kube = self.kube()
+        dep = EngineDeployment(kube, spec, clock=self.clock)
+        try:
+            with dep.deployed(timeout_s=self.timeout_s, poll_s=self.poll_s) as up:
+                endpoint = up.endpoint
+                if spec.expose == "load_balancer":
+                    host = kube.wait_load_balancer(spec.name, timeout_s=self.timeout_s,
+                                                   poll_s=self.poll_s)
+                    endpoint = f"http://{host}:{PORT}"
+                    self._wait_reachable(endpoint)
+                phases = {"deploy": {"started_at": format_ts(up.deploy[0]),
+                                     "ended_at": format_ts(self.clock())},
+                          **manifest_phases(up.phases)}
+                yield Deployment(
+                    endpoint=endpoint, served_model=candidate.model,
+                    facts={"engine": candidate.engine, "engine_version": self._version(endpoint),
+                           "image_digest": candidate.image_digest},
+                    phases=phases, emulated=False,
+                    details={"pod": up.pod, "deployment": spec.name,
+                             "scheduling_s": _seconds(up.phases.get("scheduling"))})
+        finally:
+            kube.close()
+
+    def _wait_reachable(self, endpoint: str) -> None:
+        """An NLB answers minutes after it has a name (DNS, target registration)."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                if httpx.get(f"{endpoint}/v1/models", timeout=10).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() >= deadline:
+                raise RolloutError(f"{endpoint} not reachable within {self.timeout_s:.0f}s")
+            time.sleep(self.poll_s)
+
+    @staticmethod
+    def _version(endpoint: str) -> str | None:
+        try:
+            r = httpx.get(f"{endpoint}/version", timeout=5)
+            return r.json().get("version") if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+
+
+def _seconds(span) -> float | None:
+    return None if span is None else (span[1] - span[0]) / 1e9
