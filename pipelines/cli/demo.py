@@ -137,7 +137,11 @@ def main(argv: list[str]) -> int:
     if args.real:
         print_quality(quality_dirs)
     for name, why in failures:
-        print(f"  {name}: not measured — {why}")
+        if "quality_matches_reference" in why:
+            # measured and kept (run folder, metrics, quality), only never ranked on cost
+            print(f"  {name}: measured, excluded from the cost ranking — {why}")
+        else:
+            print(f"  {name}: not measured — {why}")
     print(f"\n{len(run_dirs)} of {len(names)} candidates in {time.monotonic() - t0:.0f} s. "
           f"Run folders: {Path(args.data_dir) / 'runs'}\nSee them in the Dagster UI: make ui "
           "→ http://127.0.0.1:3000")
