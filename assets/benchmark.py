@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import dagster as dg
 
@@ -33,6 +34,18 @@ DESCRIPTIONS = {
     "steady_state_request_log": "Steady-state requests and their chunk log (contract §2.2/§2.3).",
     "quality": quality_link.DESCRIPTION,
 }
+
+
+def slo_judge(scenario: dict, run_dir: Path):
+    """An SLO search asks the analysis whether each probe met the SLO."""
+    if scenario.get("kind") != "slo_search":
+        return None
+    from resources.analysis.workloads import judge
+
+    slo = {k: float(v) for k, v in scenario["slo"].items()}
+    return lambda step: judge(run_dir, step, slo)
+
+
 RESOURCES = {"cluster", "model_server", "load_generator", "storage", "candidates"}
 
 
@@ -85,7 +98,8 @@ def build(partitions_def) -> dg.AssetsDefinition:
                                 "deployed_model", metadata=model_link.metadata(dep))
                 try:
                     result = r.load_generator.run(candidate, dep.endpoint, dep.served_model,
-                                                 run_dir, run_id, progress=_progress(context))
+                                                  run_dir, run_id, progress=_progress(context),
+                                                  judge=slo_judge(candidate.scenario, run_dir))
                 except (LoadError, ConfigError, mf.ManifestError) as exc:
                     raise dg.Failure(description=f"load generator: {exc}",
                                      metadata={"run_dir": dg.MetadataValue.path(str(run_dir))}) from None

@@ -41,6 +41,8 @@ class GenRequest:
     max_tokens: int | None  # None: until the context is full (chat default)
     min_tokens: int
     ignore_eos: bool
+    prompt: list | None = None  # the prompt's tokens, for the prefix cache
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache
 
 
 def _int_field(body: dict, name: str, lo: int) -> int | None:
@@ -70,19 +72,20 @@ def check_model(body: dict, served: str) -> None:
         raise ApiError(404, f"The model `{name}` does not exist.", "model")
 
 
-def prompt_tokens_of(body: dict, chat: bool) -> int:
+def prompt_tokens_of(body: dict, chat: bool) -> list:
+    """The prompt as a token sequence (ids, or pieces of a text prompt): one per token."""
     if chat:
         msgs = body.get("messages")
         if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
             raise ApiError(400, "messages must be a non-empty list of message objects", "messages")
-        return len(tokenizer.chat_tokens(msgs))
+        return tokenizer.chat_tokens(msgs)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
         prompt = prompt[0]
     if isinstance(prompt, str):
-        return tokenizer.count(prompt)
+        return tokenizer.pieces(prompt)
     if isinstance(prompt, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        return len(prompt)
+        return prompt
     raise ApiError(400, "prompt must be a string, a list of token ids, or a list of one of "
                    "those (batched prompts are not supported by the emulator)", "prompt")
 
@@ -111,7 +114,8 @@ def parse_generation(raw: bytes, chat: bool, served: str, max_model_len: int) ->
     ignore_eos = body.get("ignore_eos", False)
     if not isinstance(ignore_eos, bool):
         raise ApiError(400, "ignore_eos must be a boolean", "ignore_eos")
-    prompt = prompt_tokens_of(body, chat)
+    prompt_seq = prompt_tokens_of(body, chat)
+    prompt = len(prompt_seq)
     want = prompt + (max_tokens or 0)
     if prompt >= max_model_len or want > max_model_len:
         raise ApiError(400, f"This model's maximum context length is {max_model_len} tokens. "
@@ -120,7 +124,7 @@ def parse_generation(raw: bytes, chat: bool, served: str, max_model_len: int) ->
                        "the messages or completion.", "input_tokens")
     return GenRequest(chat, stream, bool(opts.get("include_usage", False)),
                       bool(opts.get("continuous_usage_stats", False)), prompt, max_tokens,
-                      min_tokens, ignore_eos)
+                      min_tokens, ignore_eos, prompt_seq)
 
 
 def parse_tokenize(raw: bytes, served: str) -> list[int]:
@@ -135,13 +139,14 @@ def parse_tokenize(raw: bytes, served: str) -> list[int]:
     return tokenizer.tokenize(prompt)
 
 
-def usage(prompt: int, completion: int) -> dict:
+def usage(prompt: int, completion: int, cached: int = 0) -> dict:
+    # vLLM started with --enable-prompt-tokens-details, as servingbench's manifests start it
     return {"prompt_tokens": prompt, "total_tokens": prompt + completion,
-            "completion_tokens": completion, "prompt_tokens_details": None}
+            "completion_tokens": completion, "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def full_response(chat: bool, cid: str, created: int, model: str, text: str,
-                  finish: str, prompt: int, completion: int) -> bytes:
+                  finish: str, prompt: int, completion: int, cached: int = 0) -> bytes:
     if chat:
         choice = {"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": []},
                   "logprobs": None, "finish_reason": finish, "stop_reason": None}
@@ -151,4 +156,4 @@ def full_response(chat: bool, cid: str, created: int, model: str, text: str,
                   "stop_reason": None, "prompt_logprobs": None}
         obj = "text_completion"
     return json.dumps({"id": cid, "object": obj, "created": created, "model": model,
-                       "choices": [choice], "usage": usage(prompt, completion)}).encode()
+                       "choices": [choice], "usage": usage(prompt, completion, cached)}).encode()

@@ -74,6 +74,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cold-start-s", type=float, default=None,
                    help="total cold start in real seconds (split over the phases pro rata)")
     p.add_argument("--fault-rate", type=_rate, action="append", default=[], metavar="KIND=P")
+    p.add_argument("--no-prefix-cache", action="store_true",
+                   help="no prefix cache (vLLM's --no-enable-prefix-caching): cached_tokens stays 0")
     p.add_argument("--metrics-token-skew", type=_positive(float), default=1.0)
     p.add_argument("--sched-slice-us", type=int, default=100,
                    help="Linux scheduler slice hint for timely wake-ups (0: leave it)")
@@ -138,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     opts = Options(cfg, fit, a.time_scale, a.seed, a.ground_truth, a.max_num_seqs,
                    a.max_model_len, a.fixed_timing, not a.no_continuous_usage, not a.no_usage,
-                   a.cold_start_s, dict(a.fault_rate), a.metrics_token_skew)
+                   a.cold_start_s, dict(a.fault_rate), a.metrics_token_skew,
+                   prefix_cache=not a.no_prefix_cache)
     latency.set_slice(a.sched_slice_us * 1000)
     try:
         import uvloop

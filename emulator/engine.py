@@ -128,7 +128,9 @@ class ModelEngine:
         self.step = None
 
     def submit(self, stream) -> None:
-        seq = Seq(stream.req.prompt_tokens, stream.target, tag=stream)
+        # a prefix-cache hit is prefill already done: only the rest is computed
+        seq = Seq(stream.req.prompt_tokens, stream.target, tag=stream,
+                  computed=stream.req.cached_tokens)
         stream.seq = seq
         self.sched.add(seq)
         self._gauges()

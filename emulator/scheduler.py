@@ -89,7 +89,7 @@ class Scheduler:
             s = self.waiting.popleft()
             self.running.append(s)
             self.kv_used += s.kv_tokens
-            c = min(budget, s.prompt)
+            c = min(budget, s.prompt - s.computed)  # computed > 0: a prefix-cache hit
             prefills.append((s, c))
             budget -= c
         if not decodes and not prefills:

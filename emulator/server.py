@@ -21,6 +21,7 @@ from emulator.groundtruth import Clock, GroundTruth, format_ts
 from emulator.httpproto import HttpConnection, Request
 from emulator.metrics import Metrics
 from emulator.model import PerfModel
+from emulator.prefix_cache import PrefixCache
 from emulator.scheduler import Scheduler
 from emulator.stream import Stream
 
@@ -42,6 +43,7 @@ class Options:
     cold_start_s: float | None = None
     fault_rates: dict[str, float] = field(default_factory=dict)
     metrics_token_skew: float = 1.0
+    prefix_cache: bool = True
 
 
 class App:
@@ -65,6 +67,7 @@ class App:
             sched = Scheduler(self.model, max_seqs, int(cfg.serving["max_num_batched_tokens"]),
                               kv_tokens)
             self.engine = ModelEngine(loop, self.metrics, sched, opts.time_scale)
+        self.prefix_cache = PrefixCache(kv_tokens) if opts.prefix_cache else None
         self.ready = False
         self.phases: dict[str, dict[str, str | None]] = {}
         self.max_num_seqs = max_seqs
@@ -92,7 +95,7 @@ class App:
                   "max_model_len": self.max_model_len,
                   "fixed_timing_ms": list(o.fixed_timing) if o.fixed_timing else None,
                   "continuous_usage": o.continuous_usage, "usage": o.usage,
-                  "fault_rates": o.fault_rates, "metrics_token_skew": o.metrics_token_skew,
+                  "fault_rates": o.fault_rates, "prefix_cache": o.prefix_cache, "metrics_token_skew": o.metrics_token_skew,
                   "fit": o.fit.message, "cold_start_plan_s": dict(self.cold_start_plan()),
                   "calibrated": False}
         return {"emulated": True, "ready": self.ready, "phases": self.phases, "config": config,
@@ -162,9 +165,11 @@ class App:
             raise api.ApiError(400, str(exc), "X-Servingbench-Fault") from None
         g = api.parse_generation(req.body, chat, self.served_model, self.max_model_len)
         o = self.opts
+        cached = self.prefix_cache.admit(g.prompt) if self.prefix_cache is not None else 0
         g = api.GenRequest(g.chat, g.stream, g.include_usage and o.usage,
                            g.continuous_usage and g.include_usage and o.usage and o.continuous_usage,
-                           g.prompt_tokens, g.max_tokens, g.min_tokens, g.ignore_eos)
+                           g.prompt_tokens, g.max_tokens, g.min_tokens, g.ignore_eos,
+                           None, cached)
         target, finish = self._length(g)
         if not f.any and o.fault_rates:
             f = faults.draw(o.fault_rates, self.rng, target)

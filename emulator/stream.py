@@ -64,10 +64,12 @@ class Stream:
         self.head = head.encode()
         self.fast = req.stream and not faults.any
         self.mid_null = self.mid + b"null" + self.post + b"}\n\n"
+        self.details = b'"prompt_tokens_details":{"cached_tokens":%d},' % req.cached_tokens
         self.usage_pre = None  # the bytes between the text and total_tokens
         if req.continuous_usage:
             self.usage_pre = (self.mid + b"null" + self.post
-                              + b',"usage":{"prompt_tokens":%d,"total_tokens":' % req.prompt_tokens)
+                              + b',"usage":{"prompt_tokens":%d,%b"total_tokens":' % (
+                                  req.prompt_tokens, self.details))
         self.created = created
         conn.on_lost = self._client_gone
 
@@ -80,7 +82,8 @@ class Stream:
     # --- helpers -------------------------------------------------------------------------------
     def _usage(self, n: int) -> bytes:
         p = self.req.prompt_tokens
-        return b'"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}' % (p, p + n, n)
+        return b'"usage":{"prompt_tokens":%d,%b"total_tokens":%d,"completion_tokens":%d}' % (
+            p, self.details, p + n, n)
 
     def _text(self, n: int) -> str:
         words = tokenizer.WORD_JSON
@@ -187,7 +190,7 @@ class Stream:
         text = "".join(" " + words[(self.word + i) % len(words)] for i in range(self.sent))
         body = api.full_response(self.req.chat, self.cid, self.created, self.served_model,
                                  text, self.finish,
-                                 self.req.prompt_tokens, self.sent)
+                                 self.req.prompt_tokens, self.sent, self.req.cached_tokens)
         self.conn.respond(200, body)
         self.headers_ns = time.perf_counter_ns()
         self.gt.extend((scheduled_ns, self.headers_ns, self.sent))
@@ -205,7 +208,8 @@ class Stream:
         else:
             self.conn.respond(200, api.full_response(self.req.chat, self.cid, self.created,
                                                      self.served_model, "", "stop",
-                                                     self.req.prompt_tokens, 0))
+                                                     self.req.prompt_tokens, 0,
+                                                     self.req.cached_tokens))
         self.record(200)
 
     def _client_gone(self) -> None:

@@ -34,6 +34,11 @@ def count(text: str) -> int:
     return len(_PIECE.findall(text))
 
 
+def pieces(text: str) -> list[str]:
+    """The token pieces of `text` (what `tokenize` hashes into ids), one per token."""
+    return _PIECE.findall(text)
+
+
 def _content_text(content: object) -> str:
     if isinstance(content, str):
         return content

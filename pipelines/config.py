@@ -114,7 +114,7 @@ _TYPES: dict[str, tuple[Any, str]] = {
     "engine": (str, f"one of {', '.join(ENGINES)}"),
     "image_digest": ((str, type(None)), "an image reference pinned by digest, or null"),
     "max_model_len": (int, "a positive integer"),
-    "scenario": (dict, "a mapping with input_tokens, output_tokens, dataset"),
+    "scenario": (dict, "a mapping: kind (fixed, multi_turn, trace, batch, slo_search) and its keys"),
     "load": (dict, "a mapping with concurrency, rates, requests_per_step, warmup_requests"),
     "price": (dict, "a mapping with region, purchase_option, sheet"),
     "llamacpp": (dict, "a mapping with model_file, threads, parallel, requantize_from"),
@@ -124,7 +124,20 @@ _LLAMACPP_KEYS = {"model_file", "threads", "parallel", "requantize_from"}
 _QUALITY_KEYS = {"reference", "margin", "items", "seed", "dataset", "max_tokens"}
 _LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests"}
 _PRICE_KEYS = {"region", "purchase_option", "sheet"}
-_SCENARIO_KEYS = {"input_tokens", "output_tokens", "dataset"}
+
+
+def _check_scenario(scenario, base: Path, where: str) -> None:
+    """Any workload of docs/workloads.md, checked by the load generator's own rules; a trace
+    path is relative to the candidates file."""
+    from resources.loadgen.config import ConfigError as LoadConfigError
+    from resources.loadgen.scenarios.spec import from_mapping
+
+    if isinstance(scenario, dict) and isinstance(scenario.get("trace"), str):
+        scenario["trace"] = str(base / scenario["trace"])
+    try:
+        from_mapping(scenario, where)
+    except LoadConfigError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _unknown(where: str, key: str, allowed) -> ConfigError:
@@ -205,7 +218,7 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
         if key in merged and merged[key] < 1:
             raise ConfigError(f"{where}.{key}: must be >= 1")
     scenario = merged.get("scenario", {"input_tokens": 512, "output_tokens": 128, "dataset": None})
-    _check_keys(scenario, _SCENARIO_KEYS, f"{where}.scenario")
+    _check_scenario(scenario, base, f"{where}.scenario")
     price = merged.pop("price", None)
     basis = None
     if price is not None:

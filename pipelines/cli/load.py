@@ -9,6 +9,7 @@ from pathlib import Path
 from resources.contract.manifest import ManifestError
 from resources.loadgen.config import ConfigError, LoadConfig
 from resources.loadgen.errors import LoadError, RunExistsError
+from resources.loadgen.scenarios.spec import BATCH_INPUT_TOKENS, BATCH_OUTPUT_TOKENS
 
 
 def _ints(text: str) -> list[int]:
@@ -56,8 +57,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-requests", type=int, default=8)
     p.add_argument("--warmup-duration", type=float, default=None)
     p.add_argument("--warmup-concurrency", type=int, default=4)
-    p.add_argument("--input-tokens", type=int, default=512)
-    p.add_argument("--output-tokens", type=int, default=128)
+    p.add_argument("--input-tokens", type=int, default=None, help="default 512 (batch: 4096)")
+    p.add_argument("--output-tokens", type=int, default=None, help="default 128 (batch: 64)")
     p.add_argument("--dataset", type=Path, default=None, help="JSONL of prompts or length pairs")
     p.add_argument("--shared-prefix-tokens", type=int, default=0,
                    help="measure prefix-cache hits on purpose: all prompts share this many tokens")
@@ -71,16 +72,63 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-tokenize", action="store_true", help="do not size prompts with /tokenize")
     p.add_argument("--header", type=_header, action="append", default=[],
                    help="extra header on every measured request, NAME:VALUE (repeatable)")
+    w = p.add_argument_group("workloads (docs/workloads.md)")
+    w.add_argument("--scenario", choices=["multi-turn", "batch"], default=None,
+                   help="multi-turn sessions, or a batch job (--requests N --max-in-flight M)")
+    w.add_argument("--turns", type=int, default=3, help="multi-turn: turns per session")
+    w.add_argument("--think-time-s", type=float, default=0.0, help="multi-turn: pause between turns")
+    w.add_argument("--max-in-flight", type=int, default=16, help="batch: requests outstanding at most")
+    w.add_argument("--trace", type=Path, default=None, help="replay a trace file (JSONL or CSV)")
+    w.add_argument("--trace-format", choices=["mooncake", "azure"], default=None)
+    w.add_argument("--speedup", type=float, default=1.0, help="trace: divide its times by this")
+    w.add_argument("--max-requests", type=int, default=None, help="trace: replay only the first N")
+    w.add_argument("--slo-search", default=None, metavar="ttft_p99_s=2,tpot_p99_s=0.1",
+                   help="find the highest open-loop rate that meets this SLO")
+    w.add_argument("--max-probes", type=int, default=8, help="SLO search: probe budget")
+    w.add_argument("--start-rate", type=float, default=1.0, help="SLO search: first probe (req/s)")
     p.add_argument("--run-id", default=None)
     p.add_argument("--no-progress", action="store_true")
     return p
 
 
+def scenario_from_args(a: argparse.Namespace):
+    """The scenario the workload flags ask for (None: plain steps); ConfigError names the flag."""
+    from resources.loadgen.scenarios.spec import Scenario, parse_slo
+
+    asked = [f for f, on in (("--scenario", a.scenario), ("--trace", a.trace),
+                             ("--slo-search", a.slo_search)) if on]
+    if len(asked) > 1:
+        raise ConfigError(f"{asked[0]} and {asked[1]}: choose one workload")
+    if a.trace_format and not a.trace:
+        raise ConfigError("--trace-format: needs --trace FILE")
+    if a.trace:
+        if not a.trace_format:
+            raise ConfigError("--trace: needs --trace-format mooncake|azure")
+        return Scenario("trace", trace=a.trace, trace_format=a.trace_format, speedup=a.speedup,
+                        max_requests=a.max_requests)
+    if a.slo_search:
+        return Scenario("slo_search", slo=parse_slo(a.slo_search), max_probes=a.max_probes,
+                        start_rate=a.start_rate)
+    if a.scenario == "multi-turn":
+        return Scenario("multi_turn", turns=a.turns, think_time_s=a.think_time_s)
+    if a.scenario == "batch":
+        return Scenario("batch", requests=a.requests or 64, max_in_flight=a.max_in_flight)
+    return None
+
+
 def config_from_args(a: argparse.Namespace) -> LoadConfig:
+    scenario = scenario_from_args(a)
+    kind = scenario.kind if scenario else None
     concurrency = a.concurrency
     if concurrency is None:
-        concurrency = [] if (a.rate or a.profile) else [1, 4, 8, 16, 32]
+        concurrency = [] if (a.rate or a.profile or kind in ("trace", "slo_search")) else [1, 4, 8, 16, 32]
     requests = a.requests if a.requests is not None else (None if a.duration else 64)
+    if kind == "batch":  # the throughput job: long input, short output, unless told otherwise
+        a.input_tokens = a.input_tokens or BATCH_INPUT_TOKENS
+        a.output_tokens = a.output_tokens or BATCH_OUTPUT_TOKENS
+        concurrency = [scenario.max_in_flight]
+    a.input_tokens = a.input_tokens or 512
+    a.output_tokens = a.output_tokens or 128
     return LoadConfig(
         endpoint=a.endpoint, model=a.model, api=a.api, concurrency=concurrency, rates=a.rate,
         arrival=a.arrival, profile=a.profile, requests_per_step=requests, duration_s=a.duration,
@@ -92,8 +140,18 @@ def config_from_args(a: argparse.Namespace) -> LoadConfig:
         connect_timeout_s=a.connect_timeout, first_token_timeout_s=a.first_token_timeout,
         total_timeout_s=a.total_timeout, drain_timeout_s=a.drain_timeout,
         continuous_usage=not a.no_continuous_usage, use_tokenize=not a.no_tokenize,
-        headers=dict(a.header), run_id=a.run_id,
+        headers=dict(a.header), run_id=a.run_id, scenario=scenario,
     )
+
+
+def _judge(cfg: LoadConfig, run_dir: Path):
+    """An SLO search asks the analysis whether each probe met the SLO."""
+    if cfg.scenario is None or cfg.scenario.kind != "slo_search":
+        return None
+    from resources.analysis.workloads import judge
+
+    slo = dict(cfg.scenario.slo)
+    return lambda step: judge(run_dir, step, slo)
 
 
 def main(argv: list[str]) -> int:
@@ -102,7 +160,7 @@ def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     try:
         cfg = config_from_args(args)
-        result = run_load(cfg, args.out, progress=not args.no_progress)
+        result = run_load(cfg, args.out, progress=not args.no_progress, judge=_judge(cfg, args.out))
     except (ConfigError, LoadError, RunExistsError, ManifestError) as exc:
         print(f"servingbench load: error: {exc}", file=sys.stderr)
         return 2

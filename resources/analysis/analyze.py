@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from resources.analysis import sqlfiles
+from resources.analysis import sqlfiles, workloads
 from resources.analysis.gates import Gate, run_gates
 from resources.analysis.rundir import RunFolder, open_run
 from resources.contract.manifest import ManifestError
@@ -83,6 +83,21 @@ def _write_gates(run_dir: Path, gates: list[Gate]) -> None:
     os.replace(tmp, run_dir / "gates.json")
 
 
+def _write_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def write_workload_outputs(run: RunFolder, metrics: pa.Table, cost: pa.Table | None) -> None:
+    """contract §3.1 always; §3.4 for a batch job, §3.5 for an SLO search."""
+    write_parquet(workloads.by_cache(run), run.path / "derived_metrics_by_cache.parquet")
+    for name, obj in (("job.json", workloads.job(run.manifest, metrics, cost)),
+                      ("slo_capacity.json", workloads.slo_capacity(run.manifest, metrics))):
+        if obj is not None:
+            _write_json(run.path / name, obj)
+
+
 def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                 write: bool = True) -> Analysis:
     """Gate, measure and cost one run folder; write its outputs beside the raw records.
@@ -106,6 +121,7 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
         if write:
             _write_gates(run_dir, gates)
             write_parquet(metrics, run_dir / "derived_metrics.parquet")
+            write_workload_outputs(run, metrics, cost)
             for name, table in zip(COST_FILES, (cost, headline), strict=True):
                 if table is not None:
                     write_parquet(table, run_dir / name)

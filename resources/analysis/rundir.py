@@ -51,6 +51,19 @@ def _check_parquet_schema(path: Path, schema: pa.Schema) -> None:
     conform(found.empty_table(), schema, path)
 
 
+def _columns(path: Path, schema: pa.Schema) -> list[str]:
+    """The schema's columns; an optional one the file lacks is read as a typed null."""
+    have = set(pq.read_schema(path).names)
+    cols = []
+    for f in schema:
+        if f.name in have:
+            cols.append(f'"{f.name}"')
+        else:  # only optional columns get here: _check_parquet_schema refused the rest
+            sql_type = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT"}[f.type]
+            cols.append(f'CAST(NULL AS {sql_type}) AS "{f.name}"')
+    return cols
+
+
 def open_run(path: Path, duckdb_path: str = ":memory:") -> RunFolder:
     """Open and check a run folder. Raises ManifestError or SchemaError (→ exit 2)."""
     path = Path(path)
@@ -72,7 +85,7 @@ def open_run(path: Path, duckdb_path: str = ":memory:") -> RunFolder:
             has_bill = has_bill or name == "bill"
             if where.suffix == ".parquet":
                 _check_parquet_schema(where, schema)
-                rel = con.read_parquet(str(where)).select(*[f'"{n}"' for n in schema.names])
+                rel = con.read_parquet(str(where)).project(", ".join(_columns(where, schema)))
             else:
                 partial.append(name)
                 con.register(view, read_records(path, name))

@@ -34,8 +34,14 @@ REQUEST_LOG = pa.schema(
         ("status", pa.string()),
         ("http_status", pa.int32()),
         ("error", pa.string()),
+        # optional (contract §2.2): older files lack them; a reader fills them with nulls
+        ("worker", pa.string()),
+        ("session_id", pa.string()),
+        ("turn", pa.int32()),
+        ("cached_tokens", pa.int64()),
     ]
 )
+OPTIONAL_COLUMNS = frozenset({"worker", "session_id", "turn", "cached_tokens"})
 
 CHUNK_LOG = pa.schema(
     [
@@ -99,6 +105,9 @@ def conform(table: pa.Table, schema: pa.Schema, path: Path | str) -> pa.Table:
     """
     have = {f.name: f.type for f in table.schema}
     for field in schema:
+        if field.name not in have and field.name in OPTIONAL_COLUMNS:
+            table = table.append_column(field.name, pa.nulls(table.num_rows, field.type))
+            continue
         if field.name not in have:
             extra = sorted(set(have) - set(schema.names))
             hint = f" (found unexpected {', '.join(map(repr, extra))}: misspelt?)" if extra else ""
@@ -153,6 +162,8 @@ def read_records(run_dir: Path, name: str) -> pa.Table | None:
     try:
         if path.suffix == ".parquet":
             table = pq.read_table(path)
+        elif path.stat().st_size == 0:  # Arrow writes a stream's schema with its first batch
+            table = schema.empty_table()
         else:
             table = read_partial_stream(path)
     except SchemaError:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from resources.loadgen.scenarios.spec import Scenario
 
 
 class ConfigError(ValueError):
@@ -44,6 +48,8 @@ class LoadConfig:
     continuous_usage: bool = True
     headers: dict[str, str] = field(default_factory=dict)  # extra request headers (e.g. fault injection)
     run_id: str | None = None
+    # multi-turn, trace replay, batch or SLO search (scenarios/spec.py); None: the steps above
+    scenario: Scenario | None = None
 
     def __post_init__(self) -> None:
         validate(self)
@@ -64,6 +70,11 @@ def _positive(name: str, value: float | None, allow_none: bool = True) -> None:
 
 def validate(cfg: LoadConfig) -> None:
     parts = urlsplit(cfg.endpoint)
+    if "@" in parts.netloc:
+        # A password in the URL would travel into records, logs and server_metrics.json;
+        # the message never repeats the URL.
+        raise ConfigError("endpoint: a URL with credentials (user:password@host) is refused; "
+                          "pass the key through api_key_env (--api-key-env) instead")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
             f"endpoint: {cfg.endpoint!r} is not an http(s) URL (e.g. http://127.0.0.1:8000)"
@@ -86,7 +97,8 @@ def validate(cfg: LoadConfig) -> None:
     for seg in cfg.profile:
         if len(seg) != 2 or seg[0] <= 0 or seg[1] < 0:
             raise ConfigError(f"profile: segment {seg!r} is not (duration_s > 0, rate >= 0)")
-    if not (cfg.concurrency or cfg.rates or cfg.profile):
+    own_steps = cfg.scenario is not None and cfg.scenario.kind in ("trace", "batch", "slo_search")
+    if not (cfg.concurrency or cfg.rates or cfg.profile or own_steps):
         raise ConfigError("no steps: give concurrency, rates or a profile")
     if cfg.requests_per_step is None and cfg.duration_s is None and (cfg.concurrency or cfg.rates):
         raise ConfigError("a step needs a bound: requests_per_step and/or duration_s")

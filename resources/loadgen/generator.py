@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from resources.loadgen.scenarios.spec import BATCH_INPUT_TOKENS, BATCH_OUTPUT_TOKENS
+
 
 @dataclass(frozen=True)
 class LoadGenerator:
@@ -31,16 +33,22 @@ class LoadGenerator:
             else p.warmup_requests)
 
     def run(self, candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
-            progress=True):
+            progress=True, judge=None):
         from resources.loadgen import LoadConfig, run_load
+        from resources.loadgen.scenarios.spec import from_mapping
 
         plan = self.plan(candidate)
+        scenario, targets = from_mapping(candidate.scenario, f"{candidate.name}.scenario")
+        if scenario.kind == "batch":
+            targets = {"input_tokens": BATCH_INPUT_TOKENS, "output_tokens": BATCH_OUTPUT_TOKENS,
+                       **targets}
         cfg = LoadConfig(
             endpoint=endpoint, model=served_model, concurrency=list(plan.concurrency),
             rates=list(plan.rates), requests_per_step=plan.requests_per_step,
             duration_s=self.duration_s,
             warmup_requests=plan.warmup_requests,
-            input_tokens=self.input_tokens or candidate.scenario["input_tokens"],
-            output_tokens=self.output_tokens or candidate.scenario["output_tokens"],
-            seed=self.seed, api_key_env=self.api_key_env, run_id=run_id)
-        return run_load(cfg, run_dir, progress=progress)
+            input_tokens=self.input_tokens or targets.get("input_tokens") or 512,
+            output_tokens=self.output_tokens or targets.get("output_tokens") or 128,
+            seed=self.seed, api_key_env=self.api_key_env, run_id=run_id,
+            scenario=None if scenario.kind == "fixed" else scenario)
+        return run_load(cfg, run_dir, progress=progress, judge=judge)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import httpx
 
+from resources.loadgen import control
 from resources.loadgen.config import LoadConfig
 from resources.loadgen.errors import LoadError
 from resources.loadgen.redact import short_error
 
 FULL = {"include_usage": True, "continuous_usage_stats": True}
 FINAL_ONLY = {"include_usage": True}
+PROBE_MAX_BYTES = 1 << 20  # a two-token answer is a few hundred bytes
 
 
 def api_url(cfg: LoadConfig) -> str:
@@ -37,12 +39,16 @@ def probe(cfg: LoadConfig, headers: dict[str, str], secrets: tuple[str, ...]) ->
     options = [FULL, FINAL_ONLY, None] if cfg.continuous_usage else [FINAL_ONLY, None]
     timeout = httpx.Timeout(cfg.first_token_timeout_s, connect=cfg.connect_timeout_s)
     last = ""
+    deadline = cfg.connect_timeout_s + cfg.first_token_timeout_s  # two tokens, all told
     with httpx.Client(timeout=timeout) as http:
         for opt in options:
             try:
-                with http.stream("POST", url, json=_body(cfg, opt), headers=headers) as r:
-                    emulated = r.headers.get("x-servingbench-emulated") == "1"
-                    text = r.read().decode("utf-8", "replace")
+                r, raw = control.request(http, "POST", url, json=_body(cfg, opt), headers=headers,
+                                         max_bytes=PROBE_MAX_BYTES, deadline_s=deadline)
+                emulated = r.headers.get("x-servingbench-emulated") == "1"
+                text = raw.decode("utf-8", "replace")
+            except control.ControlError as exc:
+                raise LoadError(short_error(f"the probe request failed: {exc}", secrets)) from None
             except httpx.ConnectError as exc:
                 raise LoadError(short_error(f"cannot connect to {cfg.endpoint}: {exc}", secrets)) from None
             except httpx.TimeoutException:

@@ -56,9 +56,25 @@ class _Stream:
         self.sink = pa.OSFile(str(path), "wb")
         self.writer = ipc.new_stream(self.sink, schema)
 
+    def add(self, row: dict) -> None:
+        for k, v in row.items():
+            self.cols[k].append(v)
+
     def flush(self, offset_ns: int) -> None:
         if not self.cols[self.schema.names[0]]:
             return
+        try:
+            batch = self._batch(offset_ns)
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            # Rows are checked before they are added, so this is a defect; still, the
+            # rows that can be written are, and none stays behind to fail every later flush.
+            batch = self._salvage(offset_ns)
+        self.writer.write_batch(batch)
+        self.sink.flush()
+        for v in self.cols.values():
+            v.clear()
+
+    def _batch(self, offset_ns: int) -> pa.RecordBatch:
         arrays = []
         for f in self.schema:
             values = self.cols[f.name]
@@ -68,10 +84,19 @@ class _Stream:
             else:
                 arr = pa.array(values, f.type)
             arrays.append(arr)
-        self.writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self.schema))
-        self.sink.flush()
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _salvage(self, offset_ns: int) -> pa.RecordBatch:
+        rows = [dict(zip(self.cols, vals, strict=True)) for vals in zip(*self.cols.values(), strict=True)]
         for v in self.cols.values():
             v.clear()
+        for row in rows:
+            try:
+                pa.RecordBatch.from_pylist([row], schema=self.schema)
+            except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
+                row = unrecordable(row, exc)
+            self.add(row)
+        return self._batch(offset_ns)
 
     def close(self) -> None:
         self.writer.close()
@@ -93,14 +118,20 @@ class _ChunkStream:
         self.rid_data, self.rid_offsets = bytearray(), array("i", [0])
 
     def add(self, request_id: str, at: list[int], tokens: list[int]) -> None:
+        # Every typed array is built first (a value out of int64 range raises here), then
+        # all are appended: the columns never end up with different lengths.
         n = len(at)
-        self.at.fromlist(at)
-        self.tokens.fromlist(tokens)
-        self.seq.fromlist(list(range(n)))
+        if len(tokens) != n:
+            raise ValueError(f"{n} chunk times but {len(tokens)} token counts")
+        new_at, new_tokens = array("q", at), array("q", tokens)
         rid = request_id.encode()
         end = self.rid_offsets[-1]
+        offsets = array("i", range(end + len(rid), end + len(rid) * n + 1, len(rid)))
+        self.at += new_at
+        self.tokens += new_tokens
+        self.seq.fromlist(list(range(n)))
         self.rid_data += rid * n
-        self.rid_offsets.fromlist(list(range(end + len(rid), end + len(rid) * n + 1, len(rid))))
+        self.rid_offsets += offsets
 
     def flush(self, offset_ns: int) -> None:
         n = len(self.at)
@@ -123,6 +154,43 @@ class _ChunkStream:
         self.sink.close()
 
 
+_I64 = (-(1 << 63), (1 << 63) - 1)
+_I32 = (-(1 << 31), (1 << 31) - 1)
+_INTS = {"scheduled_at": _I64, "sent_at": _I64, "first_token_at": _I64, "last_token_at": _I64,
+         "finished_at": _I64, "input_tokens": _I64, "output_tokens": _I64, "chunks": _I64,
+         "http_status": _I32}
+
+
+def _fits(row: dict) -> bool:
+    """Every integer inside its column's type (cheap: a few comparisons per request)."""
+    for k, (lo, hi) in _INTS.items():
+        v = row[k]
+        if v is not None and (type(v) is not int or not lo <= v <= hi):
+            return False
+    return isinstance(row["error"], str | None) and isinstance(row["step"], str)
+
+
+def unrecordable(row: dict, exc: BaseException) -> dict:
+    """The row kept as a protocol_error with no counts, when a value cannot be stored."""
+    out = dict(row)
+    for k in ("first_token_at", "last_token_at", "input_tokens", "output_tokens"):
+        out[k] = None
+    for k in ("scheduled_at", "sent_at", "finished_at", "http_status"):
+        lo, hi = _INTS[k]
+        if out[k] is not None and (type(out[k]) is not int or not lo <= out[k] <= hi):
+            out[k] = None
+    for k in ("run_id", "request_id", "phase", "step", "load_mode"):
+        if not isinstance(out[k], str):
+            out[k] = str(out[k])
+    try:
+        out["target"] = float(out["target"])
+    except (TypeError, ValueError):
+        out["target"] = float("nan")
+    out.update(chunks=0, status="protocol_error", output_tokens_source="chunks",
+               error=f"unrecordable answer: {type(exc).__name__}: {str(exc)[:120]}")
+    return out
+
+
 class Recorder:
     def __init__(self, run_dir: Path, run_id: str, clock: Clock) -> None:
         refuse_existing(run_dir)
@@ -141,7 +209,6 @@ class Recorder:
 
     def add(self, req: Request) -> None:
         name = "warmup_log" if req.phase == "warmup" else "steady_state_request_log"
-        c = self.streams[name].cols
         at = req.chunk_at
         ok = req.status == "ok"
         row = {
@@ -152,14 +219,20 @@ class Recorder:
             "finished_at": req.finished, "input_tokens": req.input_tokens,
             "output_tokens": req.output_tokens, "output_tokens_source": req.output_tokens_source,
             "chunks": len(at), "status": req.status, "http_status": req.http_status,
-            "error": None if ok else req.error,
+            "error": None if ok else req.error, "worker": None,
+            "session_id": req.session_id, "turn": req.turn, "cached_tokens": req.cached_tokens,
         }
-        for k, v in row.items():
-            c[k].append(v)
+        if not _fits(row):
+            row = unrecordable(row, ValueError("a value outside its column's type"))
+        elif at:
+            # chunks first, all or nothing: should they not fit, the row says why
+            try:
+                self.streams["chunk_log"].add(req.request_id, at, req.chunk_tokens)
+                self.counts["chunk_log"] += len(at)
+            except (OverflowError, TypeError, ValueError) as exc:
+                row = unrecordable(row, exc)
+        self.streams[name].add(row)
         self.counts[name] += 1
-        if at:
-            self.streams["chunk_log"].add(req.request_id, at, req.chunk_tokens)
-            self.counts["chunk_log"] += len(at)
 
     def flush(self) -> None:
         # Chunks first: a request row on disk always has its chunks on disk before it.

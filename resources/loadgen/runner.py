@@ -6,6 +6,7 @@ import asyncio
 import os
 import secrets as _secrets
 import signal
+import threading
 import time
 import uuid
 from collections import Counter
@@ -23,13 +24,15 @@ from resources.loadgen.errors import LoadError, RunExistsError
 from resources.loadgen.probe import api_url, probe
 from resources.loadgen.progress import make_progress
 from resources.loadgen.recorder import Recorder, refuse_existing
+from resources.loadgen.scenarios.drive import scenario_steady
 from resources.loadgen.schedule import profile_schedule, rate_steps
 from resources.loadgen.selfwatch import InFlight, SelfWatch
 from resources.loadgen.server_metrics import Scraper, ServerMetrics
-from resources.loadgen.workload import Tokenizer, Workload
+from resources.loadgen.workload import Item, Tokenizer, Workload
 
 _now = time.perf_counter_ns
 FLUSH_S = 0.25
+CANCEL_GRACE_S = 5.0
 
 
 @dataclass
@@ -68,27 +71,55 @@ class _Run:
         self.session: aiohttp.ClientSession | None = None
         self.save: Callable[[], None] = lambda: None  # writes the manifest so far
         self.server: ServerMetrics | None = None  # the engine's /metrics around each step
+        self.judge = None  # SLO search: (run_dir, step) -> (valid, met), from the analysis
 
     # --- one request -----------------------------------------------------------------
     async def _one(self, phase: str, step: str, mode: str, target: float, scheduled: int,
                    expect_in: int | None) -> None:
-        item = self.wl.next_item()
+        req = await self.send(phase, step, mode, target, scheduled, None)
+        if (req.phase == "steady" and expect_in is not None and req.input_tokens is not None
+                and req.input_tokens != expect_in):
+            self.mismatch += 1
+
+    async def send(self, phase: str, step: str, mode: str, target: float, scheduled: int,
+                   item: Item | None, tag=None) -> client.Request:
+        """Send and record one request: `item`, or the workload's next one when None;
+        `tag(req)` may mark it first (session, turn, text). Whatever happens, it is recorded."""
         rid = str(uuid.uuid4())
-        headers = dict(self.headers)
-        headers["X-Request-ID"] = rid
         req = client.Request(rid, phase, step, mode, target, scheduled)
-        await client.send(self.session, self.url, self.wl.body(item, self.stream_options), headers,
-                          req, self.cfg.first_token_timeout_s, self.cfg.total_timeout_s, self.secrets)
+        try:
+            if tag is not None:
+                tag(req)
+            if item is None:
+                item = self.wl.next_item()
+            headers = dict(self.headers)
+            headers["X-Request-ID"] = rid
+            await client.send(self.session, self.url, self.wl.body(item, self.stream_options),
+                              headers, req, self.cfg.first_token_timeout_s,
+                              self.cfg.total_timeout_s, self.secrets)
+        except Exception as exc:  # noqa: BLE001 - a worker never dies silently
+            client.fail(req, exc, self.secrets)
+        finally:
+            # Also on cancellation: the request is recorded, then the CancelledError
+            # goes on and stops its worker.
+            self._record(req)
+        return req
+
+    def _record(self, req: client.Request) -> None:
         if req.emulated:
             self.emulated = True
         if self.watch is not None and req.sent is not None:
-            self.watch.sched_lags.append((req.sent - scheduled) / 1e9)
+            self.watch.sched_lags.append((req.sent - req.scheduled) / 1e9)
         self.rec.add(req)
-        if phase == "steady":
+        if req.phase == "steady":
             self.statuses[req.status] += 1
-            if expect_in is not None and req.input_tokens is not None and req.input_tokens != expect_in:
-                self.mismatch += 1
         self.progress.request_done(req)
+
+    def spawn(self, coro) -> asyncio.Task:
+        return self._spawn(coro)
+
+    async def drain(self, tasks: set[asyncio.Task]) -> None:
+        await self._drain(tasks)
 
     def _spawn(self, coro) -> asyncio.Task:
         t = asyncio.get_running_loop().create_task(coro)
@@ -103,7 +134,9 @@ class _Run:
         for t in pending:
             t.cancel()
         if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+            # A cancelled request records itself and ends at its next await; the bound
+            # only guards against code that never awaits again.
+            await asyncio.wait(pending, timeout=CANCEL_GRACE_S)
 
     def _expect_in(self) -> int | None:
         return None if self.cfg.dataset else self.cfg.input_tokens
@@ -119,22 +152,32 @@ class _Run:
         timer = loop.call_later(duration_s, done.set) if duration_s is not None else None
         expect = self._expect_in()
 
-        async def worker() -> None:
-            nonlocal issued
-            while not done.is_set():
-                if stop_at is not None and _now() >= stop_at:
-                    done.set()
-                    break
-                issued += 1
-                if count is not None and issued >= count:
-                    done.set()
-                inflight.inc()
-                try:
-                    await self._one(phase, name, "concurrency", float(c), _now(), expect)
-                finally:
-                    inflight.dec()
+        n_workers = c if count is None else min(c, count)
+        alive = n_workers
 
-        workers = {self._spawn(worker()) for _ in range(c if count is None else min(c, count))}
+        async def worker() -> None:
+            nonlocal issued, alive
+            try:
+                while not done.is_set():
+                    if stop_at is not None and _now() >= stop_at:
+                        done.set()
+                        break
+                    issued += 1
+                    if count is not None and issued >= count:
+                        done.set()
+                    inflight.inc()
+                    try:
+                        await self._one(phase, name, "concurrency", float(c), _now(), expect)
+                    finally:
+                        inflight.dec()
+            finally:
+                # Should the last worker end for any reason, the step ends with it
+                # instead of waiting for a count no one is left to reach.
+                alive -= 1
+                if alive == 0:
+                    done.set()
+
+        workers = {self._spawn(worker()) for _ in range(n_workers)}
         await done.wait()
         inflight.stop()
         if timer is not None:
@@ -159,6 +202,20 @@ class _Run:
             if watches is not None:
                 await watches[k].stop()
         await self._drain(tasks)
+
+    async def run_step(self, name: str, mode: str, target: float, expected: int | None,
+                       drive) -> None:
+        """One steady step of a scenario: `await drive()` sends its requests (and may return
+        the InFlight of a closed loop); progress, self-watch, server counts and the manifest
+        are handled here as for the built-in steps."""
+        self.progress.step_start(name, expected)
+        w = SelfWatch()
+        before = await self._scrape()
+        self._begin_watch(w)
+        inflight = await drive()
+        await w.stop()
+        await self._scrape_end([name], before)
+        self._record_step(name, mode, target, w, inflight)
 
     def _begin_watch(self, w: SelfWatch) -> None:
         self.watch = w
@@ -194,6 +251,10 @@ class _Run:
         start = self.clock.now_utc()
         self.phases["steady"] = {"started_at": mf.format_ts(start), "ended_at": None}
         self.save()
+        if cfg.scenario is not None and cfg.scenario.kind != "fixed":
+            await scenario_steady(self)
+            self.phases["steady"]["ended_at"] = mf.format_ts(self.clock.now_utc())
+            return
         for c in cfg.concurrency:
             name = step_name("concurrency", c)
             self.progress.step_start(name, cfg.requests_per_step)
@@ -245,8 +306,8 @@ class _Run:
     async def main(self) -> None:
         loop = asyncio.get_running_loop()
         me = asyncio.current_task()
-        for sig in (signal.SIGTERM,):
-            loop.add_signal_handler(sig, me.cancel)
+        if threading.current_thread() is threading.main_thread():
+            loop.add_signal_handler(signal.SIGTERM, me.cancel)
         conn = aiohttp.TCPConnector(limit=0, keepalive_timeout=120, ttl_dns_cache=None)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.cfg.connect_timeout_s)
         async with aiohttp.ClientSession(connector=conn, timeout=timeout, read_bufsize=1 << 20,
@@ -263,6 +324,18 @@ class _Run:
                 await asyncio.gather(*pending, return_exceptions=True)
                 flusher.cancel()
                 self.rec.flush()
+                if threading.current_thread() is threading.main_thread():
+                    loop.remove_signal_handler(signal.SIGTERM)
+
+
+def _presize(workload: Workload) -> None:
+    """Size every prompt length the run will ask for now, before any step: a `/tokenize`
+    call is blocking, and one in the middle of a step would stall every request in flight."""
+    if workload.dataset is None:
+        workload.filler(workload.cfg.input_tokens)
+        return
+    for target in sorted({r["input_tokens"] for r in workload.dataset if "prompt" not in r}):
+        workload.filler(target)
 
 
 def _check_profile(cfg: LoadConfig) -> None:
@@ -283,6 +356,33 @@ def _manifest(run_dir: Path, base: dict | None, run_id: str | None, clock: Clock
     return mf.empty(run_id or _run_id(clock), "measured", clock.now_utc())
 
 
+class _SavedSignals:
+    """The process's SIGTERM/SIGINT handlers and wakeup fd, put back when a run ends.
+
+    The event loop installs its own for the run, and on closing resets them to the
+    defaults, not to what was there: without this, a caller's handler (Dagster's, a
+    CLI's teardown) would be gone for the rest of the process.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.main = threading.current_thread() is threading.main_thread()
+        self.handlers = {s: signal.getsignal(s) for s in self.SIGNALS} if self.main else {}
+        self.wakeup_fd = -1
+        if self.main:
+            self.wakeup_fd = signal.set_wakeup_fd(-1)
+            signal.set_wakeup_fd(self.wakeup_fd)
+
+    def restore(self) -> None:
+        if not self.main:
+            return
+        for sig, handler in self.handlers.items():
+            if handler is not None:  # None: installed outside Python, cannot be put back
+                signal.signal(sig, handler)
+        signal.set_wakeup_fd(self.wakeup_fd)
+
+
 def _runner():
     try:
         import uvloop
@@ -292,7 +392,7 @@ def _runner():
 
 
 def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
-             progress: bool | Callable[[dict], None] = True) -> LoadResult:
+             progress: bool | Callable[[dict], None] = True, judge=None) -> LoadResult:
     """Drive `cfg.endpoint` and write a contract §6 run folder (no bill) into `run_dir`.
 
     Raises RunExistsError when `run_dir` already holds request logs, LoadError when the
@@ -302,6 +402,8 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
     run_dir = Path(run_dir)
     refuse_existing(run_dir)
     _check_profile(cfg)
+    if cfg.scenario is not None and cfg.scenario.kind == "slo_search" and judge is None:
+        raise ConfigError("scenario slo_search: needs a judge (the analysis decides what met the SLO)")
     clock = Clock.start()
     m = _manifest(run_dir, manifest_base, cfg.run_id, clock)
     secrets: tuple[str, ...] = ()
@@ -314,8 +416,7 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
         secrets = (key,)
     stream_options, emulated = probe(cfg, headers, secrets)
     workload = Workload(cfg, Tokenizer(cfg.base_url, cfg.model, dict(headers), cfg.use_tokenize))
-    if not cfg.dataset:
-        workload.filler(cfg.input_tokens)
+    _presize(workload)
     recorder = Recorder(run_dir, m["run_id"], clock)
     run = _Run(cfg, recorder, workload, clock, stream_options, {**headers, **cfg.headers},
                secrets, make_progress(progress))
@@ -338,15 +439,18 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
         mf.dump(m, run_dir / "manifest.json")
 
     run.save = save
+    run.judge = judge
     run.server = ServerMetrics(run_dir, Scraper(cfg.base_url, headers, secrets))
     save()
     interrupted = False
+    saved = _SavedSignals()
     try:
         with _runner() as runner:
             runner.run(run.main())
     except (KeyboardInterrupt, asyncio.CancelledError):
         interrupted = True
     finally:
+        saved.restore()
         recorder.finalize()
         run.progress.close()
         save(final=True)

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import httpx
 
-from resources.loadgen.redact import short_error
+from resources.loadgen import control
+from resources.loadgen.redact import redact, short_error
 
 FILE = "server_metrics.json"
 SCHEMA_VERSION = 1
@@ -28,6 +29,7 @@ LLAMACPP_GEN = "llamacpp:tokens_predicted_total"
 LLAMACPP_PROMPT = "llamacpp:prompt_tokens_total"
 LLAMACPP_FINISHED = "servingbench:requests_finished_total"
 SCRAPE_TIMEOUT_S = 5.0
+SCRAPE_MAX_BYTES = 16 << 20  # vLLM's /metrics is a few hundred KiB with many models
 
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -137,12 +139,16 @@ class Scraper:
         """(snapshot, None) or (None, why unavailable)."""
         try:
             async with httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S) as http:
-                r = await http.get(self.url, headers=self.headers)
-        except httpx.HTTPError as exc:
+                r, raw = await control.arequest(http, "GET", self.url, headers=self.headers,
+                                                max_bytes=SCRAPE_MAX_BYTES,
+                                                deadline_s=SCRAPE_TIMEOUT_S)
+        except (httpx.HTTPError, control.ControlError) as exc:
             return None, short_error(f"{type(exc).__name__}: {exc}", self.secrets)
         if r.status_code != 200:
             return None, f"HTTP {r.status_code}"
-        snap = snapshot(r.text)
+        if r.headers.get("content-encoding", "identity").lower() != "identity":
+            return None, f"compressed /metrics answer ({r.headers['content-encoding'][:20]}) not read"
+        snap = snapshot(raw.decode("utf-8", "replace"))
         if snap["generation_tokens"] is None and snap["request_success"] is None:
             return None, "no vLLM or llama.cpp counters in the /metrics answer"
         return snap, None
@@ -176,7 +182,7 @@ class ServerMetrics:
 
     def write(self) -> None:
         avail = [s["available"] for s in self.steps]
-        doc = {"schema_version": SCHEMA_VERSION, "endpoint": self.scraper.url,
+        doc = {"schema_version": SCHEMA_VERSION, "endpoint": redact(self.scraper.url),
                "available": any(avail),
                "reason": None if any(avail) else next((s["reason"] for s in self.steps), None),
                "emulated": self.emulated, "steps": self.steps}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from resources.loadgen import control
 from resources.loadgen.config import ConfigError, LoadConfig
 
 VOCAB = (
@@ -28,11 +29,13 @@ VOCAB = (
     "history party result change morning reason research girl guy moment air teacher force"
 ).split()
 PREFIX_WORDS = 8
+TOKENIZE_MAX_BYTES = 16 << 20  # a token id list for a 128k-token prompt is about 1 MiB
+TOKENIZE_DEADLINE_S = 30.0
 
 
 @dataclass(frozen=True)
 class Item:
-    prompt: str
+    prompt: str | list[dict]  # a text, or chat messages (multi-turn history)
     output_tokens: int
 
 
@@ -76,14 +79,22 @@ class Tokenizer:
         self._shapes = list(self.SHAPES)
 
     def _ask(self, path: str, field: str, text: str) -> int | None:
+        """The count from one shape, or None (refused, malformed, too big, too slow)."""
         try:
-            r = httpx.post(f"{self.base_url}{path}", json={"model": self.model, field: text},
-                           headers=self.headers, timeout=30)
+            with httpx.Client(timeout=TOKENIZE_DEADLINE_S) as http:
+                r, raw = control.request(http, "POST", f"{self.base_url}{path}",
+                                         headers=self.headers,
+                                         json={"model": self.model, field: text},
+                                         max_bytes=TOKENIZE_MAX_BYTES,
+                                         deadline_s=TOKENIZE_DEADLINE_S)
             if r.status_code == 200:
-                body = r.json()
+                body = json.loads(raw)
                 n = body.get("count")
-                return int(n if n is not None else len(body["tokens"]))
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                n = len(body["tokens"]) if n is None else n
+                if type(n) is int and 0 <= n < 1 << 31:
+                    return n
+        except (httpx.HTTPError, control.ControlError, ValueError, KeyError, TypeError,
+                AttributeError, RecursionError):
             pass
         return None
 
@@ -173,7 +184,8 @@ class Workload:
         req: dict = {"model": cfg.model, "max_tokens": item.output_tokens, "stream": True,
                      "temperature": 0}
         if cfg.api == "chat":
-            req["messages"] = [{"role": "user", "content": item.prompt}]
+            msgs = item.prompt
+            req["messages"] = msgs if isinstance(msgs, list) else [{"role": "user", "content": msgs}]
         else:
             req["prompt"] = item.prompt
         if stream_options is not None:
@@ -185,7 +197,8 @@ class Workload:
 
     def scenario(self, stream_options: dict | None) -> dict:
         cfg = self.cfg
-        return {
+        kind = cfg.scenario.describe() if cfg.scenario is not None else {"kind": "fixed"}
+        return {**kind,
             "input_tokens": None if self.dataset else cfg.input_tokens,
             "output_tokens": None if self.dataset else cfg.output_tokens,
             "dataset": str(cfg.dataset) if cfg.dataset else None,

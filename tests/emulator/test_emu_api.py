@@ -74,7 +74,7 @@ def test_non_streaming_shapes(emu):
     assert j["choices"][0]["finish_reason"] == "length"
     assert len(j["choices"][0]["text"].split()) == 7
     assert j["usage"] == {"prompt_tokens": 1, "total_tokens": 8, "completion_tokens": 7,
-                          "prompt_tokens_details": None}
+                          "prompt_tokens_details": {"cached_tokens": 0}}
     r = httpx.post(emu.base_url + "/v1/chat/completions",
                    json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
                          "ignore_eos": True})

@@ -81,9 +81,12 @@ class ServerProcess:
                 self.proc.wait()
 
 
-def run_cli(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+def run_cli(args: list[str], timeout: float = 60,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    extra = env or {}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with contextlib.suppress(KeyError):
         del env["SERVINGBENCH_TEST_KEY"]
+    env.update(extra)
     return subprocess.run([sys.executable, "-m", "pipelines.cli", "load", *args], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=timeout)

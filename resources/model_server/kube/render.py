@@ -76,7 +76,9 @@ class EngineSpec:
 def _vllm_args(s: EngineSpec) -> list[str]:
     args = [s.model, "--host", "0.0.0.0", "--port", str(PORT), "--served-model-name", s.model,
             "--tensor-parallel-size", str(s.tensor_parallel),
-            "--max-model-len", str(s.max_model_len)]
+            "--max-model-len", str(s.max_model_len),
+            # usage.prompt_tokens_details.cached_tokens: prefix-cache hits, recorded per request
+            "--enable-prompt-tokens-details"]
     if s.expert_parallel:
         args.append("--enable-expert-parallel")
     if s.quantization:

@@ -1,0 +1,85 @@
+"""Outputs of the workloads beyond fixed steps (contract §3.1, §3.4, §3.5).
+
+* derived_metrics_by_cache.parquet: TTFT/E2E per step × cache class, never pooled.
+* job.json: a batch job's makespan, throughput and cost over the job window.
+* slo_capacity.json: an SLO search's probes, capacity and final bracket.
+`probe_verdict` is the one rule for "this step met the SLO" that both the running search
+(through `judge`) and slo_capacity.json use.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pyarrow as pa
+
+from resources.analysis import sqlfiles
+from resources.analysis.rundir import RunFolder, open_run
+
+
+def by_cache(run: RunFolder) -> pa.Table:
+    return sqlfiles.query(run.con, "metrics_by_cache", run_id=run.manifest["run_id"])
+
+
+def scenario_kind(manifest: dict) -> str:
+    return (manifest.get("scenario") or {}).get("kind") or "fixed"
+
+
+def job(manifest: dict, metrics: pa.Table, cost: pa.Table | None) -> dict | None:
+    """contract §3.4 for a batch run: the job is its one steady step."""
+    if scenario_kind(manifest) != "batch" or metrics.num_rows != 1:
+        return None
+    m = metrics.to_pylist()[0]
+    window_cost = None
+    if cost is not None and cost.num_rows == 1:
+        window_cost = cost.column("window_cost_usd")[0].as_py()
+    makespan = m["window_s"]
+    out = m["output_tokens"]
+    return {
+        "requests": m["n_requests"], "ok": m["n_ok"], "makespan_s": makespan,
+        "output_tokens": out,
+        "output_tok_s": out / makespan if out is not None and makespan else None,
+        "window_cost_usd": window_cost,
+        "cost_per_job_usd": window_cost,  # the job window is the whole job
+    }
+
+
+def probe_verdict(row: dict, slo: dict) -> tuple[bool, bool]:
+    """(valid, met): met when every SLO percentile is known and within its limit."""
+    limits = {"ttft_p99_s": row.get("ttft_s_p99"), "tpot_p99_s": row.get("tpot_s_p99")}
+    met = True
+    for key, limit in slo.items():
+        got = limits[key]
+        if got is None or (isinstance(got, float) and math.isnan(got)) or got > limit:
+            met = False
+    return bool(row.get("valid")), met
+
+
+def slo_capacity(manifest: dict, metrics: pa.Table) -> dict | None:
+    """contract §3.5 for an SLO-search run; probes in the order they ran."""
+    scenario = manifest.get("scenario") or {}
+    if scenario_kind(manifest) != "slo_search":
+        return None
+    slo = {k: float(v) for k, v in (scenario.get("slo") or {}).items()}
+    rows = {r["step"]: r for r in metrics.to_pylist()}
+    probes = []
+    for s in manifest["steps"]:
+        row = rows.get(s["step"])
+        valid, met = probe_verdict(row, slo) if row is not None else (False, False)
+        probes.append({"step": s["step"], "target": s["target"], "valid": valid, "met": met})
+    good = [p["target"] for p in probes if p["valid"] and p["met"]]
+    capacity = max(good) if good else None
+    above = [p["target"] for p in probes if not (p["valid"] and p["met"])
+             and (capacity is None or p["target"] > capacity)]
+    return {"slo": slo, "load_mode": "rate", "probes": probes, "capacity": capacity,
+            "interval": [capacity, min(above) if above else None]}
+
+
+def judge(run_dir: Path, step: str, slo: dict) -> tuple[bool, bool]:
+    """The verdict on one probe of a search still running (its records flushed so far)."""
+    from resources.analysis.analyze import step_metrics
+
+    with open_run(Path(run_dir)) as run:
+        rows = [r for r in step_metrics(run).to_pylist() if r["step"] == step]
+    return probe_verdict(rows[0], slo) if rows else (False, False)

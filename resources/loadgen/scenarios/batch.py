@@ -1,0 +1,18 @@
+"""A batch job (the throughput workload): every request is submitted at once and at most
+`max_in_flight` are outstanding, so the job is one closed-loop step `c=<max_in_flight>`
+of exactly `requests` requests. Its makespan and cost go to job.json (contract §3.4),
+which the analyzer computes from the records."""
+
+from __future__ import annotations
+
+from resources.loadgen.config import step_name
+
+
+async def steady(run) -> None:
+    s = run.cfg.scenario
+    name = step_name("concurrency", s.max_in_flight)
+
+    async def drive():
+        return await run.closed("steady", s.max_in_flight, s.requests, None)
+
+    await run.run_step(name, "concurrency", float(s.max_in_flight), s.requests, drive)

@@ -1,0 +1,174 @@
+"""Trace replay: requests at the trace's own times (scaled by `speedup`), on one absolute
+schedule, with the trace's input and output lengths.
+
+Formats:
+* mooncake (JSONL): `timestamp` (ms), `input_length`, `output_length`, `hash_ids`. Each hash
+  id names a 512-token block; requests that share a hash id share that block, so a prompt
+  is built block by block from text fixed per hash id, and a prefix cache sees the trace's
+  shared prefixes as hits.
+* azure (CSV, the Azure LLM inference trace): `TIMESTAMP` (`2023-11-16 18:15:46.6805900`),
+  `ContextTokens`, `GeneratedTokens`. No prefix information: every prompt is unique.
+
+Block and prompt lengths use the words-per-token ratio measured with the server's
+`/tokenize` once (one word per token without it); `usage.prompt_tokens` records what the
+server actually counted. The whole replay is one open-loop step `rate=<R>`, R being the
+scaled trace's mean rate; `sched_lag_s_*` of the step is how faithfully the times were kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import random
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from resources.loadgen.config import ConfigError, step_name
+from resources.loadgen.workload import VOCAB, Item
+
+MOONCAKE_BLOCK = 512
+LEAD_S = 0.05  # the schedule starts this long after the prompts are built
+_now = time.perf_counter_ns
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    at_ns: int  # offset from the trace's first request, unscaled
+    input_tokens: int
+    output_tokens: int
+    hash_ids: tuple[int, ...] = ()
+
+
+def _int(path: Path, n: int, row: dict, key: str, lo: int) -> int:
+    v = row.get(key)
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise ConfigError(f"{path}:{n}: {key}: expected an integer >= {lo}, got {v!r}")
+    return v
+
+
+def read_mooncake(path: Path, limit: int | None) -> list[TraceRow]:
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                raise ConfigError(f"{path}:{n}: not a JSON line") from None
+            if not isinstance(obj, dict):
+                raise ConfigError(f"{path}:{n}: expected a JSON object")
+            ts = obj.get("timestamp")
+            if isinstance(ts, bool) or not isinstance(ts, int | float) or ts < 0:
+                raise ConfigError(f"{path}:{n}: timestamp: expected milliseconds >= 0, got {ts!r}")
+            ids = obj.get("hash_ids", [])
+            if not isinstance(ids, list) or not all(isinstance(h, int) for h in ids):
+                raise ConfigError(f"{path}:{n}: hash_ids: expected a list of integers")
+            rows.append(TraceRow(int(round(ts * 1e6)), _int(path, n, obj, "input_length", 1),
+                                 _int(path, n, obj, "output_length", 1), tuple(ids)))
+            if limit is not None and len(rows) >= limit:
+                break
+    return _finish(path, rows)
+
+
+def _azure_ts(path: Path, n: int, text: str) -> int:
+    """`2023-11-16 18:15:46.6805900` → ns since the epoch (7 fractional digits kept exact)."""
+    head, _, frac = text.strip().partition(".")
+    try:
+        base = datetime.fromisoformat(head.replace(" ", "T") + "+00:00")
+        if frac and not frac.isdigit():
+            raise ValueError
+    except ValueError:
+        raise ConfigError(f"{path}:{n}: TIMESTAMP: {text!r} is not 'YYYY-MM-DD HH:MM:SS[.f]'") from None
+    return int(base.timestamp()) * 1_000_000_000 + int((frac + "0" * 9)[:9] or 0)
+
+
+def read_azure(path: Path, limit: int | None) -> list[TraceRow]:
+    rows = []
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        missing = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} - set(reader.fieldnames or ())
+        if missing:
+            raise ConfigError(f"{path}: missing column {sorted(missing)[0]!r} "
+                              "(expected TIMESTAMP, ContextTokens, GeneratedTokens)")
+        for n, row in enumerate(reader, 2):
+            rows.append(TraceRow(_azure_ts(path, n, row["TIMESTAMP"]),
+                                 _int(path, n, row, "ContextTokens", 1),
+                                 _int(path, n, row, "GeneratedTokens", 1)))
+            if limit is not None and len(rows) >= limit:
+                break
+    return _finish(path, rows)
+
+
+def _finish(path: Path, rows: list[TraceRow]) -> list[TraceRow]:
+    if not rows:
+        raise ConfigError(f"{path}: no requests")
+    rows.sort(key=lambda r: r.at_ns)
+    t0 = rows[0].at_ns
+    return [TraceRow(r.at_ns - t0, r.input_tokens, r.output_tokens, r.hash_ids) for r in rows]
+
+
+def read_trace(path: Path, fmt: str, limit: int | None = None) -> list[TraceRow]:
+    return (read_mooncake if fmt == "mooncake" else read_azure)(Path(path), limit)
+
+
+class PromptBuilder:
+    """Prompt text of a given token length; block by block for hash ids."""
+
+    def __init__(self, seed: int, words_per_token: float | None) -> None:
+        self.seed, self.wpt = seed, words_per_token or 1.0
+        self.blocks: dict[int, list[str]] = {}
+        self.unique = random.Random(f"{seed}:trace-unique")
+
+    def _words(self, n_tokens: int, rng: random.Random) -> list[str]:
+        return [rng.choice(VOCAB) for _ in range(max(0, round(n_tokens * self.wpt)))]
+
+    def block(self, h: int) -> list[str]:
+        if h not in self.blocks:
+            self.blocks[h] = self._words(MOONCAKE_BLOCK, random.Random(f"{self.seed}:block:{h}"))
+        return self.blocks[h]
+
+    def prompt(self, row: TraceRow) -> str:
+        if not row.hash_ids:  # no prefix information: a unique prompt
+            return " ".join(self._words(row.input_tokens, self.unique))
+        words: list[str] = []
+        for h in row.hash_ids:
+            words += self.block(h)
+        want = max(1, round(row.input_tokens * self.wpt))
+        if len(words) < want:  # the trace's length runs past its blocks: unique filler
+            words += self._words(row.input_tokens - len(row.hash_ids) * MOONCAKE_BLOCK, self.unique)
+        return " ".join(words[:want])
+
+
+def plan(rows: list[TraceRow], speedup: float) -> tuple[list[int], float]:
+    """Scaled send offsets (ns) and the step's target: the scaled mean rate (req/s)."""
+    offsets = [int(r.at_ns / speedup) for r in rows]
+    span = offsets[-1] / 1e9
+    rate = (len(rows) - 1) / span if span > 0 else float(len(rows))
+    return offsets, round(rate, 3)
+
+
+async def steady(run) -> None:
+    s = run.cfg.scenario
+    rows = read_trace(s.trace, s.trace_format, s.max_requests)
+    builder = PromptBuilder(run.cfg.seed, run.wl.words_per_token)
+    items = [Item(builder.prompt(r), r.output_tokens) for r in rows]
+    offsets, rate = plan(rows, s.speedup)
+    name = step_name("rate", rate)
+
+    async def drive() -> None:
+        origin = _now() + int(LEAD_S * 1e9)
+        tasks = set()
+        for off, item in zip(offsets, items, strict=True):
+            deadline = origin + off
+            while (now := _now()) < deadline:
+                await asyncio.sleep((deadline - now) / 1e9)
+            tasks.add(run.spawn(run.send("steady", name, "rate", rate, deadline, item)))
+        await run.drain(tasks)
+
+    await run.run_step(name, "rate", rate, len(items), drive)

@@ -1,0 +1,129 @@
+"""contract §3.1, §3.4, §3.5 on hand-computed run folders: the by-cache split, a batch
+job's job.json, and an SLO search's slo_capacity.json."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from resources.analysis.analyze import analyze_run
+from tests.support.runbuilder import RunBuilder
+
+
+def _cached(b: RunBuilder, n: int | None) -> None:
+    b.requests[-1]["cached_tokens"] = n
+
+
+def test_cache_hits_misses_and_unknowns_are_never_pooled(tmp_path):
+    b = RunBuilder()
+    b.request("c=2", sent=1000, chunks=[(1100, 1), (1110, 1)], finished=1120)  # miss: ttft 100
+    _cached(b, 0)
+    b.request("c=2", sent=1000, chunks=[(1300, 1), (1310, 1)], finished=1320)  # miss: ttft 300
+    _cached(b, 0)
+    b.request("c=2", sent=1200, chunks=[(1220, 1), (1230, 1)], finished=1240)  # hit: ttft 20
+    _cached(b, 496)
+    b.request("c=2", sent=1320, chunks=[(1360, 1)], finished=1400)  # hit: ttft 40
+    _cached(b, 16)
+    b.request("c=2", sent=1400, chunks=[(1450, 1)], finished=1460)  # unknown: ttft 50
+    b.request("c=2", sent=1400, status="timeout", finished=1500)  # unknown, not ok
+    b.hourly_bill()
+    run = b.write(tmp_path / "run")
+    assert analyze_run(run).exit_code == 0
+    rows = {r["cache"]: r for r in pq.read_table(run / "derived_metrics_by_cache.parquet").to_pylist()}
+    assert set(rows) == {"hit", "miss", "unknown"}
+    assert (rows["miss"]["n_requests"], rows["miss"]["n_ok"]) == (2, 2)
+    assert rows["miss"]["ttft_s_mean"] == pytest.approx(0.2)
+    assert rows["miss"]["ttft_s_p50"] == pytest.approx(0.2)  # (0.1 + 0.3) / 2
+    assert rows["miss"]["e2e_s_max"] == pytest.approx(0.32)
+    assert rows["hit"]["ttft_s_min"] == pytest.approx(0.02)
+    assert rows["hit"]["ttft_s_max"] == pytest.approx(0.04)
+    assert rows["hit"]["ttft_s_p99"] == pytest.approx(0.02 + 0.99 * 0.02)
+    assert (rows["unknown"]["n_requests"], rows["unknown"]["n_ok"]) == (2, 1)
+    assert rows["unknown"]["ttft_s_n"] == 1 and rows["unknown"]["ttft_s_mean"] == pytest.approx(0.05)
+    assert all(r["run_id"] == "run-1" and r["step"] == "c=2" for r in rows.values())
+
+
+def test_a_class_without_ok_requests_has_n_zero_and_null_statistics(tmp_path):
+    b = RunBuilder()
+    b.request("c=1", sent=0, chunks=[(10, 1)], finished=20)
+    _cached(b, 0)
+    for k in range(100):  # keeps the error rate at 1 %: the step stays valid
+        b.request("c=1", sent=20 + k, chunks=[(40 + k, 1)], finished=50 + k)
+        _cached(b, 0)
+    b.request("c=1", sent=30, status="http_error", finished=31)
+    _cached(b, 32)
+    run = b.write(tmp_path / "run", bill=False)
+    analyze_run(run)
+    hit = [r for r in pq.read_table(run / "derived_metrics_by_cache.parquet").to_pylist()
+           if r["cache"] == "hit"][0]
+    assert (hit["n_requests"], hit["n_ok"], hit["ttft_s_n"]) == (1, 0, 0)
+    assert hit["ttft_s_p50"] is None and hit["e2e_s_mean"] is None
+
+
+def test_old_logs_without_the_optional_columns_are_all_unknown(tmp_path):
+    b = RunBuilder()
+    b.request("c=1", sent=0, chunks=[(10, 1)], finished=20)
+    run = b.write(tmp_path / "run", bill=False)
+    table = pq.read_table(run / "steady_state_request_log.parquet")
+    pq.write_table(table.drop_columns(["worker", "session_id", "turn", "cached_tokens"]),
+                   run / "steady_state_request_log.parquet")
+    assert analyze_run(run).exit_code == 0
+    rows = pq.read_table(run / "derived_metrics_by_cache.parquet").to_pylist()
+    assert [(r["cache"], r["n_requests"]) for r in rows] == [("unknown", 1)]
+
+
+def test_batch_job_makespan_throughput_and_cost_from_a_hand_computed_bill(tmp_path):
+    # The job: 3 requests at most 2 in flight. First sent at 1,000 ms, last finished at
+    # 4,600 ms: makespan 3.6 s. 3 + 2 + 5 = 10 output tokens: 10 / 3.6 tok/s.
+    # Bill: one hour at $36/h for the one node: the 3.6 s window costs 36 × 3.6 / 3600 = $0.036.
+    b = RunBuilder(hourly=36.0)
+    b.manifest["scenario"] = {"kind": "batch", "requests": 3, "max_in_flight": 2,
+                              "input_tokens": 4096, "output_tokens": 64}
+    b.request("c=2", sent=1000, chunks=[(2000, 1), (2100, 1), (2200, 1)], finished=2200)
+    b.request("c=2", sent=1000, chunks=[(3000, 1), (3100, 1)], finished=3100, sched=1000)
+    b.request("c=2", sent=2200, chunks=[(4000, 2), (4500, 3)], finished=4600, sched=2200)
+    b.hourly_bill(rate=36.0)
+    run = b.write(tmp_path / "run")
+    assert analyze_run(run).exit_code == 0
+    job = json.loads((run / "job.json").read_text())
+    assert job["requests"] == 3 and job["ok"] == 3
+    assert job["makespan_s"] == pytest.approx(3.6)
+    assert job["output_tokens"] == 10
+    assert job["output_tok_s"] == pytest.approx(10 / 3.6)
+    assert job["window_cost_usd"] == pytest.approx(0.036)
+    assert job["cost_per_job_usd"] == pytest.approx(0.036)
+
+
+def test_batch_job_without_a_bill_has_null_cost(tmp_path):
+    b = RunBuilder()
+    b.manifest["scenario"] = {"kind": "batch", "requests": 1, "max_in_flight": 1}
+    b.request("c=1", sent=0, chunks=[(10, 1)], finished=20)
+    run = b.write(tmp_path / "run", bill=False)
+    analyze_run(run)
+    job = json.loads((run / "job.json").read_text())
+    assert job["window_cost_usd"] is None and job["cost_per_job_usd"] is None
+    assert not (tmp_path / "other" / "job.json").exists()
+
+
+def test_slo_capacity_from_the_probes_in_the_order_they_ran(tmp_path):
+    # rate=1 met, rate=2 met, rate=4 missed TTFT, rate=3 met: capacity 3, bracket [3, 4]
+    b = RunBuilder()
+    b.manifest["scenario"] = {"kind": "slo_search", "slo": {"ttft_p99_s": 0.5, "tpot_p99_s": 0.1},
+                              "max_probes": 8, "start_rate": 1.0}
+    t = 0
+    for step, ttft in (("rate=1", 100), ("rate=2", 200), ("rate=4", 900), ("rate=3", 300)):
+        for _ in range(3):
+            b.request(step, sched=t, sent=t, chunks=[(t + ttft, 1), (t + ttft + 50, 1)],
+                      finished=t + ttft + 50)
+            t += 10
+        t += 2000
+    run = b.write(tmp_path / "run", bill=False)
+    assert analyze_run(run).exit_code == 0
+    cap = json.loads((run / "slo_capacity.json").read_text())
+    assert cap["slo"] == {"ttft_p99_s": 0.5, "tpot_p99_s": 0.1} and cap["load_mode"] == "rate"
+    assert [(p["step"], p["target"], p["valid"], p["met"]) for p in cap["probes"]] == [
+        ("rate=1", 1.0, True, True), ("rate=2", 2.0, True, True),
+        ("rate=4", 4.0, True, False), ("rate=3", 3.0, True, True)]
+    assert cap["capacity"] == 3.0 and cap["interval"] == [3.0, 4.0]
