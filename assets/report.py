@@ -19,10 +19,11 @@ from resources.report.rundata import ReportError
 REGRESSION_WINDOW = 5           # trailing median of the last N earlier runs
 REGRESSION_THRESHOLDS = Thresholds()  # throughput -10 %, p99 TTFT +20 %, cost per 1M +10 %
 CHECK = "headline_has_not_regressed"
+# Prometheus counters are floats; the counts they carry are whole
 RECONCILIATION_COLUMNS = [
     ("step", "step", ""), ("client_tokens", "client tokens", ""),
-    ("server_tokens", "server tokens", ""), ("gap", "token gap", "+.2%"),
-    ("client_requests", "client requests", ""), ("server_requests", "server requests", ""),
+    ("server_tokens", "server tokens", ".0f"), ("gap", "token gap", "+.2%"),
+    ("client_requests", "client requests", ""), ("server_requests", "server requests", ".0f"),
     ("result", "result", ""),
 ]
 
