@@ -9,7 +9,6 @@ failure. Each link's own logic lives in its own file (cluster.py, model.py, load
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from assets import load as load_link
 from assets import model as model_link
 from assets import quality as quality_link
 from assets.partitions import candidate_of, run_value
+from resources.contract import durable
 from resources.contract import manifest as mf
 from resources.loadgen import ConfigError, LoadError
 
@@ -75,8 +75,8 @@ def build(partitions_def) -> dg.AssetsDefinition:
         fit = cluster_link.preflight(candidate)
         run_id, run_dir = r.storage.new_run(candidate.name, candidate.instance_type)
         context.log.info(f"run {run_id} → {run_dir}")
-        (run_dir / "partition.json").write_text(json.dumps(
-            {"partition": str(context.partition_key), "created_at": mf.format_ts(time.time_ns())}))
+        durable.write_json(run_dir / "partition.json", {
+            "partition": str(context.partition_key), "created_at": mf.format_ts(time.time_ns())})
         emulated_scope = r.cluster.emulated_for(candidate)
         manifest = initial_manifest(candidate, run_id,
                                     "emulated" if emulated_scope else "measured")

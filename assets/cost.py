@@ -9,7 +9,13 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from assets.partitions import run_value
-from resources.analysis.summary import COST_COLUMNS, HEADLINE_COLUMNS, table
+from resources.analysis.summary import (
+    COST_COLUMNS,
+    HEADLINE_COLUMNS,
+    headline_rows,
+    not_measured,
+    table,
+)
 from resources.contract import manifest as mf
 
 
@@ -32,6 +38,12 @@ def build(partitions_def) -> dg.AssetsDefinition:
         storage.publish(derived_metrics["run_id"], str(context.partition_key), manifest, tables)
         cost, headline = tables["cost_per_1m"].to_pylist(), tables["headline"].to_pylist()
         title = "EMULATED — " if manifest["source"] == "emulated" else ""
+        headline_md = table(headline_rows(headline), HEADLINE_COLUMNS, markdown=True)
+        if any(r["meets_slo"] is None for r in headline):
+            # contract §4: no valid step is "not measured", with each step's reason
+            headline_md += "\n\n**Not measured** (no valid step):\n\n" + "\n".join(
+                f"- {line}" for line in not_measured(tables["derived_metrics"].to_pylist(),
+                                                     manifest))
         return dg.Output(
             run_value(derived_metrics["run_id"], run_dir,
                       bill_status=sorted({r["bill_status"] for r in cost})),
@@ -39,7 +51,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
                 "source": dg.MetadataValue.text(manifest["source"]),
                 "cost_per_1m": dg.MetadataValue.md(f"{title}cost per 1M output tokens\n\n"
                                                    + table(cost, COST_COLUMNS, markdown=True)),
-                "headline": dg.MetadataValue.md(table(headline, HEADLINE_COLUMNS, markdown=True)),
+                "headline": dg.MetadataValue.md(headline_md),
                 "bill_status": dg.MetadataValue.text(",".join(sorted({r["bill_status"] for r in cost}))),
                 "duckdb": dg.MetadataValue.path(str(storage.duckdb_path)),
                 "run_dir": dg.MetadataValue.path(str(run_dir)),

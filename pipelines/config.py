@@ -7,6 +7,7 @@ Unknown keys and bad values raise ConfigError naming the file and the key, e.g.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,9 +15,23 @@ from typing import Any
 
 import yaml
 
+from resources.loadgen.config import MAX_TOKENS
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_FILE = REPO / "pipelines" / "candidates.yaml"
 NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# An EC2 instance type (family.size, e.g. p5.48xlarge, u-6tb1.metal): it becomes a node
+# group's instance type, a bill filter and part of a folder name, so never a `/` or a space.
+INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]{0,30}\.[a-z0-9-]{1,30}")
+# A model id, revision or dataset id: it is handed to an engine as an argument, so it may
+# not start with `-` (it would become a flag) nor hold spaces or control characters.
+ARGUMENT = re.compile(r"[A-Za-z0-9_.:@+][A-Za-z0-9_.:@+/-]{0,255}")
+DATASET = re.compile(r"[A-Za-z0-9_.:@+/][A-Za-z0-9_.:@+/-]{0,1023}")  # an id or a file path
+# Sane upper bounds: a value past them is a typo, and some (input_tokens) size memory.
+MAXIMA = {"tensor_parallel": 128, "node_count": 64, "max_model_len": MAX_TOKENS,
+          "input_tokens": MAX_TOKENS, "output_tokens": MAX_TOKENS, "concurrency": 4096,
+          "rates": 10_000, "requests_per_step": 1_000_000, "warmup_requests": 100_000,
+          "hourly_usd_per_node": 10_000}
 REAL_FILE = REPO / "pipelines" / "candidates_real.yaml"
 PRECISIONS = ("bf16", "fp8", "int4", "q4_k_m", "q2_k")
 # llama.cpp: the real local engine (llama-cpp-python's server on this host, `make engine`).
@@ -140,7 +155,8 @@ def _check_scenario(scenario, base: Path, where: str) -> None:
         raise ConfigError(str(exc)) from None
 
 
-def _unknown(where: str, key: str, allowed) -> ConfigError:
+def _unknown(where: str, key, allowed) -> ConfigError:
+    key = str(key)[:80]  # YAML keys may be numbers, dates or very long strings
     close = difflib.get_close_matches(key, list(allowed), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return ConfigError(f"{where}.{key}: unknown key{hint}")
@@ -154,37 +170,85 @@ def _check_keys(obj: dict, allowed, where: str) -> None:
             raise _unknown(where, key, allowed)
 
 
-def _positive_ints(value, where: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool)
-                                              and v > 0 for v in value):
-        raise ConfigError(f"{where}: expected a list of positive integers, got {value!r}")
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    """A finite int or float (YAML's .nan and .inf are floats too, and not numbers here)."""
+    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+
+
+def _at_most(value, key: str, where: str) -> None:
+    limit = MAXIMA[key]
+    if value > limit:
+        raise ConfigError(f"{where}: {value!r} is above the maximum {limit:,}")
+
+
+def _positive_ints(value, where: str, key: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(_is_int(v) and v > 0 for v in value):
+        raise ConfigError(f"{where}: expected a list of positive integers, got {_short(value)}")
+    for v in value:
+        _at_most(v, key, where)
     return tuple(value)
+
+
+def _short(value) -> str:
+    """`repr` cut short: a message quotes the bad value, never a whole hostile document."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _load_plan(raw: dict, where: str) -> LoadPlan:
     _check_keys(raw, _LOAD_KEYS, where)
     rates = raw.get("rates", [])
-    if not isinstance(rates, list) or not all(isinstance(r, int | float) and r > 0 for r in rates):
-        raise ConfigError(f"{where}.rates: expected a list of positive numbers, got {rates!r}")
+    if not isinstance(rates, list) or not all(_is_number(r) and r > 0 for r in rates):
+        raise ConfigError(f"{where}.rates: expected a list of finite positive numbers, "
+                          f"got {_short(rates)}")
+    for r in rates:
+        _at_most(r, "rates", f"{where}.rates")
     plan = LoadPlan(
-        concurrency=_positive_ints(raw.get("concurrency", [1, 4, 8, 16, 32]), f"{where}.concurrency"),
+        concurrency=_positive_ints(raw.get("concurrency", [1, 4, 8, 16, 32]), f"{where}.concurrency",
+                                   "concurrency"),
         rates=tuple(float(r) for r in rates),
-        requests_per_step=_positive_ints([raw.get("requests_per_step", 64)], f"{where}.requests_per_step")[0],
+        requests_per_step=_positive_ints([raw.get("requests_per_step", 64)],
+                                         f"{where}.requests_per_step", "requests_per_step")[0],
         warmup_requests=raw.get("warmup_requests", 8))
-    if not isinstance(plan.warmup_requests, int) or plan.warmup_requests < 0:
-        raise ConfigError(f"{where}.warmup_requests: expected an integer >= 0")
+    if not _is_int(plan.warmup_requests) or plan.warmup_requests < 0:
+        raise ConfigError(f"{where}.warmup_requests: expected an integer >= 0, "
+                          f"got {_short(plan.warmup_requests)}")
+    _at_most(plan.warmup_requests, "warmup_requests", f"{where}.warmup_requests")
     if not plan.concurrency and not plan.rates:
         raise ConfigError(f"{where}: no step: give concurrency and/or rates")
     return plan
 
 
+MAX_YAML_BYTES = 1 << 20  # a candidates file or price sheet is a few KiB
+
+
 def _read_yaml(path: Path, missing: str):
+    """Parse a YAML file; every way it can be unreadable is a ConfigError naming it."""
     try:
-        return yaml.safe_load(Path(path).read_text())
+        with open(path, "rb") as f:
+            data = f.read(MAX_YAML_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(missing) from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder, expected a YAML file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: unreadable ({exc.strerror or exc})") from None
+    if len(data) > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_YAML_BYTES:,} bytes; not a config file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to be a config file") from None
 
 
 def load_price_sheet(path: Path, where: str) -> dict:
@@ -192,10 +256,37 @@ def load_price_sheet(path: Path, where: str) -> dict:
     _check_keys(sheet, {"region", "purchase_option", "retrieved_on", "hourly_usd_per_node"},
                 str(Path(path).name))
     prices = sheet.get("hourly_usd_per_node")
-    if not isinstance(prices, dict) or not all(isinstance(v, int | float) and v > 0
-                                               for v in prices.values()):
-        raise ConfigError(f"{path}: hourly_usd_per_node must map instance types to positive prices")
+    if not isinstance(prices, dict) or not all(
+            isinstance(k, str) and INSTANCE_TYPE.fullmatch(k) and _is_number(v) and 0 < v
+            <= MAXIMA["hourly_usd_per_node"] for k, v in prices.items()):
+        raise ConfigError(f"{path}: hourly_usd_per_node must map instance types to finite "
+                          f"positive prices (at most {MAXIMA['hourly_usd_per_node']:,})")
+    for key in ("region", "purchase_option"):
+        if key in sheet and not isinstance(sheet[key], str):
+            raise ConfigError(f"{path}: {key}: expected a string, got {_short(sheet[key])}")
     return sheet
+
+
+def _check_sizes(scenario: dict, max_model_len: int, where: str) -> None:
+    """The token targets in range: positive, below the maxima, and a prompt plus its output
+    that fits the context (the keys and kinds are _check_scenario's business)."""
+    for key in ("input_tokens", "output_tokens"):
+        if key not in scenario:
+            continue
+        value = scenario.get(key)
+        if value is None:
+            continue  # not set: a dataset or trace brings its own lengths
+        if not _is_int(value) or value < 1:
+            raise ConfigError(f"{where}.{key}: expected a positive integer, got {_short(value)}")
+        _at_most(value, key, f"{where}.{key}")
+    if _is_int(scenario.get("input_tokens")) and _is_int(scenario.get("output_tokens")):
+        total = scenario["input_tokens"] + scenario["output_tokens"]
+        if total > max_model_len:
+            raise ConfigError(f"{where}: input_tokens + output_tokens = {total:,} does not fit "
+                              f"max_model_len {max_model_len:,}")
+    dataset = scenario.get("dataset")
+    if dataset is not None and not (isinstance(dataset, str) and DATASET.fullmatch(dataset)):
+        raise ConfigError(f"{where}.dataset: expected null or a dataset id, got {_short(dataset)}")
 
 
 def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
@@ -204,12 +295,23 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
     for key, (kind, what) in _TYPES.items():
         if key in merged and not isinstance(merged[key], kind) or (
                 kind is int and isinstance(merged.get(key), bool)):
-            raise ConfigError(f"{where}.{key}: expected {what}, got {merged[key]!r}")
+            raise ConfigError(f"{where}.{key}: expected {what}, got {_short(merged[key])}")
     for key in ("name", "instance_type", "model", "precision", "tensor_parallel"):
         if key not in merged:
             raise ConfigError(f"{where}: missing key {key!r}")
     if not NAME.fullmatch(merged["name"]):
-        raise ConfigError(f"{where}.name: {merged['name']!r} is not {_TYPES['name'][1]}")
+        raise ConfigError(f"{where}.name: {_short(merged['name'])} is not {_TYPES['name'][1]}")
+    if not INSTANCE_TYPE.fullmatch(merged["instance_type"]):
+        raise ConfigError(f"{where}.instance_type: {_short(merged['instance_type'])} is not "
+                          f"{_TYPES['instance_type'][1]}")
+    for key in ("model", "model_revision"):
+        if merged.get(key) is not None and not ARGUMENT.fullmatch(merged[key]):
+            raise ConfigError(f"{where}.{key}: {_short(merged[key])} is not a model id (letters, "
+                              "digits, '._:@+/-', not starting with '-' or '/')")
+    if merged.get("image_digest") is not None and not re.fullmatch(r"\S{1,512}",
+                                                                    merged["image_digest"]):
+        raise ConfigError(f"{where}.image_digest: {_short(merged['image_digest'])} is not an "
+                          "image reference")
     if merged["precision"] not in PRECISIONS:
         raise ConfigError(f"{where}.precision: {merged['precision']!r} is not one of {PRECISIONS}")
     if merged.get("engine", "vllm") not in ENGINES:
@@ -217,12 +319,18 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
     for key in ("tensor_parallel", "node_count", "max_model_len"):
         if key in merged and merged[key] < 1:
             raise ConfigError(f"{where}.{key}: must be >= 1")
+        if key in merged:
+            _at_most(merged[key], key, f"{where}.{key}")
     scenario = merged.get("scenario", {"input_tokens": 512, "output_tokens": 128, "dataset": None})
     _check_scenario(scenario, base, f"{where}.scenario")
+    _check_sizes(scenario, merged.get("max_model_len", 8192), f"{where}.scenario")
     price = merged.pop("price", None)
     basis = None
     if price is not None:
         _check_keys(price, _PRICE_KEYS, f"{where}.price")
+        for key in _PRICE_KEYS:
+            if key in price and not isinstance(price[key], str):
+                raise ConfigError(f"{where}.price.{key}: expected a string, got {_short(price[key])}")
         sheet = load_price_sheet(base / price["sheet"], f"{where}.price.sheet") if "sheet" in price else {}
         basis = PriceBasis(
             region=price.get("region", sheet.get("region")),

@@ -8,6 +8,7 @@ the definitions load — never at import time.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -54,9 +55,12 @@ class Settings:
         def number(name: str, default):
             text = env.get(name)
             try:
-                return default if text in (None, "") else float(text)
+                value = default if text in (None, "") else float(text)
             except ValueError:
                 raise ConfigError(f"{name}={text!r}: expected a number") from None
+            if value is not None and not math.isfinite(value):
+                raise ConfigError(f"{name}={text!r}: expected a finite number")
+            return value
 
         return cls(profile=env.get("SERVINGBENCH_PROFILE", "local"),
                    data_dir=Path(env.get("SERVINGBENCH_DATA_DIR", REPO / "data")),

@@ -9,27 +9,18 @@ import argparse
 import json
 import sys
 
+from pipelines.cli.argtypes import positive_floats
 from resources.analysis.analyze import DEFAULT_SLO, MALFORMED, analyze_run
 from resources.analysis.summary import render
-
-
-def _floats(text: str) -> list[float]:
-    try:
-        values = [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
-    if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive numbers, got {text!r}")
-    return values
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="servingbench analyze", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", help="a run folder (manifest.json, request/chunk logs, bill)")
-    p.add_argument("--slo-ttft-s", type=_floats, default=[DEFAULT_SLO[0]],
+    p.add_argument("--slo-ttft-s", type=positive_floats, default=[DEFAULT_SLO[0]],
                    help="p99 TTFT SLO in seconds; a comma list asks several SLOs (default 2)")
-    p.add_argument("--slo-tpot-s", type=_floats, default=[DEFAULT_SLO[1]],
+    p.add_argument("--slo-tpot-s", type=positive_floats, default=[DEFAULT_SLO[1]],
                    help="p99 TPOT SLO in seconds, paired with --slo-ttft-s (default 0.1)")
     p.add_argument("--json", action="store_true", help="print gates and tables as JSON")
     return p

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from pipelines.cli.argtypes import non_negative, positive, positive_int
 from pipelines.config import DEFAULT_FILE, REAL_FILE, REPO, ConfigError, load_candidates
 
 REAL_BANNER = ("=" * 78 + "\nMEASURED ON THIS HOST — llama.cpp's server and a real model on this "
@@ -50,14 +51,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", type=Path, default=REPO / "data", help="outputs (default ./data)")
     p.add_argument("--concurrency", default=None,
                    help="closed-loop steps (default 1,4,8; with --real the candidates' plan)")
-    p.add_argument("--duration-s", type=float, default=None,
+    p.add_argument("--duration-s", type=positive, default=None,
                    help="seconds per step, in-flight requests then drain (default 3; with "
                         "--real none: the candidates' request counts)")
-    p.add_argument("--requests", type=int, default=None,
+    p.add_argument("--requests", type=positive_int, default=None,
                    help="at most this many per step (default 400; with --real the plan's)")
-    p.add_argument("--output-tokens", type=int, default=None,
+    p.add_argument("--output-tokens", type=positive_int, default=None,
                    help="output tokens (default 64; with --real the scenario's)")
-    p.add_argument("--cold-start-s", type=float, default=1.0,
+    p.add_argument("--cold-start-s", type=non_negative, default=1.0,
                    help="emulated cold start, shortened for the demo (default 1 s)")
     return p
 
@@ -73,10 +74,14 @@ def main(argv: list[str]) -> int:
         args.output_tokens = args.output_tokens or 64
     banner = REAL_BANNER if args.real else BANNER
     try:
+        steps = (tuple(positive_int(x) for x in args.concurrency.split(","))
+                 if args.concurrency else None)   # --real: the candidates' own plan
+    except argparse.ArgumentTypeError as exc:
+        print(f"servingbench demo: argument --concurrency: {exc}", file=sys.stderr)
+        return 2
+    try:
         candidates = load_candidates(args.candidates)
-        steps = (tuple(int(x) for x in args.concurrency.split(","))
-                 if args.concurrency else None)
-    except (ConfigError, ValueError) as exc:
+    except ConfigError as exc:
         print(f"servingbench demo: {exc}", file=sys.stderr)
         return 2
     names = [c.name for c in candidates]
@@ -211,13 +216,33 @@ def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from resources.analysis.summary import HEADLINE_COLUMNS, table
+    from resources.analysis.summary import (
+        ADVICE,
+        HEADLINE_COLUMNS,
+        headline_rows,
+        not_measured,
+        table,
+    )
+    from resources.contract import manifest as mf
 
     if not run_dirs:
         print("no candidate produced a cost table")
         return
     rows = pa.concat_tables([pq.read_table(Path(d) / "headline.parquet") for d in run_dirs]).to_pylist()
-    rows.sort(key=lambda r: (not r["meets_slo"], r["cost_per_1m_output_usd"] or float("inf")))
+    # met first (cheapest first), then "meets no step", then not measured: a run with no
+    # valid step is not a verdict on its hardware, so it never sorts as a failure
+    order = {True: 0, False: 1, None: 2}
+    rows.sort(key=lambda r: (order[r["meets_slo"]], r["cost_per_1m_output_usd"] or float("inf")))
     print(f"SLO headline — {label} (cheapest per 1M output tokens first, among steps meeting "
           "the SLO)")
-    print(table(rows, HEADLINE_COLUMNS))
+    print(table(headline_rows(rows), HEADLINE_COLUMNS))
+    unmeasured = [d for d in run_dirs if any(
+        r["meets_slo"] is None for r in pq.read_table(Path(d) / "headline.parquet").to_pylist())]
+    for d in unmeasured:
+        manifest = mf.load(Path(d) / "manifest.json")
+        print(f"\n{manifest['candidate']}: not measured (no valid step)")
+        metrics = pq.read_table(Path(d) / "derived_metrics.parquet").to_pylist()
+        for line in not_measured(metrics, manifest):
+            print(f"  {line}")
+    if unmeasured:
+        print(f"\n{ADVICE}")

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from pipelines.cli.argtypes import finite, positive, positive_floats
 from resources.contract.manifest import ManifestError
 from resources.loadgen.config import ConfigError, LoadConfig
 from resources.loadgen.errors import LoadError, RunExistsError
@@ -19,17 +20,10 @@ def _ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-
-
 def _profile(text: str) -> list[tuple[float, float]]:
     try:
-        return [(float(d), float(r)) for d, r in (seg.split(":") for seg in text.split(","))]
-    except ValueError:
+        return [(finite(d), finite(r)) for d, r in (seg.split(":") for seg in text.split(","))]
+    except (ValueError, argparse.ArgumentTypeError):
         raise argparse.ArgumentTypeError(
             f"expected SECONDS:RATE[,SECONDS:RATE...], got {text!r}") from None
 
@@ -48,14 +42,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, help="run folder to create (never overwritten)")
     p.add_argument("--api", choices=["completions", "chat"], default="completions")
     p.add_argument("--concurrency", type=_ints, default=None, help="closed-loop steps, e.g. 1,4,8")
-    p.add_argument("--rate", type=_floats, default=[], help="open-loop steps in req/s, e.g. 2,4")
+    p.add_argument("--rate", type=positive_floats, default=[], help="open-loop steps in req/s, e.g. 2,4")
     p.add_argument("--arrival", choices=["poisson", "constant"], default="poisson")
     p.add_argument("--profile", type=_profile, default=[],
                    help="bursty open loop, SECONDS:RATE segments, e.g. 10:0,10:10,10:100,10:0")
     p.add_argument("--requests", type=int, default=None, help="requests per step (default 64)")
-    p.add_argument("--duration", type=float, default=None, help="seconds per step")
+    p.add_argument("--duration", type=positive, default=None, help="seconds per step")
     p.add_argument("--warmup-requests", type=int, default=8)
-    p.add_argument("--warmup-duration", type=float, default=None)
+    p.add_argument("--warmup-duration", type=positive, default=None)
     p.add_argument("--warmup-concurrency", type=int, default=4)
     p.add_argument("--input-tokens", type=int, default=None, help="default 512 (batch: 4096)")
     p.add_argument("--output-tokens", type=int, default=None, help="default 128 (batch: 64)")
@@ -64,10 +58,10 @@ def parser() -> argparse.ArgumentParser:
                    help="measure prefix-cache hits on purpose: all prompts share this many tokens")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--api-key-env", default=None, help="env var holding the API key (never logged)")
-    p.add_argument("--connect-timeout", type=float, default=10)
-    p.add_argument("--first-token-timeout", type=float, default=60)
-    p.add_argument("--total-timeout", type=float, default=600)
-    p.add_argument("--drain-timeout", type=float, default=30)
+    p.add_argument("--connect-timeout", type=positive, default=10)
+    p.add_argument("--first-token-timeout", type=positive, default=60)
+    p.add_argument("--total-timeout", type=positive, default=600)
+    p.add_argument("--drain-timeout", type=positive, default=30)
     p.add_argument("--no-continuous-usage", action="store_true")
     p.add_argument("--no-tokenize", action="store_true", help="do not size prompts with /tokenize")
     p.add_argument("--header", type=_header, action="append", default=[],

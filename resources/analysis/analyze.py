@@ -6,16 +6,16 @@ One implementation: `servingbench analyze`, the Dagster assets and the tests all
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import duckdb
 import pyarrow as pa
 
 from resources.analysis import sqlfiles, workloads
 from resources.analysis.gates import Gate, run_gates
-from resources.analysis.rundir import RunFolder, open_run
+from resources.analysis.rundir import RunFolder, locate_unreadable, open_run
+from resources.contract import durable
 from resources.contract.manifest import ManifestError
 from resources.contract.schemas import SchemaError, write_parquet
 
@@ -78,15 +78,7 @@ def cost_tables(run: RunFolder, metrics: pa.Table,
 
 
 def _write_gates(run_dir: Path, gates: list[Gate]) -> None:
-    tmp = run_dir / "gates.json.tmp"
-    tmp.write_text(json.dumps([g.as_dict() for g in gates], indent=2) + "\n")
-    os.replace(tmp, run_dir / "gates.json")
-
-
-def _write_json(path: Path, obj) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, path)
+    durable.write_json(run_dir / "gates.json", [g.as_dict() for g in gates])
 
 
 def write_workload_outputs(run: RunFolder, metrics: pa.Table, cost: pa.Table | None) -> None:
@@ -95,7 +87,7 @@ def write_workload_outputs(run: RunFolder, metrics: pa.Table, cost: pa.Table | N
     for name, obj in (("job.json", workloads.job(run.manifest, metrics, cost)),
                       ("slo_capacity.json", workloads.slo_capacity(run.manifest, metrics))):
         if obj is not None:
-            _write_json(run.path / name, obj)
+            durable.write_json(run.path / name, obj)
 
 
 def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
@@ -112,12 +104,18 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
     except (ManifestError, SchemaError) as exc:
         return Analysis(run_dir, MALFORMED, message=str(exc))
     with run:
-        gates = run_gates(run)
-        metrics = step_metrics(run, slos[0])
-        accepted = all(g.passed is not False for g in gates)
-        cost = headline = None
-        if accepted and run.has_bill:
-            cost, headline = cost_tables(run, metrics, slos)
+        try:
+            gates = run_gates(run)
+            metrics = step_metrics(run, slos[0])
+            accepted = all(g.passed is not False for g in gates)
+            cost = headline = None
+            if accepted and run.has_bill:
+                cost, headline = cost_tables(run, metrics, slos)
+        except (duckdb.Error, pa.ArrowException, OSError) as exc:
+            # a corrupt page passes the schema check and fails only when scanned: malformed
+            # input, named by file; nothing has been written yet
+            return Analysis(run_dir, MALFORMED, message=str(locate_unreadable(run_dir, exc)),
+                            manifest=run.manifest)
         if write:
             _write_gates(run_dir, gates)
             write_parquet(metrics, run_dir / "derived_metrics.parquet")

@@ -89,7 +89,10 @@ def ordered(facts: pd.DataFrame) -> Gate:
     return _finish(2, problems, facts["request_id"])
 
 
-def phased(facts: pd.DataFrame) -> Gate:
+def phased(facts: pd.DataFrame, chunk_facts: dict | None = None) -> Gate:
+    """Rule 3. `facts` has one row per request of both logs (sql/phase_facts.sql);
+    `chunk_facts` counts the chunk rows with a foreign run_id or no request in either log
+    (sql/chunk_phase_facts.sql), each offending chunk row once."""
     E = gx.expectations()
     checks = [
         ("request_id repeated", E.ExpectColumnValuesToBeUnique(column="request_id")),
@@ -101,8 +104,17 @@ def phased(facts: pd.DataFrame) -> Gate:
          E.ExpectColumnPairValuesAToBeGreaterThanB(
              column_A="sent_at", column_B="warmup_end", or_equal=True,
              ignore_row_if="either_value_is_missing")),
+        ("request run_id is not the manifest's", E.ExpectColumnValuesToBeInSet(
+            column="run_id_matches", value_set=[True])),
     ]
-    return _finish(3, _run(facts, checks, "phased"), facts["request_id"])
+    chunk_facts = chunk_facts or {"offending": 0, "foreign_rows": 0, "orphan_rows": 0,
+                                  "examples": []}
+    chunk_problems = [f"{what} ({chunk_facts[key]} rows)" for what, key in [
+        ("chunk run_id is not the manifest's", "foreign_rows"),
+        ("chunk request_id in neither request log", "orphan_rows")] if chunk_facts[key]]
+    return _finish(3, _run(facts, checks, "phased"), facts["request_id"],
+                   extra=chunk_facts["offending"], extra_examples=list(chunk_facts["examples"]),
+                   extra_problems=chunk_problems)
 
 
 def counted(facts: pd.DataFrame) -> Gate:
@@ -196,8 +208,11 @@ def no_bill(rule: int) -> Gate:
 def request_gates(run: RunFolder) -> list[Gate]:
     """Rules 1-4, on the request logs and the chunk log."""
     facts = sqlfiles.query(run.con, "request_facts").to_pandas()
-    phases = sqlfiles.query(run.con, "phase_facts").to_pandas()
-    return [complete(facts), ordered(facts), phased(phases), counted(facts)]
+    run_id = run.manifest["run_id"]
+    phases = sqlfiles.query(run.con, "phase_facts", run_id=run_id).to_pandas()
+    chunk_facts = sqlfiles.query(run.con, "chunk_phase_facts", run_id=run_id,
+                                 max_examples=MAX_EXAMPLES).to_pylist()[0]
+    return [complete(facts), ordered(facts), phased(phases, chunk_facts), counted(facts)]
 
 
 def bill_gates(run: RunFolder) -> list[Gate]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
+from resources.contract import durable
 from resources.contract.schemas import read_records
 
 SERVER_FILE = "server_metrics.json"
@@ -122,7 +123,4 @@ def write_reconciliation(run_dir: Path | str, tolerance: float = TOLERANCE) -> P
     if result is None:
         return None
     path = Path(run_dir) / FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    tmp.replace(path)
-    return path
+    return durable.write_json(path, result, indent=1)

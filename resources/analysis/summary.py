@@ -2,9 +2,65 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 
 from resources.analysis.analyze import Analysis
+
+NOT_MEASURED = "not measured"
+
+
+def meets_text(value) -> str:
+    """contract §4 meets_slo in words: null (no valid step) is "not measured", never "no"."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return NOT_MEASURED
+    return "yes" if value else "no"
+
+
+def step_why(row: Mapping, manifest_step: Mapping | None = None) -> str:
+    """Why a step is invalid (contract §3 validity), in words with its evidence: the metric
+    row's own figures, and for a client-limited step the load generator's self-watch."""
+    parts = []
+    for code in str(row.get("invalid_reason") or "").split(";"):
+        if code == "error_rate":
+            n, ok = row.get("n_requests") or 0, row.get("n_ok") or 0
+            parts.append(f"error rate {_fmt(row.get('error_rate'), '.1%')} > 1 % "
+                         f"({n - ok} of {n} requests failed)")
+        elif code == "achieved_concurrency":
+            parts.append(f"achieved concurrency {_fmt(row.get('achieved_concurrency'), '.2f')} "
+                         f"< 0.9 x target {_fmt(row.get('target'), 'g')}")
+        elif code == "sched_lag":
+            lag = row.get("sched_lag_s_p99")
+            parts.append(f"scheduling lag p99 {_fmt(lag * 1e3 if lag is not None else None, '.1f')}"
+                         " ms > 10 ms (the client fell behind the arrival process)")
+        elif code == "client_limited":
+            ms = dict(manifest_step or {})
+            evidence = []
+            if ms.get("loop_lag_p99_s") is not None:
+                evidence.append(f"loop lag p99 {ms['loop_lag_p99_s'] * 1e3:.1f} ms")
+            if ms.get("client_cpu_share") is not None:
+                evidence.append(f"client CPU {ms['client_cpu_share']:.0%} of a core")
+            parts.append("client-limited" + (f": {', '.join(evidence)}" if evidence else ""))
+        elif code:
+            parts.append(code)
+    return "; ".join(parts) or "invalid (no reason recorded)"
+
+
+def not_measured(metrics: Sequence[Mapping], manifest: Mapping) -> list[str]:
+    """One line per invalid step, `c=8: client-limited: loop lag p99 8.8 ms, ...`."""
+    by_name = {s["step"]: s for s in manifest.get("steps") or []}
+    return [f"{r['step']}: {step_why(r, by_name.get(r['step']))}"
+            for r in metrics if not r.get("valid")]
+
+
+ADVICE = ("Not measured is not a verdict on the hardware: this machine could not drive the load "
+          "cleanly (see the reasons above). Close other work, run fewer candidates at once "
+          "(--only NAME), or lower the load (--concurrency 1,4).")
+
+
+def headline_rows(rows: Sequence[Mapping]) -> list[dict]:
+    """Headline rows for display: `meets` in words (contract §4's null is not a "no")."""
+    return [{**r, "meets": meets_text(r.get("meets_slo"))} for r in rows]
 
 
 def _fmt(value, spec: str = "") -> str:
@@ -53,7 +109,7 @@ COST_COLUMNS = [
 HEADLINE_COLUMNS = [
     ("candidate", "candidate", ""), ("instance_type", "instance", ""), ("source", "source", ""),
     ("slo_ttft_s", "SLO TTFT s", ".3g"), ("slo_tpot_s", "SLO TPOT s", ".3g"),
-    ("meets_slo", "meets", ""), ("step", "step", ""), ("output_tok_s", "out tok/s", ",.1f"),
+    ("meets", "meets", ""), ("step", "step", ""), ("output_tok_s", "out tok/s", ",.1f"),
     ("ttft_s_p99", "TTFT p99 s", ".3f"), ("tpot_s_p99", "TPOT p99 s", ".4f"),
     ("cost_per_1m_output_usd", "USD / 1M out", ",.4f"), ("bill_status", "bill", ""),
 ]
@@ -88,7 +144,10 @@ def render(a: Analysis) -> str:
     if a.cost is not None:
         out += ["", "Cost per 1M output tokens", table(a.cost.to_pylist(), COST_COLUMNS)]
         out += ["", "Headline (best valid step within the SLO)",
-                table(a.headline.to_pylist(), HEADLINE_COLUMNS)]
+                table(headline_rows(a.headline.to_pylist()), HEADLINE_COLUMNS)]
+        if any(r["meets_slo"] is None for r in a.headline.to_pylist()) and a.metrics is not None:
+            out += ["", "Not measured: no step of this run is valid, so no SLO verdict.",
+                    *[f"  {line}" for line in not_measured(a.metrics.to_pylist(), m)]]
     elif a.exit_code == 3:
         out += ["", "Cost table WITHHELD: the run was rejected; raw records are kept."]
     else:

@@ -6,11 +6,12 @@ Timestamps are RFC 3339 strings with nanoseconds and `Z` (resources/contract/tim
 from __future__ import annotations
 
 import json
-import os
+import math
 import re
 from pathlib import Path
 from typing import Any
 
+from resources.contract import durable
 from resources.contract.timestamps import format_ts, parse_ts
 
 RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -41,11 +42,20 @@ class ManifestError(ValueError):
     """The manifest is missing, not JSON, or does not match contract §2.1."""
 
 
+def _short(value: Any) -> str:
+    """The offending value for a message, cut short (a hostile manifest can be large)."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(type(value))
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _check(value: Any, kind: str, where: str) -> None:
     ok = {
         STR: lambda v: isinstance(v, str),
         INT: lambda v: isinstance(v, int) and not isinstance(v, bool),
-        FLOAT: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+        FLOAT: lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v),
         BOOL: lambda v: isinstance(v, bool),
         LIST_STR: lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
         DICT: lambda v: isinstance(v, dict),
@@ -53,7 +63,7 @@ def _check(value: Any, kind: str, where: str) -> None:
         TS: lambda v: isinstance(v, str),
     }[kind]
     if not ok(value):
-        raise ManifestError(f"{where}: expected {kind}, got {json.dumps(value)}")
+        raise ManifestError(f"{where}: expected {kind}, got {_short(value)}")
     if kind == TS:
         try:
             parse_ts(value)
@@ -64,7 +74,7 @@ def _check(value: Any, kind: str, where: str) -> None:
 def _check_object(obj: dict, keys: dict[str, str], where: str, required: set[str]) -> None:
     for key in obj:
         if key not in keys:
-            raise ManifestError(f"{where}: unknown key {key!r}")
+            raise ManifestError(f"{where}: unknown key {str(key)[:80]!r}")
     for key, kind in keys.items():
         if key not in obj:
             raise ManifestError(f"{where}: missing key {key!r} (use null when unknown)")
@@ -90,7 +100,7 @@ def validate(m: Any, where: str = "manifest") -> dict:
         _check_object(m["price_basis"], PRICE_KEYS, f"{where}.price_basis", set())
     for name, span in m["phases"].items():
         if name not in PHASE_NAMES:
-            raise ManifestError(f"{where}.phases: unknown phase {name!r}")
+            raise ManifestError(f"{where}.phases: unknown phase {name[:80]!r}")
         _check(span, DICT, f"{where}.phases.{name}")
         _check_object(span, {"started_at": TS, "ended_at": TS}, f"{where}.phases.{name}", set())
     for i, step in enumerate(m["steps"]):
@@ -99,31 +109,74 @@ def validate(m: Any, where: str = "manifest") -> dict:
     return m
 
 
+MAX_BYTES = 16 << 20  # a manifest is a few KiB; a bigger file is not one
+MAX_DEPTH = 32        # the deepest manifest nests 4 levels (phases.steady.started_at)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not strict JSON")
+
+
+def _depth(text: str) -> int:
+    """How deeply `text` nests arrays and objects, counted without recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse(data: bytes, where: str = "manifest") -> dict:
+    """Decode and validate manifest bytes; any defect is a ManifestError naming `where`."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+    if _depth(text) > MAX_DEPTH:
+        raise ManifestError(f"{where}: nested more than {MAX_DEPTH} levels deep; not a manifest")
+    try:
+        doc = json.loads(text, parse_constant=_no_constant)
+    except ValueError as exc:  # JSONDecodeError, NaN/Infinity, an integer too long to convert
+        raise ManifestError(f"{where}: not valid JSON ({exc})") from None
+    try:
+        return validate(doc)
+    except ManifestError as exc:
+        raise ManifestError(f"{where}: {exc}") from None
+
+
 def load(path: Path) -> dict:
     """Read and validate a manifest file; errors name the file and the key."""
     try:
-        data = json.loads(Path(path).read_text())
+        with open(path, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise ManifestError(f"{path}: missing (every run folder has a manifest.json)") from None
-    except json.JSONDecodeError as exc:
-        raise ManifestError(f"{path}: not valid JSON ({exc})") from None
-    try:
-        return validate(data)
-    except ManifestError as exc:
-        raise ManifestError(f"{path}: {exc}") from None
+    except IsADirectoryError:
+        raise ManifestError(f"{path}: is a folder, expected the run's manifest file") from None
+    except OSError as exc:
+        raise ManifestError(f"{path}: unreadable ({exc.strerror or exc})") from None
+    if len(data) > MAX_BYTES:
+        raise ManifestError(f"{path}: larger than {MAX_BYTES:,} bytes; not a manifest")
+    return parse(data, str(path))
 
 
 def dump(m: dict, path: Path) -> None:
-    """Validate, then write atomically (write a temp file, fsync, rename)."""
+    """Validate, then write atomically and durably (resources/contract/durable.py)."""
     validate(m)
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(m, f, indent=2)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
+    durable.write_json(path, m)
 
 
 def empty(run_id: str, source: str, created_at_ns: int) -> dict:

@@ -6,11 +6,16 @@ may hold nulls on disk; the gates (§5) decide what a null means.
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
+
+from resources.contract import durable
 
 TS = pa.timestamp("ns", tz="UTC")
 
@@ -91,6 +96,9 @@ RUN_FILES: dict[str, pa.Schema] = {
 # `<name>.partial.arrows` and turns them into `<name>.parquet` when it finishes. A
 # run killed half-way leaves only the stream; every complete batch in it is readable.
 PARTIAL_SUFFIX = ".partial.arrows"
+# Record sets that several load workers may store as shards `<log>.<worker>.parquet` (§6).
+SHARDED = ("warmup_log", "steady_state_request_log", "chunk_log")
+_WORKER = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class SchemaError(ValueError):
@@ -144,24 +152,63 @@ def read_partial_stream(path: Path) -> pa.Table:
     return pa.Table.from_batches(batches, schema=schema)
 
 
+def _existing_file(path: Path) -> Path | None:
+    """`path` if it names a regular file, None if nothing is there; a folder or other
+    non-file under a record's name is malformed input, not an absent record."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SchemaError(f"{path}: unreadable ({exc})") from None
+    if not stat.S_ISREG(mode):
+        raise SchemaError(f"{path}: expected a file, found a folder or special file")
+    return path
+
+
 def record_path(run_dir: Path, name: str) -> Path | None:
     """The file holding record set `name` in `run_dir`: parquet, else a partial stream."""
-    final = run_dir / f"{name}.parquet"
-    if final.exists():
-        return final
-    partial = run_dir / f"{name}{PARTIAL_SUFFIX}"
-    return partial if partial.exists() else None
+    return (_existing_file(run_dir / f"{name}.parquet")
+            or _existing_file(run_dir / f"{name}{PARTIAL_SUFFIX}"))
 
 
-def read_records(run_dir: Path, name: str) -> pa.Table | None:
-    """Read and check one record set of a run folder; None when the folder has none."""
-    schema = RUN_FILES[name]
-    path = record_path(run_dir, name)
-    if path is None:
-        return None
+def shard_paths(run_dir: Path, name: str) -> list[Path]:
+    """The worker shards `<name>.<worker>.parquet` of a record set (§6), by exact name.
+
+    The folder is listed and names compared as strings: a run folder whose name holds
+    `*`, `?` or `[` is never read as a pattern.
+    """
+    if name not in SHARDED:
+        return []
+    prefix, suffix = f"{name}.", ".parquet"
     try:
-        if path.suffix == ".parquet":
-            table = pq.read_table(path)
+        entries = sorted(os.listdir(run_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return []  # no folder, no records (as for the merged file)
+    except OSError as exc:
+        raise SchemaError(f"{run_dir}: unreadable ({exc})") from None
+    found = []
+    for entry in entries:
+        if entry.startswith(prefix) and entry.endswith(suffix):
+            worker = entry[len(prefix):-len(suffix)]
+            if _WORKER.fullmatch(worker) and (path := _existing_file(run_dir / entry)):
+                found.append(path)
+    return found
+
+
+def record_files(run_dir: Path, name: str) -> list[Path]:
+    """Every file of record set `name`: the merged file (or its partial stream) and shards."""
+    main = record_path(run_dir, name)
+    return ([main] if main else []) + shard_paths(run_dir, name)
+
+
+def read_file(path: Path, name: str) -> pa.Table:
+    """One record file (parquet or partial stream), checked against record set `name`."""
+    schema = RUN_FILES[name]
+    try:
+        if not path.name.endswith(PARTIAL_SUFFIX):
+            with pa.OSFile(str(path), "rb") as f:  # a file handle: never a path pattern
+                table = pq.read_table(f)
         elif path.stat().st_size == 0:  # Arrow writes a stream's schema with its first batch
             table = schema.empty_table()
         else:
@@ -173,8 +220,15 @@ def read_records(run_dir: Path, name: str) -> pa.Table | None:
     return conform(table, schema, path)
 
 
+def read_records(run_dir: Path, name: str) -> pa.Table | None:
+    """Read and check one record set of a run folder (the union of its file and shards);
+    None when the folder has none."""
+    files = record_files(Path(run_dir), name)
+    if not files:
+        return None
+    return pa.concat_tables([read_file(p, name) for p in files])
+
+
 def write_parquet(table: pa.Table, path: Path) -> None:
-    """Write atomically: a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)
+    """Write atomically and durably (resources/contract/durable.py): never half a file."""
+    durable.write_with(path, lambda f: pq.write_table(table, f))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -9,6 +10,10 @@ from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from resources.loadgen.scenarios.spec import Scenario
+
+# The largest prompt or output a config may ask for (10 Mi tokens, Llama 4 Scout's context):
+# prompts are built in memory, so an absurd value is refused instead of exhausting it.
+MAX_TOKENS = 10 * 1024 * 1024
 
 
 class ConfigError(ValueError):
@@ -64,8 +69,9 @@ def _positive(name: str, value: float | None, allow_none: bool = True) -> None:
         if not allow_none:
             raise ConfigError(f"{name}: required")
         return
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"{name}: must be a positive number, got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+            or value <= 0):
+        raise ConfigError(f"{name}: must be a finite positive number, got {value!r}")
 
 
 def validate(cfg: LoadConfig) -> None:
@@ -85,6 +91,9 @@ def validate(cfg: LoadConfig) -> None:
         raise ConfigError(f"endpoint: {cfg.endpoint!r} has an invalid port") from None
     if not cfg.model:
         raise ConfigError("model: required")
+    if cfg.model.startswith("-") or not cfg.model.isprintable():
+        raise ConfigError(f"model: {cfg.model[:80]!r} must not start with '-' (an engine would "
+                          "read it as a flag) nor hold control characters")
     if cfg.api not in ("completions", "chat"):
         raise ConfigError(f"api: {cfg.api!r} is not 'completions' or 'chat'")
     if cfg.arrival not in ("poisson", "constant"):
@@ -95,7 +104,7 @@ def validate(cfg: LoadConfig) -> None:
     for r in cfg.rates:
         _positive("rates", r, allow_none=False)
     for seg in cfg.profile:
-        if len(seg) != 2 or seg[0] <= 0 or seg[1] < 0:
+        if len(seg) != 2 or not all(math.isfinite(v) for v in seg) or seg[0] <= 0 or seg[1] < 0:
             raise ConfigError(f"profile: segment {seg!r} is not (duration_s > 0, rate >= 0)")
     own_steps = cfg.scenario is not None and cfg.scenario.kind in ("trace", "batch", "slo_search")
     if not (cfg.concurrency or cfg.rates or cfg.profile or own_steps):
@@ -111,8 +120,11 @@ def validate(cfg: LoadConfig) -> None:
     if cfg.warmup_requests < 0:
         raise ConfigError("warmup_requests: must be >= 0")
     _positive("warmup_concurrency", cfg.warmup_concurrency, allow_none=False)
-    _positive("input_tokens", cfg.input_tokens, allow_none=False)
-    _positive("output_tokens", cfg.output_tokens, allow_none=False)
+    for name in ("input_tokens", "output_tokens"):
+        value = getattr(cfg, name)
+        _positive(name, value, allow_none=False)
+        if value > MAX_TOKENS:
+            raise ConfigError(f"{name}: {value:,} is above the maximum {MAX_TOKENS:,}")
     for name in ("connect_timeout_s", "first_token_timeout_s", "total_timeout_s", "drain_timeout_s"):
         _positive(name, getattr(cfg, name), allow_none=False)
     if cfg.prefix not in ("unique", "shared"):

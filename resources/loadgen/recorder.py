@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from resources.contract import durable
 from resources.contract.schemas import (
     CHUNK_LOG,
     PARTIAL_SUFFIX,
@@ -49,11 +50,21 @@ def existing_logs(run_dir: Path) -> list[Path]:
     return found
 
 
+def _create(path: Path):
+    """A new stream file, created exclusively: an existing file (or a planted symlink) under
+    the name means another run owns it, and it is never truncated or followed."""
+    try:
+        return durable.create_exclusive(path)
+    except FileExistsError:
+        raise RunExistsError(f"{path} already exists; a run is never overwritten: "
+                             "choose a new run folder") from None
+
+
 class _Stream:
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         self.path, self.schema = path, schema
         self.cols: dict[str, list] = {n: [] for n in schema.names}
-        self.sink = pa.OSFile(str(path), "wb")
+        self.sink = _create(path)
         self.writer = ipc.new_stream(self.sink, schema)
 
     def add(self, row: dict) -> None:
@@ -109,7 +120,7 @@ class _ChunkStream:
 
     def __init__(self, path: Path, run_id: str) -> None:
         self.path, self.schema, self.run_id = path, CHUNK_LOG, run_id
-        self.sink = pa.OSFile(str(path), "wb")
+        self.sink = _create(path)
         self.writer = ipc.new_stream(self.sink, CHUNK_LOG)
         self._clear()
 

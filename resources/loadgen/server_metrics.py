@@ -9,13 +9,13 @@ unavailable; it never fails a run.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 
 import httpx
 
+from resources.contract import durable
 from resources.loadgen import control
 from resources.loadgen.redact import redact, short_error
 
@@ -186,6 +186,4 @@ class ServerMetrics:
                "available": any(avail),
                "reason": None if any(avail) else next((s["reason"] for s in self.steps), None),
                "emulated": self.emulated, "steps": self.steps}
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
-        tmp.replace(self.path)
+        durable.write_json(self.path, doc, indent=1)

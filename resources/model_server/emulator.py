@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from resources.contract import durable
 from resources.contract.timestamps import format_ts
 from resources.model_server.interface import Deployment, ModelServer
 
@@ -43,9 +43,9 @@ class EmulatorModelServer(ModelServer):
             for name in ("image_pull", "weights_load", "compile", "ready"):
                 if status.get("phases", {}).get(name):
                     phases[name] = status["phases"][name]
-            (run_dir / "deployment.json").write_text(json.dumps(
-                {"endpoint": emu.base_url, "pid": emu.pid, "emulated": True,
-                 "config": status.get("config")}, indent=2))
+            durable.write_json(run_dir / "deployment.json",
+                               {"endpoint": emu.base_url, "pid": emu.pid, "emulated": True,
+                                "config": status.get("config")})
             yield Deployment(
                 endpoint=emu.base_url, served_model=candidate.model,
                 facts={"engine": f"servingbench-emulator ({candidate.engine})",

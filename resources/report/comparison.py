@@ -76,6 +76,8 @@ def _quality_cells(run: RunData) -> list[Cell]:
 def _rank_key(item: tuple[RunData, dict | None]) -> tuple:
     run, h = item
     if h is None:
+        return (4, 0.0, run.candidate)
+    if s.meets(h["meets_slo"]) is None:
         return (3, 0.0, run.candidate)
     if run.failed_parity:
         return (2, 0.0, run.candidate)
@@ -92,15 +94,15 @@ def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataF
     rows, classes, rank = [], [], 0
     for run, h in items:
         # a candidate whose quality trails its reference is shown, never ranked on cost
-        ranked = (h is not None and bool(h["meets_slo"]) and not run.emulated
+        ranked = (h is not None and s.meets(h["meets_slo"]) is True and not run.emulated
                   and not run.failed_parity)
         rank += ranked
         if h is None:
             tail = [cell(s.no_headline_reason(run))] + [cell(None)] * 8
         else:
-            meets = bool(h["meets_slo"])
-            tail = [badge("yes", "ok") if meets else badge("meets no step", "bad"),
-                    cell(h["step"]), s.n(h["output_tok_s"]), s.n(h["ttft_s_p99"]),
+            step = (cell(h["step"]) if s.meets(h["meets_slo"]) is not None
+                    else cell("; ".join(s.not_measured_lines(run)) or None))
+            tail = [s.meets_badge(h["meets_slo"]), step, s.n(h["output_tok_s"]), s.n(h["ttft_s_p99"]),
                     s.n(h["tpot_s_p99"]), s.money(h["cost_per_1m_output_usd"]),
                     cell(h["bill_status"]),
                     _spread_text(spreads, run, h["step"], "output_tok_s", False),
@@ -109,7 +111,7 @@ def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataF
                      cell(run.manifest.get("instance_type")), cell(run.run_id),
                      cell(counts.get(run.candidate, 1)), s.status(run), *tail,
                      *_quality_cells(run)])
-        bad = h is None or not h["meets_slo"] or run.failed_parity
+        bad = h is None or s.meets(h["meets_slo"]) is False or run.failed_parity
         classes.append(" ".join(c for c in ("emulated" if run.emulated else "",
                                             "bad" if bad else "") if c))
     head = ("rank", "candidate", "source", "instance type", "latest run", "runs", "status",

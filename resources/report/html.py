@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
 
+from resources.contract import durable
+
 NULL = "\u2014"  # an em dash: a null stays visibly unknown, never 0
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -177,7 +179,4 @@ def write_html(text: str, path: Path) -> Path:
     """Write atomically: a reader never sees half a report."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return durable.write_text(path, text)

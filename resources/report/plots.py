@@ -18,6 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from resources.contract import durable
 from resources.report import cdf
 from resources.report.rundata import RunData, headline_row, latest_per_candidate
 
@@ -81,10 +82,8 @@ def figure(width: float, emulated: bool, ncols: int = 1, bottom: float = 0.12
 @styled
 def save(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, format="png", dpi=DPI, facecolor="white")
-    tmp.replace(path)
-    return path
+    return durable.write_with(path, lambda f: fig.savefig(f, format="png", dpi=DPI,
+                                                          facecolor="white"))
 
 
 def _step_order(run: RunData, extra: Iterable[str] = ()) -> list[str]:
@@ -249,14 +248,21 @@ def plot_cost(latest: list[RunData], spread: dict[str, list[float]] | None = Non
     values = []
     for run in latest:
         row = headline_row(run)
-        cost = row["cost_per_1m_output_usd"] if row and row["meets_slo"] else None
+        met = row is not None and row["meets_slo"] is not None and not pd.isna(row["meets_slo"]) \
+            and bool(row["meets_slo"])
+        cost = row["cost_per_1m_output_usd"] if met else None
         values.append(None if cost is None or pd.isna(cost) else float(cost))
     top = max([v for v in values if v is not None], default=1.0)
     for i, (run, value) in enumerate(zip(latest, values, strict=True)):
         color = CANDIDATE_COLORS[i % len(CANDIDATE_COLORS)]
         if value is None:
             row = headline_row(run)
-            why = "meets no SLO step" if row is not None else "no cost: gate failed"
+            if row is None:
+                why = "no cost: gate failed"
+            elif row["meets_slo"] is None or pd.isna(row["meets_slo"]):
+                why = "not measured"
+            else:
+                why = "meets no SLO step"
             ax.bar(i, top * 0.25, color="white", edgecolor="#888888", hatch="//", lw=1.2)
             ax.text(i, top * 0.27, why, ha="center", va="bottom", fontsize=8, color="#555555")
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from resources.analysis.summary import NOT_MEASURED, not_measured, step_why
 from resources.contract.timestamps import parse_ts
 from resources.report.html import (
     NULL,
@@ -23,12 +24,6 @@ from resources.report.html import (
 )
 from resources.report.rundata import RunData
 
-INVALID_WHY = {
-    "error_rate": "more than 1 % of its requests failed",
-    "achieved_concurrency": "achieved concurrency below 0.9 x the target",
-    "sched_lag": "p99 scheduling lag above 10 ms (the client fell behind the arrival process)",
-    "client_limited": "the load generator was client-limited",
-}
 COLD_START = ("provision", "deploy", "image_pull", "weights_load", "compile", "ready",
               "warmup", "steady")
 DEPLOY_SUB = {"image_pull", "weights_load", "compile", "ready"}
@@ -65,19 +60,44 @@ def no_headline_reason(run: RunData) -> str:
     return "No headline or cost: the run has no bill (a load-only run)."
 
 
+def meets(value) -> bool | None:
+    """contract §4 meets_slo as read back through pandas: null (no valid step) stays None."""
+    return None if value is None or pd.isna(value) else bool(value)
+
+
+def meets_badge(value) -> Cell:
+    m = meets(value)
+    if m is None:
+        return badge(NOT_MEASURED, "unknown")
+    return badge("yes", "ok") if m else badge("meets no step", "bad")
+
+
+def not_measured_lines(run: RunData) -> list[str]:
+    """Each invalid step with its reason, for a run whose headline says "not measured"."""
+    if run.metrics is None:
+        return []
+    rows = run.metrics.astype(object).where(run.metrics.notna(), None).to_dict("records")
+    return not_measured(rows, run.manifest)
+
+
 def headline(run: RunData) -> str:
     if run.headline is None or run.headline.empty:
         return para(no_headline_reason(run))
     rows, classes = [], []
+    unmeasured = False
     for h in run.headline.itertuples(index=False):
-        meets = bool(h.meets_slo)
-        rows.append([n(h.slo_ttft_s), n(h.slo_tpot_s),
-                     badge("yes", "ok") if meets else badge("meets no step", "bad"),
+        meets_slo = meets(h.meets_slo)
+        unmeasured = unmeasured or meets_slo is None
+        rows.append([n(h.slo_ttft_s), n(h.slo_tpot_s), meets_badge(h.meets_slo),
                      cell(h.step), n(h.output_tok_s), n(h.ttft_s_p99), n(h.tpot_s_p99),
                      money(h.cost_per_1m_output_usd), cell(h.bill_status)])
-        classes.append("" if meets else "bad")
-    return table(("SLO TTFT (s)", "SLO TPOT (s)", "meets SLO", "step", "output tok/s",
-                  "p99 TTFT (s)", "p99 TPOT (s)", "USD / 1M output tok", "bill"), rows, classes)
+        classes.append("" if meets_slo is not False else "bad")
+    out = table(("SLO TTFT (s)", "SLO TPOT (s)", "meets SLO", "step", "output tok/s",
+                 "p99 TTFT (s)", "p99 TPOT (s)", "USD / 1M output tok", "bill"), rows, classes)
+    if unmeasured:
+        out += para("Not measured: no step of this run is valid, so there is no SLO verdict "
+                    "(not a failure of the hardware). " + "; ".join(not_measured_lines(run)))
+    return out
 
 
 def gates(run: RunData) -> str:
@@ -116,21 +136,9 @@ def steps(run: RunData) -> str:
 
 
 def why_invalid(m, manifest_step: dict | None) -> str:
-    parts = []
-    for code in str(m.invalid_reason or "").split(";"):
-        if not code:
-            continue
-        text = INVALID_WHY.get(code, code)
-        if code == "error_rate":
-            text += f" ({m.n_requests - m.n_ok} of {m.n_requests})"
-        elif code == "achieved_concurrency":
-            text += f" ({num(m.achieved_concurrency, 3)} vs target {num(m.target)})"
-        elif code == "sched_lag":
-            text += f" ({num(m.sched_lag_s_p99)} s)"
-        elif code == "client_limited" and manifest_step:
-            text += f" (client CPU share {pct(manifest_step.get('client_cpu_share'))})"
-        parts.append(text)
-    return "; ".join(parts) or "invalid (no reason recorded)"
+    row = {k: (None if v is None or (not isinstance(v, str) and pd.isna(v)) else v)
+           for k, v in m._asdict().items()}
+    return step_why(row, manifest_step)
 
 
 def invalid_steps(run: RunData) -> str:

@@ -64,6 +64,17 @@ def _warmup_overlaps(b: RunBuilder) -> RunBuilder:
     return b
 
 
+def _chunk(index, **values):
+    def edit(b: RunBuilder):
+        b.chunks[index].update(values)
+    return edit
+
+
+def _orphan_chunk(b: RunBuilder) -> RunBuilder:
+    b.chunks.append({**b.chunks[3], "request_id": "in-neither-log", "seq": 0})
+    return b
+
+
 HOUR = (0, HOUR_MS)
 BAD = {
     # rule 1: complete
@@ -79,6 +90,9 @@ BAD = {
     "request_id in both logs": (3, _repeat_id_across_logs),
     "unknown phase": (3, _set(2, phase="cooldown")),
     "steady sent before warm-up ended": (3, _warmup_overlaps),
+    "request from another run": (3, _set(2, run_id="someone-elses-run")),
+    "chunk from another run": (3, _chunk(3, run_id="someone-elses-run")),
+    "orphan chunk": (3, _orphan_chunk),
     # rule 4: counted
     "usage disagrees with chunk tokens": (4, _set(1, output_tokens=5)),
     "ok with zero output tokens": (4, _set(1, output_tokens=0, output_tokens_source="chunks")),

@@ -32,7 +32,7 @@ def test_run_report_has_its_sections_and_tables(reports):
     assert "AWS Key Management Service KMS-Keys $1.00" in text  # excluded, not prorated
     # the invalid step and why
     assert "error_rate;achieved_concurrency" in text
-    assert "more than 1 % of its requests failed (4 of 48)" in text
+    assert "error rate 8.3% > 1 % (4 of 48 requests failed)" in text
     # measured: no banner, no EMULATED anywhere
     assert "emulated-banner" not in page.ids() and "EMULATED" not in text
 

@@ -157,7 +157,7 @@ def _derived_type(name: str) -> pa.DataType:
 def _table(rows: list[dict], types: dict[str, pa.DataType]) -> pa.Table:
     arrays = {}
     for name, typ in types.items():
-        values = [r[name] for r in rows]
+        values = [r.get(name) for r in rows]  # an optional column a row lacks is null
         arrays[name] = _ts(values) if typ == TS else pa.array(values, typ)
     return pa.table(arrays)
 
