@@ -19,6 +19,7 @@ from resources.report.rundata import ReportError
 REGRESSION_WINDOW = 5           # trailing median of the last N earlier runs
 REGRESSION_THRESHOLDS = Thresholds()  # throughput -10 %, p99 TTFT +20 %, cost per 1M +10 %
 CHECK = "headline_has_not_regressed"
+# Prometheus counters are floats; the counts they carry are whole
 RECONCILIATION_COLUMNS = [
     # the engine's counters are floats in Prometheus text; they count whole tokens
     ("step", "step", ""), ("client_tokens", "client tokens", ",.0f"),

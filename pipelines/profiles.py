@@ -33,6 +33,7 @@ from resources.model_server.emulator import EmulatorModelServer
 from resources.model_server.kube.client import KubeClient
 from resources.model_server.kube.server import KubeModelServer
 from resources.model_server.kube.token import TokenSource
+from resources.model_server.local import LocalModelServers
 from resources.storage import Storage
 
 PROFILES = ("local", "eks")
@@ -87,8 +88,8 @@ def resources_for(settings: Settings) -> dict:
     if settings.profile == "local":
         return common | {
             "cluster": LocalHostCluster(),
-            "model_server": EmulatorModelServer(time_scale=settings.time_scale,
-                                                cold_start_s=settings.cold_start_s),
+            "model_server": LocalModelServers(EmulatorModelServer(
+                time_scale=settings.time_scale, cold_start_s=settings.cold_start_s)),
             "bill_source": PriceSheetBill(),
             "reaper": NothingToReap(),
         }

@@ -10,7 +10,7 @@ import dagster as dg
 from resources.analysis.gates import RULE_OF
 
 CHAIN = ["provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log",
-         "cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens", "benchmark_report"]
+         "quality", "cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens", "benchmark_report"]
 BILL_PART = ["cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens", "benchmark_report"]
 REFRESH_DAYS = 14
 # What a benchmark run's pod asks for when the Kubernetes run launcher starts it
