@@ -17,13 +17,16 @@ import dagster as dg
 from assets import cluster as cluster_link
 from assets import load as load_link
 from assets import model as model_link
+from assets import quality as quality_link
 from assets import telemetry as telemetry_link
 from assets.partitions import candidate_of, run_value
+from assets.pools import pool_slot
 from resources.contract import durable
 from resources.contract import manifest as mf
 from resources.loadgen import ConfigError, LoadError
 
-KEYS = ("provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log")
+KEYS = ("provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log",
+        "quality")
 DESCRIPTIONS = {
     "provisioned_cluster": "The scope that produces the tokens: account, region, cluster, node "
                            "group, instance type × count (the local profile: this host, EMULATED).",
@@ -31,6 +34,7 @@ DESCRIPTIONS = {
                       "apart from steady state.",
     "warmup_log": "Warm-up requests (contract §2.2, phase = warmup); never feed a figure.",
     "steady_state_request_log": "Steady-state requests and their chunk log (contract §2.2/§2.3).",
+    "quality": quality_link.DESCRIPTION,
 }
 
 
@@ -72,37 +76,49 @@ def build(partitions_def) -> dg.AssetsDefinition:
         candidate = r.candidates[candidate_of(context)]
         fit = cluster_link.preflight(candidate)
         run_id, run_dir = r.storage.new_run(candidate.name, candidate.instance_type)
+        emulated_scope = r.cluster.emulated_for(candidate)
+        manifest = initial_manifest(candidate, run_id,
+                                    "emulated" if emulated_scope else "measured")
+        # at once, before anything is created or logged: a run stopped by a signal from
+        # here on leaves a folder whose manifest says what it was
+        mf.dump(manifest, run_dir / "manifest.json")
         context.log.info(f"run {run_id} → {run_dir}")
         durable.write_json(run_dir / "partition.json", {
             "partition": str(context.partition_key), "created_at": mf.format_ts(time.time_ns())})
-        manifest = initial_manifest(candidate, run_id,
-                                    "emulated" if r.cluster.emulated else "measured")
-        info = cluster_link.provision(r.cluster, candidate, run_id)
-        try:
-            manifest.update(info.facts)
-            manifest["phases"].update(info.phases)
-            mf.dump(manifest, run_dir / "manifest.json")
-            yield dg.Output(run_value(run_id, run_dir, **info.facts), "provisioned_cluster",
-                            metadata=cluster_link.metadata(info, fit, run_dir))
-            with r.model_server.deploy(candidate, info, run_dir) as dep:
-                manifest.update(dep.facts)
-                manifest["phases"].update(dep.phases)
-                if dep.emulated:
-                    manifest["source"] = "emulated"
+        # the pool slot spans provision → teardown: the nodes the quota counts
+        with pool_slot(context, candidate.pool, candidate.pool_limit, run_dir / "pool.json"):
+            info = cluster_link.provision(r.cluster, candidate, run_id)
+            try:
+                manifest.update(info.facts)
+                manifest["phases"].update(info.phases)
                 mf.dump(manifest, run_dir / "manifest.json")
-                yield dg.Output(run_value(run_id, run_dir, endpoint=dep.endpoint,
-                                          emulated=dep.emulated),
-                                "deployed_model", metadata=model_link.metadata(dep))
-                try:
-                    with telemetry_link.sampling(dep, run_dir, run_id, context.log):
-                        result = r.load_generator.run(candidate, dep.endpoint, dep.served_model,
-                                                      run_dir, run_id, progress=_progress(context),
-                                                      judge=slo_judge(candidate.scenario, run_dir))
-                except (LoadError, ConfigError, mf.ManifestError) as exc:
-                    raise dg.Failure(description=f"load generator: {exc}",
-                                     metadata={"run_dir": dg.MetadataValue.path(str(run_dir))}) from None
-        finally:
-            r.cluster.teardown(info)
+                yield dg.Output(run_value(run_id, run_dir, **info.facts), "provisioned_cluster",
+                                metadata=cluster_link.metadata(info, fit, run_dir))
+                with r.model_server.deploy(candidate, info, run_dir) as dep:
+                    manifest.update(dep.facts)
+                    manifest["phases"].update(dep.phases)
+                    # measured only when both the scope and the engine are real
+                    manifest["source"] = "emulated" if dep.emulated or emulated_scope else "measured"
+                    mf.dump(manifest, run_dir / "manifest.json")
+                    yield dg.Output(run_value(run_id, run_dir, endpoint=dep.endpoint,
+                                              emulated=dep.emulated),
+                                    "deployed_model", metadata=model_link.metadata(dep))
+                    try:
+                        with telemetry_link.sampling(dep, run_dir, run_id, context.log):
+                            result = r.load_generator.run(
+                                candidate, dep.endpoint, dep.served_model, run_dir, run_id,
+                                progress=_progress(context),
+                                judge=slo_judge(candidate.scenario, run_dir),
+                                api_key_env=dep.api_key_env)
+                    except (LoadError, ConfigError, mf.ManifestError) as exc:
+                        raise dg.Failure(description=f"load generator: {exc}",
+                                         metadata={"run_dir": dg.MetadataValue.path(str(run_dir))}) from None
+                    # Same endpoint, after the steady phase closed: quality never overlaps timing.
+                    quality = quality_link.run_quality(candidate, dep.endpoint, dep.served_model,
+                                                       run_id, run_dir,
+                                                       emulated=manifest["source"] == "emulated")
+            finally:
+                r.cluster.teardown(info)
         manifest = mf.load(run_dir / "manifest.json")
         context.log.info(f"{result.n_warmup} warm-up and {result.n_requests} steady requests "
                          f"recorded ({manifest['source']})")
@@ -113,6 +129,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
                         metadata=load_link.log_metadata(run_dir, "steady_state_request_log",
                                                         manifest, "steady")
                         | telemetry_link.metadata(run_dir))
+        yield dg.Output(quality[0], "quality", metadata=quality[1])
 
     return benchmark_run
 

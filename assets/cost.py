@@ -23,8 +23,10 @@ def build(partitions_def) -> dg.AssetsDefinition:
     @dg.asset(partitions_def=partitions_def, group_name="benchmark",
               required_resource_keys={"storage"},
               description="Cost per 1M output tokens per step and the SLO headline (contract §4).")
-    def cost_per_1m_output_tokens(context,
-                                  derived_metrics: dict) -> dg.Output:
+    def cost_per_1m_output_tokens(context, derived_metrics: dict,
+                                  quality: dict) -> dg.Output:
+        # `quality` is an input so that its blocking parity check withholds this table:
+        # candidates are compared on cost only under the same quality.
         run_dir = Path(derived_metrics["run_dir"])
         if not derived_metrics["accepted"] or not (run_dir / "cost_per_1m.parquet").exists():
             raise dg.Failure(description="the run was rejected by a gate: its cost is withheld "

@@ -19,10 +19,13 @@ from resources.report.rundata import ReportError
 REGRESSION_WINDOW = 5           # trailing median of the last N earlier runs
 REGRESSION_THRESHOLDS = Thresholds()  # throughput -10 %, p99 TTFT +20 %, cost per 1M +10 %
 CHECK = "headline_has_not_regressed"
+# Prometheus counters are floats; the counts they carry are whole
 RECONCILIATION_COLUMNS = [
-    ("step", "step", ""), ("client_tokens", "client tokens", ""),
-    ("server_tokens", "server tokens", ""), ("gap", "token gap", "+.2%"),
-    ("client_requests", "client requests", ""), ("server_requests", "server requests", ""),
+    # the engine's counters are floats in Prometheus text; they count whole tokens
+    ("step", "step", ""), ("client_tokens", "client tokens", ",.0f"),
+    ("server_tokens", "server tokens", ",.0f"), ("gap", "token gap", "+.2%"),
+    ("client_requests", "client requests", ",.0f"),
+    ("server_requests", "server requests", ",.0f"),
     ("result", "result", ""),
 ]
 
@@ -76,7 +79,8 @@ def build(partitions_def) -> dg.AssetsDefinition:
     @dg.asset(partitions_def=partitions_def, group_name="benchmark",
               description="The run's HTML report (plots, headline, gates, cost, server "
                           "reconciliation) in its run folder; `servingbench report` writes "
-                          "the same file.")
+                          "the same file.",
+              required_resource_keys={"storage"})
     def benchmark_report(context, cost_per_1m_output_tokens: dict) -> dg.Output:
         from resources.report import write_run_report
 
@@ -100,6 +104,10 @@ def build(partitions_def) -> dg.AssetsDefinition:
             metadata[f"plot_{png.stem}"] = dg.MetadataValue.path(str(png))
         if rec and rec["flagged_steps"]:
             context.log.warning(f"server reconciliation flagged {rec['flagged_steps']}")
+        # the run is finished: its folder is published (marker last) where every pod reads it
+        published = context.resources.storage.publish_folder(run_dir)
+        if published:
+            metadata["published"] = dg.MetadataValue.text(published)
         return dg.Output(dict(cost_per_1m_output_tokens, report=str(path)), metadata=metadata)
 
     return benchmark_report

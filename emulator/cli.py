@@ -77,6 +77,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-prefix-cache", action="store_true",
                    help="no prefix cache (vLLM's --no-enable-prefix-caching): cached_tokens stays 0")
     p.add_argument("--metrics-token-skew", type=_positive(float), default=1.0)
+    p.add_argument("--parent-pid", type=_positive(int), default=None,
+                   help="exit (like SIGTERM) as soon as this process is no longer the parent")
     p.add_argument("--sched-slice-us", type=int, default=100,
                    help="Linux scheduler slice hint for timely wake-ups (0: leave it)")
     return p
@@ -88,8 +90,28 @@ def _write_port_file(path: Path, port: int) -> None:
     os.replace(tmp, path)
 
 
-async def serve(opts: Options, host: str, port: int, port_file: Path | None) -> int:
+PARENT_POLL_S = 0.2
+
+
+async def _watch_parent(parent_pid: int, stop: asyncio.Event) -> None:
+    """Stop when the parent dies (the process is re-parented, its ppid changes), even when
+    it died by SIGKILL and could not stop us. A poll on getppid() rather than Linux's
+    PR_SET_PDEATHSIG: that signal follows the *thread* that started us, and a parent that
+    starts the emulator from a worker thread would see it killed when the thread ends."""
+    while not stop.is_set():
+        if os.getppid() != parent_pid:
+            print("servingbench emulator: parent process gone; stopping", file=sys.stderr,
+                  flush=True)
+            stop.set()
+            return
+        await asyncio.sleep(PARENT_POLL_S)
+
+
+async def serve(opts: Options, host: str, port: int, port_file: Path | None,
+                parent_pid: int | None = None) -> int:
     loop = asyncio.get_running_loop()
+    if parent_pid is not None and os.getppid() != parent_pid:
+        return 0  # the parent died before we started: nobody to serve
     try:
         app = App(opts, loop)
     except OSError as exc:
@@ -112,8 +134,12 @@ async def serve(opts: Options, host: str, port: int, port_file: Path | None) -> 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loader = asyncio.create_task(app.cold_start())
+    watchdog = (asyncio.create_task(_watch_parent(parent_pid, stop))
+                if parent_pid is not None else None)
     await stop.wait()
     loader.cancel()
+    if watchdog is not None:
+        watchdog.cancel()
     server.close()
     app.close()
     return 0
@@ -148,4 +174,4 @@ def main(argv: list[str] | None = None) -> int:
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a pinned dependency
         runner = asyncio.run
-    return runner(serve(opts, a.host, a.port, a.port_file))
+    return runner(serve(opts, a.host, a.port, a.port_file, a.parent_pid))

@@ -1,21 +1,44 @@
-"""A lean HTTP/1.1 server protocol for the hot path: keep-alive, Content-Length
-request bodies, chunked streaming responses. One request at a time per connection
-(pipelined requests wait in the buffer). Every response carries the emulated header.
+"""A lean HTTP/1.1 server protocol for the hot path: keep-alive, request bodies (Content-Length
+or chunked), chunked streaming responses. Requests are parsed by `httptools` (llhttp, the C
+parser behind uvicorn); one request is answered at a time per connection, pipelined ones
+wait in a short queue. Every response carries the emulated header.
+
+What a client can make this server hold is bounded: a request head over MAX_HEADER is
+answered 431, a body over MAX_BODY 413, and while a response is in progress the connection
+stops reading once MAX_BUFFERED bytes of later requests wait (TCP backpressure, nothing
+dropped). Header values echoed back (X-Request-ID) are copied only when they are printable
+ASCII, so a CR or LF sent by a client can never split a response header.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from array import array
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
+import httptools
+
 EMULATED_HEADER = b"x-servingbench-emulated: 1\r\n"
 MAX_HEADER = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024
+MAX_BUFFERED = 1024 * 1024  # bytes of pipelined requests held while one is being answered
+MAX_PIPELINED = 32
+MAX_ECHO = 256  # longest header value copied back into a response
+PRINTABLE = re.compile(r"[\x20-\x7e]*")
+
+
+def echo_value(value: str | None) -> str | None:
+    """`value` if it is safe to copy into a response header (printable ASCII, short), else
+    None: a value with CR/LF or another control byte is never echoed."""
+    if value is None or len(value) > MAX_ECHO or not PRINTABLE.fullmatch(value):
+        return None
+    return value
 
 
 @dataclass
@@ -57,6 +80,14 @@ def _reason(status: int) -> str:
         return "Unknown"
 
 
+class _Reject(Exception):
+    """A request this server refuses: answered with `status`, then the connection closes."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
 class HttpConnection(asyncio.Protocol):
     """Parses requests and hands them to `handler(conn, request)`; the handler answers
     with `respond` or `start_stream` … `write_chunk` … `end_stream` (or `abort`)."""
@@ -65,14 +96,25 @@ class HttpConnection(asyncio.Protocol):
         self.handler = handler
         self.clock_ns = clock_ns
         self.transport: asyncio.Transport | None = None
-        self.buf = bytearray()
+        self.parser = httptools.HttpRequestParser(self)
+        self.pending: deque[Request | _Reject] = deque()  # parsed, waiting for their turn
+        self.pending_bytes = 0
         self.busy = False
         self.keep_alive = True
         self.closed = False
+        self.broken = False  # the parser failed: nothing after it is read
+        self.paused = False
         self.on_lost: Callable[[], None] | None = None  # set while a response is in progress
-        self.request_id: str | None = None
-        self._parsing = False
-        self._continued = False
+        self.request_id: str | None = None  # echoed back when safe (see echo_value)
+        self._dispatching = False
+        self._in_head = False  # the parser is inside a request head
+        self._head_open = False  # ... one that an earlier read left incomplete
+        self._head_read_bytes = 0  # bytes of the reads that continued it
+        self._head_bytes = 0  # bytes of its URL and complete header lines
+        self._url = b""
+        self._headers: dict[str, str] = {}
+        self._body = bytearray()
+        self._arrival = 0
         self.out: list[bytes] = []  # chunks held by the current write batch
         self.stamps: list[int] = []  # indexes into self.gt waiting for their write time
         self.gt = array("q")  # the current stream's ground truth: (scheduled, written, tokens)*
@@ -82,9 +124,35 @@ class HttpConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        self.buf += data
-        if not self.busy:
-            self._parse()
+        if self.broken or self.closed:
+            return
+        continues_head = self._in_head and self._head_open
+        try:
+            self.parser.feed_data(data)
+            # httptools holds an incomplete header line itself: count the reads that
+            # continue an unfinished head (a head that began inside this read counts from
+            # the next one, so a body followed by the start of a request never looks big).
+            if self._in_head:
+                if continues_head:
+                    self._head_read_bytes += len(data)
+                self._head_open = True
+                if self._head_read_bytes > MAX_HEADER:
+                    raise _Reject(431, "request header too large")
+        except _Reject as exc:
+            self._broken(exc)
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__
+            self._broken(cause if isinstance(cause, _Reject) else _Reject(400, "malformed request"))
+        except httptools.HttpParserUpgrade:
+            self._broken(_Reject(400, "protocol upgrade is not supported"))
+        except httptools.HttpParserError as exc:
+            self._broken(_Reject(400, f"malformed request: {exc}"))
+        self._dispatch()
+        if self.busy and not self.paused and (
+                self.pending_bytes + len(self._body) > MAX_BUFFERED
+                or len(self.pending) >= MAX_PIPELINED):
+            self.paused = True
+            self.transport.pause_reading()  # type: ignore[union-attr]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -92,62 +160,74 @@ class HttpConnection(asyncio.Protocol):
         if cb is not None:
             cb()
 
-    # --- parsing ---------------------------------------------------------------------------
-    def _parse(self) -> None:
-        if self._parsing:
-            return
-        self._parsing = True
-        try:
-            self._parse_loop()
-        finally:
-            self._parsing = False
+    # --- httptools callbacks -----------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._in_head, self._head_open, self._head_read_bytes, self._head_bytes = True, False, 0, 0
+        self._url, self._headers, self._body = b"", {}, bytearray()
+        self._arrival = self.clock_ns()
 
-    def _parse_loop(self) -> None:
-        while not self.busy and not self.closed:
-            end = self.buf.find(b"\r\n\r\n")
-            if end > MAX_HEADER or (end < 0 and len(self.buf) > MAX_HEADER):
-                self._fail(431, "request header too large")
-                return
-            if end < 0:
-                return
-            head = bytes(self.buf[:end]).decode("latin-1")
-            lines = head.split("\r\n")
-            parts = lines[0].split(" ")
-            if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-                self._fail(400, "malformed request line")
-                return
-            headers: dict[str, str] = {}
-            for line in lines[1:]:
-                name, sep, value = line.partition(":")
-                if not sep:
-                    self._fail(400, "malformed header line")
-                    return
-                headers[name.strip().lower()] = value.strip()
-            if "chunked" in headers.get("transfer-encoding", "").lower():
-                self._fail(501, "chunked request bodies are not supported; send Content-Length")
-                return
-            try:
-                length = int(headers.get("content-length", "0"))
-            except ValueError:
-                self._fail(400, "bad Content-Length")
-                return
-            if length < 0 or length > MAX_BODY:
-                self._fail(413, "request body too large")
-                return
-            if len(self.buf) < end + 4 + length:
-                if headers.get("expect", "").lower() == "100-continue" and not self._continued:
-                    self._continued = True
-                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # type: ignore[union-attr]
-                return
-            self._continued = False
-            body = bytes(self.buf[end + 4:end + 4 + length])
-            del self.buf[:end + 4 + length]
-            conn_hdr = headers.get("connection", "").lower()
-            self.keep_alive = conn_hdr != "close" and (parts[2] == "HTTP/1.1" or conn_hdr == "keep-alive")
-            self.busy = True
-            self.request_id = headers.get("x-request-id")
-            path = parts[1].split("?", 1)[0]
-            self.handler(self, Request(parts[0], path, headers, body, self.clock_ns()))
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        if len(self._url) > MAX_HEADER:
+            raise _Reject(431, "request header too large")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_bytes += len(name) + len(value)
+        if self._head_bytes > MAX_HEADER:
+            raise _Reject(431, "request header too large")
+        self._headers[name.decode("latin-1").strip().lower()] = value.decode("latin-1").strip()
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        length = self._headers.get("content-length")
+        if length is not None and int(length) > MAX_BODY:  # llhttp has checked it is a number
+            raise _Reject(413, "request body too large")
+        if (self._headers.get("expect", "").lower() == "100-continue"
+                and not self.busy and not self.pending):
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # type: ignore[union-attr]
+
+    def on_body(self, body: bytes) -> None:
+        self._body += body
+        if len(self._body) > MAX_BODY:
+            raise _Reject(413, "request body too large")
+
+    def on_message_complete(self) -> None:
+        p = self.parser
+        req = Request(p.get_method().decode("latin-1"),
+                      self._url.decode("latin-1").split("?", 1)[0], self._headers,
+                      bytes(self._body), self._arrival)
+        req.extra["keep_alive"] = p.should_keep_alive()
+        self.pending.append(req)
+        self.pending_bytes += len(req.body)
+        self._body = bytearray()
+
+    # --- dispatch --------------------------------------------------------------------------
+    def _broken(self, reject: _Reject) -> None:
+        """The byte stream cannot be parsed past this point: answer the requests already
+        parsed, then the error, then close."""
+        self.broken = True
+        self.pending.append(reject)
+
+    def _dispatch(self) -> None:
+        if self._dispatching:
+            return
+        self._dispatching = True
+        try:
+            while not self.busy and not self.closed and self.pending:
+                item = self.pending.popleft()
+                if isinstance(item, _Reject):
+                    self._fail(item.status, item.message)
+                    continue
+                self.pending_bytes -= len(item.body)
+                self.keep_alive = item.extra.pop("keep_alive")
+                self.busy = True
+                self.request_id = echo_value(item.headers.get("x-request-id"))
+                self.handler(self, item)
+            if self.paused and not self.busy and not self.closed:
+                self.paused = False
+                self.transport.resume_reading()  # type: ignore[union-attr]
+        finally:
+            self._dispatching = False
 
     def _fail(self, status: int, message: str) -> None:
         self.keep_alive = False
@@ -164,7 +244,7 @@ class HttpConnection(asyncio.Protocol):
         if self.request_id is not None:
             out += b"x-request-id: " + self.request_id.encode("latin-1", "replace") + b"\r\n"
         for k, v in extra or ():
-            out += f"{k}: {v}\r\n".encode("latin-1", "replace")
+            out += f"{k}: {_strip_controls(str(v))}\r\n".encode("latin-1", "replace")
         if not self.keep_alive:
             out += b"connection: close\r\n"
         return out
@@ -250,5 +330,10 @@ class HttpConnection(asyncio.Protocol):
         if not self.keep_alive:
             self.transport.close()  # type: ignore[union-attr]
             self.closed = True
-        elif self.buf:
-            self._parse()
+        else:
+            self._dispatch()
+
+
+def _strip_controls(value: str) -> str:
+    """A header value without CR, LF or other control characters."""
+    return re.sub(r"[\x00-\x1f\x7f]", "", value)

@@ -5,7 +5,8 @@
 
 Starts `sys.executable -m emulator ARGS --port 0 --port-file <tmp>`, waits for the
 port file and for /health 200, and on exit (also on exception) sends SIGTERM, then
-SIGKILL after 5 s, and reaps the process.
+SIGKILL after 5 s, and reaps the process. If this process dies without stopping it (kill -9),
+the emulator notices within a fraction of a second (`--parent-pid`) and exits: no orphan.
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ class EmulatorProcess:
         self._dir = tempfile.TemporaryDirectory(prefix="servingbench-emu-")
         port_file = Path(self._dir.name) / "port"
         self._stderr = open(Path(self._dir.name) / "stderr", "w+b")  # noqa: SIM115
+        # --parent-pid: the emulator stops by itself if this process dies, even by SIGKILL
         cmd = [sys.executable, "-m", "emulator", *self.args, "--host", self.host,
-               "--port", "0", "--port-file", str(port_file)]
+               "--port", "0", "--port-file", str(port_file), "--parent-pid", str(os.getpid())]
         root = str(Path(__file__).resolve().parent.parent)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (root, os.environ.get("PYTHONPATH")) if p)}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,10 @@ MAXIMA = {"tensor_parallel": 128, "node_count": 64, "max_model_len": MAX_TOKENS,
           "input_tokens": MAX_TOKENS, "output_tokens": MAX_TOKENS, "concurrency": 4096,
           "rates": 10_000, "requests_per_step": 1_000_000, "warmup_requests": 100_000,
           "hourly_usd_per_node": 10_000}
-PRECISIONS = ("bf16", "fp8", "int4")
-ENGINES = ("vllm", "vllm-neuron", "sglang")
+REAL_FILE = REPO / "pipelines" / "candidates_real.yaml"
+PRECISIONS = ("bf16", "fp8", "int4", "q4_k_m", "q2_k")
+# llama.cpp: the real local engine (llama-cpp-python's server on this host, `make engine`).
+ENGINES = ("vllm", "vllm-neuron", "sglang", "llama.cpp")
 
 
 class ConfigError(ValueError):
@@ -63,6 +65,28 @@ class PriceBasis:
 
 
 @dataclass(frozen=True)
+class LlamaCppPlan:
+    """How the local llama.cpp server runs a candidate. `model_file` is a GGUF file name in
+    the model cache (~/.cache/servingbench/models) or a path; `requantize_from` names the
+    GGUF it is derived from by llama.cpp's own quantize API (built on first use)."""
+    model_file: str
+    threads: int | None = None          # None: every core of this host
+    parallel: int = 1                   # llama-cpp-python's server serves one request at a time
+    requantize_from: str | None = None
+
+
+@dataclass(frozen=True)
+class QualityPlan:
+    """Quality parity: the evaluation set and the candidate this one must match."""
+    reference: str | None = None        # candidate name; None: no parity check
+    margin: float = 0.05                # accuracy may trail the reference by at most this
+    items: int = 60                     # items of the default (generated) set
+    seed: int = 0
+    dataset: str | None = None          # extra JSONL of {"prompt", "answer"}
+    max_tokens: int = 16
+
+
+@dataclass(frozen=True)
 class Candidate:
     name: str
     instance_type: str
@@ -79,6 +103,10 @@ class Candidate:
                                                     "dataset": None})
     load: LoadPlan = LoadPlan()
     price: PriceBasis | None = None
+    pool: str | None = None         # the Dagster concurrency pool its runs draw from (quota)
+    pool_limit: int | None = None   # that pool's limit, from the file's `pools`
+    llamacpp: LlamaCppPlan | None = None
+    quality: QualityPlan | None = None
 
     @property
     def model_key(self) -> str:
@@ -106,7 +134,12 @@ _TYPES: dict[str, tuple[Any, str]] = {
     "scenario": (dict, "a mapping: kind (fixed, multi_turn, trace, batch, slo_search) and its keys"),
     "load": (dict, "a mapping with concurrency, rates, requests_per_step, warmup_requests"),
     "price": (dict, "a mapping with region, purchase_option, sheet"),
+    "pool": ((str, type(None)), "a name from `pools` (default: the instance family, e.g. p5)"),
+    "llamacpp": (dict, "a mapping with model_file, threads, parallel, requantize_from"),
+    "quality": (dict, "a mapping with reference, margin, items, seed, dataset, max_tokens"),
 }
+_LLAMACPP_KEYS = {"model_file", "threads", "parallel", "requantize_from"}
+_QUALITY_KEYS = {"reference", "margin", "items", "seed", "dataset", "max_tokens"}
 _LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests"}
 _PRICE_KEYS = {"region", "purchase_option", "sheet"}
 
@@ -308,7 +341,57 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
             retrieved_on=str(sheet.get("retrieved_on")), source="price_sheet",
             hourly_usd_per_node=(sheet.get("hourly_usd_per_node") or {}).get(merged["instance_type"]))
     load = _load_plan(merged.pop("load", {}), f"{where}.load")
-    return Candidate(**{**merged, "scenario": dict(scenario), "load": load, "price": basis})
+    llamacpp = _llamacpp_plan(merged.pop("llamacpp", None), merged, f"{where}.llamacpp")
+    quality = _quality_plan(merged.pop("quality", None), f"{where}.quality")
+    return Candidate(**{**merged, "scenario": dict(scenario), "load": load, "price": basis,
+                        "llamacpp": llamacpp, "quality": quality})
+
+
+def _llamacpp_plan(raw: dict | None, merged: dict, where: str) -> LlamaCppPlan | None:
+    if merged.get("engine") != "llama.cpp":
+        if raw is not None:
+            raise ConfigError(f"{where}: only for engine llama.cpp")
+        return None
+    if raw is None:
+        raise ConfigError(f"{where}: engine llama.cpp needs a llamacpp mapping with model_file")
+    _check_keys(raw, _LLAMACPP_KEYS, where)
+    if not isinstance(raw.get("model_file"), str) or not raw["model_file"]:
+        raise ConfigError(f"{where}.model_file: expected a GGUF file name or path")
+    for key in ("threads", "parallel"):
+        v = raw.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise ConfigError(f"{where}.{key}: expected a positive integer, got {v!r}")
+    if raw.get("parallel", 1) != 1:
+        # llama-cpp-python's server holds one lock around the model: requests queue, they
+        # are never batched. Claiming parallel slots it does not have would mislabel a run.
+        raise ConfigError(f"{where}.parallel: llama-cpp-python's server serves one request "
+                          "at a time; only 1 is honest")
+    src = raw.get("requantize_from")
+    if src is not None and not isinstance(src, str):
+        raise ConfigError(f"{where}.requantize_from: expected a GGUF file name")
+    return LlamaCppPlan(model_file=raw["model_file"], threads=raw.get("threads"),
+                        parallel=raw.get("parallel", 1), requantize_from=src)
+
+
+def _quality_plan(raw: dict | None, where: str) -> QualityPlan | None:
+    if raw is None:
+        return None
+    _check_keys(raw, _QUALITY_KEYS, where)
+    ref = raw.get("reference")
+    if ref is not None and not (isinstance(ref, str) and NAME.fullmatch(ref)):
+        raise ConfigError(f"{where}.reference: expected a candidate name, got {ref!r}")
+    margin = raw.get("margin", 0.05)
+    if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 <= margin < 1:
+        raise ConfigError(f"{where}.margin: expected a number in [0, 1), got {margin!r}")
+    for key, default in (("items", 60), ("seed", 0), ("max_tokens", 16)):
+        v = raw.get(key, default)
+        if not isinstance(v, int) or isinstance(v, bool) or v < (0 if key == "seed" else 1):
+            raise ConfigError(f"{where}.{key}: expected a non-negative integer, got {v!r}")
+    ds = raw.get("dataset")
+    if ds is not None and not isinstance(ds, str):
+        raise ConfigError(f"{where}.dataset: expected a JSONL path or null")
+    return QualityPlan(reference=ref, margin=float(margin), items=raw.get("items", 60),
+                       seed=raw.get("seed", 0), dataset=ds, max_tokens=raw.get("max_tokens", 16))
 
 
 def load_candidates(path: Path | str = DEFAULT_FILE) -> list[Candidate]:
@@ -316,7 +399,7 @@ def load_candidates(path: Path | str = DEFAULT_FILE) -> list[Candidate]:
     path = Path(path)
     doc = _read_yaml(path, f"{path}: not found")
     where = path.name
-    _check_keys(doc, {"defaults", "candidates"}, where)
+    _check_keys(doc, {"defaults", "candidates", "pools"}, where)
     defaults = doc.get("defaults") or {}
     _check_keys(defaults, _TYPES, f"{where}: defaults")
     raw = doc.get("candidates")
@@ -328,4 +411,34 @@ def load_candidates(path: Path | str = DEFAULT_FILE) -> list[Candidate]:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"{where}.candidates: duplicate name {dupes[0]!r}")
+    for i, c in enumerate(out):
+        ref = c.quality.reference if c.quality else None
+        if ref is not None and ref not in names:
+            raise ConfigError(f"{where}: candidates[{i}].quality.reference: no candidate "
+                              f"named {ref!r}")
+    return assign_pools(out, doc.get("pools"), where)
+
+
+def assign_pools(candidates: list[Candidate], raw, where: str) -> list[Candidate]:
+    """Each candidate's concurrency pool and its limit. A pool stands for a quota or a
+    capacity reservation: candidates of one instance family (or naming one `pool`) share it.
+    A family with no entry in `pools` is not limited; naming an unknown pool is an error
+    (a typo would otherwise lift the quota silently)."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}.pools: expected a mapping of pool name to limit, e.g. {{p5: 1}}")
+    for name, limit in raw.items():
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise ConfigError(f"{where}.pools: {name!r} is not {_TYPES['name'][1]}")
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ConfigError(f"{where}.pools.{name}: expected a positive integer "
+                              f"(concurrent runs allowed), got {limit!r}")
+    out = []
+    for i, c in enumerate(candidates):
+        pool = c.pool or c.instance_type.split(".", 1)[0]
+        if c.pool is not None and pool not in raw:
+            raise ConfigError(f"{where}: candidates[{i}].pool: {pool!r} is not in pools "
+                              f"({', '.join(sorted(raw)) or 'none defined'})")
+        out.append(replace(c, pool=pool if pool in raw else None, pool_limit=raw.get(pool)))
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import benchmark, bill, checks, cost, metrics, report
+from assets import benchmark, bill, checks, cost, metrics, quality, report
 from assets.partitions import partitions_def
 from pipelines.profiles import Settings, resources_for
 from pipelines.schedules import jobs, schedules
@@ -21,7 +21,8 @@ def build_definitions(settings: Settings | None = None, resources: dict | None =
     return dg.Definitions(
         assets=[benchmark.build(parts), bill.build(parts), metrics.build(parts), cost.build(parts),
                 report.build(parts)],
-        asset_checks=checks.build(parts) + report.build_checks(parts),
+        asset_checks=checks.build(parts) + report.build_checks(parts)
+        + quality.build_checks(parts),
         jobs=jobs(parts),
         schedules=schedules(names, settings.profile),
         resources=res,

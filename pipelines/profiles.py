@@ -8,6 +8,7 @@ the definitions load — never at import time.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 from collections.abc import Mapping
@@ -24,7 +25,7 @@ from resources.billing.price_list import PriceListApi
 from resources.billing.price_sheet import PriceSheetBill
 from resources.billing.refresh import CostExplorerBill
 from resources.cluster.eks import EksNodegroupCluster
-from resources.cluster.eks_api import EksCluster
+from resources.cluster.eks_api import EksCluster, check_owner
 from resources.cluster.local import LocalHostCluster
 from resources.cluster.reaper import EksReaper, NothingToReap
 from resources.loadgen.generator import LoadGenerator
@@ -32,6 +33,7 @@ from resources.model_server.emulator import EmulatorModelServer
 from resources.model_server.kube.client import KubeClient
 from resources.model_server.kube.server import KubeModelServer
 from resources.model_server.kube.token import TokenSource
+from resources.model_server.local import LocalModelServers
 from resources.storage import Storage
 
 PROFILES = ("local", "eks")
@@ -46,6 +48,7 @@ class Settings:
     cold_start_s: float | None = None       # emulator cold start override (None: modelled)
     load: LoadGenerator = field(default_factory=LoadGenerator)
     slos: tuple[tuple[float, float], ...] = ((2.0, 0.1),)
+    data_uri: str | None = None             # s3://bucket/prefix: where finished runs are published
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -65,15 +68,18 @@ class Settings:
                    data_dir=Path(env.get("SERVINGBENCH_DATA_DIR", REPO / "data")),
                    candidates_file=Path(env.get("SERVINGBENCH_CANDIDATES", DEFAULT_FILE)),
                    time_scale=number("SERVINGBENCH_EMULATOR_TIME_SCALE", 1.0),
-                   cold_start_s=number("SERVINGBENCH_EMULATOR_COLD_START_S", None))
+                   cold_start_s=number("SERVINGBENCH_EMULATOR_COLD_START_S", None),
+                   data_uri=env.get("SERVINGBENCH_DATA_URI") or None)
 
 
 def resources_for(settings: Settings) -> dict:
     if settings.profile not in PROFILES:
         raise ConfigError(f"profile {settings.profile!r}: expected one of {PROFILES}")
     candidates = {c.name: c for c in load_candidates(settings.candidates_file)}
+    if settings.data_uri and not settings.data_uri.startswith("s3://"):
+        raise ConfigError(f"SERVINGBENCH_DATA_URI={settings.data_uri!r}: expected s3://bucket/prefix")
     common = {
-        "storage": Storage(Path(settings.data_dir)),
+        "storage": Storage(Path(settings.data_dir), remote_uri=settings.data_uri),
         "candidates": candidates,
         "load_generator": settings.load,
         "slos": settings.slos,
@@ -82,8 +88,8 @@ def resources_for(settings: Settings) -> dict:
     if settings.profile == "local":
         return common | {
             "cluster": LocalHostCluster(),
-            "model_server": EmulatorModelServer(time_scale=settings.time_scale,
-                                                cold_start_s=settings.cold_start_s),
+            "model_server": LocalModelServers(EmulatorModelServer(
+                time_scale=settings.time_scale, cold_start_s=settings.cold_start_s)),
             "bill_source": PriceSheetBill(),
             "reaper": NothingToReap(),
         }
@@ -104,6 +110,7 @@ class EksSettings:
     cluster_name: str
     region: str
     node_role_arn: str
+    owner: str  # this installation's id, tagged on every resource it creates
     subnet_ids: tuple[str, ...] = ()  # empty: the cluster's own subnets
     namespace: str = "servingbench"
     reaper_ttl_hours: float = 6.0
@@ -114,9 +121,11 @@ class EksSettings:
     expose: str = "load_balancer"  # how the pipeline's load generator reaches the engine
     source_ranges: tuple[str, ...] = ()  # CIDRs allowed to reach the load balancer
     lb_scheme: str = "internal"  # run the pipeline inside the VPC; internet-facing otherwise
+    allow_public: bool = False  # consent to 0.0.0.0/0 or an internet-facing load balancer
+    run_as_user: int | None = None  # engines run as this non-root uid (image must allow it)
     endpoint_url: str | None = None  # tests only (moto)
     dcgm_url: str | None = None  # the engine node's dcgm-exporter /metrics (docs/telemetry.md)
-    neuron_monitor_url: str | None = None  # the neuron-monitor sidecar's report (deploy/)
+    neuron_monitor_url: str | None = None  # the neuron-monitor reader's report (deploy/)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> EksSettings:
@@ -132,20 +141,67 @@ class EksSettings:
             return tuple(x.strip() for x in env.get(f"SERVINGBENCH_EKS_{name}", "").split(",")
                          if x.strip())
 
+        allow_public = _flag(env, "SERVINGBENCH_EKS_ALLOW_PUBLIC")
+        source_ranges = split("SOURCE_RANGES")
+        lb_scheme = env.get("SERVINGBENCH_EKS_LB_SCHEME", "internal")
+        _check_exposure(source_ranges, lb_scheme, allow_public)
         return cls(cluster_name=need("CLUSTER"), region=need("REGION"),
-                   node_role_arn=need("NODE_ROLE_ARN"), subnet_ids=split("SUBNETS"),
+                   node_role_arn=need("NODE_ROLE_ARN"), owner=owner_from_env(env),
+                   subnet_ids=split("SUBNETS"),
                    capacity_type=env.get("SERVINGBENCH_EKS_CAPACITY_TYPE", "ON_DEMAND"),
                    capacity_reservation_id=env.get("SERVINGBENCH_EKS_CAPACITY_RESERVATION_ID") or None,
                    expose=env.get("SERVINGBENCH_EKS_EXPOSE", "load_balancer"),
-                   source_ranges=split("SOURCE_RANGES"),
-                   lb_scheme=env.get("SERVINGBENCH_EKS_LB_SCHEME", "internal"),
+                   source_ranges=source_ranges, lb_scheme=lb_scheme, allow_public=allow_public,
+                   run_as_user=_uid(env, "SERVINGBENCH_EKS_RUN_AS_USER"),
                    dcgm_url=env.get("SERVINGBENCH_EKS_DCGM_URL") or None,
                    neuron_monitor_url=env.get("SERVINGBENCH_EKS_NEURON_MONITOR_URL") or None)
 
     def telemetry(self) -> tuple[dict, ...]:
+        """What the sampler reads beside the engine's own /metrics (docs/telemetry.md)."""
         return tuple([{"kind": "dcgm", "url": self.dcgm_url}] * bool(self.dcgm_url)
                      + [{"kind": "neuron_monitor", "url": self.neuron_monitor_url}]
                      * bool(self.neuron_monitor_url))
+
+
+def owner_from_env(env: Mapping[str, str]) -> str:
+    """SERVINGBENCH_EKS_OWNER: the id chosen at setup that names this installation; the
+    reaper of this installation touches nothing tagged with another one."""
+    value = env.get("SERVINGBENCH_EKS_OWNER")
+    if not value:
+        raise ValueError("the eks profile needs SERVINGBENCH_EKS_OWNER, the id of this "
+                         "installation tagged on everything it creates (see docs/eks.md)")
+    return check_owner(value, "SERVINGBENCH_EKS_OWNER")
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    value = env.get(name, "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"{name}={value!r}: expected 1 or 0")
+    return value == "1"
+
+
+def _uid(env: Mapping[str, str], name: str) -> int | None:
+    value = env.get(name, "")
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{name}={value!r}: expected a non-root uid (an integer >= 1)")
+    return int(value)
+
+
+def _check_exposure(source_ranges: tuple[str, ...], lb_scheme: str, allow_public: bool) -> None:
+    """An engine open to the internet only by explicit consent, named in the message."""
+    for cidr in source_ranges:
+        try:
+            net = ipaddress.ip_network(cidr)
+        except ValueError:
+            raise ValueError(f"SERVINGBENCH_EKS_SOURCE_RANGES: {cidr!r} is not a CIDR") from None
+        if net.prefixlen == 0 and not allow_public:
+            raise ValueError(f"SERVINGBENCH_EKS_SOURCE_RANGES={cidr} opens the engine to the "
+                             f"whole internet; set SERVINGBENCH_EKS_ALLOW_PUBLIC=1 to allow it")
+    if lb_scheme == "internet-facing" and not allow_public:
+        raise ValueError("SERVINGBENCH_EKS_LB_SCHEME=internet-facing puts the engine on the "
+                         "internet; set SERVINGBENCH_EKS_ALLOW_PUBLIC=1 to allow it")
 
 
 @dataclass
@@ -168,7 +224,7 @@ class EksResources:
         return cls(
             settings=s, session=session, caller=caller,
             cluster=EksCluster(session, s.cluster_name, s.region, node_role_arn=s.node_role_arn,
-                               subnet_ids=list(s.subnet_ids) or None,
+                               owner=s.owner, subnet_ids=list(s.subnet_ids) or None,
                                endpoint_url=s.endpoint_url, caller=caller),
             billing=CostExplorerApi(session, endpoint_url=s.endpoint_url, caller=caller),
             price_list=PriceListApi.from_session(session, endpoint_url=s.endpoint_url,
@@ -184,7 +240,9 @@ class EksResources:
                                            timeout_s=s.provision_timeout_s),
             "model_server": KubeModelServer(self.kube, expose=s.expose,
                                             source_ranges=s.source_ranges,
-                                            lb_scheme=s.lb_scheme, timeout_s=s.deploy_timeout_s,
+                                            lb_scheme=s.lb_scheme, allow_public=s.allow_public,
+                                            owner=s.owner, run_as_user=s.run_as_user,
+                                            timeout_s=s.deploy_timeout_s,
                                             telemetry=s.telemetry()),
             "bill_source": CostExplorerBill(self.billing),
         }

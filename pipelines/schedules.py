@@ -10,15 +10,20 @@ import dagster as dg
 from resources.analysis.gates import RULE_OF
 
 CHAIN = ["provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log",
-         "cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens", "benchmark_report"]
+         "quality", "cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens", "benchmark_report"]
 BILL_PART = ["cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens", "benchmark_report"]
 REFRESH_DAYS = 14
+# What a benchmark run's pod asks for when the Kubernetes run launcher starts it
+# (deploy/values.yaml): the load generator needs a core of its own to measure honestly.
+BENCHMARK_POD = {"container_config": {"resources": {"requests": {"cpu": "2", "memory": "4Gi"},
+                                                    "limits": {"memory": "8Gi"}}}}
 
 
 def jobs(partitions_def) -> list:
     return [reaper_job,
         dg.define_asset_job("benchmark_job", selection=dg.AssetSelection.assets(*CHAIN),
                             partitions_def=partitions_def, executor_def=dg.in_process_executor,
+                            tags={"dagster-k8s/config": BENCHMARK_POD},
                             description="The whole chain for one date × candidate partition."),
         dg.define_asset_job("bill_refresh_job", selection=dg.AssetSelection.assets(*BILL_PART),
                             partitions_def=partitions_def, executor_def=dg.in_process_executor,
@@ -71,8 +76,13 @@ def partitions_to_refresh(storage, days: int = REFRESH_DAYS, now: dt.datetime | 
 
 
 def schedules(candidate_names: list[str], profile: str = "local") -> list:
+    # the eks profile is a deployment (deploy/values.yaml): its nightly runs are on from the
+    # start; locally nothing runs unless someone turns it on in the UI
+    nightly = (dg.DefaultScheduleStatus.RUNNING if profile == "eks"
+               else dg.DefaultScheduleStatus.STOPPED)
+
     @dg.schedule(job_name="benchmark_job", cron_schedule="0 2 * * *", execution_timezone="UTC",
-                 name="benchmark_schedule", default_status=dg.DefaultScheduleStatus.STOPPED,
+                 name="benchmark_schedule", default_status=nightly,
                  description="Every night: benchmark every candidate for the day's partition.")
     def benchmark_schedule(context):
         date = context.scheduled_execution_time.strftime("%Y-%m-%d")
@@ -81,7 +91,7 @@ def schedules(candidate_names: list[str], profile: str = "local") -> list:
             yield dg.RunRequest(run_key=f"{key}", partition_key=key)
 
     @dg.schedule(job_name="bill_refresh_job", cron_schedule="0 6 * * *", execution_timezone="UTC",
-                 name="bill_refresh_schedule", default_status=dg.DefaultScheduleStatus.STOPPED,
+                 name="bill_refresh_schedule", default_status=nightly,
                  required_resource_keys={"storage"},
                  description="Every morning: refetch bills until every recent cost is final.")
     def bill_refresh_schedule(context):
@@ -96,6 +106,5 @@ def schedules(candidate_names: list[str], profile: str = "local") -> list:
         name="reaper_schedule", job=reaper_job, cron_schedule="15 * * * *",
         execution_timezone="UTC",
         description="Every hour: delete expired servingbench node groups (on by default for eks).",
-        default_status=(dg.DefaultScheduleStatus.RUNNING if profile == "eks"
-                        else dg.DefaultScheduleStatus.STOPPED))
+        default_status=nightly)
     return [benchmark_schedule, bill_refresh_schedule, reaper_schedule]

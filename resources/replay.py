@@ -70,7 +70,10 @@ class ReplayLoad:
     recording: Path
     progress: str = "log"
 
-    def run(self, candidate, endpoint, served_model, run_dir: Path, run_id: str, progress=None):
+    def run(self, candidate, endpoint, served_model, run_dir: Path, run_id: str, progress=None,
+            judge=None, api_key_env=None):
+        # `judge` (the chain's SLO judge for capacity searches) has nothing to decide here:
+        # a replay's steps were recorded, never searched.
         rec = Path(self.recording)
         old = mf.load(rec / "manifest.json")
         counts = {}

@@ -16,11 +16,37 @@ import pyarrow as pa
 from resources.contract.timestamps import format_ts
 
 TABLES = ("derived_metrics", "cost_per_1m", "headline", "telemetry_metrics")
+LOCK_WAIT_S = 120.0  # parallel runs publish one after another: each holds the file briefly
+
+
+def connect(path: Path, read_only: bool = False, wait_s: float = LOCK_WAIT_S):
+    """Open the DuckDB file, waiting (bounded) while another process holds its lock: DuckDB
+    allows one writing process, and runs of different pools finish at the same time."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 @dataclass
 class Storage:
     data_dir: Path
+    remote_uri: str | None = None   # s3://bucket/prefix: finished run folders are published there
+
+    def publish_folder(self, run_dir: Path) -> str | None:
+        """Publish a finished run folder to `<remote_uri>/runs/<run_id>`, marker last
+        (resources/runstore.py); None when there is no remote."""
+        if not self.remote_uri:
+            return None
+        from resources import runstore
+
+        uri = f"{self.remote_uri.rstrip('/')}/runs/{Path(run_dir).name}"
+        runstore.publish(Path(run_dir), uri)
+        return uri
 
     @property
     def runs_dir(self) -> Path:
@@ -45,7 +71,7 @@ class Storage:
 
     def publish(self, run_id: str, partition: str, manifest: dict, tables: dict[str, pa.Table]) -> None:
         """Replace this run's rows in the DuckDB tables (one transaction)."""
-        con = duckdb.connect(str(self.duckdb_path))
+        con = connect(self.duckdb_path)
         try:
             con.execute("CREATE TABLE IF NOT EXISTS runs (run_id VARCHAR PRIMARY KEY, partition VARCHAR,"
                         " candidate VARCHAR, instance_type VARCHAR, source VARCHAR,"
@@ -75,7 +101,7 @@ class Storage:
     def query(self, sql_name: str, **params) -> pa.Table:
         from resources.analysis import sqlfiles
 
-        con = duckdb.connect(str(self.duckdb_path), read_only=True)
+        con = connect(self.duckdb_path, read_only=True)
         try:
             return sqlfiles.query(con, sql_name, **params)
         finally:

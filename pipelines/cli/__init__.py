@@ -13,11 +13,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "analyze": ("pipelines.cli.analyze", "run the gates and metric SQL on a run folder"),
     "load": ("pipelines.cli.load", "drive an OpenAI-compatible endpoint, write a run folder"),
     "emulator": ("pipelines.cli.emulator", "serve the local engine emulator (EMULATED numbers)"),
-    "demo": ("pipelines.cli.demo", "run the chain on the embedded default and print the headline"),
+    "demo": ("pipelines.cli.demo", "run the chain on the embedded default and print the headline "
+             "(--real: llama.cpp on this host)"),
     "run": ("pipelines.cli.run", "benchmark one candidate with the profile of SERVINGBENCH_PROFILE"),
     "ui": ("pipelines.cli.ui", "start the Dagster UI on 127.0.0.1"),
     "eks": ("pipelines.cli.eks", "reap expired node groups / refetch a run's bill (eks)"),
     "report": ("pipelines.cli.report", "write HTML reports of run folders"),
+    "engine": ("pipelines.cli.engine", "the real local engine: prepare derived models, status"),
 }
 
 

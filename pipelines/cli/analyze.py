@@ -8,10 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
+from pathlib import Path
 
 from pipelines.cli.argtypes import positive_floats
 from resources.analysis.analyze import DEFAULT_SLO, MALFORMED, analyze_run
 from resources.analysis.summary import render
+from resources.runstore import RunStoreError, fetch, is_remote, publish, remove
 
 
 def parser() -> argparse.ArgumentParser:
@@ -38,7 +41,13 @@ def main(argv: list[str]) -> int:
             print("servingbench analyze: --slo-ttft-s and --slo-tpot-s list different numbers "
                   "of SLOs", file=sys.stderr)
             return MALFORMED
-    result = analyze_run(args.run_dir, slos=list(zip(ttft, tpot, strict=True)))
+    slos = list(zip(ttft, tpot, strict=True))
+    if is_remote(args.run_dir):
+        result = _analyze_remote(args.run_dir, slos)
+        if result is None:
+            return MALFORMED
+    else:
+        result = analyze_run(args.run_dir, slos=slos)
     if args.json:
         doc = {"exit_code": result.exit_code, "message": result.message, "gates": result.gates}
         for name in ("metrics", "cost", "headline"):
@@ -48,3 +57,27 @@ def main(argv: list[str]) -> int:
     else:
         print(render(result), file=sys.stderr if result.exit_code == MALFORMED else sys.stdout)
     return result.exit_code
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.rglob("*") if p.is_file()}
+
+
+def _analyze_remote(uri: str, slos):
+    """Analyze a published run folder in place: fetch it, analyze the copy, send back what
+    the analyzer wrote or changed (and delete what it withheld), marker last."""
+    with tempfile.TemporaryDirectory(prefix="servingbench-analyze-") as tmp:
+        local = Path(tmp) / "run"
+        try:
+            fetch(uri, local)
+            before = _snapshot(local)
+            result = analyze_run(local, slos=slos)
+            after = _snapshot(local)
+            publish(local, uri, [n for n in after if before.get(n) != after[n]])
+            remove(uri, [n for n in before if n not in after])
+        except (RunStoreError, OSError) as exc:
+            print(f"servingbench analyze: {exc}", file=sys.stderr)
+            return None
+    result.run_dir = uri
+    return result

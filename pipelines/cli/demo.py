@@ -4,6 +4,11 @@ as the bill) for every default candidate, then prints the SLO headline table.
 
 Every number it prints is EMULATED. Small steps keep it to a few minutes; runs are recorded
 in the Dagster instance under DAGSTER_HOME (default: ./.dagster_home), so `make ui` shows them.
+
+`servingbench demo --real` (`make demo-real`) runs the candidates of
+pipelines/candidates_real.yaml instead: llama.cpp's server on this host with a real model
+(`make engine`), so every figure is MEASURED on this host, quality included, and priced from
+this host's entry in pipelines/price_sheet_local.yaml.
 """
 
 from __future__ import annotations
@@ -16,8 +21,12 @@ import time
 from pathlib import Path
 
 from pipelines.cli.argtypes import non_negative, positive, positive_int
-from pipelines.config import DEFAULT_FILE, REPO, ConfigError, load_candidates
+from pipelines.config import DEFAULT_FILE, REAL_FILE, REPO, ConfigError, load_candidates
 
+REAL_BANNER = ("=" * 78 + "\nMEASURED ON THIS HOST — llama.cpp's server and a real model on this "
+               "machine's CPU;\npriced from this host's hourly price in "
+               "pipelines/price_sheet_local.yaml (a price\nsheet you set, never a cloud bill).\n"
+               + "=" * 78)
 BANNER = ("=" * 78 + "\nEMULATED — modelled by the local engine emulator on this machine and priced "
           "from an\nunverified price sheet. These are not measurements of real hardware.\n" + "=" * 78)
 
@@ -33,14 +42,22 @@ def dagster_home() -> Path:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="servingbench demo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--candidates", type=Path, default=DEFAULT_FILE, help="candidates YAML")
+    p.add_argument("--real", action="store_true",
+                   help="the real local engine: llama.cpp on this host, candidates_real.yaml")
+    p.add_argument("--candidates", type=Path, default=None,
+                   help="candidates YAML (default: candidates.yaml, or candidates_real.yaml "
+                        "with --real)")
     p.add_argument("--only", default=None, help="comma list of candidate names (default: all)")
     p.add_argument("--data-dir", type=Path, default=REPO / "data", help="outputs (default ./data)")
-    p.add_argument("--concurrency", default="1,4,8", help="closed-loop steps (default 1,4,8)")
-    p.add_argument("--duration-s", type=positive, default=3.0,
-                   help="seconds per step, in-flight requests then drain (default 3)")
-    p.add_argument("--requests", type=positive_int, default=400, help="at most this many per step")
-    p.add_argument("--output-tokens", type=positive_int, default=64, help="output tokens (default 64)")
+    p.add_argument("--concurrency", default=None,
+                   help="closed-loop steps (default 1,4,8; with --real the candidates' plan)")
+    p.add_argument("--duration-s", type=positive, default=None,
+                   help="seconds per step, in-flight requests then drain (default 3; with "
+                        "--real none: the candidates' request counts)")
+    p.add_argument("--requests", type=positive_int, default=None,
+                   help="at most this many per step (default 400; with --real the plan's)")
+    p.add_argument("--output-tokens", type=positive_int, default=None,
+                   help="output tokens (default 64; with --real the scenario's)")
     p.add_argument("--cold-start-s", type=non_negative, default=1.0,
                    help="emulated cold start, shortened for the demo (default 1 s)")
     return p
@@ -48,8 +65,17 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    if args.candidates is None:
+        args.candidates = REAL_FILE if args.real else DEFAULT_FILE
+    if not args.real:
+        args.concurrency = args.concurrency or "1,4,8"
+        args.duration_s = 3.0 if args.duration_s is None else args.duration_s
+        args.requests = args.requests or 400
+        args.output_tokens = args.output_tokens or 64
+    banner = REAL_BANNER if args.real else BANNER
     try:
-        steps = tuple(positive_int(x) for x in args.concurrency.split(","))
+        steps = (tuple(positive_int(x) for x in args.concurrency.split(","))
+                 if args.concurrency else None)   # --real: the candidates' own plan
     except argparse.ArgumentTypeError as exc:
         print(f"servingbench demo: argument --concurrency: {exc}", file=sys.stderr)
         return 2
@@ -67,8 +93,15 @@ def main(argv: list[str]) -> int:
                   file=sys.stderr)
             return 2
         names = wanted
+    if args.real:
+        from resources.model_server.llamacpp import engine_available
+
+        why = engine_available()
+        if why is not None:
+            print(f"servingbench demo --real: {why}", file=sys.stderr)
+            return 2
     dagster_home()
-    print(BANNER, flush=True)
+    print(banner, flush=True)
     print("setting up Dagster (first import takes a few seconds)...", flush=True)
     import dagster as dg
 
@@ -80,19 +113,23 @@ def main(argv: list[str]) -> int:
                         cold_start_s=args.cold_start_s,
                         load=LoadGenerator(concurrency=steps, requests_per_step=args.requests,
                                           duration_s=args.duration_s,
-                                          warmup_requests=4, output_tokens=args.output_tokens,
+                                          warmup_requests=None if args.real else 4,
+                                          output_tokens=args.output_tokens,
                                           progress="terminal"))
     job = build_definitions(settings).resolve_job_def("benchmark_job")
     instance = dg.DagsterInstance.get()
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-    run_dirs, failures, t0 = [], [], time.monotonic()
+    run_dirs, failures, quality_dirs, t0 = [], [], [], time.monotonic()
     for i, name in enumerate(names, 1):
         print(f"\n[{i}/{len(names)}] {name}  (partition {date}|{name})", flush=True)
         result = job.execute_in_process(
             partition_key=dg.MultiPartitionKey({"date": date, "candidate": name}),
             instance=instance, raise_on_error=False, run_config=quiet)
         run_dir = run_dir_of(result, "cost_per_1m_output_tokens")
+        q_dir = run_dir_of(result, "quality")
+        if q_dir:
+            quality_dirs.append((name, q_dir))
         if result.success and run_dir:
             run_dirs.append(run_dir)
             print(f"    done: {run_dir}", flush=True)
@@ -100,19 +137,29 @@ def main(argv: list[str]) -> int:
             why = failure(result)
             failures.append((name, why))
             print(f"    FAILED: {why}", flush=True)
-    print(f"\n{BANNER}\n", flush=True)
-    print_headline(run_dirs)
+    print(f"\n{banner}\n", flush=True)
+    print_headline(run_dirs, "MEASURED on this host" if args.real else "EMULATED")
+    if args.real:
+        print_quality(quality_dirs)
     for name, why in failures:
-        print(f"  {name}: not measured — {why}")
+        if "quality_matches_reference" in why:
+            # measured and kept (run folder, metrics, quality), only never ranked on cost
+            print(f"  {name}: measured, excluded from the cost ranking — {why}")
+        else:
+            print(f"  {name}: not measured — {why}")
     print(f"\n{len(run_dirs)} of {len(names)} candidates in {time.monotonic() - t0:.0f} s. "
           f"Run folders: {Path(args.data_dir) / 'runs'}\nSee them in the Dagster UI: make ui "
           "→ http://127.0.0.1:3000")
-    if run_dirs:
-        _print_comparison(run_dirs, Path(args.data_dir) / "comparison.html")
+    # runs kept out of the cost ranking by quality parity are still shown in the comparison
+    shown = run_dirs + [d for _, d in quality_dirs if d not in run_dirs
+                        and (Path(d) / "headline.parquet").exists()]
+    if shown:
+        _print_comparison(shown, Path(args.data_dir) / "comparison.html",
+                          "MEASURED on this host" if args.real else "EMULATED")
     return 0 if run_dirs else 1
 
 
-def _print_comparison(run_dirs: list[str], out: Path) -> None:
+def _print_comparison(run_dirs: list[str], out: Path, label: str) -> None:
     """The comparison report across the run folders this demo just produced."""
     from resources.report import ReportError, write_comparison_report
 
@@ -121,7 +168,7 @@ def _print_comparison(run_dirs: list[str], out: Path) -> None:
     except (ReportError, OSError) as exc:
         print(f"comparison report not written: {exc}")
         return
-    print(f"Comparison report (EMULATED): {path}")
+    print(f"Comparison report ({label}): {path}")
 
 
 def run_dir_of(result, asset: str) -> str | None:
@@ -145,7 +192,27 @@ def failure(result) -> str:
     return "did not finish"
 
 
-def print_headline(run_dirs: list[str]) -> None:
+def print_quality(quality_dirs: list[tuple[str, str]]) -> None:
+    """Accuracy and the parity verdict of every real candidate, ranked or not."""
+    import json
+
+    print("\nQuality parity — MEASURED on this host (same evaluation set, temperature 0)")
+    print(f"  {'candidate':<28} {'accuracy':>9}  {'95 % CI':<15} {'n':>4}  verdict")
+    for name, d in quality_dirs:
+        s_file, p_file = Path(d) / "quality_summary.json", Path(d) / "quality_parity.json"
+        s = json.loads(s_file.read_text()) if s_file.exists() else None
+        p = json.loads(p_file.read_text()) if p_file.exists() else None
+        if s is None:
+            print(f"  {name:<28} {'-':>9}  {'-':<15} {'-':>4}  no quality recorded")
+            continue
+        ci = f"[{s['ci95_low']:.3f}, {s['ci95_high']:.3f}]"
+        verdict = ("not judged" if p is None else
+                   "matches reference" if p["passed"] else
+                   f"FAILED ({p['status']}): excluded from the cost ranking")
+        print(f"  {name:<28} {s['accuracy']:>9.3f}  {ci:<15} {s['n']:>4}  {verdict}")
+
+
+def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -166,7 +233,8 @@ def print_headline(run_dirs: list[str]) -> None:
     # valid step is not a verdict on its hardware, so it never sorts as a failure
     order = {True: 0, False: 1, None: 2}
     rows.sort(key=lambda r: (order[r["meets_slo"]], r["cost_per_1m_output_usd"] or float("inf")))
-    print("SLO headline — EMULATED (cheapest per 1M output tokens first, among steps meeting the SLO)")
+    print(f"SLO headline — {label} (cheapest per 1M output tokens first, among steps meeting "
+          "the SLO)")
     print(table(headline_rows(rows), HEADLINE_COLUMNS))
     unmeasured = [d for d in run_dirs if any(
         r["meets_slo"] is None for r in pq.read_table(Path(d) / "headline.parquet").to_pylist())]

@@ -1,6 +1,6 @@
 """`servingbench eks …`: operator commands for the eks profile.
 
-    servingbench eks reap --cluster bench --region us-east-1 --ttl-hours 6 --node-role ARN
+    servingbench eks reap --cluster bench --region us-east-1 --ttl-hours 6 [--owner ID]
     servingbench eks bill <run_dir>        (re)fetch a run's Cost Explorer bill
 
 Credentials come from the usual boto3 chain (environment, profile, SSO, instance role);
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
+import os
 import sys
 
 from botocore.exceptions import BotoCoreError
@@ -22,15 +24,30 @@ from resources.contract.manifest import ManifestError
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="servingbench eks")
     sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("reap", help="delete servingbench node groups older than a TTL")
+    r = sub.add_parser("reap", help="delete this installation's node groups older than a TTL "
+                       "whose run is no longer alive")
     r.add_argument("--cluster", required=True)
     r.add_argument("--region", required=True)
-    r.add_argument("--ttl-hours", type=float, default=6.0)
+    r.add_argument("--ttl-hours", type=_hours, default=6.0)
+    r.add_argument("--owner", default=None,
+                   help="this installation's id (default: SERVINGBENCH_EKS_OWNER)")
+    r.add_argument("--heartbeat-stale-minutes", type=_hours, default=15.0,
+                   help="a node group whose heartbeat is younger than this is a live run: kept")
     r.add_argument("--endpoint-url", help=argparse.SUPPRESS)  # tests: moto
     b = sub.add_parser("bill", help="(re)fetch a run folder's Cost Explorer bill")
     b.add_argument("run_dir")
     b.add_argument("--endpoint-url", help=argparse.SUPPRESS)
     return p
+
+
+def _hours(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
 
 
 def main(argv: list[str]) -> int:
@@ -41,11 +58,15 @@ def main(argv: list[str]) -> int:
     session = boto3.Session()
     try:
         if args.cmd == "reap":
-            from resources.cluster.eks_api import EksCluster
+            from pipelines.profiles import owner_from_env
+            from resources.cluster.eks_api import EksCluster, check_owner
 
+            owner = (check_owner(args.owner, "--owner") if args.owner
+                     else owner_from_env(os.environ))
             cluster = EksCluster(session, args.cluster, args.region, node_role_arn="",
-                                 endpoint_url=args.endpoint_url)
-            reaped = cluster.reap(args.ttl_hours * 3600)
+                                 owner=owner, endpoint_url=args.endpoint_url)
+            reaped = cluster.reap(args.ttl_hours * 3600,
+                                  heartbeat_stale_s=args.heartbeat_stale_minutes * 60)
             print(f"reaped {len(reaped)} node group(s)" + "".join(f"\n  {n}" for n in reaped))
         else:
             from resources.billing.cost_explorer import CostExplorerApi

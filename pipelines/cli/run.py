@@ -2,7 +2,13 @@
 by SERVINGBENCH_PROFILE (`eks` for real hardware; `local` for the embedded default) and the
 candidate's full load plan from the candidates file. Prints the candidate's headline.
 
+`servingbench run --all [--parallel N]`: every candidate of the date, up to N runs at once,
+each in its own process on the same Dagster instance (DAGSTER_HOME). Candidates sharing a
+concurrency pool (pipelines/candidates.yaml `pools`) wait for a slot, so N never asks for
+more nodes than the pools allow.
+
     SERVINGBENCH_PROFILE=eks SERVINGBENCH_EKS_CLUSTER=... servingbench run --candidate p5-scout-bf16-tp8
+    servingbench run --all --parallel 4
 """
 
 from __future__ import annotations
@@ -15,13 +21,30 @@ from pipelines.cli.demo import BANNER, dagster_home, failure, print_headline, ru
 from pipelines.config import ConfigError
 
 
-def main(argv: list[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="servingbench run", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--candidate", required=True, help="a name from the candidates file")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--candidate", help="a name from the candidates file")
+    which.add_argument("--all", action="store_true", help="every candidate of the file")
+    p.add_argument("--parallel", type=int, default=1,
+                   help="with --all: runs at once (default 1); pools still bound each type")
     p.add_argument("--date", default=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
                    help="the date partition (default: today, UTC)")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    p = parser()
     args = p.parse_args(argv)
+    if args.parallel < 1:
+        p.error(f"--parallel: expected a positive integer, got {args.parallel}")
+    if args.parallel != 1 and not args.all:
+        p.error("--parallel goes with --all")
+    try:
+        dt.date.fromisoformat(args.date)
+    except ValueError:
+        p.error(f"--date: expected YYYY-MM-DD, got {args.date!r}")
     dagster_home()
     import dagster as dg
 
@@ -34,9 +57,14 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"servingbench run: {exc}", file=sys.stderr)
         return 2
-    if args.candidate not in defs.resources["candidates"]:
+    candidates = defs.resources["candidates"]
+    if args.all:
+        from pipelines.cli.run_all import run_all
+
+        return run_all(candidates, args.date, args.parallel, dg.DagsterInstance.get())
+    if args.candidate not in candidates:
         print(f"servingbench run: unknown candidate {args.candidate!r}; known: "
-              f"{', '.join(defs.resources['candidates'])}", file=sys.stderr)
+              f"{', '.join(candidates)}", file=sys.stderr)
         return 2
     if settings.profile == "local":
         print(BANNER, flush=True)

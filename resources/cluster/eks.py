@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from resources.cluster.eks_api import EksCluster, NodegroupInfo, NodegroupSpec
+from resources.cluster.eks_api import EksCluster, Heartbeat, NodegroupInfo, NodegroupSpec
 from resources.cluster.interface import Cluster, ClusterInfo
 from resources.contract.timestamps import format_ts
 
@@ -12,7 +12,8 @@ def accelerator_of(candidate) -> str:
 
 
 class EksNodegroupCluster(Cluster):
-    """One managed node group per run; `teardown` deletes it (and its launch template)."""
+    """One managed node group per run; `teardown` deletes it (and its launch template). While
+    it lives, a heartbeat thread keeps its heartbeat tag fresh so no reaper takes it."""
 
     emulated = False
 
@@ -20,6 +21,7 @@ class EksNodegroupCluster(Cluster):
                  capacity_reservation_id: str | None = None, timeout_s: float = 1800.0):
         self.eks, self.timeout_s = eks, timeout_s
         self.capacity_type, self.capacity_reservation_id = capacity_type, capacity_reservation_id
+        self.heartbeats: dict[str, Heartbeat] = {}
 
     def provision(self, candidate, run_id: str) -> ClusterInfo:
         spec = NodegroupSpec(candidate.name, candidate.instance_type, candidate.node_count,
@@ -27,9 +29,11 @@ class EksNodegroupCluster(Cluster):
                              capacity_type=self.capacity_type,
                              capacity_reservation_id=self.capacity_reservation_id)
         ng = self.eks.create_nodegroup(spec, run_id, timeout_s=self.timeout_s)
+        self.heartbeats[ng.nodegroup] = Heartbeat(self.eks, ng)
         try:
             scope = self.eks.describe_scope(ng)
         except BaseException:
+            self.heartbeats.pop(ng.nodegroup).stop()
             self.eks.delete_nodegroup(ng.nodegroup, ng.launch_template_id, timeout_s=self.timeout_s)
             raise
         start, end = ng.phases["provision"]
@@ -43,4 +47,7 @@ class EksNodegroupCluster(Cluster):
 
     def teardown(self, info: ClusterInfo) -> None:
         ng: NodegroupInfo = info.handle
+        beat = self.heartbeats.pop(ng.nodegroup, None)
+        if beat is not None:
+            beat.stop()
         self.eks.delete_nodegroup(ng.nodegroup, ng.launch_template_id, timeout_s=self.timeout_s)

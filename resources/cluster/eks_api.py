@@ -5,8 +5,15 @@ template (so EC2 instances and volumes carry the run's cost-allocation tag: mana
 node group tags do not propagate to instances) and a managed node group of the
 candidate's instance type; it waits with boto3 waiters under a bounded timeout and
 records the scope (account, region, AZ, Kubernetes version, AMI release, instance ids).
-`provisioned()` is the context manager that guarantees teardown; `reap()` deletes any
-servingbench node group older than a TTL, whatever left it behind.
+`provisioned()` is the context manager that guarantees teardown; `reap()` deletes what a
+crashed run left behind.
+
+Never touch what is not ours: everything created carries the run tag and the owner tag (the
+installation's id, SERVINGBENCH_EKS_OWNER); a live run refreshes a heartbeat tag on its node
+group. The reaper deletes a node group only when its name has our prefix and derives from its
+run tag, its owner tag is this installation's, it is older than the TTL and its heartbeat is
+stale; it never describes a group without our prefix (the IAM policy would refuse it), and a
+failure on one group never stops it from reaping the others.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import hashlib
 import logging
 import math
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,6 +37,20 @@ log = logging.getLogger("servingbench.eks")
 
 RUN_TAG = "servingbench:run-id"
 CANDIDATE_TAG = "servingbench:candidate"
+OWNER_TAG = "servingbench:owner"
+HEARTBEAT_TAG = "servingbench:heartbeat"  # epoch seconds, refreshed while the run lives
+NAME_PREFIX = "sb-"
+HEARTBEAT_EVERY_S = 120.0
+HEARTBEAT_STALE_S = 900.0  # a heartbeat older than this: the run that owned it is gone
+OWNER_ID = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?$")
+
+
+def check_owner(owner: str | None, where: str = "owner") -> str:
+    """The installation id tagged on every resource: 1–40 of [a-z0-9-], no edge hyphen."""
+    if not owner or not OWNER_ID.match(owner):
+        raise ValueError(f"{where}={owner!r}: expected 1-40 characters of a-z, 0-9 and '-' "
+                         f"(not at either end), the id that names this installation")
+    return owner
 AMI_TYPES = {"nvidia": "AL2023_x86_64_NVIDIA", "neuron": "AL2023_x86_64_NEURON"}
 
 
@@ -71,6 +93,7 @@ class NodegroupInfo:
     k8s_version: str | None
     ami_release: str | None
     launch_template_id: str | None
+    arn: str | None = None
     phases: dict[str, tuple[int, int]] = field(default_factory=dict)  # name → (start_ns, end_ns)
 
 
@@ -110,10 +133,11 @@ class EksCluster:
     """Boto3 EKS + EC2 adapter for one existing cluster."""
 
     def __init__(self, session: Any, cluster_name: str, region: str, *, node_role_arn: str,
-                 subnet_ids: list[str] | None = None, endpoint_url: str | None = None,
-                 caller: Caller | None = None, poll_s: float = 15.0,
-                 clock: Callable[[], int] = time.time_ns):
+                 owner: str, subnet_ids: list[str] | None = None,
+                 endpoint_url: str | None = None, caller: Caller | None = None,
+                 poll_s: float = 15.0, clock: Callable[[], int] = time.time_ns):
         self.cluster_name, self.region = cluster_name, region
+        self.owner = check_owner(owner)
         self.node_role_arn, self.subnet_ids = node_role_arn, subnet_ids
         self.call = caller or Caller()
         self.poll_s, self.clock = poll_s, clock
@@ -142,9 +166,12 @@ class EksCluster:
         before the error is raised.
         """
         name = nodegroup_name(run_id)
-        tags = {RUN_TAG: run_id, CANDIDATE_TAG: spec.candidate}
         started = self.clock()
-        template_id = self._create_launch_template(name, spec, tags)
+        tags = {RUN_TAG: run_id, CANDIDATE_TAG: spec.candidate, OWNER_TAG: self.owner,
+                HEARTBEAT_TAG: str(started // 10**9)}
+        # instances and volumes carry the run and owner tags; the heartbeat lives on the group
+        template_id = self._create_launch_template(
+            name, spec, {k: v for k, v in tags.items() if k != HEARTBEAT_TAG})
         info = NodegroupInfo(self.cluster_name, name, spec.instance_type, spec.node_count,
                              spec.ami_type or AMI_TYPES[spec.accelerator], spec.capacity_type,
                              None, None, template_id)
@@ -165,6 +192,7 @@ class EksCluster:
             self.delete_nodegroup(name, template_id, timeout_s=timeout_s)
             raise
         info.k8s_version, info.ami_release = ng.get("version"), ng.get("releaseVersion")
+        info.arn = ng.get("nodegroupArn")
         info.phases["provision"] = (started, self.clock())
         log.info("node group %s ACTIVE (%s x%d)", name, spec.instance_type, spec.node_count)
         return info
@@ -203,10 +231,17 @@ class EksCluster:
                     timeout_s: float = 1800.0) -> Iterator[NodegroupInfo]:
         """A node group for the block's duration; deleted however the block ends."""
         info = self.create_nodegroup(spec, run_id, timeout_s=timeout_s)
+        heartbeat = Heartbeat(self, info)
         try:
             yield info
         finally:
+            heartbeat.stop()
             self.delete_nodegroup(info.nodegroup, info.launch_template_id, timeout_s=timeout_s)
+
+    def beat(self, info: NodegroupInfo) -> None:
+        """Refresh the node group's heartbeat tag: the run that owns it is alive."""
+        self.call(self.eks, "tag_resource", resourceArn=info.arn,
+                  tags={HEARTBEAT_TAG: str(self.clock() // 10**9)})
 
     def teardown(self, run_id: str, *, timeout_s: float = 1800.0) -> bool:
         """Delete the run's node group and launch template knowing only `run_id`
@@ -223,31 +258,83 @@ class EksCluster:
             self._delete_launch_template(template["LaunchTemplateId"])
         return existed
 
-    def reap(self, ttl_s: float, *, now_ns: int | None = None) -> list[str]:
-        """Delete servingbench node groups (and launch templates) older than `ttl_s`."""
+    def reap(self, ttl_s: float, *, heartbeat_stale_s: float = HEARTBEAT_STALE_S,
+             now_ns: int | None = None) -> list[str]:
+        """Delete this installation's expired node groups (and their launch templates), then
+        its launch templates left without a node group. Returns the node groups deleted;
+        raises AwsCallError naming every one that failed, after trying all of them."""
         now_ns = self.clock() if now_ns is None else now_ns
         reaped: list[str] = []
         failed: list[str] = []
-        for name in self._list_nodegroups():
-            ng = self.describe_nodegroup(name)
-            if RUN_TAG not in (ng.get("tags") or {}):
-                continue
-            age_s = (now_ns - int(ng["createdAt"].timestamp() * 1e9)) / 1e9
-            if age_s <= ttl_s:
-                continue
-            if ng.get("status") == "DELETING":
-                continue
-            log.warning("reaping node group %s (age %.0fs > ttl %.0fs)", name, age_s, ttl_s)
-            template = (ng.get("launchTemplate") or {}).get("id")
+        names = self._list_nodegroups()
+        for name in names:
+            if not name.startswith(NAME_PREFIX):
+                continue  # not ours by name: never even described
             try:
-                self.delete_nodegroup(name, template)
+                ng = self.describe_nodegroup(name)
+                why = self._keep_reason(name, ng, ttl_s, heartbeat_stale_s, now_ns)
+                if why:
+                    log.info("reaper: keeping node group %s (%s)", name, why)
+                    continue
+                log.warning("reaping node group %s (run %s)", name, ng["tags"][RUN_TAG])
+                self.delete_nodegroup(name, self._our_template((ng.get("launchTemplate") or {})
+                                                               .get("id")))
             except (AwsCallError, ProvisionError) as exc:
                 failed.append(f"{name}: {exc}")
                 continue
             reaped.append(name)
+        try:
+            self._reap_templates(set(names) - set(reaped), ttl_s, now_ns)
+        except AwsCallError as exc:
+            failed.append(f"launch templates: {exc}")
         if failed:  # the others were still reaped; say which ones were not, and why
             raise AwsCallError("reaper could not delete: " + "; ".join(failed))
         return reaped
+
+    def _keep_reason(self, name: str, ng: dict, ttl_s: float, heartbeat_stale_s: float,
+                     now_ns: int) -> str | None:
+        """Why the reaper must leave this node group alone, or None when it may go."""
+        tags = ng.get("tags") or {}
+        run_id = tags.get(RUN_TAG)
+        if not run_id or nodegroup_name(run_id) != name:
+            return "no run tag matching its name"
+        if tags.get(OWNER_TAG) != self.owner:
+            return f"owner {tags.get(OWNER_TAG)!r} is not this installation ({self.owner!r})"
+        if ng.get("status") == "DELETING":
+            return "already deleting"
+        age_s = (now_ns - int(ng["createdAt"].timestamp() * 1e9)) / 1e9
+        if age_s <= ttl_s:
+            return f"age {age_s:.0f}s within the TTL {ttl_s:.0f}s"
+        beat = tags.get(HEARTBEAT_TAG, "")
+        if beat.isdigit() and now_ns / 1e9 - int(beat) < heartbeat_stale_s:
+            return f"its run is alive (heartbeat {now_ns / 1e9 - int(beat):.0f}s ago)"
+        return None
+
+    def _our_template(self, template_id: str | None) -> str | None:
+        """`template_id` if that launch template carries this installation's owner tag."""
+        if not template_id:
+            return None
+        found = self.call(self.ec2, "describe_launch_templates", LaunchTemplateIds=[template_id])
+        for t in found.get("LaunchTemplates", []):
+            if {"Key": OWNER_TAG, "Value": self.owner} in (t.get("Tags") or []):
+                return template_id
+        return None
+
+    def _reap_templates(self, live_nodegroups: set[str], ttl_s: float, now_ns: int) -> None:
+        """Our launch templates whose node group is gone (a create that died half-way)."""
+        found = self.call(self.ec2, "describe_launch_templates", Filters=[
+            {"Name": f"tag:{OWNER_TAG}", "Values": [self.owner]},
+            {"Name": "launch-template-name", "Values": [f"{NAME_PREFIX}*"]}])
+        for t in found.get("LaunchTemplates", []):
+            tags = {x["Key"]: x["Value"] for x in t.get("Tags") or []}
+            run_id = tags.get(RUN_TAG)
+            if (not run_id or nodegroup_name(run_id) != t["LaunchTemplateName"]
+                    or t["LaunchTemplateName"] in live_nodegroups):
+                continue
+            if (now_ns - int(t["CreateTime"].timestamp() * 1e9)) / 1e9 <= ttl_s:
+                continue
+            log.warning("reaping launch template %s (run %s)", t["LaunchTemplateName"], run_id)
+            self._delete_launch_template(t["LaunchTemplateId"])
 
     # -- scope -----------------------------------------------------------------------
     def describe_scope(self, info: NodegroupInfo) -> Scope:
@@ -340,3 +427,32 @@ class EksCluster:
         raise ProvisionError(
             f"node group {name}: {waiter_name} not reached within {timeout_s:.0f}s ({status})"
             + (f": {health}" if health else ""))
+
+
+class Heartbeat:
+    """Refreshes a node group's heartbeat tag every `every_s` in a daemon thread, so the
+    reaper of any process can tell a live run from a crashed one. A failed refresh is
+    logged and retried at the next tick: it must never fail the run it watches."""
+
+    def __init__(self, cluster: EksCluster, info: NodegroupInfo,
+                 every_s: float = HEARTBEAT_EVERY_S):
+        self.cluster, self.info, self.every_s = cluster, info, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{info.nodegroup}",
+                                        daemon=True)
+        self.beats = 0
+        if info.arn:
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                self.cluster.beat(self.info)
+                self.beats += 1
+            except Exception as exc:  # noqa: BLE001 - logged; the run goes on
+                log.warning("heartbeat of %s failed: %s", self.info.nodegroup, exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)

@@ -22,6 +22,10 @@ class ClusterInfo:
 class Cluster(ABC):
     emulated: bool = False
 
+    def emulated_for(self, candidate) -> bool:
+        """Whether runs of `candidate` on this cluster are emulated (their `source`)."""
+        return self.emulated
+
     @abstractmethod
     def provision(self, candidate, run_id: str) -> ClusterInfo: ...
 

@@ -33,7 +33,8 @@ class LoadGenerator:
             else p.warmup_requests)
 
     def run(self, candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
-            progress=True, judge=None):
+            progress=True, judge=None, api_key_env: str | None = None):
+        """`api_key_env`: the deployment's key variable, when the engine needs a key."""
         from resources.loadgen import LoadConfig, run_load
         from resources.loadgen.scenarios.spec import from_mapping
 
@@ -49,6 +50,6 @@ class LoadGenerator:
             warmup_requests=plan.warmup_requests,
             input_tokens=self.input_tokens or targets.get("input_tokens") or 512,
             output_tokens=self.output_tokens or targets.get("output_tokens") or 128,
-            seed=self.seed, api_key_env=self.api_key_env, run_id=run_id,
+            seed=self.seed, api_key_env=api_key_env or self.api_key_env, run_id=run_id,
             scenario=None if scenario.kind == "fixed" else scenario)
         return run_load(cfg, run_dir, progress=progress, judge=judge)

@@ -170,6 +170,8 @@ class _Run:
                         await self._one(phase, name, "concurrency", float(c), _now(), expect)
                     finally:
                         inflight.dec()
+                    if asyncio.current_task().cancelling():  # the request recorded it: stop
+                        break
             finally:
                 # Should the last worker end for any reason, the step ends with it
                 # instead of waiting for a count no one is left to reach.
@@ -307,7 +309,10 @@ class _Run:
         loop = asyncio.get_running_loop()
         me = asyncio.current_task()
         if threading.current_thread() is threading.main_thread():
-            loop.add_signal_handler(signal.SIGTERM, me.cancel)
+            # Ctrl-C too: a Python-level SIGINT handler (Dagster installs one) would raise
+            # inside a transport callback, where the loop logs it and runs on
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, me.cancel)
         conn = aiohttp.TCPConnector(limit=0, keepalive_timeout=120, ttl_dns_cache=None)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.cfg.connect_timeout_s)
         async with aiohttp.ClientSession(connector=conn, timeout=timeout, read_bufsize=1 << 20,
@@ -325,7 +330,8 @@ class _Run:
                 flusher.cancel()
                 self.rec.flush()
                 if threading.current_thread() is threading.main_thread():
-                    loop.remove_signal_handler(signal.SIGTERM)
+                    for sig in (signal.SIGTERM, signal.SIGINT):
+                        loop.remove_signal_handler(sig)
 
 
 def _presize(workload: Workload) -> None:

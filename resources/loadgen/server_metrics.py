@@ -1,5 +1,7 @@
 """The engine's own counters around each steady step: scrape Prometheus `/metrics` (vLLM
-names; the emulator serves the same) before and after a step and keep the deltas in
+names, which the emulator serves too, or llama.cpp's: `llamacpp:tokens_predicted_total`,
+`llamacpp:prompt_tokens_total`, plus the finished-requests counter servingbench's llama.cpp
+launcher adds, `servingbench:requests_finished_total{status}`) before and after a step and keep the deltas in
 `server_metrics.json` (shape: docs/report.md). Control plane only (httpx, between steps,
 never while a step's requests stream). A server without `/metrics` is recorded as
 unavailable; it never fails a run.
@@ -23,6 +25,9 @@ GEN = "vllm:generation_tokens_total"
 PROMPT = "vllm:prompt_tokens_total"
 SUCCESS = "vllm:request_success_total"
 TTFT = "vllm:time_to_first_token_seconds"
+LLAMACPP_GEN = "llamacpp:tokens_predicted_total"
+LLAMACPP_PROMPT = "llamacpp:prompt_tokens_total"
+LLAMACPP_FINISHED = "servingbench:requests_finished_total"
 SCRAPE_TIMEOUT_S = 5.0
 SCRAPE_MAX_BYTES = 16 << 20  # vLLM's /metrics is a few hundred KiB with many models
 
@@ -62,11 +67,19 @@ def snapshot(text: str) -> dict:
     for labels, v in s.get(SUCCESS, []):
         reason = labels.get("finished_reason", "")
         success[reason] = success.get(reason, 0.0) + v
+    for labels, v in s.get(LLAMACPP_FINISHED, []):
+        # by HTTP status: 200 finished normally, anything else is not an ok request
+        status = labels.get("status", "")
+        reason = "ok" if status == "200" else f"http_{status}"
+        success[reason] = success.get(reason, 0.0) + v
+    gen, prompt = _total(s, GEN), _total(s, PROMPT)
+    if gen is None and prompt is None:
+        gen, prompt = _total(s, LLAMACPP_GEN), _total(s, LLAMACPP_PROMPT)
     buckets: dict[str, float] = {}
     for labels, v in s.get(f"{TTFT}_bucket", []):
         if "le" in labels:
             buckets[labels["le"]] = buckets.get(labels["le"], 0.0) + v
-    return {"generation_tokens": _total(s, GEN), "prompt_tokens": _total(s, PROMPT),
+    return {"generation_tokens": gen, "prompt_tokens": prompt,
             "request_success": success or None, "ttft_buckets": buckets or None,
             "ttft_count": _total(s, f"{TTFT}_count"), "ttft_sum": _total(s, f"{TTFT}_sum"),
             "emulated": "# EMULATED" in text}
@@ -96,7 +109,8 @@ def delta(before: dict, after: dict) -> dict:
         by = {k: sa[k] - sb.get(k, 0.0) for k in sa}
         out["request_success"] = by
         out["requests_finished"] = sum(by.values())
-        out["requests_ok"] = sum(v for k, v in by.items() if k != "abort")
+        out["requests_ok"] = sum(v for k, v in by.items()
+                                 if k != "abort" and not k.startswith("http_"))
     else:
         out["request_success"] = out["requests_finished"] = out["requests_ok"] = None
     bb, ba = before.get("ttft_buckets"), after.get("ttft_buckets")
@@ -136,7 +150,7 @@ class Scraper:
             return None, f"compressed /metrics answer ({r.headers['content-encoding'][:20]}) not read"
         snap = snapshot(raw.decode("utf-8", "replace"))
         if snap["generation_tokens"] is None and snap["request_success"] is None:
-            return None, "no vLLM counters in the /metrics answer"
+            return None, "no vLLM or llama.cpp counters in the /metrics answer"
         return snap, None
 
 

@@ -63,32 +63,52 @@ def load_dataset(path: Path) -> list[dict]:
 
 
 class Tokenizer:
-    """Counts tokens with the server's `/tokenize`, or estimates one per word."""
+    """Counts tokens with the server's own tokenizer, or estimates one per word.
+
+    Two shapes are spoken: vLLM's (and the emulator's) `POST /tokenize {"model", "prompt"}`
+    → `{"count"}` or `{"tokens"}`, and llama-cpp-python's `POST /extras/tokenize/count
+    {"model", "input"}` → `{"count"}`. The first that answers 200 is kept for the run."""
+
+    SHAPES = (("/tokenize", "prompt"), ("/extras/tokenize/count", "input"))
 
     def __init__(self, base_url: str, model: str, headers: dict[str, str], enabled: bool) -> None:
-        self.url, self.model, self.headers = f"{base_url}/tokenize", model, headers
+        self.base_url, self.model, self.headers = base_url, model, headers
+        self.url = f"{base_url}/tokenize"
         self.available = enabled
         self.calls = 0
+        self._shapes = list(self.SHAPES)
+
+    def _ask(self, path: str, field: str, text: str) -> int | None:
+        """The count from one shape, or None (refused, malformed, too big, too slow)."""
+        try:
+            with httpx.Client(timeout=TOKENIZE_DEADLINE_S) as http:
+                r, raw = control.request(http, "POST", f"{self.base_url}{path}",
+                                         headers=self.headers,
+                                         json={"model": self.model, field: text},
+                                         max_bytes=TOKENIZE_MAX_BYTES,
+                                         deadline_s=TOKENIZE_DEADLINE_S)
+            if r.status_code == 200:
+                body = json.loads(raw)
+                n = body.get("count")
+                n = len(body["tokens"]) if n is None else n
+                if type(n) is int and 0 <= n < 1 << 31:
+                    return n
+        except (httpx.HTTPError, control.ControlError, ValueError, KeyError, TypeError,
+                AttributeError, RecursionError):
+            pass
+        return None
 
     def count(self, text: str) -> int:
-        if self.available:
-            try:
-                with httpx.Client(timeout=TOKENIZE_DEADLINE_S) as http:
-                    r, raw = control.request(http, "POST", self.url, headers=self.headers,
-                                             json={"model": self.model, "prompt": text},
-                                             max_bytes=TOKENIZE_MAX_BYTES,
-                                             deadline_s=TOKENIZE_DEADLINE_S)
-                if r.status_code == 200:
-                    self.calls += 1
-                    body = json.loads(raw)
-                    n = body.get("count")
-                    n = len(body["tokens"]) if n is None else n
-                    if type(n) is int and 0 <= n < 1 << 31:
-                        return n
-            except (httpx.HTTPError, control.ControlError, ValueError, KeyError, TypeError,
-                    AttributeError, RecursionError):
-                pass
-            self.available = False
+        while self.available and self._shapes:
+            path, field = self._shapes[0]
+            n = self._ask(path, field, text)
+            if n is not None:
+                self.calls += 1
+                self.url = f"{self.base_url}{path}"
+                self._shapes = self._shapes[:1]   # this server's shape, from now on
+                return n
+            self._shapes.pop(0)
+        self.available = False
         return len(text.split())
 
 

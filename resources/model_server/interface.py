@@ -21,6 +21,9 @@ class Deployment:
     phases: dict = field(default_factory=dict)   # deploy and its sub-phases (contract §2.1)
     emulated: bool = False
     details: dict = field(default_factory=dict)  # metadata only (pid, config, ground truth)
+    # the name of an environment variable of this process holding the engine's API key,
+    # which the load generator sends as a bearer token (None: the engine needs none)
+    api_key_env: str | None = None
     # what the telemetry sampler reads beside the load, as plain descriptions
     # (resources/telemetry: {"kind": "dcgm" | "engine_metrics" | "emulated" | …, "url"/"pid"})
     telemetry: list[dict] = field(default_factory=list)

@@ -54,12 +54,34 @@ def _spread_text(spreads: pd.DataFrame, run: RunData, step, metric: str, money: 
     return cell(text)
 
 
+def _quality_cells(run: RunData) -> list[Cell]:
+    """Accuracy (with its Wilson 95 % interval) and the parity verdict, beside the cost."""
+    q = run.quality
+    if q is None or q.get("accuracy") is None:
+        acc = cell("n/a (emulated)" if run.emulated else None)
+    else:
+        acc = cell(f"{q['accuracy']:.3f} [{q['ci95_low']:.3f} \u2013 {q['ci95_high']:.3f}], "
+                   f"n={q['n']}")
+    p = run.parity
+    if p is None:
+        verdict = cell(None)
+    elif p.get("passed") is True:
+        verdict = badge("matches reference", "ok")
+    elif p.get("passed") is False:
+        verdict = badge(f"FAILED parity ({p.get('status')})", "bad")
+    else:
+        verdict = badge("not applicable", "unknown")
+    return [acc, verdict]
+
+
 def _rank_key(item: tuple[RunData, dict | None]) -> tuple:
     run, h = item
     if h is None:
         return (4, 0.0, run.candidate)
     if s.meets(h["meets_slo"]) is None:
         return (3, 0.0, run.candidate)
+    if run.failed_parity:
+        return (2, 0.0, run.candidate)
     if not h["meets_slo"]:
         return (2, 0.0, run.candidate)
     cost = h["cost_per_1m_output_usd"]
@@ -72,7 +94,9 @@ def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataF
     items = sorted(((run, headline_row(run, slo)) for run in latest), key=_rank_key)
     rows, classes, rank = [], [], 0
     for run, h in items:
-        ranked = h is not None and s.meets(h["meets_slo"]) is True and not run.emulated
+        # a candidate whose quality trails its reference is shown, never ranked on cost
+        ranked = (h is not None and s.meets(h["meets_slo"]) is True and not run.emulated
+                  and not run.failed_parity)
         rank += ranked
         if h is None:
             tail = [cell(s.no_headline_reason(run))] + [cell(None)] * 8
@@ -86,16 +110,19 @@ def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataF
                     _spread_text(spreads, run, h["step"], "cost_per_1m_output_usd", True)]
         rows.append([cell(rank if ranked else None), cell(run.candidate), s.source_cell(run),
                      cell(run.manifest.get("instance_type")), cell(run.run_id),
-                     cell(counts.get(run.candidate, 1)), s.status(run), *tail])
+                     cell(counts.get(run.candidate, 1)), s.status(run), *tail,
+                     *_quality_cells(run)])
+        bad = h is None or s.meets(h["meets_slo"]) is False or run.failed_parity
         classes.append(" ".join(c for c in ("emulated" if run.emulated else "",
-                                            "bad" if h is None or s.meets(h["meets_slo"]) is False
-                                            else "") if c))
+                                            "bad" if bad else "") if c))
     head = ("rank", "candidate", "source", "instance type", "latest run", "runs", "status",
             "meets SLO", "step", "output tok/s", "p99 TTFT (s)", "p99 TPOT (s)",
-            "USD / 1M output tok", "bill", "output tok/s across runs", "USD / 1M across runs")
+            "USD / 1M output tok", "bill", "output tok/s across runs", "USD / 1M across runs",
+            "accuracy [95 % CI]", "quality parity")
     note = (f"SLO: p99 TTFT \u2264 {slo[0]:g} s and p99 TPOT \u2264 {slo[1]:g} s. The step "
             "is the valid step with the highest output tokens/s within the SLO. Ranked by cost "
-            "among measured candidates only; emulated rows are never ranked.")
+            "among measured candidates only; emulated rows are never ranked, and neither is a "
+            "candidate whose accuracy failed parity with its group's reference.")
     return table(head, rows, classes) + para(note)
 
 

@@ -88,6 +88,12 @@ class RunData:
     chunks: pa.Table | None = field(repr=False, default=None)
     telemetry_metrics: pd.DataFrame | None = None
     telemetry: pa.Table | None = field(repr=False, default=None)  # contract §2.5 samples
+    quality: dict | None = None     # quality_summary.json (contract §3.3); None: none recorded
+    parity: dict | None = None      # quality_parity.json: the verdict against the reference
+
+    @property
+    def failed_parity(self) -> bool:
+        return self.parity is not None and self.parity.get("passed") is False
 
     @property
     def run_id(self) -> str:
@@ -137,6 +143,18 @@ def _read_frame(path: Path, columns: tuple[str, ...]) -> pd.DataFrame | None:
     return table.to_pandas()
 
 
+def _read_json(path: Path) -> dict | None:
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ReportError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ReportError(f"{path}: expected a JSON object")
+    return doc
+
+
 def _read_gates(path: Path) -> list[dict] | None:
     if not path.exists():
         return None
@@ -174,6 +192,8 @@ def load_run(run_dir: Path | str, raw: bool = True) -> RunData:
         cost=_read_frame(run_dir / "cost_per_1m.parquet", COST_COLUMNS),
         headline=_read_frame(run_dir / "headline.parquet", HEADLINE_COLUMNS),
         telemetry_metrics=_read_frame(run_dir / "telemetry_metrics.parquet", TELEMETRY_COLUMNS),
+        quality=_read_json(run_dir / "quality_summary.json"),
+        parity=_read_json(run_dir / "quality_parity.json"),
     )
     if raw:
         try:

@@ -6,7 +6,13 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from tests.support.eks.aws import DUMMY_KEY_ID, DUMMY_SECRET, DUMMY_SESSION_TOKEN, REGION
+from tests.support.eks.aws import (
+    DUMMY_KEY_ID,
+    DUMMY_SECRET,
+    DUMMY_SESSION_TOKEN,
+    REGION,
+    teach_moto_nodegroup_tags,
+)
 
 
 @pytest.fixture(scope="session")
@@ -40,9 +46,10 @@ def shared_session():
 
 
 @pytest.fixture
-def moto(moto_server, aws_env, shared_session):
+def moto(moto_server, aws_env, shared_session, monkeypatch):
     """A reset moto server and a boto3 session pointed at it."""
     import httpx
 
+    teach_moto_nodegroup_tags(monkeypatch)
     httpx.post(f"{moto_server}/moto-api/reset").raise_for_status()
     return moto_server, shared_session

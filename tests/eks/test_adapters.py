@@ -4,6 +4,7 @@ moto for AWS, the fake Kubernetes API for the deployment."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import httpx
 import pytest
@@ -15,9 +16,9 @@ from resources.cluster.eks_api import EksCluster
 from resources.contract import manifest as mf
 from resources.model_server.kube.client import KubeClient
 from resources.model_server.kube.deploy import EngineDeployment
-from resources.model_server.kube.server import KubeModelServer, engine_spec_for
+from resources.model_server.kube.server import LOAD_API_KEY_ENV, KubeModelServer, engine_spec_for
 from resources.model_server.kube.token import TokenSource
-from tests.support.eks.aws import DUMMY_KEY_ID, REGION, ROLE, make_cluster
+from tests.support.eks.aws import DUMMY_KEY_ID, OWNER, REGION, ROLE, make_cluster
 from tests.support.eks.billdata import ACCOUNT, PAGES, RUN_ID
 from tests.support.eks.fake_kube import LB_HOST, FakeKubeApi
 from tests.support.eks.specs import DIGEST, VLLM_GPU
@@ -57,7 +58,7 @@ def test_engine_spec_refuses_what_eks_cannot_run(kw, message):
 def test_provision_deploy_teardown_through_the_pipeline_interfaces(moto, tmp_path):
     endpoint, session = moto
     eks_api, _, _ = make_cluster(endpoint, session)
-    eks = EksCluster(session, "bench", REGION, node_role_arn=ROLE, endpoint_url=endpoint,
+    eks = EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
                      poll_s=0.1)
     cluster = EksNodegroupCluster(eks, timeout_s=10)
     cand = candidate()
@@ -82,8 +83,14 @@ def test_provision_deploy_teardown_through_the_pipeline_interfaces(moto, tmp_pat
                 m["phases"].update(dep.phases)
                 m.update(dep.facts)
                 mf.validate(m)
-                assert len(api.objects) == 2
+                kinds = sorted(o["kind"] for o in api.objects.values())
+                assert kinds == ["Deployment", "NetworkPolicy", "Secret", "Service"]
+                secret = next(o for o in api.objects.values() if o["kind"] == "Secret")
+                key = secret["stringData"]["key"]
+                assert len(key) >= 32 and dep.api_key_env == LOAD_API_KEY_ENV
+                assert os.environ[dep.api_key_env] == key  # what the load generator sends
             assert api.objects == {}
+            assert LOAD_API_KEY_ENV not in os.environ
         finally:
             cluster.teardown(info)
     assert eks_api.list_nodegroups(clusterName="bench")["nodegroups"] == []

@@ -37,3 +37,91 @@ def test_policy_grants_every_called_action_and_no_wildcards():
     used = called_actions()
     assert {"eks:CreateNodegroup", "ce:GetCostAndUsage", "ec2:DescribeInstances"} <= used
     assert used - FREE <= granted, f"missing from the policy: {sorted(used - FREE - granted)}"
+
+
+READ = re.compile(r"^(Describe|List|Get)")
+CREATE = re.compile(r"^(Create|Run|Put|Import|Allocate|Request)")
+CHANGE = re.compile(r"^(Delete|Update|Modify|Terminate|Stop|Start|Reboot|Attach|Detach"
+                    r"|Associate|Disassociate|Replace|Revoke|Authorize|Release|Untag)")
+OWNER_KEY = "servingbench:owner"
+# Actions whose own condition scopes them, not a tag: passing the node role only to EKS.
+SCOPED_OTHERWISE = {"iam:PassRole": "iam:PassedToService"}
+
+
+def conditions(statement) -> dict[str, object]:
+    """condition key → value, across operators (StringEquals, Null, ForAllValues:…)."""
+    out: dict[str, object] = {}
+    for block in statement.get("Condition", {}).values():
+        out.update(block)
+    return out
+
+
+def owner_condition(statement, kind: str) -> bool:
+    """`aws:{kind}/servingbench:owner` pinned with StringEquals to the installation id."""
+    key = f"aws:{kind}/{OWNER_KEY}"
+    return statement.get("Condition", {}).get("StringEquals", {}).get(key) == "OWNER_ID"
+
+
+def mutating_problems(policy: dict) -> list[str]:
+    problems = []
+    for st in policy["Statement"]:
+        acts = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+        cond = conditions(st)
+        for action in acts:
+            verb = action.split(":", 1)[1]
+            if READ.match(verb):
+                continue
+            if action in SCOPED_OTHERWISE:
+                if SCOPED_OTHERWISE[action] not in cond:
+                    problems.append(f"{st['Sid']}: {action} without {SCOPED_OTHERWISE[action]}")
+                continue
+            if st["Resource"] == "*" or st["Resource"] == ["*"]:
+                problems.append(f"{st['Sid']}: {action} on every resource")
+            if action == "ec2:CreateTags":
+                if "ec2:CreateAction" not in cond:
+                    problems.append(f"{st['Sid']}: ec2:CreateTags without ec2:CreateAction")
+                if not owner_condition(st, "RequestTag"):
+                    problems.append(f"{st['Sid']}: ec2:CreateTags without the owner RequestTag")
+            elif verb.startswith("Tag"):
+                if not (owner_condition(st, "RequestTag") or owner_condition(st, "ResourceTag")):
+                    problems.append(f"{st['Sid']}: {action} without an owner tag condition")
+            elif CREATE.match(verb):
+                if not owner_condition(st, "RequestTag"):
+                    problems.append(f"{st['Sid']}: {action} without aws:RequestTag/{OWNER_KEY}")
+            elif CHANGE.match(verb):
+                if not owner_condition(st, "ResourceTag"):
+                    problems.append(f"{st['Sid']}: {action} without aws:ResourceTag/{OWNER_KEY}")
+            else:
+                problems.append(f"{st['Sid']}: {action} is not classified; decide its condition")
+    return problems
+
+
+def test_every_mutating_action_requires_the_owner_tag():
+    policy = json.loads((ROOT / "docs/iam-policy.json").read_text())
+    assert mutating_problems(policy) == []
+
+
+def test_heartbeat_tagging_is_limited_to_the_heartbeat_key():
+    policy = json.loads((ROOT / "docs/iam-policy.json").read_text())
+    refresh = [st for st in policy["Statement"] if st["Action"] == "eks:TagResource"
+               and owner_condition(st, "ResourceTag")]
+    assert refresh and all(conditions(st)["aws:TagKeys"] == ["servingbench:heartbeat"]
+                           for st in refresh)
+
+
+def test_the_check_catches_an_unconditioned_mutation():
+    """The rule itself can fail: the old policy's weaknesses are each reported."""
+    weak = {"Statement": [
+        {"Sid": "A", "Effect": "Allow", "Action": ["eks:CreateNodegroup", "eks:DeleteNodegroup"],
+         "Resource": "arn:aws:eks:R:A:nodegroup/C/sb-*/*"},
+        {"Sid": "B", "Effect": "Allow", "Action": ["ec2:CreateLaunchTemplate", "ec2:CreateTags"],
+         "Resource": "arn:aws:ec2:R:A:launch-template/*",
+         "Condition": {"StringLike": {"aws:RequestTag/servingbench:run-id": "*"}}},
+        {"Sid": "C", "Effect": "Allow", "Action": "ec2:TerminateInstances", "Resource": "*"},
+    ]}
+    problems = mutating_problems(weak)
+    assert any("A: eks:CreateNodegroup without aws:RequestTag" in p for p in problems)
+    assert any("A: eks:DeleteNodegroup without aws:ResourceTag" in p for p in problems)
+    assert any("B: ec2:CreateTags without ec2:CreateAction" in p for p in problems)
+    assert any("B: ec2:CreateLaunchTemplate without aws:RequestTag" in p for p in problems)
+    assert any("C: ec2:TerminateInstances on every resource" in p for p in problems)

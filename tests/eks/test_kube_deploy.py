@@ -56,11 +56,13 @@ def test_deploy_waits_records_cold_start_and_deletes(aws_env):
         kube = client(api, session)
         dep = EngineDeployment(kube, VLLM_GPU, clock=lambda: 5 * NS)
         with dep.deployed(timeout_s=60, poll_s=0) as engine:
-            assert len(api.objects) == 2 and api.polls >= 3
+            assert len(api.objects) == 4 and api.polls >= 3
             assert engine.endpoint == (f"http://{VLLM_GPU.name}.servingbench.svc.cluster.local:8000")
         assert api.objects == {}  # deleted on the way out
     applies = [r for r in api.requests if r["method"] == "PATCH"]
-    assert [r["path"].split("/")[-2] for r in applies] == ["deployments", "services"]
+    # the key and the policy exist before the pod can start
+    assert [r["path"].split("/")[-2] for r in applies] == [
+        "secrets", "networkpolicies", "deployments", "services"]
     assert all(r["query"]["force"] == "true" for r in applies)
     p = engine.phases
     ts = parse_ts

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from resources.model_server.kube.render import EngineSpec, render, to_yaml
+from resources.model_server.kube.render import (
+    API_KEY_ENV,
+    LOADGEN_LABELS,
+    EngineSpec,
+    api_key_secret,
+    render,
+    to_yaml,
+)
 from tests.support.eks.specs import DIGEST, GOLDEN, SGLANG_GPU, VLLM_GPU, VLLM_NEURON
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
@@ -36,7 +43,7 @@ def test_gpu_flags_resources_and_probes():
     assert "--enable-expert-parallel" not in c["args"] and "--quantization" not in c["args"]
     assert c["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert c["startupProbe"]["httpGet"]["path"] == "/health"
-    assert c["readinessProbe"]["httpGet"]["path"] == "/v1/models"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/health"
     assert {"name": "dshm", "mountPath": "/dev/shm"} in c["volumeMounts"]
     s = container(SGLANG_GPU)
     assert s["command"] == ["python3", "-m", "sglang.launch_server"]
@@ -71,3 +78,78 @@ def test_bad_specs_are_refused(change, message):
     with pytest.raises(ValueError, match=message):
         EngineSpec(**fields)
     assert DIGEST.startswith("sha256:")
+
+
+K8S_VERSION = "1.33"  # the EKS version the tests' cluster runs (tests/support/eks/aws.py)
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_rendered_manifests_are_valid_kubernetes_objects(name):
+    import kubernetes_validate
+
+    spec = GOLDEN[name]
+    for obj in [*render(spec), api_key_secret(spec, "not-a-real-key")]:
+        # strict: a misspelt field (unknown to the schema) fails, not only a wrong type
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def test_schema_validation_can_fail():
+    import kubernetes_validate
+
+    deployment = render(VLLM_GPU)[0]
+    deployment["spec"]["template"]["spec"]["automountServiceAccountTokn"] = False
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("spec", [VLLM_GPU, SGLANG_GPU, VLLM_NEURON], ids=["vllm", "sglang", "neuron"])
+def test_engine_pods_are_locked_down(spec):
+    deployment, service, policy = render(spec)
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = pod["containers"][0]["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False and sc["privileged"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    if spec.run_as_user is None:  # the stock engine images run as root
+        assert "runAsNonRoot" not in sc
+    else:
+        assert sc["runAsNonRoot"] is True and sc["runAsUser"] == spec.run_as_user
+    # the API key: from the per-run Secret, expanded into --api-key, never a literal
+    c = pod["containers"][0]
+    key_env = next(e for e in c["env"] if e["name"] == API_KEY_ENV)
+    assert key_env["valueFrom"]["secretKeyRef"] == {"name": spec.api_key_secret, "key": "key"}
+    assert c["args"][c["args"].index("--api-key") + 1] == f"$({API_KEY_ENV})"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/health"  # a probe cannot send the key
+    # ingress to the engine only from the load generator
+    assert policy["kind"] == "NetworkPolicy" and policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["podSelector"]["matchLabels"] == {"app.kubernetes.io/instance": spec.name}
+    peers = policy["spec"]["ingress"][0]["from"]
+    if spec.expose == "load_balancer":
+        assert [p["ipBlock"]["cidr"] for p in peers] == list(spec.source_ranges)
+        tags = service["metadata"]["annotations"][
+            "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"]
+        assert f"servingbench:owner={spec.owner}" in tags
+    else:
+        assert peers == [{"podSelector": {"matchLabels": LOADGEN_LABELS}}]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"expose": "load_balancer", "source_ranges": ("0.0.0.0/0",)}, "whole internet"),
+    ({"expose": "load_balancer", "source_ranges": ("::/0",)}, "whole internet"),
+    ({"expose": "load_balancer", "source_ranges": ("10.0.0.0/8",), "lb_scheme": "internet-facing"},
+     "SERVINGBENCH_EKS_ALLOW_PUBLIC"),
+    ({"expose": "load_balancer", "source_ranges": ("not-a-cidr",)}, "not a CIDR"),
+    ({"run_as_user": 0}, "non-root uid"),
+])
+def test_public_exposure_needs_consent(change, message):
+    with pytest.raises(ValueError, match=message):
+        EngineSpec(**{**VLLM_GPU.__dict__, **change})
+    if "source_ranges" in change and "CIDR" not in message:  # with consent it renders
+        EngineSpec(**{**VLLM_GPU.__dict__, **change, "allow_public": True})
+
+
+def test_the_api_key_secret_is_built_but_never_in_the_rendered_files():
+    secret = api_key_secret(VLLM_GPU, "k-123")
+    assert secret["stringData"] == {"key": "k-123"}
+    assert all(o["kind"] != "Secret" for o in render(VLLM_GPU))

@@ -26,6 +26,7 @@ from tests.support.eks.aws import (
     DUMMY_KEY_ID,
     DUMMY_SECRET,
     DUMMY_SESSION_TOKEN,
+    OWNER,
     REGION,
     ROLE,
     make_cluster,
@@ -42,7 +43,7 @@ def test_no_credential_or_token_in_any_log_or_output(moto, tmp_path, caplog, cap
     caplog.set_level(logging.DEBUG, logger="servingbench")
     outputs: list[str] = []
     make_cluster(endpoint, session)
-    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, endpoint_url=endpoint,
+    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
                          poll_s=0.1)
     outputs.append(repr(cluster))
     with cluster.provisioned(NodegroupSpec("p5-scout", INSTANCE), RUN_ID, timeout_s=10) as info:
@@ -53,7 +54,8 @@ def test_no_credential_or_token_in_any_log_or_output(moto, tmp_path, caplog, cap
             kube = KubeClient(api.url, tokens, sleep=lambda s: None)
             dep = EngineDeployment(kube, VLLM_GPU)
             with dep.deployed(timeout_s=30, poll_s=0) as engine:
-                outputs += [repr(kube), repr(tokens), repr(engine), to_yaml(dep.objects)]
+                outputs += [repr(kube), repr(tokens), repr(engine), repr(dep), to_yaml(dep.objects[1:])]
+                api_key = dep.api_key
 
     httpx.post(f"{endpoint}/moto-api/static/ce/cost-and-usage-results", json={"results": PAGES})
     with ErrorProxy(endpoint, "GetCostAndUsage", "ThrottlingException", times=1) as proxy:
@@ -75,6 +77,8 @@ def test_no_credential_or_token_in_any_log_or_output(moto, tmp_path, caplog, cap
     assert any(DUMMY_KEY_ID in h["headers"].get("Authorization", "") for h in sent)
     assert any(DUMMY_SESSION_TOKEN == h["headers"].get("X-Amz-Security-Token") for h in sent)
     assert issued.startswith("k8s-aws-v1.")
+    assert any(o.get("stringData", {}).get("key") == api_key for o in api.objects.values()) \
+        or any(r["method"] == "PATCH" and "/secrets/" in r["path"] for r in api.requests)
     # ... and appear nowhere we write
     captured = capsys.readouterr()
     haystacks = {
@@ -84,7 +88,8 @@ def test_no_credential_or_token_in_any_log_or_output(moto, tmp_path, caplog, cap
     }
     needles = {"access key id": DUMMY_KEY_ID, "secret key": DUMMY_SECRET,
                "session token": DUMMY_SESSION_TOKEN, "EKS token": issued,
-               "EKS token body": issued.removeprefix("k8s-aws-v1.")[:40], "bearer": "Bearer "}
+               "EKS token body": issued.removeprefix("k8s-aws-v1.")[:40], "bearer": "Bearer ",
+               "engine API key": api_key}
     assert len(caplog.records) > 20  # the scan has something to scan
     for where, text in haystacks.items():
         for what, secret in needles.items():

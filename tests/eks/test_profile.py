@@ -10,13 +10,13 @@ import pytest
 from pipelines.profiles import EksResources, EksSettings
 from resources.cluster.eks_api import NodegroupSpec
 from resources.model_server.kube.client import KubeClient, KubeError
-from tests.support.eks.aws import REGION, ROLE, make_cluster
+from tests.support.eks.aws import OWNER, REGION, ROLE, make_cluster
 
 
 def test_build_and_use(moto):
     endpoint, session = moto
     make_cluster(endpoint, session)
-    eks = EksResources.build(EksSettings("bench", REGION, ROLE, endpoint_url=endpoint), session)
+    eks = EksResources.build(EksSettings("bench", REGION, ROLE, OWNER, endpoint_url=endpoint), session)
     eks.cluster.poll_s = 0.1
     with eks.cluster.provisioned(NodegroupSpec("c", "g6e.48xlarge"), "run-p", timeout_s=10):
         # moto's cluster CA is random bytes, not a PEM: refused with a clear error
@@ -62,7 +62,8 @@ def test_settings_from_env_and_pipeline_resources(moto):
                               "SERVINGBENCH_EKS_REGION": REGION})
     settings = EksSettings.from_env({
         "SERVINGBENCH_EKS_CLUSTER": "bench", "SERVINGBENCH_EKS_REGION": REGION,
-        "SERVINGBENCH_EKS_NODE_ROLE_ARN": ROLE, "SERVINGBENCH_EKS_SUBNETS": "subnet-a, subnet-b",
+        "SERVINGBENCH_EKS_NODE_ROLE_ARN": ROLE, "SERVINGBENCH_EKS_OWNER": OWNER,
+        "SERVINGBENCH_EKS_SUBNETS": "subnet-a, subnet-b",
         "SERVINGBENCH_EKS_SOURCE_RANGES": "10.0.0.0/16"})
     assert settings.subnet_ids == ("subnet-a", "subnet-b")
     assert settings.source_ranges == ("10.0.0.0/16",) and settings.expose == "load_balancer"
@@ -70,3 +71,46 @@ def test_settings_from_env_and_pipeline_resources(moto):
     assert isinstance(res["cluster"], Cluster) and res["cluster"].emulated is False
     assert isinstance(res["model_server"], ModelServer)
     assert isinstance(res["bill_source"], BillSource) and res["bill_source"].source == "cost_explorer"
+
+
+BASE_ENV = {"SERVINGBENCH_EKS_CLUSTER": "bench", "SERVINGBENCH_EKS_REGION": REGION,
+            "SERVINGBENCH_EKS_NODE_ROLE_ARN": ROLE, "SERVINGBENCH_EKS_OWNER": OWNER,
+            "SERVINGBENCH_EKS_SOURCE_RANGES": "10.0.0.0/16"}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"SERVINGBENCH_EKS_OWNER": ""}, "needs SERVINGBENCH_EKS_OWNER"),
+    ({"SERVINGBENCH_EKS_OWNER": "Team A"}, "SERVINGBENCH_EKS_OWNER='Team A'"),
+    ({"SERVINGBENCH_EKS_SOURCE_RANGES": "10.0.0.0/16,0.0.0.0/0"},
+     "SERVINGBENCH_EKS_SOURCE_RANGES=0.0.0.0/0 .* SERVINGBENCH_EKS_ALLOW_PUBLIC=1"),
+    ({"SERVINGBENCH_EKS_SOURCE_RANGES": "::/0"}, "SERVINGBENCH_EKS_ALLOW_PUBLIC=1"),
+    ({"SERVINGBENCH_EKS_SOURCE_RANGES": "everyone"}, "SERVINGBENCH_EKS_SOURCE_RANGES: 'everyone'"),
+    ({"SERVINGBENCH_EKS_LB_SCHEME": "internet-facing"},
+     "SERVINGBENCH_EKS_LB_SCHEME=internet-facing .* SERVINGBENCH_EKS_ALLOW_PUBLIC=1"),
+    ({"SERVINGBENCH_EKS_ALLOW_PUBLIC": "yes"}, "SERVINGBENCH_EKS_ALLOW_PUBLIC='yes'"),
+    ({"SERVINGBENCH_EKS_RUN_AS_USER": "0"}, "SERVINGBENCH_EKS_RUN_AS_USER='0'"),
+])
+def test_unsafe_or_malformed_eks_settings_are_refused_naming_the_variable(change, message):
+    with pytest.raises(ValueError, match=message):
+        EksSettings.from_env({**BASE_ENV, **change})
+
+
+def test_public_exposure_with_explicit_consent():
+    s = EksSettings.from_env({**BASE_ENV, "SERVINGBENCH_EKS_SOURCE_RANGES": "0.0.0.0/0",
+                              "SERVINGBENCH_EKS_LB_SCHEME": "internet-facing",
+                              "SERVINGBENCH_EKS_ALLOW_PUBLIC": "1",
+                              "SERVINGBENCH_EKS_RUN_AS_USER": "1000"})
+    assert s.allow_public and s.lb_scheme == "internet-facing" and s.run_as_user == 1000
+
+
+def test_servingbench_run_refuses_an_open_engine_with_exit_2(tmp_path, monkeypatch, capsys):
+    from pipelines.cli import main as cli
+
+    for k, v in {**BASE_ENV, "SERVINGBENCH_EKS_SOURCE_RANGES": "0.0.0.0/0",
+                 "SERVINGBENCH_PROFILE": "eks", "DAGSTER_HOME": str(tmp_path),
+                 "SERVINGBENCH_DATA_DIR": str(tmp_path / "data")}.items():
+        monkeypatch.setenv(k, v)
+    assert cli(["run", "--candidate", "p5-scout-bf16-tp8"]) == 2
+    err = capsys.readouterr().err
+    assert "SERVINGBENCH_EKS_ALLOW_PUBLIC=1" in err and "Traceback" not in err
+    assert not (tmp_path / "data" / "runs").exists()  # nothing was started

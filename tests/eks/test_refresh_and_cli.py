@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from pipelines.cli.eks import main
 from resources.billing.refresh import billing_window
 from resources.cluster.eks_api import EksCluster, NodegroupSpec
 from resources.contract import manifest as mf
 from resources.contract.schemas import BILL, read_records
-from tests.support.eks.aws import DUMMY_SECRET, REGION, ROLE, make_cluster
+from tests.support.eks.aws import DUMMY_SECRET, OWNER, REGION, ROLE, make_cluster
 from tests.support.eks.billdata import ACCOUNT, INSTANCE, PAGES, RUN_ID
 
 H = 3600 * 10**9
@@ -58,11 +59,27 @@ def test_bill_command_refuses_bad_input_without_traceback(moto, tmp_path, capsys
 def test_reap_command(moto, capsys):
     endpoint, session = moto
     make_cluster(endpoint, session)
-    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, endpoint_url=endpoint,
+    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
                          poll_s=0.1)
     info = cluster.create_nodegroup(NodegroupSpec("c", INSTANCE), "run-to-reap", timeout_s=10)
-    args = ["reap", "--cluster", "bench", "--region", REGION, "--endpoint-url", endpoint]
+    args = ["reap", "--cluster", "bench", "--region", REGION, "--endpoint-url", endpoint,
+            "--owner", OWNER]
     assert main(args + ["--ttl-hours", "6"]) == 0
     assert "reaped 0 node group(s)" in capsys.readouterr().out
-    assert main(args + ["--ttl-hours", "-1"]) == 0  # everything is older than -1 h
+    assert main(args + ["--ttl-hours", "0"]) == 0  # old enough, but its heartbeat is fresh
+    assert "reaped 0 node group(s)" in capsys.readouterr().out
+    assert main(args + ["--ttl-hours", "0", "--heartbeat-stale-minutes", "0"]) == 0
     assert f"reaped 1 node group(s)\n  {info.nodegroup}" in capsys.readouterr().out
+
+
+def test_reap_command_refuses_bad_input(moto, capsys, monkeypatch):
+    endpoint, _ = moto
+    monkeypatch.delenv("SERVINGBENCH_EKS_OWNER", raising=False)
+    args = ["reap", "--cluster", "bench", "--region", REGION, "--endpoint-url", endpoint]
+    assert main(args) == 2
+    assert "needs SERVINGBENCH_EKS_OWNER" in capsys.readouterr().err
+    assert main(args + ["--owner", "Bad/Owner"]) == 2
+    assert "--owner='Bad/Owner'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(args + ["--owner", OWNER, "--ttl-hours", "-1"])
+    assert exit_.value.code == 2 and "finite number >= 0" in capsys.readouterr().err

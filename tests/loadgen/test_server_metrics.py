@@ -105,3 +105,24 @@ def test_deltas_sum_engines_and_a_counter_reset_is_null():
     assert d["ttft_buckets"] == [["0.1", 3.0], ["+Inf", 5.0]] and not d["counter_reset"]
     reset = delta(b, a)
     assert reset["counter_reset"] and reset["generation_tokens"] is None
+
+
+LLAMACPP_TEXT = """# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 120
+llamacpp:prompt_tokens_total 800
+servingbench:requests_finished_total{status="200"} 4
+servingbench:requests_finished_total{status="400"} 1
+"""
+
+
+def test_llamacpp_counters_are_read_and_a_non_200_is_not_ok():
+    from resources.loadgen.server_metrics import delta, snapshot
+
+    before = snapshot(LLAMACPP_TEXT.replace(" 120", " 20").replace(" 4\n", " 1\n"))
+    after = snapshot(LLAMACPP_TEXT)
+    assert after["generation_tokens"] == 120 and after["prompt_tokens"] == 800
+    d = delta(before, after)
+    assert d["generation_tokens"] == 100
+    assert d["requests_finished"] == 3 and d["requests_ok"] == 3
+    assert d["request_success"] == {"ok": 3, "http_400": 0}

@@ -15,15 +15,21 @@ REQUEST = ["steady_requests_are_complete", "request_timestamps_are_ordered",
            "warmup_and_steady_are_separated", "output_tokens_are_counted"]
 BILL = ["bill_matches_run_scope", "bill_has_a_single_source"]
 REGRESSION = ["headline_has_not_regressed"]
+QUALITY = ["quality_matches_reference"]
 
 
 def test_good_fixture_produces_the_exact_cost_rows(tmp_path):
     result, _ = run_job(tmp_path, resources=replay_resources("good"))
     assert result.success
-    assert all(checks(result).values()) and set(checks(result)) == set(REQUEST + BILL + REGRESSION)
+    found = checks(result)
+    assert set(found) == set(REQUEST + BILL + REGRESSION + QUALITY)
+    # an emulated replay has no quality: "not applicable" is never a pass, and never blocks
+    assert found.pop("quality_matches_reference") is False
+    assert all(found.values())
     md = materialized(result)
+    assert md["quality"]["accuracy"] is None
     assert set(md) == {"provisioned_cluster", "deployed_model", "warmup_log",
-                       "steady_state_request_log", "cost_explorer_bill", "derived_metrics",
+                       "steady_state_request_log", "quality", "cost_explorer_bill", "derived_metrics",
                        "cost_per_1m_output_tokens", "benchmark_report"}
     assert md["steady_state_request_log"]["rows"] == 3 and md["warmup_log"]["rows"] == 1
     assert "EMULATED" in md["cost_per_1m_output_tokens"]["cost_per_1m"]
@@ -59,6 +65,8 @@ def test_bad_fixture_blocks_the_cost_table_at_its_check(tmp_path, fixture, faili
     result, _ = run_job(tmp_path, resources=replay_resources(fixture))
     assert not result.success
     got = checks(result)
+    # an emulated replay's quality is not applicable: reported unpassed (WARN), never a block
+    got.pop("quality_matches_reference", None)
     assert [name for name, passed in got.items() if not passed] == [failing]
     md = materialized(result)
     assert "cost_per_1m_output_tokens" not in md and "derived_metrics" not in md

@@ -10,10 +10,12 @@ from pipelines.definitions import build_definitions
 from pipelines.profiles import Settings
 
 ASSETS = ["benchmark_report", "cost_explorer_bill", "cost_per_1m_output_tokens", "deployed_model",
-          "derived_metrics", "provisioned_cluster", "steady_state_request_log", "warmup_log"]
+          "derived_metrics", "provisioned_cluster", "quality", "steady_state_request_log",
+          "warmup_log"]
 CHECKS = sorted([
     "cost_explorer_bill:bill_has_a_single_source", "cost_explorer_bill:bill_matches_run_scope",
     "cost_per_1m_output_tokens:headline_has_not_regressed",
+    "quality:quality_matches_reference",
     "steady_state_request_log:output_tokens_are_counted",
     "steady_state_request_log:request_timestamps_are_ordered",
     "steady_state_request_log:steady_requests_are_complete",
@@ -21,7 +23,8 @@ CHECKS = sorted([
 CHAIN = {"deployed_model": ["provisioned_cluster"], "warmup_log": ["deployed_model"],
          "steady_state_request_log": ["warmup_log"], "cost_explorer_bill": ["steady_state_request_log"],
          "derived_metrics": ["cost_explorer_bill", "steady_state_request_log"],
-         "cost_per_1m_output_tokens": ["derived_metrics"], "provisioned_cluster": [],
+         "quality": ["steady_state_request_log"],
+         "cost_per_1m_output_tokens": ["derived_metrics", "quality"], "provisioned_cluster": [],
          "benchmark_report": ["cost_per_1m_output_tokens"]}
 NON_BLOCKING = {"headline_has_not_regressed"}  # the nightly regression check: WARN only
 

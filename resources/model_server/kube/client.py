@@ -22,6 +22,8 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "Namespace": ("api/v1", "namespaces", False),
     "Service": ("api/v1", "services", True),
     "ConfigMap": ("api/v1", "configmaps", True),
+    "Secret": ("api/v1", "secrets", True),
+    "NetworkPolicy": ("apis/networking.k8s.io/v1", "networkpolicies", True),
     "Pod": ("api/v1", "pods", True),
     "Event": ("api/v1", "events", True),
     "Deployment": ("apis/apps/v1", "deployments", True),

@@ -7,6 +7,7 @@ in-cluster DNS name; run it as an in-cluster Job, or port-forward (docs/eks.md).
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from resources.model_server.kube.client import KubeClient
 from resources.model_server.kube.coldstart import Span, cold_start_phases
-from resources.model_server.kube.render import PORT, EngineSpec, render
+from resources.model_server.kube.render import PORT, EngineSpec, api_key_secret, render
 
 log = logging.getLogger("servingbench.kube")
 
@@ -29,12 +30,19 @@ class DeployedEngine:
 
 
 class EngineDeployment:
-    """The Deployment + Service of one candidate on its node group."""
+    """The engine of one candidate on its node group: its API-key Secret, NetworkPolicy,
+    Deployment and Service (applied in that order, deleted in the reverse one). The API key
+    is new for every deployment and lives only in the Secret and in this process."""
 
     def __init__(self, kube: KubeClient, spec: EngineSpec,
                  clock: Callable[[], int] = time.time_ns):
         self.kube, self.spec, self.clock = kube, spec, clock
-        self.objects = render(spec)
+        self.api_key = secrets.token_urlsafe(32)
+        deployment, service, policy = render(spec)
+        self.objects = [api_key_secret(spec, self.api_key), policy, deployment, service]
+
+    def __repr__(self) -> str:  # never the key
+        return f"EngineDeployment({self.spec.name!r})"
 
     @property
     def endpoint(self) -> str:
@@ -64,7 +72,8 @@ class EngineDeployment:
                               phases, (started_ns, ready_ns))
 
     def delete(self) -> None:
-        """Delete the Service and the Deployment; missing ones are fine."""
+        """Delete the Service, the Deployment, the NetworkPolicy and the Secret; missing ones
+        are fine."""
         for obj in reversed(self.objects):
             self.kube.delete(obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"])
 

@@ -1,13 +1,23 @@
-"""Deployment + Service manifests for one candidate: vLLM on GPU, SGLang on GPU, vLLM on
-Neuron. Plain dicts (the API's JSON); `to_yaml` gives the stable text the golden files hold.
+"""Deployment + Service + NetworkPolicy manifests for one candidate: vLLM on GPU, SGLang on
+GPU, vLLM on Neuron. Plain dicts (the API's JSON); `to_yaml` gives the stable text the golden
+files hold.
 
 Images are pinned by digest (a tag can move under a benchmark). The Hugging Face token
-comes from the Secret `hf-token` (key `token`) by reference; no secret is ever rendered.
+comes from the Secret `hf-token` (key `token`) by reference; the engine's API key from the
+per-run Secret `api_key_secret` builds (applied by the deployment, never rendered to a file).
+
+The pod is locked down: no service-account token, no privilege escalation, every
+capability dropped, seccomp RuntimeDefault, and only the load generator's source ranges
+admitted by the NetworkPolicy. It runs as root unless `run_as_user` is set: the vLLM,
+SGLang and Neuron images are built to run as root (their caches live under /root), so
+non-root is a per-engine choice for an image known to support it. The root filesystem
+stays writable for the same reason (the engines write caches and compiled kernels).
 """
 
 from __future__ import annotations
 
 import copy
+import ipaddress
 import json
 import re
 from dataclasses import dataclass, field
@@ -18,6 +28,8 @@ DIGEST = re.compile(r"^[a-z0-9][^@\s]*@sha256:[0-9a-f]{64}$")
 LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]")
 ENGINES = {("vllm", "nvidia"), ("sglang", "nvidia"), ("vllm", "neuron")}
 PORT = 8000
+API_KEY_ENV = "ENGINE_API_KEY"  # in the container; expanded into --api-key by Kubernetes
+LOADGEN_LABELS = {"app.kubernetes.io/name": "servingbench-loadgen"}  # an in-cluster load Job
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,11 @@ class EngineSpec:
     expose: str = "cluster_ip"
     source_ranges: tuple[str, ...] = ()
     lb_scheme: str = "internal"  # internal | internet-facing
+    # An internet-facing load balancer, or a source range of everyone (0.0.0.0/0, ::/0),
+    # only with this explicit consent (SERVINGBENCH_EKS_ALLOW_PUBLIC=1).
+    allow_public: bool = False
+    owner: str | None = None  # the installation id (label, load balancer tag)
+    run_as_user: int | None = None  # None: the image's user (root for the stock engines)
 
     def __post_init__(self) -> None:
         if (self.engine, self.accelerator) not in ENGINES:
@@ -66,11 +83,28 @@ class EngineSpec:
                              "CIDRs): an engine endpoint is never open to everyone")
         if self.lb_scheme not in ("internal", "internet-facing"):
             raise ValueError(f"lb_scheme must be internal or internet-facing, got {self.lb_scheme!r}")
+        for cidr in self.source_ranges:
+            try:
+                net = ipaddress.ip_network(cidr)
+            except ValueError:
+                raise ValueError(f"source_ranges: {cidr!r} is not a CIDR") from None
+            if net.prefixlen == 0 and not self.allow_public:
+                raise ValueError(f"source_ranges: {cidr} admits the whole internet; refused "
+                                 f"unless allow_public (SERVINGBENCH_EKS_ALLOW_PUBLIC=1)")
+        if self.lb_scheme == "internet-facing" and not self.allow_public:
+            raise ValueError("lb_scheme internet-facing is refused unless allow_public "
+                             "(SERVINGBENCH_EKS_ALLOW_PUBLIC=1)")
+        if self.run_as_user is not None and self.run_as_user < 1:
+            raise ValueError(f"run_as_user must be a non-root uid (>= 1), got {self.run_as_user}")
 
     @property
     def name(self) -> str:
         """A DNS-1035 label (lowercase, ≤ 63): valid for Deployment and Service."""
         return re.sub(r"[^a-z0-9-]", "-", f"{self.nodegroup}-{self.engine}".lower())[:63].strip("-")
+
+    @property
+    def api_key_secret(self) -> str:
+        return f"{self.name[:55].rstrip('-')}-api-key"
 
 
 def _vllm_args(s: EngineSpec) -> list[str]:
@@ -89,7 +123,7 @@ def _vllm_args(s: EngineSpec) -> list[str]:
         args += ["--max-num-seqs", str(s.max_num_seqs)]
     if s.accelerator == "neuron" and s.neuron_config:
         args += ["--override-neuron-config", json.dumps(s.neuron_config, sort_keys=True)]
-    return args + list(s.extra_args)
+    return args + ["--api-key", f"$({API_KEY_ENV})"] + list(s.extra_args)
 
 
 def _sglang_args(s: EngineSpec) -> list[str]:
@@ -104,7 +138,7 @@ def _sglang_args(s: EngineSpec) -> list[str]:
         args += ["--kv-cache-dtype", s.kv_cache_dtype]
     if s.max_num_seqs:
         args += ["--max-running-requests", str(s.max_num_seqs)]
-    return args + list(s.extra_args)
+    return args + ["--api-key", f"$({API_KEY_ENV})"] + list(s.extra_args)
 
 
 def _container(s: EngineSpec) -> dict:
@@ -116,6 +150,8 @@ def _container(s: EngineSpec) -> dict:
     limits = {device: str(s.devices), "cpu": s.cpu, "memory": f"{s.memory_gib}Gi"}
     env = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
         "name": "hf-token", "key": "token", "optional": True}}},
+        {"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {
+            "name": s.api_key_secret, "key": "key"}}},
         {"name": "HF_HOME", "value": "/models/hf"}]
     if s.accelerator == "neuron":
         env += [{"name": "VLLM_NEURON_FRAMEWORK", "value": "neuronx-distributed-inference"},
@@ -126,25 +162,61 @@ def _container(s: EngineSpec) -> dict:
         "command": command, "args": args, "env": env,
         "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(limits), "limits": dict(limits)},
+        "securityContext": _container_security(s),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
                          {"name": "models", "mountPath": "/models"}],
         "startupProbe": {"httpGet": {"path": "/health", "port": "http"},
                          "periodSeconds": period, "failureThreshold": s.startup_timeout_s // period},
-        "readinessProbe": {"httpGet": {"path": "/v1/models", "port": "http"},
+        # /health, not /v1/models: the /v1 routes need the API key, a probe cannot send it
+        "readinessProbe": {"httpGet": {"path": "/health", "port": "http"},
                            "periodSeconds": 5, "failureThreshold": 3},
         "livenessProbe": {"httpGet": {"path": "/health", "port": "http"},
                           "periodSeconds": 15, "failureThreshold": 4},
     }
 
 
+def _container_security(s: EngineSpec) -> dict:
+    sc: dict = {"allowPrivilegeEscalation": False, "privileged": False,
+                "capabilities": {"drop": ["ALL"]}}
+    if s.run_as_user is not None:
+        sc.update(runAsNonRoot=True, runAsUser=s.run_as_user, runAsGroup=s.run_as_user)
+    return sc
+
+
 def labels(s: EngineSpec) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "servingbench-engine",
-            "app.kubernetes.io/instance": s.name,
-            "servingbench/candidate": LABEL_VALUE.sub("-", s.candidate)[:63].strip("-._")}
+    out = {"app.kubernetes.io/name": "servingbench-engine",
+           "app.kubernetes.io/instance": s.name,
+           "servingbench/candidate": LABEL_VALUE.sub("-", s.candidate)[:63].strip("-._")}
+    if s.owner:
+        out["servingbench/owner"] = s.owner
+    return out
+
+
+def api_key_secret(s: EngineSpec, key: str) -> dict:
+    """The per-run Secret holding the engine's API key (applied, never written to a file)."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": s.api_key_secret, "namespace": s.namespace, "labels": labels(s),
+                         "annotations": {"servingbench/run-id": s.run_id}},
+            "stringData": {"key": key}}
+
+
+def network_policy(s: EngineSpec) -> dict:
+    """Ingress to the engine port only from the load generator: its CIDRs behind a load
+    balancer (the NLB keeps the client's address), or its pods for an in-cluster Job."""
+    if s.expose == "load_balancer":
+        peers = [{"ipBlock": {"cidr": c}} for c in s.source_ranges]
+    else:
+        peers = [{"podSelector": {"matchLabels": dict(LOADGEN_LABELS)}}]
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": s.name, "namespace": s.namespace, "labels": labels(s),
+                         "annotations": {"servingbench/run-id": s.run_id}},
+            "spec": {"podSelector": {"matchLabels": {"app.kubernetes.io/instance": s.name}},
+                     "policyTypes": ["Ingress"],
+                     "ingress": [{"from": peers, "ports": [{"port": PORT, "protocol": "TCP"}]}]}}
 
 
 def render(s: EngineSpec) -> list[dict]:
-    """[Deployment, Service] for the candidate, pinned to its node group."""
+    """[Deployment, Service, NetworkPolicy] for the candidate, pinned to its node group."""
     meta = {"name": s.name, "namespace": s.namespace, "labels": labels(s),
             "annotations": {"servingbench/run-id": s.run_id, "servingbench/engine": s.engine}}
     selector = {"app.kubernetes.io/instance": s.name}
@@ -157,6 +229,8 @@ def render(s: EngineSpec) -> list[dict]:
             "template": {
                 "metadata": {"labels": labels(s), "annotations": dict(meta["annotations"])},
                 "spec": {
+                    "automountServiceAccountToken": False,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     "nodeSelector": {"eks.amazonaws.com/nodegroup": s.nodegroup},
                     "tolerations": [{"key": taint, "operator": "Exists", "effect": "NoSchedule"}],
                     "terminationGracePeriodSeconds": 30,
@@ -180,10 +254,14 @@ def render(s: EngineSpec) -> list[dict]:
             "service.beta.kubernetes.io/aws-load-balancer-type": "external",
             "service.beta.kubernetes.io/aws-load-balancer-nlb-target-type": "ip",
             "service.beta.kubernetes.io/aws-load-balancer-scheme": s.lb_scheme,
+            # the NetworkPolicy admits the load generator by its own address
+            "service.beta.kubernetes.io/aws-load-balancer-target-group-attributes":
+                "preserve_client_ip.enabled=true",
             "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags":
-                f"servingbench:run-id={s.run_id}"})
+                f"servingbench:run-id={s.run_id}"
+                + (f",servingbench:owner={s.owner}" if s.owner else "")})
         service["spec"].update(type="LoadBalancer", loadBalancerSourceRanges=list(s.source_ranges))
-    return [deployment, service]
+    return [deployment, service, network_policy(s)]
 
 
 class _Dumper(yaml.SafeDumper):

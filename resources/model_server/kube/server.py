@@ -5,6 +5,7 @@ Neuron) as a Kubernetes Deployment on its node group. `engine_spec_for` maps a c
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +25,9 @@ from resources.model_server.kube.render import PORT, EngineSpec
 # candidates count chips (trn2 with the default logical-NeuronCore size 2: 8 / 2).
 NEURON_CORES_PER_CHIP = {"trn2": 4, "trn1": 2, "inf2": 2}
 QUANTIZATION = {"bf16": None, "fp8": "fp8"}
+# Where the load generator finds the engine's API key while the engine is deployed (the
+# load generator reads keys from the environment only; removed again after the block).
+LOAD_API_KEY_ENV = "SERVINGBENCH_ENGINE_API_KEY"
 
 
 def engine_spec_for(candidate, run_id: str, nodegroup: str, **expose) -> EngineSpec:
@@ -56,12 +60,15 @@ class KubeModelServer(ModelServer):
 
     def __init__(self, kube: Callable[[], KubeClient], *, expose: str = "load_balancer",
                  source_ranges: tuple[str, ...] = (), lb_scheme: str = "internal",
+                 allow_public: bool = False, owner: str | None = None,
+                 run_as_user: int | None = None,
                  timeout_s: float = 3600.0, poll_s: float = 10.0,
                  clock: Callable[[], int] = time.time_ns, telemetry: tuple[dict, ...] = ()):
         self.kube, self.timeout_s, self.poll_s, self.clock = kube, timeout_s, poll_s, clock
         self.telemetry = list(telemetry)  # DCGM exporter / neuron-monitor endpoints (docs/telemetry.md)
         self.expose = {"expose": expose, "source_ranges": tuple(source_ranges),
-                       "lb_scheme": lb_scheme}
+                       "lb_scheme": lb_scheme, "allow_public": allow_public, "owner": owner,
+                       "run_as_user": run_as_user}
 
     @contextlib.contextmanager
     def deploy(self, candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
@@ -69,6 +76,8 @@ class KubeModelServer(ModelServer):
         spec = engine_spec_for(candidate, run_id, cluster.facts["nodegroup"], **self.expose)
         kube = self.kube()
         dep = EngineDeployment(kube, spec, clock=self.clock)
+        auth = {"Authorization": f"Bearer {dep.api_key}"}
+        os.environ[LOAD_API_KEY_ENV] = dep.api_key
         try:
             with dep.deployed(timeout_s=self.timeout_s, poll_s=self.poll_s) as up:
                 endpoint = up.endpoint
@@ -76,28 +85,31 @@ class KubeModelServer(ModelServer):
                     host = kube.wait_load_balancer(spec.name, timeout_s=self.timeout_s,
                                                    poll_s=self.poll_s)
                     endpoint = f"http://{host}:{PORT}"
-                    self._wait_reachable(endpoint)
+                    self._wait_reachable(endpoint, auth)
                 phases = {"deploy": {"started_at": format_ts(up.deploy[0]),
                                      "ended_at": format_ts(self.clock())},
                           **manifest_phases(up.phases)}
                 yield Deployment(
                     endpoint=endpoint, served_model=candidate.model,
-                    facts={"engine": candidate.engine, "engine_version": self._version(endpoint),
+                    facts={"engine": candidate.engine,
+                           "engine_version": self._version(endpoint, auth),
                            "image_digest": candidate.image_digest},
                     phases=phases, emulated=False,
                     details={"pod": up.pod, "deployment": spec.name,
                              "scheduling_s": _seconds(up.phases.get("scheduling"))},
+                    api_key_env=LOAD_API_KEY_ENV,
                     telemetry=[{"kind": "engine_metrics", "url": f"{endpoint}/metrics"},
                                *self.telemetry])
         finally:
+            os.environ.pop(LOAD_API_KEY_ENV, None)
             kube.close()
 
-    def _wait_reachable(self, endpoint: str) -> None:
+    def _wait_reachable(self, endpoint: str, auth: dict) -> None:
         """An NLB answers minutes after it has a name (DNS, target registration)."""
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
-                if httpx.get(f"{endpoint}/v1/models", timeout=10).status_code == 200:
+                if httpx.get(f"{endpoint}/v1/models", headers=auth, timeout=10).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
@@ -106,9 +118,9 @@ class KubeModelServer(ModelServer):
             time.sleep(self.poll_s)
 
     @staticmethod
-    def _version(endpoint: str) -> str | None:
+    def _version(endpoint: str, auth: dict) -> str | None:
         try:
-            r = httpx.get(f"{endpoint}/version", timeout=5)
+            r = httpx.get(f"{endpoint}/version", headers=auth, timeout=5)
             return r.json().get("version") if r.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError):
             return None

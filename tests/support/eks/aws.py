@@ -21,3 +21,24 @@ def make_cluster(endpoint, session):
     eks.create_cluster(name="bench", roleArn="arn:aws:iam::123456789012:role/sb-cluster",
                        resourcesVpcConfig={"subnetIds": [subnet]}, version="1.33")
     return eks, ec2, subnet
+
+OWNER = "sb-test-install"  # this installation's id in the tests
+
+
+def teach_moto_nodegroup_tags(monkeypatch) -> None:
+    """moto's EKS TagResource tags clusters only (its own docstring says so); real EKS tags
+    node groups too, and the heartbeat relies on it. moto's server runs in this process, so
+    its backend learns node groups here; everything else stays moto's own."""
+    from moto.eks.models import EKSBackend
+
+    original = EKSBackend.tag_resource
+
+    def tag_resource(self, resource_arn: str, tags: dict[str, str]) -> None:
+        for cluster in self.clusters.values():
+            for ng in cluster.nodegroups.values():
+                if ng.arn == resource_arn:
+                    ng.tags.update(tags)
+                    return
+        original(self, resource_arn, tags)
+
+    monkeypatch.setattr(EKSBackend, "tag_resource", tag_resource)

@@ -63,7 +63,7 @@ class ErrorProxy(LoopbackServer):
                 r = httpx.request(self.command, proxy.upstream + self.path, headers=headers,
                                   content=body)
                 keep = {k: v for k, v in r.headers.items()
-                        if k.lower() in ("content-type", "x-amzn-requestid")}
+                        if k.lower() in ("content-type", "x-amzn-requestid", "x-amzn-errortype")}
                 self._reply(r.status_code, keep, r.content)
 
             def _reply(self, status, headers, body):

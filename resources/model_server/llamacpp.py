@@ -1,0 +1,293 @@
+"""LlamaCppModelServer: the real local engine. llama.cpp's OpenAI-compatible server
+(llama-cpp-python, installed by `make engine`) serving a GGUF model on a free loopback port
+of this host, with the candidate's threads and context. Runs it serves are `measured`:
+this host is the scope, and nothing about them is modelled.
+
+Facts about llama-cpp-python's server this relies on (measured against 0.3.36):
+* it streams no `usage`, so output tokens are counted from content chunks
+  (`output_tokens_source = chunks`);
+* an `X-Request-ID` that is not a UUID is answered with 400 (the load generator sends UUIDs);
+* by default a new request interrupts the stream in progress; `--interrupt_requests False`
+  makes concurrent requests queue instead (one model lock: it serves one at a time);
+* `/extras/tokenize/count` counts tokens (`{"input": ...}` → `{"count": n}`); there is no
+  `/metrics`, so the launcher (llamacpp_serve.py) adds one with the engine's own counters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from resources.contract.timestamps import format_ts
+from resources.model_server.interface import Deployment, ModelServer
+
+ENGINE = "llama.cpp (llama-cpp-python server)"
+REPO = Path(__file__).resolve().parents[2]
+QUANT_TYPES = {"q2_k": 10, "q4_k_m": 15}   # LLAMA_FTYPE_MOSTLY_* of llama.h
+
+
+class EngineNotInstalled(RuntimeError):
+    """llama-cpp-python or the model file is missing; the message says which `make` fixes it."""
+
+
+class EngineStartError(RuntimeError):
+    """The server exited or was not ready in time; carries the tail of its output."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("SERVINGBENCH_CACHE_DIR") or Path.home() / ".cache" / "servingbench")
+
+
+def models_dir() -> Path:
+    return cache_root() / "models"
+
+
+def engine_version() -> str | None:
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        return version("llama-cpp-python")
+    except PackageNotFoundError:
+        return None
+
+
+def engine_available() -> str | None:
+    """None when the engine and the reference model are installed, else why not."""
+    if engine_version() is None:
+        return "llama-cpp-python is not installed (run `make engine`)"
+    try:
+        import fastapi  # noqa: F401
+        import sse_starlette  # noqa: F401
+        import starlette_context  # noqa: F401
+    except ImportError as exc:
+        return f"the server extra is incomplete ({exc.name} missing; run `make engine`)"
+    if not (models_dir() / "gemma-3-270m-q4_k_m.gguf").exists():
+        return f"the model is not in {models_dir()} (run `make engine`)"
+    return None
+
+
+def resolve_model(name: str) -> Path:
+    path = Path(name).expanduser()
+    if not path.is_absolute():
+        path = models_dir() / name
+    return path
+
+
+def requantize(src: Path, dst: Path, ftype: str, threads: int | None = None) -> Path:
+    """Write `dst`, `src` requantized to `ftype` with llama.cpp's own quantize API
+    (`allow_requantize`: the source is already quantized, so this is lossy on purpose)."""
+    import llama_cpp
+
+    if dst.exists():
+        return dst
+    if not src.exists():
+        raise EngineNotInstalled(f"requantize: source model {src} missing (run `make engine`)")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = QUANT_TYPES[ftype]
+    params.allow_requantize = True
+    params.nthread = threads or os.cpu_count() or 1
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(dst.name + f".tmp{os.getpid()}")
+    rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), params)
+    if rc != 0 or not tmp.exists():
+        tmp.unlink(missing_ok=True)
+        raise RuntimeError(f"llama_model_quantize({src.name} -> {ftype}) returned {rc}")
+    os.replace(tmp, dst)
+    return dst
+
+
+def model_file_for(candidate) -> Path:
+    """The candidate's GGUF, requantized first when it is derived and not built yet."""
+    plan = candidate.llamacpp
+    path = resolve_model(plan.model_file)
+    if plan.requantize_from and not path.exists():
+        requantize(resolve_model(plan.requantize_from), path, candidate.precision, plan.threads)
+    if not path.exists():
+        raise EngineNotInstalled(f"model file {path} missing (run `make engine`)")
+    return path
+
+
+_SHA_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _SHA_CACHE:
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _SHA_CACHE[key] = h.hexdigest()
+    return _SHA_CACHE[key]
+
+
+class LlamaCppProcess:
+    """The server as a subprocess in its own process group; `stop` kills the whole group
+    (SIGTERM, SIGKILL after a grace period) so no worker thread or child outlives a run."""
+
+    def __init__(self, args: list[str], ready_timeout_s: float = 180, host: str = "127.0.0.1"):
+        self.args, self.ready_timeout_s, self.host = list(args), ready_timeout_s, host
+        self.proc: subprocess.Popen | None = None
+        self.port: int | None = None
+        self.markers: dict[str, dict] = {}
+        self.ready_at_ns: int | None = None
+        self._dir: tempfile.TemporaryDirectory | None = None
+        self._lines: list[str] = []
+        self._reader: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> LlamaCppProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip()
+            if line.startswith('{"servingbench"'):
+                try:
+                    doc = json.loads(line)
+                    self.markers[doc["servingbench"]] = doc
+                    continue
+                except (ValueError, KeyError):
+                    pass
+            self._lines.append(line)
+            del self._lines[:-200]
+
+    def output_tail(self, n: int = 40) -> str:
+        return "\n".join(self._lines[-n:])
+
+    def start(self) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="servingbench-llamacpp-")
+        port_file = Path(self._dir.name) / "port"
+        cmd = [sys.executable, "-m", "resources.model_server.llamacpp_serve", *self.args,
+               "--host", self.host, "--port", "0", "--port_file", str(port_file)]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + self.ready_timeout_s
+        try:
+            while True:
+                if self.proc.poll() is not None:
+                    self._reader.join(timeout=2)
+                    raise EngineStartError(f"llama.cpp server exited during start (exit code "
+                                           f"{self.proc.returncode}):\n{self.output_tail()}")
+                if self.port is None and port_file.exists():
+                    self.port = int(port_file.read_text())
+                if self.port is not None and self._models_ok():
+                    self.ready_at_ns = time.time_ns()
+                    return
+                if time.monotonic() > deadline:
+                    raise EngineStartError(f"llama.cpp server not ready after "
+                                           f"{self.ready_timeout_s} s:\n{self.output_tail()}")
+                time.sleep(0.05)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _models_ok(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.base_url + "/v1/models", timeout=2) as resp:
+                return resp.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self, grace_s: float = 5) -> int | None:
+        rc = None
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout=grace_s)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait()
+            # the group may hold more than the leader: make sure none of it survives
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            rc = self.proc.returncode
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+        if self._reader is not None:
+            self._reader.join(timeout=2)
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+        return rc
+
+
+class LlamaCppModelServer(ModelServer):
+    """Starts llama.cpp's server for a `engine: llama.cpp` candidate; measured, never
+    emulated."""
+
+    def __init__(self, ready_timeout_s: float = 180):
+        self.ready_timeout_s = ready_timeout_s
+
+    def args(self, candidate, model_file: Path) -> list[str]:
+        plan = candidate.llamacpp
+        threads = plan.threads or os.cpu_count() or 1
+        return ["--model", str(model_file), "--model_alias", candidate.model,
+                "--n_ctx", str(candidate.max_model_len), "--n_threads", str(threads),
+                "--n_threads_batch", str(threads),
+                # queue concurrent requests instead of cutting the stream in progress
+                "--interrupt_requests", "False",
+                # llama.cpp's load log (weights, context) stays in the process output
+                "--verbose", "True"]
+
+    @contextlib.contextmanager
+    def deploy(self, candidate, cluster, run_dir: Path) -> Iterator[Deployment]:
+        why = engine_available()
+        if why is not None:
+            raise EngineNotInstalled(why)
+        # Building a derived model is preparation, not cold start: it happens before the clock.
+        model_file = model_file_for(candidate)
+        sha = file_sha256(model_file)
+        args = self.args(candidate, model_file)
+        started = time.time_ns()
+        with LlamaCppProcess(args, ready_timeout_s=self.ready_timeout_s) as proc:
+            ended = proc.ready_at_ns or time.time_ns()
+            phases = {"deploy": {"started_at": format_ts(started), "ended_at": format_ts(ended)}}
+            wl0, wl1 = proc.markers.get("weights_load_started"), proc.markers.get("weights_load_ended")
+            if wl0 and wl1:
+                phases["weights_load"] = {"started_at": format_ts(wl0["at_ns"]),
+                                          "ended_at": format_ts(wl1["at_ns"])}
+                # ready: from weights in memory to the first answer of /v1/models
+                phases["ready"] = {"started_at": format_ts(wl1["at_ns"]),
+                                   "ended_at": format_ts(ended)}
+            host = (getattr(cluster, "host", None) or {}) if cluster is not None else {}
+            details = {"pid": proc.proc.pid, "port": proc.port, "args": args,
+                       "model_file": str(model_file), "model_sha256": sha,
+                       "threads": args[args.index("--n_threads") + 1], "parallel": 1}
+            (run_dir / "deployment.json").write_text(json.dumps(
+                {"endpoint": proc.base_url, "emulated": False, "engine": ENGINE,
+                 "engine_version": engine_version(), "host": host, **details}, indent=2))
+            yield Deployment(
+                endpoint=proc.base_url, served_model=candidate.model,
+                facts={"engine": ENGINE, "engine_version": engine_version(),
+                       "image_digest": None,
+                       # the weights actually served, pinned by content
+                       "model_revision": f"sha256:{sha}"},
+                phases=phases, emulated=False, details=details)

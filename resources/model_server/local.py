@@ -1,0 +1,25 @@
+"""The local profile's model server: the real local engine (llama.cpp) for `engine:
+llama.cpp` candidates, the engine emulator for every other (cloud) candidate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from resources.model_server.interface import ModelServer
+
+REAL_LOCAL_ENGINES = ("llama.cpp",)
+
+
+class LocalModelServers(ModelServer):
+    def __init__(self, emulator: ModelServer, llamacpp: ModelServer | None = None):
+        self.emulator = emulator
+        self.llamacpp = llamacpp
+
+    def deploy(self, candidate, cluster, run_dir: Path):
+        if candidate.engine in REAL_LOCAL_ENGINES:
+            if self.llamacpp is None:
+                # imported on first use: the emulated demo never loads the engine's adapter
+                from resources.model_server.llamacpp import LlamaCppModelServer
+                self.llamacpp = LlamaCppModelServer()
+            return self.llamacpp.deploy(candidate, cluster, run_dir)
+        return self.emulator.deploy(candidate, cluster, run_dir)

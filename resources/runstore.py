@@ -1,0 +1,121 @@
+"""Run folders wherever pyarrow's filesystem layer reaches: a local folder, or
+`s3://bucket/prefix` (AWS, MinIO, moto: the endpoint comes from AWS_ENDPOINT_URL_S3 or
+AWS_ENDPOINT_URL, credentials from the usual AWS chain, never from here).
+
+A run folder is published by copying its files and then writing the completion marker
+last; listings and readers skip a folder without it, so a half-written run is never read
+as complete. Readers scan parquet across runs as pyarrow datasets, which DuckDB queries
+directly (its httpfs extension is not needed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from resources.contract.timestamps import format_ts
+
+MARKER = "_COMPLETE"
+CHUNK = 8 << 20
+
+
+class RunStoreError(ValueError):
+    """The location cannot be used: bad URI, missing run, or a run without its marker."""
+
+
+def is_remote(uri: str | Path) -> bool:
+    return str(uri).startswith("s3://")
+
+
+def filesystem(uri: str | Path, env=None) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and the path inside it for a local folder or an s3:// URI."""
+    text = str(uri)
+    if not is_remote(text):
+        return pafs.LocalFileSystem(), str(Path(text).resolve())
+    env = os.environ if env is None else env
+    parts = urlsplit(text)
+    if not parts.netloc:
+        raise RunStoreError(f"{text}: expected s3://bucket/prefix")
+    kwargs = {"region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"}
+    endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        ep = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        kwargs.update(endpoint_override=ep.netloc, scheme=ep.scheme or "https")
+    return pafs.S3FileSystem(**kwargs), f"{parts.netloc}{parts.path}".rstrip("/")
+
+
+def _copy(src_fs, src: str, dst_fs, dst: str) -> None:
+    with src_fs.open_input_stream(src) as i, dst_fs.open_output_stream(dst) as o:
+        while chunk := i.read(CHUNK):
+            o.write(chunk)
+
+
+def _files(fs, path: str) -> list[str]:
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    return sorted(i.path[len(path) + 1:] for i in infos if i.type == pafs.FileType.File)
+
+
+def publish(local_dir: Path, uri: str, names: list[str] | None = None) -> None:
+    """Copy a local run folder's files (or just `names`) to `uri`, then write the marker:
+    after a crash the folder has no marker (first publish) or the previous one (an update)."""
+    fs, base = filesystem(uri)
+    local = pafs.LocalFileSystem()
+    src = str(Path(local_dir).resolve())
+    names = [n for n in (names if names is not None else _files(local, src)) if n != MARKER]
+    fs.create_dir(base, recursive=True)
+    for name in names:
+        _copy(local, f"{src}/{name}", fs, f"{base}/{name}")
+    with fs.open_output_stream(f"{base}/{MARKER}") as o:
+        o.write(json.dumps({"published_at": format_ts(time.time_ns()),
+                            "files": sorted(set(_files(fs, base)) - {MARKER})}).encode())
+
+
+def remove(uri: str, names: list[str]) -> None:
+    """Delete files of a published run (a re-analysis that now withholds the cost tables)."""
+    fs, base = filesystem(uri)
+    for name in names:
+        if fs.get_file_info(f"{base}/{name}").type == pafs.FileType.File:
+            fs.delete_file(f"{base}/{name}")
+
+
+def is_complete(uri: str) -> bool:
+    fs, base = filesystem(uri)
+    return fs.get_file_info(f"{base}/{MARKER}").type == pafs.FileType.File
+
+
+def fetch(uri: str, local_dir: Path) -> Path:
+    """Copy a complete run folder to `local_dir`; a folder without its marker is refused."""
+    fs, base = filesystem(uri)
+    if not is_complete(uri):
+        raise RunStoreError(f"{uri}: no {MARKER} marker (the run is not finished, or this "
+                            "is not a run folder)")
+    local = pafs.LocalFileSystem()
+    for name in _files(fs, base):
+        if name != MARKER:
+            (Path(local_dir) / name).parent.mkdir(parents=True, exist_ok=True)
+            _copy(fs, f"{base}/{name}", local, str(Path(local_dir).resolve() / name))
+    return Path(local_dir)
+
+
+def complete_runs(runs_uri: str) -> list[str]:
+    """Run ids under `runs_uri` whose folder carries the completion marker."""
+    fs, base = filesystem(runs_uri)
+    infos = fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
+    runs = sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
+    return [r for r in runs
+            if fs.get_file_info(f"{base}/{r}/{MARKER}").type == pafs.FileType.File]
+
+
+def scan(runs_uri: str, name: str) -> ds.Dataset:
+    """`name` (e.g. cost_per_1m.parquet) across every complete run that has it, as one
+    dataset: `duckdb.connect().register("cost", scan(uri, "cost_per_1m.parquet"))`."""
+    fs, base = filesystem(runs_uri)
+    paths = [f"{base}/{r}/{name}" for r in complete_runs(runs_uri)]
+    paths = [p for p in paths if fs.get_file_info(p).type == pafs.FileType.File]
+    return ds.dataset(paths, filesystem=fs, format="parquet")

@@ -1,0 +1,116 @@
+"""Run folders on S3 (moto's server): published with a completion marker written last,
+listed only when complete, analyzed in place with the same outputs as on disk, and
+queryable across runs by DuckDB through pyarrow datasets."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+
+from pipelines.cli import main as cli
+from resources import runstore
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+OUTPUTS = ("derived_metrics.parquet", "cost_per_1m.parquet", "headline.parquet")
+
+
+def _tables(folder: Path) -> dict:
+    return {n: pq.read_table(folder / n).to_pylist() for n in OUTPUTS}
+
+
+def test_analyze_on_s3_gives_the_same_outputs_as_on_disk(s3_bucket, tmp_path, capsys):
+    disk = tmp_path / "disk" / "run-good"
+    shutil.copytree(FIXTURES / "good", disk)
+    assert cli(["analyze", str(disk)]) == 0
+    capsys.readouterr()
+    raw = tmp_path / "raw"
+    shutil.copytree(FIXTURES / "good", raw)
+    uri = f"{s3_bucket}/runs/run-good"
+    runstore.publish(raw, uri)
+    assert cli(["analyze", uri]) == 0
+    assert uri in capsys.readouterr().out
+    back = runstore.fetch(uri, tmp_path / "back")
+    assert _tables(back) == _tables(disk)
+    assert json.loads((back / "gates.json").read_text()) == json.loads(
+        (disk / "gates.json").read_text())
+    assert runstore.is_complete(uri)
+
+
+def test_a_listing_skips_a_folder_without_its_marker(s3_bucket, tmp_path, capsys):
+    runs = f"{s3_bucket}/runs"
+    for run_id in ("run-a", "run-b"):
+        folder = tmp_path / run_id
+        shutil.copytree(FIXTURES / "good", folder)
+        runstore.publish(folder, f"{runs}/{run_id}")
+    # a run still being written: its files are there, its marker is not
+    fs, base = runstore.filesystem(f"{runs}/run-half")
+    with fs.open_output_stream(f"{base}/manifest.json") as out:
+        out.write((FIXTURES / "good" / "manifest.json").read_bytes())
+    assert runstore.complete_runs(runs) == ["run-a", "run-b"]
+    assert cli(["analyze", f"{runs}/run-half"]) == 2
+    assert "no _COMPLETE marker" in capsys.readouterr().err
+
+
+def test_duckdb_queries_the_runs_on_s3_through_pyarrow_datasets(s3_bucket, tmp_path):
+    runs = f"{s3_bucket}/runs"
+    for run_id in ("run-a", "run-b"):
+        folder = tmp_path / run_id
+        shutil.copytree(FIXTURES / "good", folder)
+        assert cli(["analyze", str(folder)]) == 0
+        runstore.publish(folder, f"{runs}/{run_id}")
+    con = duckdb.connect()
+    con.register("headline", runstore.scan(runs, "headline.parquet"))
+    rows = con.execute("SELECT count(*) FROM headline").fetchall()[0][0]
+    one = len(pq.read_table(tmp_path / "run-a" / "headline.parquet"))
+    assert rows == 2 * one > 0
+
+
+def test_the_endpoint_comes_from_the_standard_variables():
+    fs, path = runstore.filesystem("s3://b/p/runs", env={
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:2",
+        "AWS_REGION": "eu-west-1"})
+    settings = fs.__reduce__()[1][0]  # the constructor's arguments, as pickling keeps them
+    assert path == "b/p/runs"
+    assert (settings["endpoint_override"], settings["scheme"], settings["region"]) == (
+        "127.0.0.1:2", "http", "eu-west-1")
+    fs, _ = runstore.filesystem("s3://b/p", env={"AWS_ENDPOINT_URL": "http://127.0.0.1:1"})
+    assert fs.__reduce__()[1][0]["endpoint_override"] == "127.0.0.1:1"
+
+
+def test_a_local_chain_run_publishes_its_folder_to_s3(s3_bucket, tmp_path, capsys):
+    """The whole chain (emulator as the engine) with SERVINGBENCH_DATA_URI set: the finished
+    folder lands on S3 with its marker, and analyzing it there reproduces the run's tables."""
+    from pipelines.profiles import Settings
+    from resources.loadgen.generator import LoadGenerator
+    from tests.support.chain import materialized, run_job
+
+    settings = Settings(data_dir=tmp_path / "staging", time_scale=0.2, cold_start_s=0.2,
+                        data_uri=s3_bucket,
+                        load=LoadGenerator(concurrency=(1,), requests_per_step=4,
+                                          warmup_requests=1, output_tokens=8, input_tokens=32))
+    result, _ = run_job(tmp_path, settings=settings)
+    assert result.success
+    published = materialized(result)["benchmark_report"]["published"]
+    run_id = Path(materialized(result)["provisioned_cluster"]["run_dir"]).name
+    assert published == f"{s3_bucket}/runs/{run_id}"
+    assert runstore.complete_runs(f"{s3_bucket}/runs") == [run_id]
+    local = tmp_path / "staging" / "runs" / run_id
+    assert cli(["analyze", published]) == 0
+    back = runstore.fetch(published, tmp_path / "back")
+    assert _tables(back) == _tables(local)
+    assert (back / "manifest.json").read_text() == (local / "manifest.json").read_text()
+
+
+def test_a_data_uri_that_is_not_s3_is_a_clear_error(tmp_path):
+    import pytest
+
+    from pipelines.config import ConfigError
+    from pipelines.definitions import build_definitions
+    from pipelines.profiles import Settings
+
+    with pytest.raises(ConfigError, match=r"SERVINGBENCH_DATA_URI='gs://b/p': expected s3://"):
+        build_definitions(Settings(data_dir=tmp_path, data_uri="gs://b/p"))
