@@ -18,6 +18,7 @@ from assets import cluster as cluster_link
 from assets import load as load_link
 from assets import model as model_link
 from assets import quality as quality_link
+from assets import telemetry as telemetry_link
 from assets.partitions import candidate_of, run_value
 from assets.pools import pool_slot
 from resources.contract import durable
@@ -103,10 +104,12 @@ def build(partitions_def) -> dg.AssetsDefinition:
                                               emulated=dep.emulated),
                                     "deployed_model", metadata=model_link.metadata(dep))
                     try:
-                        result = r.load_generator.run(candidate, dep.endpoint, dep.served_model,
-                                                      run_dir, run_id, progress=_progress(context),
-                                                      judge=slo_judge(candidate.scenario, run_dir),
-                                                      api_key_env=dep.api_key_env)
+                        with telemetry_link.sampling(dep, run_dir, run_id, context.log):
+                            result = r.load_generator.run(
+                                candidate, dep.endpoint, dep.served_model, run_dir, run_id,
+                                progress=_progress(context),
+                                judge=slo_judge(candidate.scenario, run_dir),
+                                api_key_env=dep.api_key_env)
                     except (LoadError, ConfigError, mf.ManifestError) as exc:
                         raise dg.Failure(description=f"load generator: {exc}",
                                          metadata={"run_dir": dg.MetadataValue.path(str(run_dir))}) from None
@@ -124,7 +127,8 @@ def build(partitions_def) -> dg.AssetsDefinition:
         yield dg.Output(run_value(run_id, run_dir, rows=result.n_requests),
                         "steady_state_request_log",
                         metadata=load_link.log_metadata(run_dir, "steady_state_request_log",
-                                                        manifest, "steady"))
+                                                        manifest, "steady")
+                        | telemetry_link.metadata(run_dir))
         yield dg.Output(quality[0], "quality", metadata=quality[1])
 
     return benchmark_run

@@ -32,7 +32,8 @@ def build(partitions_def) -> dg.AssetsDefinition:
             raise dg.Failure(description="the run was rejected by a gate: its cost is withheld "
                                          f"(see {run_dir / 'gates.json'})")
         tables = {name: pq.read_table(run_dir / f"{name}.parquet")
-                  for name in ("derived_metrics", "cost_per_1m", "headline")}
+                  for name in ("derived_metrics", "cost_per_1m", "headline", "telemetry_metrics")
+                  if name != "telemetry_metrics" or (run_dir / f"{name}.parquet").exists()}
         manifest = mf.load(run_dir / "manifest.json")
         storage = context.resources.storage
         storage.publish(derived_metrics["run_id"], str(context.partition_key), manifest, tables)

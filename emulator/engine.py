@@ -161,6 +161,8 @@ class ModelEngine:
             return
         self.idle, self.step = False, step
         self.deadline = t0 + int(step.duration * self.scale_ns)
+        if self.metrics.devices is not None:
+            self.metrics.devices.step(t0, self.deadline)
         self.timer.arm(self.deadline)
 
     def _fire(self) -> None:

@@ -53,6 +53,7 @@ class Metrics:
         self.running = 0
         self.waiting = 0
         self.kv_usage = 0.0
+        self.devices = None  # emulator.dcgm.DeviceModel when the performance model runs
 
     def render(self) -> bytes:
         lb = self.labels
@@ -92,4 +93,6 @@ class Metrics:
                   "(the emulator's own lateness; p99 > 2 ms means discard the run).",
                   "# TYPE servingbench:emulator_write_lag_seconds histogram"]
         lines += self.write_lag.lines("servingbench:emulator_write_lag_seconds", lb)
+        if self.devices is not None:
+            lines += self.devices.lines(self.kv_usage)
         return ("\n".join(lines) + "\n").encode()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulator import VERSION, api, faults, specs
+from emulator.dcgm import DeviceModel
 from emulator.engine import FixedEngine, ModelEngine
 from emulator.fit import FitResult
 from emulator.groundtruth import Clock, GroundTruth, format_ts
@@ -67,6 +68,8 @@ class App:
             sched = Scheduler(self.model, max_seqs, int(cfg.serving["max_num_batched_tokens"]),
                               kv_tokens)
             self.engine = ModelEngine(loop, self.metrics, sched, opts.time_scale)
+            self.metrics.devices = DeviceModel(cfg, opts.fit.overhead_gb / cfg.tp, kv_tokens,
+                                               self.model.kv_bytes_per_token)
         self.prefix_cache = PrefixCache(kv_tokens) if opts.prefix_cache else None
         self.ready = False
         self.phases: dict[str, dict[str, str | None]] = {}

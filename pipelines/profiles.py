@@ -124,6 +124,8 @@ class EksSettings:
     allow_public: bool = False  # consent to 0.0.0.0/0 or an internet-facing load balancer
     run_as_user: int | None = None  # engines run as this non-root uid (image must allow it)
     endpoint_url: str | None = None  # tests only (moto)
+    dcgm_url: str | None = None  # the engine node's dcgm-exporter /metrics (docs/telemetry.md)
+    neuron_monitor_url: str | None = None  # the neuron-monitor reader's report (deploy/)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> EksSettings:
@@ -150,7 +152,15 @@ class EksSettings:
                    capacity_reservation_id=env.get("SERVINGBENCH_EKS_CAPACITY_RESERVATION_ID") or None,
                    expose=env.get("SERVINGBENCH_EKS_EXPOSE", "load_balancer"),
                    source_ranges=source_ranges, lb_scheme=lb_scheme, allow_public=allow_public,
-                   run_as_user=_uid(env, "SERVINGBENCH_EKS_RUN_AS_USER"))
+                   run_as_user=_uid(env, "SERVINGBENCH_EKS_RUN_AS_USER"),
+                   dcgm_url=env.get("SERVINGBENCH_EKS_DCGM_URL") or None,
+                   neuron_monitor_url=env.get("SERVINGBENCH_EKS_NEURON_MONITOR_URL") or None)
+
+    def telemetry(self) -> tuple[dict, ...]:
+        """What the sampler reads beside the engine's own /metrics (docs/telemetry.md)."""
+        return tuple([{"kind": "dcgm", "url": self.dcgm_url}] * bool(self.dcgm_url)
+                     + [{"kind": "neuron_monitor", "url": self.neuron_monitor_url}]
+                     * bool(self.neuron_monitor_url))
 
 
 def owner_from_env(env: Mapping[str, str]) -> str:
@@ -232,7 +242,8 @@ class EksResources:
                                             source_ranges=s.source_ranges,
                                             lb_scheme=s.lb_scheme, allow_public=s.allow_public,
                                             owner=s.owner, run_as_user=s.run_as_user,
-                                            timeout_s=s.deploy_timeout_s),
+                                            timeout_s=s.deploy_timeout_s,
+                                            telemetry=s.telemetry()),
             "bill_source": CostExplorerBill(self.billing),
         }
 

@@ -1,5 +1,6 @@
 """Where outputs live: one data folder of run folders (contract §6) and one DuckDB file with the
-tables people query across runs (`runs`, `derived_metrics`, `cost_per_1m`, `headline`)."""
+tables people query across runs (`runs`, `derived_metrics`, `cost_per_1m`, `headline`,
+`telemetry_metrics`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pyarrow as pa
 
 from resources.contract.timestamps import format_ts
 
-TABLES = ("derived_metrics", "cost_per_1m", "headline")
+TABLES = ("derived_metrics", "cost_per_1m", "headline", "telemetry_metrics")
 LOCK_WAIT_S = 120.0  # parallel runs publish one after another: each holds the file briefly
 
 
@@ -111,4 +112,5 @@ _DELETE = {  # table names are fixed identifiers; values go through bind paramet
     "derived_metrics": "DELETE FROM derived_metrics WHERE run_id = $run_id",
     "cost_per_1m": "DELETE FROM cost_per_1m WHERE run_id = $run_id",
     "headline": "DELETE FROM headline WHERE run_id = $run_id",
+    "telemetry_metrics": "DELETE FROM telemetry_metrics WHERE run_id = $run_id",
 }

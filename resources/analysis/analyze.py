@@ -15,6 +15,7 @@ import pyarrow as pa
 from resources.analysis import sqlfiles, workloads
 from resources.analysis.gates import Gate, run_gates
 from resources.analysis.rundir import RunFolder, locate_unreadable, open_run
+from resources.analysis.telemetry import read_telemetry, telemetry_metrics
 from resources.contract import durable
 from resources.contract.manifest import ManifestError
 from resources.contract.schemas import SchemaError, write_parquet
@@ -35,6 +36,7 @@ class Analysis:
     cost: pa.Table | None = None
     headline: pa.Table | None = None
     partial: list[str] = field(default_factory=list)
+    telemetry: pa.Table | None = None  # contract §3.2, when the run has telemetry.parquet
 
     @property
     def accepted(self) -> bool:
@@ -105,8 +107,13 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
         return Analysis(run_dir, MALFORMED, message=str(exc))
     with run:
         try:
+            telemetry = read_telemetry(run_dir)
+        except SchemaError as exc:
+            return Analysis(run_dir, MALFORMED, message=str(exc), manifest=run.manifest)
+        try:
             gates = run_gates(run)
             metrics = step_metrics(run, slos[0])
+            tm = None if telemetry is None else telemetry_metrics(run, metrics, telemetry)
             accepted = all(g.passed is not False for g in gates)
             cost = headline = None
             if accepted and run.has_bill:
@@ -119,6 +126,8 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
         if write:
             _write_gates(run_dir, gates)
             write_parquet(metrics, run_dir / "derived_metrics.parquet")
+            if tm is not None:
+                write_parquet(tm, run_dir / "telemetry_metrics.parquet")
             write_workload_outputs(run, metrics, cost)
             for name, table in zip(COST_FILES, (cost, headline), strict=True):
                 if table is not None:
@@ -129,4 +138,4 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
         message = ("rejected by " + ", ".join(f"rule {g.rule} ({g.name})" for g in failed)
                    if failed else "accepted")
         return Analysis(run_dir, REJECTED if failed else ACCEPTED, message, run.manifest,
-                        [g.as_dict() for g in gates], metrics, cost, headline, run.partial)
+                        [g.as_dict() for g in gates], metrics, cost, headline, run.partial, tm)

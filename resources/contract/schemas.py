@@ -80,6 +80,22 @@ BILL = pa.schema(
     ]
 )
 
+# contract §2.5: one row per sample; `value` is null on a `sample_error` row.
+TELEMETRY = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("at", TS),
+        ("source", pa.string()),
+        ("device", pa.string()),
+        ("metric", pa.string()),
+        ("value", pa.float64()),
+    ]
+)
+TELEMETRY_SOURCES = ("dcgm", "neuron_monitor", "engine_metrics", "host", "emulated")
+TELEMETRY_METRICS = ("accel_util", "accel_mem_used_bytes", "accel_mem_total_bytes", "power_w",
+                     "energy_j", "kv_cache_usage", "requests_running", "requests_waiting",
+                     "host_cpu_util", "host_mem_used_bytes", "sample_error")
+
 STATUSES = ("ok", "http_error", "timeout", "disconnect", "protocol_error", "cancelled")
 PHASES = ("warmup", "steady")
 BILL_SOURCES = ("cost_explorer", "price_list", "price_sheet", "fixture")
@@ -90,6 +106,7 @@ RUN_FILES: dict[str, pa.Schema] = {
     "steady_state_request_log": REQUEST_LOG,
     "chunk_log": CHUNK_LOG,
     "bill": BILL,
+    "telemetry": TELEMETRY,
 }
 
 # While a run is in progress the load generator appends Arrow IPC stream batches to

@@ -53,4 +53,6 @@ class EmulatorModelServer(ModelServer):
                        "image_digest": None},
                 phases=phases, emulated=True,
                 details={"pid": emu.pid, "port": emu.port, "config": status.get("config"),
-                         "ground_truth": str(run_dir / "emulator_ground_truth.jsonl")})
+                         "ground_truth": str(run_dir / "emulator_ground_truth.jsonl")},
+                # its /metrics carries the vLLM gauges and the modelled DCGM series
+                telemetry=[{"kind": "emulated", "url": f"{emu.base_url}/metrics"}])

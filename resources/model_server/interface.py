@@ -24,6 +24,9 @@ class Deployment:
     # the name of an environment variable of this process holding the engine's API key,
     # which the load generator sends as a bearer token (None: the engine needs none)
     api_key_env: str | None = None
+    # what the telemetry sampler reads beside the load, as plain descriptions
+    # (resources/telemetry: {"kind": "dcgm" | "engine_metrics" | "emulated" | …, "url"/"pid"})
+    telemetry: list[dict] = field(default_factory=list)
 
 
 class ModelServer(ABC):

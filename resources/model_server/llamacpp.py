@@ -290,4 +290,7 @@ class LlamaCppModelServer(ModelServer):
                        "image_digest": None,
                        # the weights actually served, pinned by content
                        "model_revision": f"sha256:{sha}"},
-                phases=phases, emulated=False, details=details)
+                phases=phases, emulated=False, details=details,
+                # the engine runs inside the launcher: its process is the engine's host usage;
+                # its /metrics has counters only, no gauge the sampler reads
+                telemetry=[{"kind": "host", "pid": proc.proc.pid}])

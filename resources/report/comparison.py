@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from resources.report import sections as s
+from resources.report import telemetry
 from resources.report.html import (
     Cell,
     badge,
@@ -251,6 +252,8 @@ def render(runs: list[RunData], plots: dict[str, Path], slo: tuple[float, float]
                 "repeatability"),
         section("Regression check (latest run vs earlier runs)",
                 regression_table(latest, runs, slo), "regression"),
+        section("Accelerator telemetry (peak memory, utilization, energy)",
+                telemetry.comparison_section(latest), "telemetry"),
         section("Gates", gates_table(latest), "gates"),
         section("Invalid steps and why", invalid_table(latest), "invalid"),
         section("Manifests side by side", side_by_side(latest), "manifest"),

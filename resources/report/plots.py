@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from resources.contract import durable
+from resources.contract.timestamps import parse_ts
 from resources.report import cdf
 from resources.report.rundata import RunData, headline_row, latest_per_candidate
 
@@ -66,13 +67,13 @@ def _suptitle(fig: Figure, text: str, emulated: bool, mixed: bool = False) -> No
     fig.suptitle(title, **style)
 
 
-def figure(width: float, emulated: bool, ncols: int = 1, bottom: float = 0.12
-            ) -> tuple[Figure, list]:
+def figure(width: float, emulated: bool, ncols: int = 1, bottom: float = 0.12,
+           nrows: int = 1, height: float = 4.6) -> tuple[Figure, list]:
     # Fixed margins rather than constrained layout: it halves the drawing time.
-    fig = Figure(figsize=(width, 4.6), dpi=DPI)
+    fig = Figure(figsize=(width, height), dpi=DPI)
     fig.subplots_adjust(left=0.8 / width, right=1 - 0.2 / width, bottom=bottom,
-                        top=0.84 if ncols > 1 else 0.9, wspace=0.22)
-    axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+                        top=0.84 if ncols > 1 or nrows > 1 else 0.9, wspace=0.22, hspace=0.35)
+    axes = [fig.add_subplot(nrows, ncols, i + 1) for i in range(nrows * ncols)]
     if emulated:
         fig.text(0.5, 0.5, "EMULATED", fontsize=54, color=EMULATED_COLOR, alpha=0.08,
                  ha="center", va="center", rotation=20, fontweight="bold", zorder=0)
@@ -280,6 +281,88 @@ def plot_cost(latest: list[RunData], spread: dict[str, list[float]] | None = Non
     return fig
 
 
+_ACCEL = {"accel_util", "accel_mem_used_bytes", "accel_mem_total_bytes", "power_w"}
+
+
+@styled
+def plot_telemetry(run: RunData) -> Figure | None:
+    """The run's telemetry over time (contract §2.5), warm-up and every step's window marked:
+    accelerator utilization (mean over devices, min-max shaded, failed samples as red ticks),
+    peak memory used as a share of total, total power, and the engine's KV cache and queue."""
+    if run.telemetry is None or run.telemetry.num_rows == 0:
+        return None
+    t = run.telemetry.to_pandas()
+    t["at_ns"] = run.telemetry.column("at").cast("int64").to_numpy()
+    t0 = int(t["at_ns"].min())
+    t["s"] = (t["at_ns"] - t0) / 1e9
+    fig, axes = figure(11, run.emulated, nrows=4, height=9.5, bottom=0.06)
+
+    def per_time(metric: str, how: str):
+        d = t[(t["metric"] == metric) & t["value"].notna()]
+        return d.groupby("s")["value"].agg(how) if not d.empty else None
+
+    ax = axes[0]
+    util = t[(t["metric"] == "accel_util") & t["value"].notna()].groupby("s")["value"]
+    if len(util):
+        mean = util.mean() * 100
+        ax.fill_between(mean.index, util.min() * 100, util.max() * 100, color="#1f77b4", alpha=0.2)
+        ax.plot(mean.index, mean.values, color="#1f77b4", lw=1.5, label="mean over devices")
+    gaps = t.loc[t["metric"] == "sample_error", "s"]
+    if len(gaps):
+        ax.plot(gaps, np.zeros(len(gaps)), "|", color="#d62728", ms=12, label="failed sample")
+    ax.set_ylabel("utilization %")
+    ax.set_ylim(-3, 103)
+    used = t[t["metric"] == "accel_mem_used_bytes"].set_index(["s", "device"])["value"]
+    total = t[t["metric"] == "accel_mem_total_bytes"].set_index(["s", "device"])["value"]
+    share = (used / total).dropna()
+    if len(share):
+        peak = share.groupby(level="s").max() * 100
+        axes[1].plot(peak.index, peak.values, color="#9467bd", lw=1.5, label="peak device")
+    axes[1].set_ylabel("memory used %")
+    power = per_time("power_w", "sum")
+    if power is not None:
+        axes[2].plot(power.index, power.values, color="#ff7f0e", lw=1.5, label="all devices")
+    axes[2].set_ylabel("power W")
+    kv = per_time("kv_cache_usage", "max")
+    if kv is not None:
+        axes[3].plot(kv.index, kv.values * 100, color="#2ca02c", lw=1.5, label="KV cache %")
+    for metric, color in (("requests_running", "#1a1a1a"), ("requests_waiting", "#d62728")):
+        q = per_time(metric, "sum")
+        if q is not None:
+            axes[3].plot(q.index, q.values, color=color, lw=1.0, ls="--",
+                         label=metric.replace("_", " "))
+    axes[3].set_ylabel("KV % / requests")
+    axes[3].set_xlabel("seconds since the first sample")
+    _mark_steps(run, axes, t0)
+    for a, name in zip(axes, ("accelerator utilization", "accelerator memory",
+                              "accelerator power", "engine"), strict=True):
+        a.set_title(name, fontsize=10, loc="left")
+        if a.get_legend_handles_labels()[0]:
+            a.legend(loc="upper right")
+    _suptitle(fig, f"telemetry - {run.run_id}", run.emulated)
+    return fig
+
+
+def _mark_steps(run: RunData, axes, t0: int) -> None:
+    """Warm-up shaded grey; each steady step's window shaded in turn and labelled."""
+    spans = []
+    warm = (run.manifest.get("phases") or {}).get("warmup") or {}
+    if warm.get("started_at") and warm.get("ended_at"):
+        spans.append(("warm-up", parse_ts(warm["started_at"]), parse_ts(warm["ended_at"]), "#bbbbbb"))
+    if run.metrics is not None:
+        for i, m in enumerate(run.metrics.sort_values("window_start").itertuples(index=False)):
+            if pd.notna(m.window_start) and pd.notna(m.window_end):
+                spans.append((m.step, pd.Timestamp(m.window_start).value,
+                              pd.Timestamp(m.window_end).value, ("#e8f0fb", "#fdf0e0")[i % 2]))
+    for name, lo, hi, color in spans:
+        a, b = (lo - t0) / 1e9, (hi - t0) / 1e9
+        for ax in axes:
+            ax.axvspan(a, b, color=color, alpha=0.5, zorder=0, lw=0)
+            ax.axvline(a, color="#777777", lw=0.6, ls=":")
+        axes[0].annotate(name, (a, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -10),
+                         textcoords="offset points", fontsize=7, color="#333333")
+
+
 def write_run_plots(run: RunData, out_dir: Path, slo_ttft_s: float, slo_tpot_s: float
                     ) -> dict[str, Path]:
     """Draw the per-run plots into `out_dir`; name -> PNG path (plots without data skipped)."""
@@ -287,6 +370,7 @@ def write_run_plots(run: RunData, out_dir: Path, slo_ttft_s: float, slo_tpot_s: 
         "ttft_cdf": plot_cdf(run, "ttft", slo_ttft_s),
         "itl_cdf": plot_cdf(run, "itl", slo_tpot_s),
         "scaling": plot_scaling(run, slo_ttft_s),
+        "telemetry": plot_telemetry(run),
     }
     return {name: save(fig, out_dir / f"{name}.png") for name, fig in figs.items() if fig}
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from resources.report import reconciliation as recon
 from resources.report import sections as s
+from resources.report import telemetry
 from resources.report.html import emulated_banner, image, page, para, section, write_html
 from resources.report.plots import write_run_plots
 from resources.report.rundata import RunData, load_run
@@ -19,6 +20,9 @@ PLOT_CAPTIONS = {
                 "log, each chunk's gap divided by its tokens and counted once per token."),
     "scaling": ("throughput and p99 TTFT vs concurrency", "One point per step; hollow red "
                 "markers are invalid steps (never ranked)."),
+    "telemetry": ("telemetry over time", "Accelerator utilization, memory, power and the "
+                  "engine's KV cache and queue from telemetry.parquet; grey is warm-up, each "
+                  "shaded band a steady step's window; red ticks are failed samples."),
     "server_ttft": ("TTFT histogram, client-side vs server-side", "Share of requests whose "
                     "TTFT is at most each bucket bound of the engine's histogram: left the "
                     "client's own measurement (sent to first token), right the server-side "
@@ -47,6 +51,7 @@ def render_run(run: RunData, plots: dict[str, Path], reconciliation: dict | None
         section("Steps (steady phase)", s.steps(run), "steps"),
         section("Invalid steps and why", s.invalid_steps(run), "invalid"),
         section("Cost per 1M output tokens, per step", s.cost(run), "cost"),
+        section("Accelerator telemetry per step", telemetry.run_section(run), "telemetry"),
     ]
     figs = [image(path, PLOT_CAPTIONS[name][0], PLOT_CAPTIONS[name][1])
             for name, path in plots.items()]

@@ -43,11 +43,14 @@ HEADLINE_COLUMNS: tuple[str, ...] = (
     "run_id", "candidate", "instance_type", "source", "slo_ttft_s", "slo_tpot_s", "meets_slo",
     "step", "output_tok_s", "ttft_s_p99", "tpot_s_p99", "cost_per_1m_output_usd", "bill_status",
 )
+# contract §3.2.
+TELEMETRY_COLUMNS: tuple[str, ...] = ("run_id", "step", "source", "device", "metric", "mean",
+                                      "max", "n")
 GATE_KEYS = ("rule", "name", "passed", "offending_rows", "examples", "message")
 
 _STRINGS = {"run_id", "step", "load_mode", "source", "invalid_reason", "candidate",
             "instance_type", "bill_source", "bill_status", "cross_check_note", "price_region",
-            "purchase_option", "retrieved_on"}
+            "purchase_option", "retrieved_on", "device", "metric"}
 _TIMESTAMPS = {"window_start", "window_end"}
 _BOOLS = {"valid", "meets_slo"}
 _LISTS = {"included", "excluded_items"}
@@ -83,6 +86,8 @@ class RunData:
     headline: pd.DataFrame | None
     requests: pa.Table | None = field(repr=False, default=None)
     chunks: pa.Table | None = field(repr=False, default=None)
+    telemetry_metrics: pd.DataFrame | None = None
+    telemetry: pa.Table | None = field(repr=False, default=None)  # contract §2.5 samples
     quality: dict | None = None     # quality_summary.json (contract §3.3); None: none recorded
     parity: dict | None = None      # quality_parity.json: the verdict against the reference
 
@@ -186,6 +191,7 @@ def load_run(run_dir: Path | str, raw: bool = True) -> RunData:
         metrics=_read_frame(run_dir / "derived_metrics.parquet", DERIVED_COLUMNS),
         cost=_read_frame(run_dir / "cost_per_1m.parquet", COST_COLUMNS),
         headline=_read_frame(run_dir / "headline.parquet", HEADLINE_COLUMNS),
+        telemetry_metrics=_read_frame(run_dir / "telemetry_metrics.parquet", TELEMETRY_COLUMNS),
         quality=_read_json(run_dir / "quality_summary.json"),
         parity=_read_json(run_dir / "quality_parity.json"),
     )
@@ -193,6 +199,7 @@ def load_run(run_dir: Path | str, raw: bool = True) -> RunData:
         try:
             run.requests = read_records(run_dir, "steady_state_request_log")
             run.chunks = read_records(run_dir, "chunk_log")
+            run.telemetry = read_records(run_dir, "telemetry")
         except SchemaError as exc:
             raise ReportError(str(exc)) from None
     return run

@@ -122,7 +122,7 @@ def test_dollar_signs_and_markup_in_names_are_plain_text(runs, tmp_path):
     latest = plots.latest_per_candidate([load_run(r, raw=False) for r in runs])
     fig = plots.plot_cost(latest)
     assert r"$\notacommand{x}_$ <b>" in [t.get_text() for t in fig.axes[0].get_xticklabels()]
-    assert_real_png(plots._save(fig, tmp_path / "cost.png"))
+    assert_real_png(plots.save(fig, tmp_path / "cost.png"))
 
 
 def test_open_loop_steps_are_drawn_against_achieved_concurrency(runs):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from resources.contract import manifest as mf
-from resources.contract.schemas import BILL, CHUNK_LOG, REQUEST_LOG, write_parquet
+from resources.contract.schemas import BILL, CHUNK_LOG, REQUEST_LOG, TELEMETRY, write_parquet
 
 T0 = mf.parse_ts("2026-11-29T02:00:00Z")
 MS = 1_000_000
@@ -36,6 +36,7 @@ class RunBuilder:
         self.requests: list[dict] = []
         self.chunks: list[dict] = []
         self.bill: list[dict] = []
+        self.telemetry: list[dict] = []
         m = mf.empty(run_id, source, T0)
         m.update(candidate="p5-scout-bf16-tp8", model="meta-llama/Llama-4-Scout-17B-16E-Instruct",
                  precision="bf16", tensor_parallel=8, expert_parallel=False, engine="vllm",
@@ -105,6 +106,12 @@ class RunBuilder:
         for h in range(hours):
             self.bill_row(h * HOUR_MS, (h + 1) * HOUR_MS, rate * n, float(n), **kw)
 
+    # --- telemetry (contract §2.5) -------------------------------------------------------
+    def sample(self, ms: float, device: str, metric: str, value: float | None,
+               source: str = "dcgm") -> None:
+        self.telemetry.append({"run_id": self.run_id, "at": at(ms), "source": source,
+                               "device": device, "metric": metric, "value": value})
+
     # --- output ---------------------------------------------------------------------
     def _span(self, phase: str) -> dict | None:
         rows = [r for r in self.requests if r["phase"] == phase]
@@ -139,6 +146,9 @@ class RunBuilder:
         write_parquet(pa.Table.from_pylist(self.chunks, schema=CHUNK_LOG), run_dir / "chunk_log.parquet")
         if bill:
             write_parquet(pa.Table.from_pylist(self.bill, schema=BILL), run_dir / "bill.parquet")
+        if self.telemetry:
+            write_parquet(pa.Table.from_pylist(self.telemetry, schema=TELEMETRY),
+                          run_dir / "telemetry.parquet")
         return run_dir
 
 

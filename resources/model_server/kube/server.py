@@ -63,8 +63,9 @@ class KubeModelServer(ModelServer):
                  allow_public: bool = False, owner: str | None = None,
                  run_as_user: int | None = None,
                  timeout_s: float = 3600.0, poll_s: float = 10.0,
-                 clock: Callable[[], int] = time.time_ns):
+                 clock: Callable[[], int] = time.time_ns, telemetry: tuple[dict, ...] = ()):
         self.kube, self.timeout_s, self.poll_s, self.clock = kube, timeout_s, poll_s, clock
+        self.telemetry = list(telemetry)  # DCGM exporter / neuron-monitor endpoints (docs/telemetry.md)
         self.expose = {"expose": expose, "source_ranges": tuple(source_ranges),
                        "lb_scheme": lb_scheme, "allow_public": allow_public, "owner": owner,
                        "run_as_user": run_as_user}
@@ -96,7 +97,9 @@ class KubeModelServer(ModelServer):
                     phases=phases, emulated=False,
                     details={"pod": up.pod, "deployment": spec.name,
                              "scheduling_s": _seconds(up.phases.get("scheduling"))},
-                    api_key_env=LOAD_API_KEY_ENV)
+                    api_key_env=LOAD_API_KEY_ENV,
+                    telemetry=[{"kind": "engine_metrics", "url": f"{endpoint}/metrics"},
+                               *self.telemetry])
         finally:
             os.environ.pop(LOAD_API_KEY_ENV, None)
             kube.close()

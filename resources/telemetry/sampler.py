@@ -1,0 +1,152 @@
+"""The sampler: a background thread that reads every source at a fixed interval and
+appends the rows to `telemetry.partial.arrows` (one Arrow IPC batch per tick, so a killed
+run keeps what was sampled); `stop()` turns the stream into `telemetry.parquet`.
+
+Ticks are on a fixed grid (`start + k × interval`, never "interval after the previous
+read"), so a slow read shifts nothing after it; a tick missed because a read overran is
+skipped, not caught up. A source that fails (timeout, HTTP error, garbage, a dead process)
+gives one `sample_error` row for that tick and is read again at the next one: sampling
+never stops a run. Times come from one perf_counter clock mapped to UTC once (contract §2).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from resources.contract.schemas import PARTIAL_SUFFIX, TELEMETRY, read_partial_stream, write_parquet
+from resources.telemetry.sources import HostProcessSource, NeuronMonitorSource, PrometheusSource
+
+NAME = "telemetry"
+_USERINFO = re.compile(r"//[^/@\s]+@")  # credentials in a URL never reach a log
+DEFAULT_INTERVAL_S = 1.0
+
+
+def sources_from(specs: list[dict], timeout_s: float | None = None) -> list:
+    """Build sources from a deployment's plain descriptions (`Deployment.telemetry`):
+    `{"kind": "dcgm" | "engine_metrics" | "emulated" | "neuron_monitor", "url": …}` or
+    `{"kind": "host", "pid": …}`."""
+    t = {} if timeout_s is None else {"timeout_s": timeout_s}
+    out = []
+    for s in specs:
+        kind = s["kind"]
+        if kind == "dcgm":
+            out.append(PrometheusSource(s["url"], "dcgm", dcgm=True, engine=False, **t))
+        elif kind == "engine_metrics":
+            out.append(PrometheusSource(s["url"], "engine_metrics", dcgm=False, engine=True, **t))
+        elif kind == "emulated":  # the emulator's modelled DCGM series and its vLLM gauges
+            out.append(PrometheusSource(s["url"], "emulated", dcgm=True, engine=True, **t))
+        elif kind == "neuron_monitor":
+            out.append(NeuronMonitorSource(s["url"], **t))
+        elif kind == "host":
+            out.append(HostProcessSource(int(s["pid"])))
+        else:
+            raise ValueError(f"telemetry source kind {kind!r}: expected dcgm, engine_metrics, "
+                             "emulated, neuron_monitor or host")
+    return out
+
+
+def _batch(cols: dict[str, list]) -> pa.RecordBatch:
+    arrays = [pa.array(cols[f.name], pa.int64()).cast(f.type) if f.name == "at"
+              else pa.array(cols[f.name], f.type) for f in TELEMETRY]
+    return pa.RecordBatch.from_arrays(arrays, schema=TELEMETRY)
+
+
+class Sampler:
+    def __init__(self, run_dir: Path, run_id: str, sources: list,
+                 interval_s: float = DEFAULT_INTERVAL_S):
+        if not interval_s > 0:
+            raise ValueError(f"telemetry interval {interval_s!r}: expected a positive number of seconds")
+        self.run_dir, self.run_id, self.sources = Path(run_dir), run_id, list(sources)
+        self.interval_ns = int(interval_s * 1e9)
+        self.stop_event = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.ticks = self.errors = self.rows = 0
+        self.last_error: str | None = None
+        self.write_failed = False
+        perf0, utc, perf1 = time.perf_counter_ns(), time.time_ns(), time.perf_counter_ns()
+        self.offset_ns = utc - (perf0 + perf1) // 2
+        self.partial = self.run_dir / f"{NAME}{PARTIAL_SUFFIX}"
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> Sampler:
+        # Arrow's first tz-aware conversion loads its kernels (seconds on a busy host): pay
+        # it here, before the load starts, rather than inside the first tick.
+        _batch({n: [0] if n == "at" else [None] for n in TELEMETRY.names})
+        self.sink = pa.OSFile(str(self.partial), "wb")
+        self.writer = ipc.new_stream(self.sink, TELEMETRY)
+        self.thread = threading.Thread(target=self._loop, name="telemetry-sampler", daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> Path | None:
+        """Stop after the current tick, write telemetry.parquet, return its path."""
+        if self.thread is None:
+            return None
+        self.stop_event.set()
+        self.thread.join()
+        self.thread = None
+        self.writer.close()
+        self.sink.close()
+        for s in self.sources:
+            s.close()
+        final = self.run_dir / f"{NAME}.parquet"
+        write_parquet(read_partial_stream(self.partial), final)
+        self.partial.unlink()
+        return final
+
+    def __enter__(self) -> Sampler:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # --- the loop ----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        start = time.perf_counter_ns()
+        k = 0
+        while not self.stop_event.is_set():
+            self.tick()
+            k = max(k + 1, (time.perf_counter_ns() - start) // self.interval_ns + 1)
+            wait = (start + k * self.interval_ns - time.perf_counter_ns()) / 1e9
+            if self.stop_event.wait(max(wait, 0.0)):
+                break
+        self.tick()  # the closing sample: the last step's window ends inside it
+
+    def tick(self) -> None:
+        cols: dict[str, list] = {n: [] for n in TELEMETRY.names}
+        for src in self.sources:
+            at = time.perf_counter_ns() + self.offset_ns
+            try:
+                got = src.sample()
+            except Exception as exc:  # any failure is a recorded gap, never the run's end
+                self.errors += 1
+                self.last_error = _USERINFO.sub("//***@", f"{src.source}: {type(exc).__name__}: "
+                                                          f"{str(exc)[:200]}")
+                got = [(src.error_device, "sample_error", None)]
+            for device, metric, value in got:
+                cols["run_id"].append(self.run_id)
+                cols["at"].append(at)
+                cols["source"].append(src.source)
+                cols["device"].append(device)
+                cols["metric"].append(metric)
+                cols["value"].append(value)
+        self.ticks += 1
+        if cols["run_id"] and not self.write_failed:
+            try:
+                self.writer.write_batch(_batch(cols))
+                self.sink.flush()
+                self.rows += len(cols["run_id"])
+            except OSError as exc:  # a full disk ends the sampling, not the run
+                self.write_failed = True
+                self.last_error = f"writing {self.partial}: {exc}"
+
+    def summary(self) -> dict:
+        return {"ticks": self.ticks, "rows": self.rows, "sample_errors": self.errors,
+                "last_error": self.last_error, "interval_s": self.interval_ns / 1e9,
+                "sources": sorted({s.source for s in self.sources})}
