@@ -16,7 +16,8 @@ from tests.support.k8s_launcher import VALUES, RecordingBatchApi, launcher_kwarg
 REPO = Path(__file__).resolve().parents[2]
 EKS_ENV = {"SERVINGBENCH_PROFILE": "eks", "SERVINGBENCH_EKS_CLUSTER": "bench",
            "SERVINGBENCH_EKS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1",
-           "SERVINGBENCH_EKS_NODE_ROLE_ARN": "arn:aws:iam::123456789012:role/sb-nodes"}
+           "SERVINGBENCH_EKS_NODE_ROLE_ARN": "arn:aws:iam::123456789012:role/sb-nodes",
+           "SERVINGBENCH_EKS_OWNER": "team-bench"}
 
 
 @pytest.fixture
