@@ -1,0 +1,184 @@
+"""The load loops: one request sent and recorded whatever happens, closed loop (N always in
+flight) and open loop (one absolute arrival schedule), spawn and bounded drain."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+
+import aiohttp
+
+from resources.loadgen import client
+from resources.loadgen.clock import Clock
+from resources.loadgen.config import LoadConfig, step_name
+from resources.loadgen.probe import api_url
+from resources.loadgen.recorder import Recorder
+from resources.loadgen.selfwatch import InFlight, SelfWatch
+from resources.loadgen.server_metrics import ServerMetrics
+from resources.loadgen.workload import Item, Workload
+
+_now = time.perf_counter_ns
+CANCEL_GRACE_S = 5.0
+
+
+class LoadLoops:
+    """Sending and recording requests, and the closed- and open-loop drivers: the part of a
+    run that talks to the server. Steps, phases and the manifest build on it (steps.py)."""
+
+    def __init__(self, cfg: LoadConfig, recorder: Recorder, workload: Workload, clock: Clock,
+                 stream_options: dict | None, headers: dict[str, str], secrets: tuple[str, ...],
+                 progress) -> None:
+        self.cfg, self.rec, self.wl, self.clock = cfg, recorder, workload, clock
+        self.stream_options, self.headers, self.secrets = stream_options, headers, secrets
+        self.progress = progress
+        self.url = api_url(cfg)
+        self.tasks: set[asyncio.Task] = set()
+        self.emulated = False
+        self.steps: list[dict] = []
+        self.phases: dict[str, dict] = {}
+        self.statuses: Counter = Counter()
+        self.mismatch = 0
+        self.watch: SelfWatch | None = None
+        self.session: aiohttp.ClientSession | None = None
+        self.save: Callable[[], None] = lambda: None  # writes the manifest so far
+        self.server: ServerMetrics | None = None  # the engine's /metrics around each step
+        self.judge = None  # SLO search: (run_dir, step) -> (valid, met), from the analysis
+
+    # --- one request -----------------------------------------------------------------
+    async def _one(self, phase: str, step: str, mode: str, target: float, scheduled: int,
+                   expect_in: int | None) -> None:
+        req = await self.send(phase, step, mode, target, scheduled, None)
+        if (req.phase == "steady" and expect_in is not None and req.input_tokens is not None
+                and req.input_tokens != expect_in):
+            self.mismatch += 1
+
+    async def send(self, phase: str, step: str, mode: str, target: float, scheduled: int,
+                   item: Item | None, tag=None) -> client.Request:
+        """Send and record one request: `item`, or the workload's next one when None;
+        `tag(req)` may mark it first (session, turn, text). Whatever happens, it is recorded."""
+        rid = str(uuid.uuid4())
+        req = client.Request(rid, phase, step, mode, target, scheduled)
+        try:
+            if tag is not None:
+                tag(req)
+            if item is None:
+                item = self.wl.next_item()
+            headers = dict(self.headers)
+            headers["X-Request-ID"] = rid
+            await client.send(self.session, self.url, self.wl.body(item, self.stream_options),
+                              headers, req, self.cfg.first_token_timeout_s,
+                              self.cfg.total_timeout_s, self.secrets)
+        except Exception as exc:  # noqa: BLE001 - a worker never dies silently
+            client.fail(req, exc, self.secrets)
+        finally:
+            # Also on cancellation: the request is recorded, then the CancelledError
+            # goes on and stops its worker.
+            self._record(req)
+        return req
+
+    def _record(self, req: client.Request) -> None:
+        if req.emulated:
+            self.emulated = True
+        if self.watch is not None and req.sent is not None:
+            self.watch.sched_lags.append((req.sent - req.scheduled) / 1e9)
+        self.rec.add(req)
+        if req.phase == "steady":
+            self.statuses[req.status] += 1
+        self.progress.request_done(req)
+
+    def spawn(self, coro) -> asyncio.Task:
+        return self._spawn(coro)
+
+    async def drain(self, tasks: set[asyncio.Task]) -> None:
+        await self._drain(tasks)
+
+    def _spawn(self, coro) -> asyncio.Task:
+        t = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(t)
+        t.add_done_callback(self.tasks.discard)
+        return t
+
+    async def _drain(self, tasks: set[asyncio.Task]) -> None:
+        pending = {t for t in tasks if not t.done()}
+        if pending:
+            _, pending = await asyncio.wait(pending, timeout=self.cfg.drain_timeout_s)
+        for t in pending:
+            t.cancel()
+        if pending:
+            # A cancelled request records itself and ends at its next await; the bound
+            # only guards against code that never awaits again.
+            await asyncio.wait(pending, timeout=CANCEL_GRACE_S)
+
+    def _begin_watch(self, w: SelfWatch) -> None:
+        self.watch = w
+        w.start()
+
+    def _expect_in(self) -> int | None:
+        return None if self.cfg.dataset else self.cfg.input_tokens
+
+    # --- load modes ------------------------------------------------------------------
+    async def closed(self, phase: str, c: int, count: int | None, duration_s: float | None) -> InFlight:
+        name = step_name("concurrency", c)
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+        issued = 0
+        inflight = InFlight()
+        stop_at = None if duration_s is None else _now() + int(duration_s * 1e9)
+        timer = loop.call_later(duration_s, done.set) if duration_s is not None else None
+        expect = self._expect_in()
+
+        n_workers = c if count is None else min(c, count)
+        alive = n_workers
+
+        async def worker() -> None:
+            nonlocal issued, alive
+            try:
+                while not done.is_set():
+                    if stop_at is not None and _now() >= stop_at:
+                        done.set()
+                        break
+                    issued += 1
+                    if count is not None and issued >= count:
+                        done.set()
+                    inflight.inc()
+                    try:
+                        await self._one(phase, name, "concurrency", float(c), _now(), expect)
+                    finally:
+                        inflight.dec()
+                    if asyncio.current_task().cancelling():  # the request recorded it: stop
+                        break
+            finally:
+                # Should the last worker end for any reason, the step ends with it
+                # instead of waiting for a count no one is left to reach.
+                alive -= 1
+                if alive == 0:
+                    done.set()
+
+        workers = {self._spawn(worker()) for _ in range(n_workers)}
+        await done.wait()
+        inflight.stop()
+        if timer is not None:
+            timer.cancel()
+        await self._drain(workers)
+        return inflight
+
+    async def open(self, phase: str, steps: list[tuple[str, float, int, list[float]]],
+                   origin: int, watches: list[SelfWatch] | None = None) -> None:
+        """Open loop on one absolute schedule: `origin + offset` for every arrival."""
+        tasks: set[asyncio.Task] = set()
+        expect = self._expect_in()
+        for k, (name, target, _, offsets) in enumerate(steps):
+            if watches is not None:
+                self._begin_watch(watches[k])
+            for off in offsets:
+                deadline = origin + int(off * 1e9)
+                while (now := _now()) < deadline:
+                    await asyncio.sleep((deadline - now) / 1e9)
+                t = self._spawn(self._one(phase, name, "rate", target, deadline, expect))
+                tasks.add(t)
+            if watches is not None:
+                await watches[k].stop()
+        await self._drain(tasks)

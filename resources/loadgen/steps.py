@@ -1,0 +1,151 @@
+"""A run's phases and steps on top of the load loops: warm-up, the steady steps (closed,
+open, profile, or a scenario's), the self-watch verdict and the engine's counters around
+each step, the periodic flush, and the event loop's signal handling."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+import time
+
+import aiohttp
+
+from resources.contract import manifest as mf
+from resources.loadgen import client
+from resources.loadgen.config import step_name
+from resources.loadgen.loops import LoadLoops
+from resources.loadgen.scenarios.drive import scenario_steady
+from resources.loadgen.schedule import profile_schedule, rate_steps
+from resources.loadgen.selfwatch import InFlight, SelfWatch
+
+_now = time.perf_counter_ns
+FLUSH_S = 0.25
+
+
+class Run(LoadLoops):
+    """One load run: what `run_load` drives and the scenarios step through."""
+
+    async def run_step(self, name: str, mode: str, target: float, expected: int | None,
+                       drive) -> None:
+        """One steady step of a scenario: `await drive()` sends its requests (and may return
+        the InFlight of a closed loop); progress, self-watch, server counts and the manifest
+        are handled here as for the built-in steps."""
+        self.progress.step_start(name, expected)
+        w = SelfWatch()
+        before = await self._scrape()
+        self._begin_watch(w)
+        inflight = await drive()
+        await w.stop()
+        await self._scrape_end([name], before)
+        self._record_step(name, mode, target, w, inflight)
+
+    def _record_step(self, name: str, mode: str, target: float, w: SelfWatch,
+                     inflight: InFlight | None) -> None:
+        limited, why = w.verdict(mode, target, inflight.mean() if inflight else None)
+        self.steps.append({
+            "step": name, "load_mode": mode, "target": float(target), "client_limited": limited,
+            "client_cpu_share": None if w.cpu_share is None else round(w.cpu_share, 4),
+            "loop_lag_p99_s": None if w.loop_lag_p99_s is None else round(w.loop_lag_p99_s, 6),
+        })
+        self.progress.step_end(name, why)
+        self.save()
+
+    # --- phases ----------------------------------------------------------------------
+    async def warmup(self) -> None:
+        cfg = self.cfg
+        if cfg.warmup_requests == 0 and cfg.warmup_duration_s is None:
+            return
+        start = self.clock.now_utc()
+        count = cfg.warmup_requests if cfg.warmup_requests > 0 else None
+        self.progress.step_start(f"warm-up c={cfg.warmup_concurrency}", count)
+        await self.closed("warmup", cfg.warmup_concurrency, count, cfg.warmup_duration_s)
+        self.progress.step_end(f"warm-up c={cfg.warmup_concurrency}", [])
+        self.phases["warmup"] = {"started_at": mf.format_ts(start),
+                                 "ended_at": mf.format_ts(self.clock.now_utc())}
+        self.save()
+
+    async def steady(self) -> None:
+        cfg = self.cfg
+        start = self.clock.now_utc()
+        self.phases["steady"] = {"started_at": mf.format_ts(start), "ended_at": None}
+        self.save()
+        if cfg.scenario is not None and cfg.scenario.kind != "fixed":
+            await scenario_steady(self)
+            self.phases["steady"]["ended_at"] = mf.format_ts(self.clock.now_utc())
+            return
+        for c in cfg.concurrency:
+            name = step_name("concurrency", c)
+            self.progress.step_start(name, cfg.requests_per_step)
+            w = SelfWatch()
+            before = await self._scrape()
+            self._begin_watch(w)
+            inflight = await self.closed("steady", c, cfg.requests_per_step, cfg.duration_s)
+            await w.stop()
+            await self._scrape_end([name], before)
+            self._record_step(name, "concurrency", c, w, inflight)
+        schedules = rate_steps(cfg.rates, cfg.arrival, cfg.seed, cfg.requests_per_step, cfg.duration_s)
+        for rate, offsets in zip(cfg.rates, schedules, strict=True):
+            name = step_name("rate", rate)
+            self.progress.step_start(name, len(offsets))
+            w = SelfWatch()
+            before = await self._scrape()
+            await self.open("steady", [(name, rate, 0, offsets)], _now(), [w])
+            await self._scrape_end([name], before)
+            self._record_step(name, "rate", rate, w, None)
+        if cfg.profile:
+            segs = [(step_name("rate", r), r, 0, offs)
+                    for _, r, offs in profile_schedule(cfg.profile, cfg.arrival, cfg.seed)]
+            watches = [SelfWatch() for _ in segs]
+            self.progress.step_start("profile " + " → ".join(n for n, *_ in segs),
+                                     sum(len(s[3]) for s in segs))
+            # one arrival schedule across segments: the server's counts cover the whole
+            # profile (requests overlap segment boundaries), compared with their sum
+            before = await self._scrape()
+            await self.open("steady", segs, _now(), watches)
+            await self._scrape_end([name for name, _, _, offs in segs if offs], before)
+            for (name, rate, _, offs), w in zip(segs, watches, strict=True):
+                if offs:
+                    self._record_step(name, "rate", rate, w, None)
+        self.phases["steady"]["ended_at"] = mf.format_ts(self.clock.now_utc())
+
+    async def _scrape(self) -> tuple[dict | None, str | None] | None:
+        return None if self.server is None else await self.server.begin()
+
+    async def _scrape_end(self, names: list[str], before) -> None:
+        if self.server is not None and names:
+            await self.server.end(names, before)
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_S)
+            self.rec.flush()
+            self.progress.tick()
+
+    async def main(self) -> None:
+        loop = asyncio.get_running_loop()
+        me = asyncio.current_task()
+        if threading.current_thread() is threading.main_thread():
+            # Ctrl-C too: a Python-level SIGINT handler (Dagster installs one) would raise
+            # inside a transport callback, where the loop logs it and runs on
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, me.cancel)
+        conn = aiohttp.TCPConnector(limit=0, keepalive_timeout=120, ttl_dns_cache=None)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.cfg.connect_timeout_s)
+        async with aiohttp.ClientSession(connector=conn, timeout=timeout, read_bufsize=1 << 20,
+                                         auto_decompress=False,
+                                         trace_configs=[client.trace_config()]) as self.session:
+            flusher = loop.create_task(self._flush_loop())
+            try:
+                await self.warmup()
+                await self.steady()
+            finally:
+                pending = [t for t in self.tasks if not t.done()]
+                for t in pending:
+                    t.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                flusher.cancel()
+                self.rec.flush()
+                if threading.current_thread() is threading.main_thread():
+                    for sig in (signal.SIGTERM, signal.SIGINT):
+                        loop.remove_signal_handler(sig)
