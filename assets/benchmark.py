@@ -23,7 +23,7 @@ from assets.partitions import candidate_of, run_value
 from assets.pools import pool_slot
 from resources.contract import durable
 from resources.contract import manifest as mf
-from resources.loadgen import ConfigError, LoadError
+from resources.loadgen import LoadConfigError, LoadError
 
 KEYS = ("provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log",
         "quality")
@@ -110,7 +110,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
                                 progress=_progress(context),
                                 judge=slo_judge(candidate.scenario, run_dir),
                                 api_key_env=dep.api_key_env)
-                    except (LoadError, ConfigError, mf.ManifestError) as exc:
+                    except (LoadError, LoadConfigError, mf.ManifestError) as exc:
                         raise dg.Failure(description=f"load generator: {exc}",
                                          metadata={"run_dir": dg.MetadataValue.path(str(run_dir))}) from None
                     # Same endpoint, after the steady phase closed: quality never overlaps timing.

@@ -147,7 +147,7 @@ _PRICE_KEYS = {"region", "purchase_option", "sheet"}
 def _check_scenario(scenario, base: Path, where: str) -> None:
     """Any workload of docs/workloads.md, checked by the load generator's own rules; a trace
     path is relative to the candidates file."""
-    from resources.loadgen.config import ConfigError as LoadConfigError
+    from resources.loadgen.config import LoadConfigError
     from resources.loadgen.scenarios.spec import from_mapping
 
     if isinstance(scenario, dict) and isinstance(scenario.get("trace"), str):

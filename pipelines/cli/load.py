@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pipelines.cli.argtypes import finite, positive, positive_floats
 from resources.contract.manifest import ManifestError
-from resources.loadgen.config import ConfigError, LoadConfig
+from resources.loadgen.config import LoadConfig, LoadConfigError
 from resources.loadgen.errors import LoadError, RunExistsError
 from resources.loadgen.scenarios.spec import BATCH_INPUT_TOKENS, BATCH_OUTPUT_TOKENS
 
@@ -86,18 +86,18 @@ def parser() -> argparse.ArgumentParser:
 
 
 def scenario_from_args(a: argparse.Namespace):
-    """The scenario the workload flags ask for (None: plain steps); ConfigError names the flag."""
+    """The scenario the workload flags ask for (None: plain steps); LoadConfigError names the flag."""
     from resources.loadgen.scenarios.spec import Scenario, parse_slo
 
     asked = [f for f, on in (("--scenario", a.scenario), ("--trace", a.trace),
                              ("--slo-search", a.slo_search)) if on]
     if len(asked) > 1:
-        raise ConfigError(f"{asked[0]} and {asked[1]}: choose one workload")
+        raise LoadConfigError(f"{asked[0]} and {asked[1]}: choose one workload")
     if a.trace_format and not a.trace:
-        raise ConfigError("--trace-format: needs --trace FILE")
+        raise LoadConfigError("--trace-format: needs --trace FILE")
     if a.trace:
         if not a.trace_format:
-            raise ConfigError("--trace: needs --trace-format mooncake|azure")
+            raise LoadConfigError("--trace: needs --trace-format mooncake|azure")
         return Scenario("trace", trace=a.trace, trace_format=a.trace_format, speedup=a.speedup,
                         max_requests=a.max_requests)
     if a.slo_search:
@@ -155,7 +155,7 @@ def main(argv: list[str]) -> int:
     try:
         cfg = config_from_args(args)
         result = run_load(cfg, args.out, progress=not args.no_progress, judge=_judge(cfg, args.out))
-    except (ConfigError, LoadError, RunExistsError, ManifestError) as exc:
+    except (LoadConfigError, LoadError, RunExistsError, ManifestError) as exc:
         print(f"servingbench load: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -7,10 +7,10 @@ The load side only records (contract §2.2/§2.3); metrics come from `resources.
 `run_load` and `LoadResult` are imported on first use (aiohttp, pyarrow are heavy).
 """
 
-from resources.loadgen.config import ConfigError, LoadConfig
+from resources.loadgen.config import LoadConfig, LoadConfigError
 from resources.loadgen.errors import LoadError, RunExistsError
 
-__all__ = ["ConfigError", "LoadConfig", "LoadError", "LoadResult", "RunExistsError", "run_load"]
+__all__ = ["LoadConfig", "LoadConfigError", "LoadError", "LoadResult", "RunExistsError", "run_load"]
 
 
 def __getattr__(name: str):

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 MAX_TOKENS = 10 * 1024 * 1024
 
 
-class ConfigError(ValueError):
+class LoadConfigError(ValueError):
     """A load configuration that cannot run; the message says which field and why."""
 
 
@@ -67,11 +67,11 @@ class LoadConfig:
 def _positive(name: str, value: float | None, allow_none: bool = True) -> None:
     if value is None:
         if not allow_none:
-            raise ConfigError(f"{name}: required")
+            raise LoadConfigError(f"{name}: required")
         return
     if (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
             or value <= 0):
-        raise ConfigError(f"{name}: must be a finite positive number, got {value!r}")
+        raise LoadConfigError(f"{name}: must be a finite positive number, got {value!r}")
 
 
 def validate(cfg: LoadConfig) -> None:
@@ -79,60 +79,60 @@ def validate(cfg: LoadConfig) -> None:
     if "@" in parts.netloc:
         # A password in the URL would travel into records, logs and server_metrics.json;
         # the message never repeats the URL.
-        raise ConfigError("endpoint: a URL with credentials (user:password@host) is refused; "
+        raise LoadConfigError("endpoint: a URL with credentials (user:password@host) is refused; "
                           "pass the key through api_key_env (--api-key-env) instead")
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
+        raise LoadConfigError(
             f"endpoint: {cfg.endpoint!r} is not an http(s) URL (e.g. http://127.0.0.1:8000)"
         )
     try:
         parts.port  # noqa: B018 - raises on a malformed port
     except ValueError:
-        raise ConfigError(f"endpoint: {cfg.endpoint!r} has an invalid port") from None
+        raise LoadConfigError(f"endpoint: {cfg.endpoint!r} has an invalid port") from None
     if not cfg.model:
-        raise ConfigError("model: required")
+        raise LoadConfigError("model: required")
     if cfg.model.startswith("-") or not cfg.model.isprintable():
-        raise ConfigError(f"model: {cfg.model[:80]!r} must not start with '-' (an engine would "
+        raise LoadConfigError(f"model: {cfg.model[:80]!r} must not start with '-' (an engine would "
                           "read it as a flag) nor hold control characters")
     if cfg.api not in ("completions", "chat"):
-        raise ConfigError(f"api: {cfg.api!r} is not 'completions' or 'chat'")
+        raise LoadConfigError(f"api: {cfg.api!r} is not 'completions' or 'chat'")
     if cfg.arrival not in ("poisson", "constant"):
-        raise ConfigError(f"arrival: {cfg.arrival!r} is not 'poisson' or 'constant'")
+        raise LoadConfigError(f"arrival: {cfg.arrival!r} is not 'poisson' or 'constant'")
     for c in cfg.concurrency:
         if isinstance(c, bool) or not isinstance(c, int) or c < 1:
-            raise ConfigError(f"concurrency: {c!r} is not a positive integer")
+            raise LoadConfigError(f"concurrency: {c!r} is not a positive integer")
     for r in cfg.rates:
         _positive("rates", r, allow_none=False)
     for seg in cfg.profile:
         if len(seg) != 2 or not all(math.isfinite(v) for v in seg) or seg[0] <= 0 or seg[1] < 0:
-            raise ConfigError(f"profile: segment {seg!r} is not (duration_s > 0, rate >= 0)")
+            raise LoadConfigError(f"profile: segment {seg!r} is not (duration_s > 0, rate >= 0)")
     own_steps = cfg.scenario is not None and cfg.scenario.kind in ("trace", "batch", "slo_search")
     if not (cfg.concurrency or cfg.rates or cfg.profile or own_steps):
-        raise ConfigError("no steps: give concurrency, rates or a profile")
+        raise LoadConfigError("no steps: give concurrency, rates or a profile")
     if cfg.requests_per_step is None and cfg.duration_s is None and (cfg.concurrency or cfg.rates):
-        raise ConfigError("a step needs a bound: requests_per_step and/or duration_s")
+        raise LoadConfigError("a step needs a bound: requests_per_step and/or duration_s")
     if cfg.requests_per_step is not None and (
         isinstance(cfg.requests_per_step, bool) or cfg.requests_per_step < 1
     ):
-        raise ConfigError(f"requests_per_step: must be >= 1, got {cfg.requests_per_step!r}")
+        raise LoadConfigError(f"requests_per_step: must be >= 1, got {cfg.requests_per_step!r}")
     _positive("duration_s", cfg.duration_s)
     _positive("warmup_duration_s", cfg.warmup_duration_s)
     if cfg.warmup_requests < 0:
-        raise ConfigError("warmup_requests: must be >= 0")
+        raise LoadConfigError("warmup_requests: must be >= 0")
     _positive("warmup_concurrency", cfg.warmup_concurrency, allow_none=False)
     for name in ("input_tokens", "output_tokens"):
         value = getattr(cfg, name)
         _positive(name, value, allow_none=False)
         if value > MAX_TOKENS:
-            raise ConfigError(f"{name}: {value:,} is above the maximum {MAX_TOKENS:,}")
+            raise LoadConfigError(f"{name}: {value:,} is above the maximum {MAX_TOKENS:,}")
     for name in ("connect_timeout_s", "first_token_timeout_s", "total_timeout_s", "drain_timeout_s"):
         _positive(name, getattr(cfg, name), allow_none=False)
     if cfg.prefix not in ("unique", "shared"):
-        raise ConfigError(f"prefix: {cfg.prefix!r} is not 'unique' or 'shared'")
+        raise LoadConfigError(f"prefix: {cfg.prefix!r} is not 'unique' or 'shared'")
     if cfg.prefix == "shared" and not 0 < cfg.shared_prefix_tokens < cfg.input_tokens:
-        raise ConfigError("shared_prefix_tokens: must be between 1 and input_tokens - 1")
+        raise LoadConfigError("shared_prefix_tokens: must be between 1 and input_tokens - 1")
     if cfg.dataset is not None and not Path(cfg.dataset).is_file():
-        raise ConfigError(f"dataset: {cfg.dataset} is not a file")
+        raise LoadConfigError(f"dataset: {cfg.dataset} is not a file")
 
 
 def step_name(load_mode: str, target: float) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from resources.contract import manifest as mf
 from resources.loadgen.clock import Clock
-from resources.loadgen.config import ConfigError, LoadConfig
+from resources.loadgen.config import LoadConfig, LoadConfigError
 from resources.loadgen.errors import LoadError, RunExistsError
 from resources.loadgen.probe import probe
 from resources.loadgen.progress import make_progress
@@ -56,7 +56,7 @@ def _presize(workload: Workload) -> None:
 def _check_profile(cfg: LoadConfig) -> None:
     seen = [r for _, r in cfg.profile if r > 0] + list(cfg.rates)
     if len(set(seen)) != len(seen):
-        raise ConfigError("rates/profile: each non-zero rate may appear once (step names must be unique)")
+        raise LoadConfigError("rates/profile: each non-zero rate may appear once (step names must be unique)")
 
 
 def _manifest(run_dir: Path, base: dict | None, run_id: str | None, clock: Clock) -> dict:
@@ -76,14 +76,14 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
     """Drive `cfg.endpoint` and write a contract §6 run folder (no bill) into `run_dir`.
 
     Raises RunExistsError when `run_dir` already holds request logs, LoadError when the
-    endpoint cannot be used, ConfigError / ManifestError for bad input. An interrupted
+    endpoint cannot be used, LoadConfigError / ManifestError for bad input. An interrupted
     run (SIGINT/SIGTERM) still finalizes its records and manifest, then re-raises.
     """
     run_dir = Path(run_dir)
     refuse_existing(run_dir)
     _check_profile(cfg)
     if cfg.scenario is not None and cfg.scenario.kind == "slo_search" and judge is None:
-        raise ConfigError("scenario slo_search: needs a judge (the analysis decides what met the SLO)")
+        raise LoadConfigError("scenario slo_search: needs a judge (the analysis decides what met the SLO)")
     clock = Clock.start()
     m = _manifest(run_dir, manifest_base, cfg.run_id, clock)
     secrets: tuple[str, ...] = ()
@@ -91,7 +91,7 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
     if cfg.api_key_env:
         key = os.environ.get(cfg.api_key_env)
         if not key:
-            raise ConfigError(f"api_key_env: environment variable {cfg.api_key_env} is not set or empty")
+            raise LoadConfigError(f"api_key_env: environment variable {cfg.api_key_env} is not set or empty")
         headers["Authorization"] = f"Bearer {key}"
         secrets = (key,)
     stream_options, emulated = probe(cfg, headers, secrets)

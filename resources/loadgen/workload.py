@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from resources.loadgen import control
-from resources.loadgen.config import ConfigError, LoadConfig
+from resources.loadgen.config import LoadConfig, LoadConfigError
 
 VOCAB = (
     "time year people way day man thing woman life child world school state family student "
@@ -48,17 +48,17 @@ def load_dataset(path: Path) -> list[dict]:
             try:
                 row = json.loads(line)
             except ValueError:
-                raise ConfigError(f"{path}:{n}: not a JSON line") from None
+                raise LoadConfigError(f"{path}:{n}: not a JSON line") from None
             ok_prompt = isinstance(row, dict) and isinstance(row.get("prompt"), str)
             ok_pair = isinstance(row, dict) and isinstance(row.get("input_tokens"), int)
             if not (ok_prompt or ok_pair) or not isinstance(row.get("output_tokens", 1), int):
-                raise ConfigError(
+                raise LoadConfigError(
                     f"{path}:{n}: expected {{\"prompt\": str[, \"output_tokens\": int]}} "
                     "or {\"input_tokens\": int, \"output_tokens\": int}"
                 )
             rows.append(row)
     if not rows:
-        raise ConfigError(f"{path}: no rows")
+        raise LoadConfigError(f"{path}: no rows")
     return rows
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from resources.contract.schemas import read_records
-from resources.loadgen import ConfigError, LoadConfig
+from resources.loadgen import LoadConfig, LoadConfigError
 from resources.loadgen.client import Request
 from resources.loadgen.clock import Clock
 from resources.loadgen.recorder import Recorder
@@ -46,7 +46,7 @@ def test_an_unstorable_value_is_kept_as_a_protocol_error_and_flushes_go_on(tmp_p
 
 
 def test_an_endpoint_with_credentials_is_refused():
-    with pytest.raises(ConfigError, match="endpoint") as err:
+    with pytest.raises(LoadConfigError, match="endpoint") as err:
         LoadConfig(endpoint="http://admin:hunter2-pw@127.0.0.1:8000", model="m")
     assert "hunter2-pw" not in str(err.value)
 

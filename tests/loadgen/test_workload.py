@@ -7,7 +7,7 @@ import json
 import pytest
 
 from resources.contract import manifest as mf
-from resources.loadgen import ConfigError, LoadConfig, run_load
+from resources.loadgen import LoadConfig, LoadConfigError, run_load
 from resources.loadgen.workload import Tokenizer, Workload
 from tests.support.loadgen import config, rows
 
@@ -58,7 +58,7 @@ def test_a_bad_dataset_line_is_named(tmp_path):
     ds = tmp_path / "bad.jsonl"
     ds.write_text('{"input_tokens": 5, "output_tokens": 1}\n{"text": 3}\n')
     cfg = LoadConfig(endpoint="http://127.0.0.1:1", model="m", dataset=ds)
-    with pytest.raises(ConfigError, match=r"bad.jsonl:2"):
+    with pytest.raises(LoadConfigError, match=r"bad.jsonl:2"):
         Workload(cfg, Tokenizer("http://127.0.0.1:1", "m", {}, False))
 
 
@@ -75,7 +75,7 @@ def test_api_key_is_sent_and_never_stored(start_server, tmp_path, monkeypatch):
         run_load(config(srv.base_url, api_key_env="SB_TEST_KEY"), tmp_path / "run2", progress=False)
     assert "sk-wrong" not in str(exc.value)
     monkeypatch.delenv("SB_TEST_KEY")
-    with pytest.raises(ConfigError, match="SB_TEST_KEY"):
+    with pytest.raises(LoadConfigError, match="SB_TEST_KEY"):
         run_load(config(srv.base_url, api_key_env="SB_TEST_KEY"), tmp_path / "run3", progress=False)
 
 

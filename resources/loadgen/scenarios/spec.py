@@ -11,7 +11,7 @@ import difflib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from resources.loadgen.config import ConfigError
+from resources.loadgen.config import LoadConfigError
 
 KINDS = ("fixed", "multi_turn", "trace", "batch", "slo_search")
 TRACE_FORMATS = ("mooncake", "azure")
@@ -63,18 +63,18 @@ def suggest(word: str, choices) -> str:
 
 def _pos_int(where: str, v) -> None:
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ConfigError(f"{where}: must be a positive integer, got {v!r}")
+        raise LoadConfigError(f"{where}: must be a positive integer, got {v!r}")
 
 
 def _pos_num(where: str, v, zero_ok: bool = False) -> None:
     if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or (v == 0 and not zero_ok):
-        raise ConfigError(f"{where}: must be a {'non-negative' if zero_ok else 'positive'} "
+        raise LoadConfigError(f"{where}: must be a {'non-negative' if zero_ok else 'positive'} "
                           f"number, got {v!r}")
 
 
 def check(s: Scenario, where: str = "scenario") -> None:
     if s.kind not in KINDS:
-        raise ConfigError(f"{where}.kind: {s.kind!r} is not one of {', '.join(KINDS)}"
+        raise LoadConfigError(f"{where}.kind: {s.kind!r} is not one of {', '.join(KINDS)}"
                           + suggest(s.kind, KINDS))
     _pos_int(f"{where}.turns", s.turns)
     _pos_num(f"{where}.think_time_s", s.think_time_s, zero_ok=True)
@@ -87,47 +87,47 @@ def check(s: Scenario, where: str = "scenario") -> None:
         _pos_int(f"{where}.max_requests", s.max_requests)
     if s.kind == "trace":
         if s.trace is None:
-            raise ConfigError(f"{where}.trace: required for a trace replay (a JSONL or CSV file)")
+            raise LoadConfigError(f"{where}.trace: required for a trace replay (a JSONL or CSV file)")
         if s.trace_format not in TRACE_FORMATS:
-            raise ConfigError(f"{where}.trace_format: {s.trace_format!r} is not one of "
+            raise LoadConfigError(f"{where}.trace_format: {s.trace_format!r} is not one of "
                               f"{', '.join(TRACE_FORMATS)}" + suggest(s.trace_format, TRACE_FORMATS))
         if not Path(s.trace).is_file():
-            raise ConfigError(f"{where}.trace: {s.trace} is not a file")
+            raise LoadConfigError(f"{where}.trace: {s.trace} is not a file")
     if s.kind == "slo_search":
         if not s.slo:
-            raise ConfigError(f"{where}.slo: required, e.g. ttft_p99_s=2,tpot_p99_s=0.1")
+            raise LoadConfigError(f"{where}.slo: required, e.g. ttft_p99_s=2,tpot_p99_s=0.1")
         for k, v in s.slo.items():
             if k not in SLO_KEYS:
-                raise ConfigError(f"{where}.slo: unknown key {k!r}" + suggest(k, SLO_KEYS))
+                raise LoadConfigError(f"{where}.slo: unknown key {k!r}" + suggest(k, SLO_KEYS))
             _pos_num(f"{where}.slo.{k}", v)
         if s.max_probes < 2:
-            raise ConfigError(f"{where}.max_probes: a search needs at least 2 probes")
+            raise LoadConfigError(f"{where}.max_probes: a search needs at least 2 probes")
 
 
 def from_mapping(obj: dict, where: str = "scenario") -> tuple[Scenario, dict]:
     """A YAML scenario mapping → (Scenario, the token targets {input_tokens, output_tokens,
     dataset} it sets). Every key is checked against its kind."""
     if not isinstance(obj, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(obj).__name__}")
+        raise LoadConfigError(f"{where}: expected a mapping, got {type(obj).__name__}")
     kind = obj.get("kind", "fixed")
     if kind not in KINDS:
-        raise ConfigError(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}"
+        raise LoadConfigError(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}"
                           + suggest(kind, KINDS))
     allowed = ("kind", *KEYS[kind])
     for key in obj:
         if key not in allowed:
             other = [k for k, ks in KEYS.items() if key in ks]
             hint = suggest(key, allowed) or (f" (a key of kind {other[0]!r})" if other else "")
-            raise ConfigError(f"{where}.{key}: unknown key for kind {kind!r}{hint}")
+            raise LoadConfigError(f"{where}.{key}: unknown key for kind {kind!r}{hint}")
     fields = {k: v for k, v in obj.items() if k not in COMMON}
     if "trace" in fields and fields["trace"] is not None:
         fields["trace"] = Path(fields["trace"])
     if "slo" in fields and not isinstance(fields["slo"], dict):
-        raise ConfigError(f"{where}.slo: expected a mapping like {{ttft_p99_s: 2, tpot_p99_s: 0.1}}")
+        raise LoadConfigError(f"{where}.slo: expected a mapping like {{ttft_p99_s: 2, tpot_p99_s: 0.1}}")
     try:
         scenario = Scenario(**fields)
-    except ConfigError as exc:
-        raise ConfigError(str(exc).replace("scenario", where, 1)) from None
+    except LoadConfigError as exc:
+        raise LoadConfigError(str(exc).replace("scenario", where, 1)) from None
     return scenario, {k: obj[k] for k in COMMON if k in obj}
 
 
@@ -137,11 +137,11 @@ def parse_slo(text: str) -> dict[str, float]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
         if not sep:
-            raise ConfigError(f"--slo-search: expected KEY=SECONDS, got {part!r}")
+            raise LoadConfigError(f"--slo-search: expected KEY=SECONDS, got {part!r}")
         if key not in SLO_KEYS:
-            raise ConfigError(f"--slo-search: unknown key {key!r}" + suggest(key, SLO_KEYS))
+            raise LoadConfigError(f"--slo-search: unknown key {key!r}" + suggest(key, SLO_KEYS))
         try:
             out[key] = float(value)
         except ValueError:
-            raise ConfigError(f"--slo-search: {key}: {value!r} is not a number") from None
+            raise LoadConfigError(f"--slo-search: {key}: {value!r} is not a number") from None
     return out

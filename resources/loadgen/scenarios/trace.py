@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from resources.loadgen.config import ConfigError, step_name
+from resources.loadgen.config import LoadConfigError, step_name
 from resources.loadgen.workload import VOCAB, Item
 
 MOONCAKE_BLOCK = 512
@@ -47,7 +47,7 @@ def _int(path: Path, n: int, row: dict, key: str, lo: int) -> int:
     if isinstance(v, str) and v.strip().lstrip("-").isdigit():
         v = int(v)
     if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ConfigError(f"{path}:{n}: {key}: expected an integer >= {lo}, got {v!r}")
+        raise LoadConfigError(f"{path}:{n}: {key}: expected an integer >= {lo}, got {v!r}")
     return v
 
 
@@ -60,15 +60,15 @@ def read_mooncake(path: Path, limit: int | None) -> list[TraceRow]:
             try:
                 obj = json.loads(line)
             except ValueError:
-                raise ConfigError(f"{path}:{n}: not a JSON line") from None
+                raise LoadConfigError(f"{path}:{n}: not a JSON line") from None
             if not isinstance(obj, dict):
-                raise ConfigError(f"{path}:{n}: expected a JSON object")
+                raise LoadConfigError(f"{path}:{n}: expected a JSON object")
             ts = obj.get("timestamp")
             if isinstance(ts, bool) or not isinstance(ts, int | float) or ts < 0:
-                raise ConfigError(f"{path}:{n}: timestamp: expected milliseconds >= 0, got {ts!r}")
+                raise LoadConfigError(f"{path}:{n}: timestamp: expected milliseconds >= 0, got {ts!r}")
             ids = obj.get("hash_ids", [])
             if not isinstance(ids, list) or not all(isinstance(h, int) for h in ids):
-                raise ConfigError(f"{path}:{n}: hash_ids: expected a list of integers")
+                raise LoadConfigError(f"{path}:{n}: hash_ids: expected a list of integers")
             rows.append(TraceRow(int(round(ts * 1e6)), _int(path, n, obj, "input_length", 1),
                                  _int(path, n, obj, "output_length", 1), tuple(ids)))
             if limit is not None and len(rows) >= limit:
@@ -84,7 +84,7 @@ def _azure_ts(path: Path, n: int, text: str) -> int:
         if frac and not frac.isdigit():
             raise ValueError
     except ValueError:
-        raise ConfigError(f"{path}:{n}: TIMESTAMP: {text!r} is not 'YYYY-MM-DD HH:MM:SS[.f]'") from None
+        raise LoadConfigError(f"{path}:{n}: TIMESTAMP: {text!r} is not 'YYYY-MM-DD HH:MM:SS[.f]'") from None
     return int(base.timestamp()) * 1_000_000_000 + int((frac + "0" * 9)[:9] or 0)
 
 
@@ -94,7 +94,7 @@ def read_azure(path: Path, limit: int | None) -> list[TraceRow]:
         reader = csv.DictReader(f)
         missing = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} - set(reader.fieldnames or ())
         if missing:
-            raise ConfigError(f"{path}: missing column {sorted(missing)[0]!r} "
+            raise LoadConfigError(f"{path}: missing column {sorted(missing)[0]!r} "
                               "(expected TIMESTAMP, ContextTokens, GeneratedTokens)")
         for n, row in enumerate(reader, 2):
             rows.append(TraceRow(_azure_ts(path, n, row["TIMESTAMP"]),
@@ -107,7 +107,7 @@ def read_azure(path: Path, limit: int | None) -> list[TraceRow]:
 
 def _finish(path: Path, rows: list[TraceRow]) -> list[TraceRow]:
     if not rows:
-        raise ConfigError(f"{path}: no requests")
+        raise LoadConfigError(f"{path}: no requests")
     rows.sort(key=lambda r: r.at_ns)
     t0 = rows[0].at_ns
     return [TraceRow(r.at_ns - t0, r.input_tokens, r.output_tokens, r.hash_ids) for r in rows]
