@@ -25,7 +25,7 @@ from resources.billing.price_list import PriceListApi
 from resources.billing.price_sheet import PriceSheetBill
 from resources.billing.refresh import CostExplorerBill
 from resources.cluster.eks import EksNodegroupCluster
-from resources.cluster.eks_api import EksCluster, check_owner
+from resources.cluster.eks_api import EksNodegroups, check_owner
 from resources.cluster.local import LocalHostCluster
 from resources.cluster.reaper import EksReaper, NothingToReap
 from resources.loadgen.generator import LoadGenerator
@@ -208,7 +208,7 @@ def _check_exposure(source_ranges: tuple[str, ...], lb_scheme: str, allow_public
 class EksResources:
     settings: EksSettings
     session: Any
-    cluster: EksCluster
+    cluster: EksNodegroups
     billing: CostExplorerApi
     price_list: PriceListApi
     caller: Caller = field(default_factory=Caller)
@@ -223,7 +223,7 @@ class EksResources:
         s = settings
         return cls(
             settings=s, session=session, caller=caller,
-            cluster=EksCluster(session, s.cluster_name, s.region, node_role_arn=s.node_role_arn,
+            cluster=EksNodegroups(session, s.cluster_name, s.region, node_role_arn=s.node_role_arn,
                                owner=s.owner, subnet_ids=list(s.subnet_ids) or None,
                                endpoint_url=s.endpoint_url, caller=caller),
             billing=CostExplorerApi(session, endpoint_url=s.endpoint_url, caller=caller),

@@ -59,11 +59,11 @@ def main(argv: list[str]) -> int:
     try:
         if args.cmd == "reap":
             from pipelines.profiles import owner_from_env
-            from resources.cluster.eks_api import EksCluster, check_owner
+            from resources.cluster.eks_api import EksNodegroups, check_owner
 
             owner = (check_owner(args.owner, "--owner") if args.owner
                      else owner_from_env(os.environ))
-            cluster = EksCluster(session, args.cluster, args.region, node_role_arn="",
+            cluster = EksNodegroups(session, args.cluster, args.region, node_role_arn="",
                                  owner=owner, endpoint_url=args.endpoint_url)
             reaped = cluster.reap(args.ttl_hours * 3600,
                                   heartbeat_stale_s=args.heartbeat_stale_minutes * 60)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from resources.cluster.eks_api import EksCluster, Heartbeat, NodegroupInfo, NodegroupSpec
+from resources.cluster.eks_api import EksNodegroups, Heartbeat, NodegroupInfo, NodegroupSpec
 from resources.cluster.interface import Cluster, ClusterInfo
 from resources.contract.timestamps import format_ts
 
@@ -17,7 +17,7 @@ class EksNodegroupCluster(Cluster):
 
     emulated = False
 
-    def __init__(self, eks: EksCluster, *, capacity_type: str = "ON_DEMAND",
+    def __init__(self, eks: EksNodegroups, *, capacity_type: str = "ON_DEMAND",
                  capacity_reservation_id: str | None = None, timeout_s: float = 1800.0):
         self.eks, self.timeout_s = eks, timeout_s
         self.capacity_type, self.capacity_reservation_id = capacity_type, capacity_reservation_id

@@ -1,6 +1,6 @@
 """The EKS cluster resource: one managed node group per run, always torn down.
 
-`EksCluster` attaches to an existing cluster and, per candidate, creates a launch
+`EksNodegroups` attaches to an existing cluster and, per candidate, creates a launch
 template (so EC2 instances and volumes carry the run's cost-allocation tag: managed
 node group tags do not propagate to instances) and a managed node group of the
 candidate's instance type; it waits with boto3 waiters under a bounded timeout and
@@ -129,8 +129,10 @@ def nodegroup_name(run_id: str) -> str:
     return f"sb-{slug}-{digest}"
 
 
-class EksCluster:
-    """Boto3 EKS + EC2 adapter for one existing cluster."""
+class EksNodegroups:
+    """The node groups (and their launch templates) of one existing EKS cluster, through
+    boto3: create, scope, delete, reap. The pipeline's `Cluster` over it is
+    `resources.cluster.eks.EksNodegroupCluster`."""
 
     def __init__(self, session: Any, cluster_name: str, region: str, *, node_role_arn: str,
                  owner: str, subnet_ids: list[str] | None = None,
@@ -146,7 +148,7 @@ class EksCluster:
         self.sts = make_client(session, "sts", region, endpoint_url)
 
     def __repr__(self) -> str:
-        return f"EksCluster({self.cluster_name!r}, {self.region!r})"
+        return f"EksNodegroups({self.cluster_name!r}, {self.region!r})"
 
     # -- cluster ---------------------------------------------------------------------
     def describe_cluster(self) -> dict:
@@ -434,7 +436,7 @@ class Heartbeat:
     reaper of any process can tell a live run from a crashed one. A failed refresh is
     logged and retried at the next tick: it must never fail the run it watches."""
 
-    def __init__(self, cluster: EksCluster, info: NodegroupInfo,
+    def __init__(self, cluster: EksNodegroups, info: NodegroupInfo,
                  every_s: float = HEARTBEAT_EVERY_S):
         self.cluster, self.info, self.every_s = cluster, info, every_s
         self._stop = threading.Event()

@@ -12,7 +12,7 @@ import pytest
 from pipelines.config import Candidate
 from resources.billing.refresh import CostExplorerBill
 from resources.cluster.eks import EksNodegroupCluster
-from resources.cluster.eks_api import EksCluster
+from resources.cluster.eks_api import EksNodegroups
 from resources.contract import manifest as mf
 from resources.model_server.kube.client import KubeClient
 from resources.model_server.kube.deploy import EngineDeployment
@@ -58,7 +58,7 @@ def test_engine_spec_refuses_what_eks_cannot_run(kw, message):
 def test_provision_deploy_teardown_through_the_pipeline_interfaces(moto, tmp_path):
     endpoint, session = moto
     eks_api, _, _ = make_cluster(endpoint, session)
-    eks = EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
+    eks = EksNodegroups(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
                      poll_s=0.1)
     cluster = EksNodegroupCluster(eks, timeout_s=10)
     cand = candidate()

@@ -16,7 +16,7 @@ import pytest
 from resources.aws.caller import Caller, PermissionDenied
 from resources.billing.cost_explorer import CostExplorerApi
 from resources.billing.price_list import PriceListApi
-from resources.cluster.eks_api import EksCluster, NodegroupSpec
+from resources.cluster.eks_api import EksNodegroups, NodegroupSpec
 from resources.contract.schemas import write_parquet
 from resources.model_server.kube.client import KubeClient
 from resources.model_server.kube.deploy import EngineDeployment
@@ -43,7 +43,7 @@ def test_no_credential_or_token_in_any_log_or_output(moto, tmp_path, caplog, cap
     caplog.set_level(logging.DEBUG, logger="servingbench")
     outputs: list[str] = []
     make_cluster(endpoint, session)
-    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
+    cluster = EksNodegroups(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
                          poll_s=0.1)
     outputs.append(repr(cluster))
     with cluster.provisioned(NodegroupSpec("p5-scout", INSTANCE), RUN_ID, timeout_s=10) as info:

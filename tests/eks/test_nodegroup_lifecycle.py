@@ -7,7 +7,7 @@ import time
 import pytest
 
 from resources.aws.caller import AwsCallError, Caller
-from resources.cluster.eks_api import RUN_TAG, EksCluster, NodegroupSpec, nodegroup_name
+from resources.cluster.eks_api import RUN_TAG, EksNodegroups, NodegroupSpec, nodegroup_name
 from resources.contract import manifest as mf
 from tests.support.eks.aws import OWNER, REGION, ROLE, make_cluster
 
@@ -40,7 +40,7 @@ SPEC = NodegroupSpec(candidate="p5-scout-bf16-tp8", instance_type="p5.48xlarge",
 def test_create_describe_delete(moto):
     endpoint, session = moto
     eks, ec2, subnet = make_cluster(endpoint, session)
-    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
+    cluster = EksNodegroups(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
                          poll_s=0.1)
     run_id = "20261129T020000Z-p5.48xlarge-scout-bf16-7f3a"
     info = cluster.create_nodegroup(SPEC, run_id, timeout_s=10)
@@ -82,7 +82,7 @@ def test_create_describe_delete(moto):
 def test_failure_after_provisioning_still_tears_down(moto):
     endpoint, session = moto
     eks, ec2, _ = make_cluster(endpoint, session)
-    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
+    cluster = EksNodegroups(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
                          poll_s=0.1)
     seen = []
     with pytest.raises(RuntimeError, match="deploy failed"):
@@ -96,7 +96,7 @@ def test_failure_after_provisioning_still_tears_down(moto):
 def test_create_failure_removes_the_launch_template(moto):
     endpoint, session = moto
     eks, ec2, subnet = make_cluster(endpoint, session)
-    cluster = EksCluster(session, "no-such-cluster", REGION, node_role_arn=ROLE, owner=OWNER,
+    cluster = EksNodegroups(session, "no-such-cluster", REGION, node_role_arn=ROLE, owner=OWNER,
                          subnet_ids=[subnet], endpoint_url=endpoint, poll_s=0.1)
     with pytest.raises(AwsCallError, match="eks:CreateNodegroup failed: ResourceNotFound"):
         cluster.create_nodegroup(SPEC, "run-a", timeout_s=10)
@@ -106,7 +106,7 @@ def test_create_failure_removes_the_launch_template(moto):
 def test_reaper_deletes_only_old_servingbench_nodegroups(moto):
     endpoint, session = moto
     eks, ec2, subnet = make_cluster(endpoint, session)
-    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
+    cluster = EksNodegroups(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
                          poll_s=0.1)
     eks.create_nodegroup(clusterName="bench", nodegroupName="system", nodeRole=ROLE,
                          subnets=[subnet])  # not ours: never touched
@@ -121,7 +121,7 @@ def test_calls_are_counted(moto):
     endpoint, session = moto
     make_cluster(endpoint, session)
     caller = Caller()
-    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
+    cluster = EksNodegroups(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
                          poll_s=0.1, caller=caller)
     cluster.create_nodegroup(SPEC, "run-count", timeout_s=10)
     assert caller.calls["eks:CreateNodegroup"] == 1
@@ -131,7 +131,7 @@ def test_calls_are_counted(moto):
 def test_capacity_block_goes_into_the_launch_template(moto):
     endpoint, session = moto
     eks, ec2, _ = make_cluster(endpoint, session)
-    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
+    cluster = EksNodegroups(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
                          poll_s=0.1)
     spec = NodegroupSpec("trn2-scout", "trn2.48xlarge", accelerator="neuron",
                          capacity_type="CAPACITY_BLOCK", capacity_reservation_id="cr-0123456789abcdef0")
@@ -150,10 +150,10 @@ def test_capacity_block_goes_into_the_launch_template(moto):
 def test_teardown_by_run_id_from_another_process(moto):
     endpoint, session = moto
     eks, ec2, _ = make_cluster(endpoint, session)
-    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
+    cluster = EksNodegroups(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
                          poll_s=0.1)
     cluster.create_nodegroup(SPEC, "run-hook", timeout_s=10)
-    other = EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
+    other = EksNodegroups(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
                        poll_s=0.1)  # e.g. a Dagster failure hook: knows only the run id
     assert other.teardown("run-hook", timeout_s=10) is True
     assert names(eks) == [] and templates(ec2) == []
@@ -167,7 +167,7 @@ def test_a_throttled_poll_while_waiting_does_not_fail_the_run(moto):
     eks, _, _ = make_cluster(endpoint, session)
     with ErrorProxy(endpoint, "GET /clusters/bench/node-groups/sb-", "ThrottlingException",
                     times=2, status=429) as proxy:
-        cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER,
+        cluster = EksNodegroups(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER,
                              endpoint_url=proxy.url, poll_s=0.05)
         info = cluster.create_nodegroup(SPEC, "run-throttled", timeout_s=10)
         assert proxy.remaining == 0  # both throttles were served, and waited through

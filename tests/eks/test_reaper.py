@@ -14,7 +14,7 @@ from resources.cluster.eks_api import (
     HEARTBEAT_TAG,
     OWNER_TAG,
     RUN_TAG,
-    EksCluster,
+    EksNodegroups,
     Heartbeat,
     NodegroupSpec,
     check_owner,
@@ -28,7 +28,7 @@ HOUR_NS = 3600 * 10**9
 
 
 def cluster_for(session, endpoint, owner=OWNER):
-    return EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=owner,
+    return EksNodegroups(session, "bench", REGION, node_role_arn=ROLE, owner=owner,
                       endpoint_url=endpoint, poll_s=0.05)
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from pipelines.cli.eks import main
 from resources.billing.refresh import billing_window
-from resources.cluster.eks_api import EksCluster, NodegroupSpec
+from resources.cluster.eks_api import EksNodegroups, NodegroupSpec
 from resources.contract import manifest as mf
 from resources.contract.schemas import BILL, read_records
 from tests.support.eks.aws import DUMMY_SECRET, OWNER, REGION, ROLE, make_cluster
@@ -59,7 +59,7 @@ def test_bill_command_refuses_bad_input_without_traceback(moto, tmp_path, capsys
 def test_reap_command(moto, capsys):
     endpoint, session = moto
     make_cluster(endpoint, session)
-    cluster = EksCluster(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
+    cluster = EksNodegroups(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER, endpoint_url=endpoint,
                          poll_s=0.1)
     info = cluster.create_nodegroup(NodegroupSpec("c", INSTANCE), "run-to-reap", timeout_s=10)
     args = ["reap", "--cluster", "bench", "--region", REGION, "--endpoint-url", endpoint,
