@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from resources.loadgen import control
+from resources.http import control
 from resources.loadgen.config import LoadConfig
 from resources.loadgen.errors import LoadError
 from resources.loadgen.redact import short_error

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 from resources.contract import durable
-from resources.loadgen import control
+from resources.http import control
 from resources.loadgen.redact import redact, short_error
 
 FILE = "server_metrics.json"

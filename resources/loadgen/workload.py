@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from resources.loadgen import control
+from resources.http import control
 from resources.loadgen.config import LoadConfig, LoadConfigError
 
 VOCAB = (

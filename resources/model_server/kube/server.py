@@ -5,6 +5,7 @@ Neuron) as a Kubernetes Deployment on its node group. `engine_spec_for` maps a c
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ import httpx
 from resources.cluster.eks import accelerator_of
 from resources.cluster.interface import ClusterInfo
 from resources.contract.timestamps import format_ts
+from resources.http import control
 from resources.model_server.interface import Deployment, ModelServer
 from resources.model_server.kube.client import KubeClient, RolloutError
 from resources.model_server.kube.coldstart import manifest_phases
@@ -109,9 +111,12 @@ class KubeModelServer(ModelServer):
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
-                if httpx.get(f"{endpoint}/v1/models", headers=auth, timeout=10).status_code == 200:
+                with httpx.Client(timeout=10, trust_env=False) as http:
+                    r, _ = control.request(http, "GET", f"{endpoint}/v1/models", headers=auth,
+                                           max_bytes=1 << 20, deadline_s=15)
+                if r.status_code == 200:
                     return
-            except httpx.HTTPError:
+            except (httpx.HTTPError, control.ControlError):
                 pass
             if time.monotonic() >= deadline:
                 raise RolloutError(f"{endpoint} not reachable within {self.timeout_s:.0f}s")
@@ -120,9 +125,12 @@ class KubeModelServer(ModelServer):
     @staticmethod
     def _version(endpoint: str, auth: dict) -> str | None:
         try:
-            r = httpx.get(f"{endpoint}/version", headers=auth, timeout=5)
-            return r.json().get("version") if r.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError):
+            with httpx.Client(timeout=5, trust_env=False) as http:
+                r, body = control.request(http, "GET", f"{endpoint}/version", headers=auth,
+                                          max_bytes=64 << 10, deadline_s=10)
+            version = json.loads(body).get("version") if r.status_code == 200 else None
+            return version if isinstance(version, str) else None
+        except (httpx.HTTPError, control.ControlError, ValueError, AttributeError, RecursionError):
             return None
 
 
