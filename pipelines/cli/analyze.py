@@ -14,7 +14,7 @@ from pathlib import Path
 from pipelines.cli.argtypes import positive_floats
 from resources.analysis.analyze import DEFAULT_SLO, MALFORMED, analyze_run
 from resources.analysis.summary import render
-from resources.runstore import RunStoreError, fetch, is_remote, publish, remove
+from resources.storage.runstore import RunStoreError, fetch, is_remote, publish, remove
 
 
 def parser() -> argparse.ArgumentParser:

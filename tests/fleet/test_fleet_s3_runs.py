@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.cli import main as cli
-from resources import runstore
+from resources.storage import runstore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OUTPUTS = ("derived_metrics.parquet", "cost_per_1m.parquet", "headline.parquet")

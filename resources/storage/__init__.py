@@ -39,10 +39,10 @@ class Storage:
 
     def publish_folder(self, run_dir: Path) -> str | None:
         """Publish a finished run folder to `<remote_uri>/runs/<run_id>`, marker last
-        (resources/runstore.py); None when there is no remote."""
+        (resources/storage/runstore.py); None when there is no remote."""
         if not self.remote_uri:
             return None
-        from resources import runstore
+        from resources.storage import runstore
 
         uri = f"{self.remote_uri.rstrip('/')}/runs/{Path(run_dir).name}"
         runstore.publish(Path(run_dir), uri)
