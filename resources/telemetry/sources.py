@@ -124,7 +124,10 @@ class HostProcessSource:
             if p.pid == self.proc.pid and rss == 0:
                 raise SourceError(f"engine process {p.pid} is gone")
             mem += rss
-        return [("host", "host_cpu_util", cpu / 100.0 / self.cores),
+        # psutil's per-process percentage divides CPU time by a wall interval measured a little
+        # apart from it, so a process using every core can read a few % over; the contract's
+        # unit is a share of all cores, 0-1
+        return [("host", "host_cpu_util", min(1.0, cpu / 100.0 / self.cores)),
                 ("host", "host_mem_used_bytes", mem)]
 
     def close(self) -> None:
