@@ -4,24 +4,20 @@ from __future__ import annotations
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from tests.support.eks.aws import (
     DUMMY_KEY_ID,
     DUMMY_SECRET,
     DUMMY_SESSION_TOKEN,
     REGION,
+    run_moto_server,
     teach_moto_nodegroup_tags,
 )
 
 
 @pytest.fixture(scope="session")
 def moto_server():
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    yield from run_moto_server()
 
 
 @pytest.fixture

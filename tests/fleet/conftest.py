@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from moto.server import ThreadedMotoServer
 
-from tests.support.eks.aws import DUMMY_KEY_ID, DUMMY_SECRET, REGION
+from tests.support.eks.aws import DUMMY_KEY_ID, DUMMY_SECRET, REGION, run_moto_server
 
 
 @pytest.fixture(scope="module")
 def moto_s3_server():
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    yield from run_moto_server()
 
 
 @pytest.fixture

@@ -3,14 +3,13 @@ the scan for secrets in everything a run wrote."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from tests.support.hostile_server import LEAK_SECRETS
-from tests.support.net import wait_port_file
+from tests.support.net import stop_process, wait_port_file
 
 SERVER = Path(__file__).with_name("hostile_server.py")
 API_KEY_ENV = "SB_HOSTILE_TEST_KEY"
@@ -36,13 +35,7 @@ class HostileProcess:
         return dict(x.split(" ", 1) for x in self.seen_file.read_text().splitlines() if x)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 def needles() -> dict[str, str]:

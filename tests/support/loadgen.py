@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import pyarrow as pa
 
 from resources.contract.schemas import read_records
 from resources.loadgen import LoadConfig
-from tests.support.net import wait_port_file
+from tests.support.net import stop_process, wait_port_file
 
 
 def config(base_url: str, **kw) -> LoadConfig:
@@ -72,13 +71,7 @@ class ServerProcess:
         return {r["request_id"]: r for r in self.truth_rows() if r["request_id"]}
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 def run_cli(args: list[str], timeout: float = 60,

@@ -27,3 +27,14 @@ def wait_port_file(path: Path, proc: subprocess.Popen, timeout_s: float = 15.0) 
             raise RuntimeError(f"server wrote no port file within {timeout_s:.0f}s")
         time.sleep(0.01)
     return int(path.read_text())
+
+
+def stop_process(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after `grace_s`: a test server never outlives its test."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -3,6 +3,10 @@ an EKS cluster made in moto's server."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+from moto.server import ThreadedMotoServer
+
 from resources.aws.caller import make_client
 
 REGION = "us-east-1"
@@ -42,3 +46,12 @@ def teach_moto_nodegroup_tags(monkeypatch) -> None:
         original(self, resource_arn, tags)
 
     monkeypatch.setattr(EKSBackend, "tag_resource", tag_resource)
+
+
+def run_moto_server() -> Iterator[str]:
+    """moto's real server on a free loopback port, for a fixture to yield from."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
