@@ -162,9 +162,10 @@ async def steady(run) -> None:
     name = step_name("rate", rate)
 
     async def drive() -> None:
-        origin = _now() + int(LEAD_S * 1e9)
+        origin = run.origin + int(LEAD_S * 1e9)  # the step's common start (every worker's)
         tasks = set()
-        for off, item in zip(offsets, items, strict=True):
+        # several workers: each replays the rows whose index is its own (share.py)
+        for off, item in zip(run.share.deal(offsets), run.share.deal(items), strict=True):
             deadline = origin + off
             while (now := _now()) < deadline:
                 await asyncio.sleep((deadline - now) / 1e9)
