@@ -172,7 +172,7 @@ def _load_args(emu, run_dir, *extra: str) -> list[str]:
 
 def test_a_worker_killed_mid_step_is_named_and_its_records_kept(emu, tmp_path):
     run_dir = tmp_path / "run"
-    proc = _cli(_load_args(emu, run_dir, "--concurrency", "4", "--requests", "2000", "--workers", "2"))
+    proc = _cli(_load_args(emu, run_dir, "--concurrency", "4", "--requests", "400", "--workers", "2"))
     try:
         deadline = time.monotonic() + 120
         pid = _worker_pid(proc.pid, "steady_state_request_log.w1.partial.arrows", deadline)
@@ -194,12 +194,13 @@ def test_a_worker_killed_mid_step_is_named_and_its_records_kept(emu, tmp_path):
     assert m["steps"][0]["client_limited"] is True  # its load was not what was asked
     steady = rows(run_dir)
     by_worker = {w: sum(1 for r in steady if r["worker"] == w) for w in ("w0", "w1")}
-    assert by_worker["w1"] >= 4 and by_worker["w0"] + by_worker["w1"] == 2000
+    # w0 sent its half; w1 what it had flushed (the survivor does not take over its share)
+    assert by_worker["w0"] == 200 and 4 <= by_worker["w1"] < 200
     assert len({r["request_id"] for r in steady}) == len(steady)
     result = analyze_run(run_dir)
     assert result.exit_code in (0, 3), result.message
     assert (run_dir / "derived_metrics.parquet").exists()
-    assert result.metrics.to_pylist()[0]["n_requests"] == 2000
+    assert result.metrics.to_pylist()[0]["n_requests"] == len(steady)
 
 
 def test_sigterm_to_the_parent_stops_the_workers_and_keeps_records(emu, tmp_path):
@@ -228,7 +229,9 @@ def test_sigterm_to_the_parent_stops_the_workers_and_keeps_records(emu, tmp_path
 
 def test_pods_write_shards_only_read_the_same_merged_or_not(emu, tmp_path):
     shards = tmp_path / "shards"
-    start = (datetime.now(UTC) + timedelta(seconds=20)).isoformat().replace("+00:00", "Z")
+    # far enough ahead for two cold Python processes to import, probe and connect on a
+    # loaded machine; a pod past the instant starts at once and reports how late it was
+    start = (datetime.now(UTC) + timedelta(seconds=40)).isoformat().replace("+00:00", "Z")
     # the two pods read their index from the Job's variable, as on Kubernetes
     pods = []
     for i in range(2):
@@ -249,7 +252,13 @@ def test_pods_write_shards_only_read_the_same_merged_or_not(emu, tmp_path):
     assert len(steady) == 8 and {r["worker"] for r in steady} == {"pod-0", "pod-1"}
     assert {r["run_id"] for r in steady} == {"pods-1"}
     first = min(ns(r["sent_at"]) for r in steady)
-    assert abs(first - (int(datetime.fromisoformat(start).timestamp() * 1e9))) < 0.5e9
+    start_ns = int(datetime.fromisoformat(start).timestamp() * 1e6) * 1000
+    late = [json.loads((shards / f"worker.pod-{i}.json").read_text())["late_start_s"] for i in (0, 1)]
+    for i in (0, 1):  # no pod sends before the instant; one on time sends right after it
+        sent = [ns(r["sent_at"]) for r in steady if r["worker"] == f"pod-{i}"]
+        assert min(sent) >= start_ns
+        if late[i] == 0:
+            assert min(sent) - start_ns < 0.5e9
     # the collector's manifest; the folder is then analysed as it is and merged
     m = mf.empty("pods-1", "emulated", first)
     m["steps"] = [{"step": "c=2", "load_mode": "concurrency", "target": 2.0, "client_limited": False,
@@ -262,7 +271,11 @@ def test_pods_write_shards_only_read_the_same_merged_or_not(emu, tmp_path):
     assert merge_shards(merged)["workers"] == ["pod-0", "pod-1"]
     a, b = analyze_run(shards), analyze_run(merged)
     assert a.exit_code == b.exit_code != 2, (a.message, b.message)
-    assert a.metrics.drop_columns(["run_id"]).to_pylist() == b.metrics.drop_columns(["run_id"]).to_pylist()
+    ra, rb = a.metrics.to_pylist(), b.metrics.to_pylist()
+    assert len(ra) == len(rb) == 1 and ra[0].keys() == rb[0].keys()
+    for key, value in ra[0].items():  # the same numbers (floating sums may differ by order)
+        other = rb[0][key]
+        assert other == (pytest.approx(value, rel=1e-9) if isinstance(value, float) else value), key
     # a merge cut off before it removed a shard: the merged file says it holds it
     shutil.move(kept, merged / "chunk_log.pod-0.parquet")
     assert read_records(merged, "chunk_log").num_rows == read_records(shards, "chunk_log").num_rows
