@@ -42,6 +42,7 @@ class LoadLoops:
         self.phases: dict[str, dict] = {}
         self.statuses: Counter = Counter()
         self.mismatch = 0
+        self.tokens = 0  # steady output tokens received (a parent's progress line)
         self.watch: SelfWatch | None = None
         self.session: aiohttp.ClientSession | None = None
         self.save: Callable[[], None] = lambda: None  # writes the manifest so far
@@ -98,6 +99,7 @@ class LoadLoops:
         self.rec.add(req)
         if req.phase == "steady":
             self.statuses[req.status] += 1
+            self.tokens += sum(req.chunk_tokens)
         self.progress.request_done(req)
 
     def spawn(self, coro) -> asyncio.Task:

@@ -23,6 +23,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from multiprocessing.connection import Connection, wait
@@ -72,7 +73,9 @@ class PipeSync:
 
     async def __call__(self, run, label: str) -> int:
         new, self.sent = run.steps[self.sent:], len(run.steps)
-        self.conn.send(("sync", label, new, dict(run.phases), bool(run.emulated)))
+        done = sum(run.statuses.values())
+        tally = (done, done - run.statuses.get("ok", 0), run.tokens)
+        self.conn.send(("sync", label, new, dict(run.phases), bool(run.emulated), tally))
         loop = asyncio.get_running_loop()
         ready = loop.create_future()
         fd = self.conn.fileno()
@@ -120,6 +123,8 @@ class _Worker:
         self.reported = 0  # steps it has sent so far
         self.phases: dict = {}
         self.emulated = False
+        self.tally = (0, 0, 0)  # steady requests, failed, tokens so far (for the progress line)
+        self.shown = (0, 0, 0)
         self.summary: dict | None = None
         self.failed: str | None = None  # why, once it died or erred
 
@@ -157,6 +162,7 @@ class _Parent:
     def __init__(self, cfg: LoadConfig, run_dir: Path, m: dict, clock: Clock, progress) -> None:
         self.cfg, self.run_dir, self.m, self.clock = cfg, run_dir, m, clock
         self.progress = make_progress(progress)
+        self.progress_on = progress is True
         self.workers: list[_Worker] = []
         self.steps: list[dict] = []
         self.stopping = False
@@ -188,12 +194,13 @@ class _Parent:
                 w.proc.join(1)
                 w.failed = ("stopped before it could record anything" if self.stopping
                             and w.proc.exitcode == -signal.SIGTERM else _exit_reason(w.proc.exitcode))
-                self.progress.step_end(f"worker {w.name}", [f"{w.name} {w.failed}"])
+                if self.progress_on:
+                    print(f"load worker {w.name} failed: {w.failed}", file=sys.stderr, flush=True)
 
     def _on_message(self, w: _Worker, msg: tuple) -> None:
         kind = msg[0]
         if kind == "sync":
-            _, w.label, new, w.phases, w.emulated = msg
+            _, w.label, new, w.phases, w.emulated, w.tally = msg
             w.new_steps += new
             w.reported += len(new)
         elif kind == "done":
@@ -226,6 +233,13 @@ class _Parent:
                 by_name.setdefault(e["step"], []).append(e)
             w.new_steps = []
         self._scrape_end(order, before)
+        p = self.progress
+        if hasattr(p, "done"):  # the workers' counts since the step started
+            for w in self.workers:
+                p.done += w.tally[0] - w.shown[0]
+                p.errors += w.tally[1] - w.shown[1]
+                p.tokens += w.tally[2] - w.shown[2]
+                w.shown = w.tally
         for name in order:
             step = _merge_step(by_name[name], dead_during)
             self.steps.append(step)
