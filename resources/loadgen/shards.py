@@ -15,10 +15,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from resources.contract import durable
 from resources.contract.schemas import (
     MERGED_SHARDS_KEY,
     PARTIAL_SUFFIX,
+    RUN_FILES,
     merged_workers,
     read_file,
     record_path,
@@ -49,12 +52,28 @@ def seal(run_dir: Path, worker: str) -> list[Path]:
     return out
 
 
-def _ordered(table: pa.Table, name: str) -> pa.Table:
-    # the order one process would have written: request rows by their schedule, chunks
-    # by request and sequence
-    keys = ([("request_id", "ascending"), ("seq", "ascending")] if name == "chunk_log"
-            else [("scheduled_at", "ascending"), ("request_id", "ascending")])
-    return table.take(pc.sort_indices(table, sort_keys=keys))
+def _write(name: str, files: list[Path], meta: dict, final: Path) -> int:
+    """Write the union of `files` to `final` atomically; returns its rows. Request rows are
+    put in schedule order; the chunk log (the bulk) is copied file by file, never held whole."""
+    schema = RUN_FILES[name].with_metadata(meta)
+    if name != "chunk_log":
+        table = pa.concat_tables([read_file(p, name) for p in files])
+        table = table.take(pc.sort_indices(table, sort_keys=[("scheduled_at", "ascending"),
+                                                             ("request_id", "ascending")]))
+        write_parquet(table.replace_schema_metadata(meta), final)
+        return table.num_rows
+    rows = 0
+
+    def copy(f) -> None:
+        nonlocal rows
+        with pq.ParquetWriter(f, schema) as w:
+            for p in files:
+                table = read_file(p, name).replace_schema_metadata(meta)
+                w.write_table(table)
+                rows += table.num_rows
+
+    durable.write_with(final, copy)
+    return rows
 
 
 def merge_shards(run_dir: Path) -> dict:
@@ -74,15 +93,12 @@ def merge_shards(run_dir: Path) -> dict:
             continue
         if main is not None and main.name.endswith(PARTIAL_SUFFIX):
             raise ValueError(f"{main}: an unfinished single-process log beside worker shards")
-        workers = {worker_of(p, name) for p in shards}
-        tables = ([read_file(main, name)] if main is not None else []) + [read_file(p, name) for p in shards]
-        table = _ordered(pa.concat_tables(tables), name)
-        names = held | workers
+        names = held | {worker_of(p, name) for p in shards}
         meta = {MERGED_SHARDS_KEY: ",".join(sorted(names)).encode()}
-        write_parquet(table.replace_schema_metadata(meta), run_dir / f"{name}.parquet")
+        files = ([main] if main is not None else []) + shards
+        rows[name] = _write(name, files, meta, run_dir / f"{name}.parquet")
         _remove(run_dir, name, names)
         merged |= names
-        rows[name] = table.num_rows
     return {"workers": sorted(merged), "rows": rows}
 
 

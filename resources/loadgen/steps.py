@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
-import time
 
 import aiohttp
 
@@ -19,7 +18,6 @@ from resources.loadgen.scenarios.drive import scenario_steady
 from resources.loadgen.schedule import profile_schedule, rate_steps
 from resources.loadgen.selfwatch import InFlight, SelfWatch
 
-_now = time.perf_counter_ns
 FLUSH_S = 0.25
 
 
