@@ -15,7 +15,7 @@ from resources.analysis.analyze import analyze_run
 from resources.analysis.workloads import judge
 from resources.contract import manifest as mf
 from resources.loadgen import run_load
-from resources.loadgen.scenarios.slo_search import next_rate
+from resources.loadgen.scenarios.slo_search import next_concurrency, next_rate
 from resources.loadgen.scenarios.spec import Scenario
 from resources.loadgen.scenarios.trace import read_trace
 from tests.support.loadgen import config, ns, rows
@@ -195,3 +195,72 @@ def test_bracketing_then_bisection_converges_within_the_budget():
             rate = next_rate(rate, met, not_met)
         assert rate is None, capacity  # stopped because the bracket is narrow, not the budget
         assert met <= capacity < not_met and (not_met - met) / not_met <= 0.1
+
+
+def test_slo_search_over_concurrency_converges_on_the_modelled_emulator(tmp_path):
+    # One sequence at a time (max-num-seqs 1) and a closed loop of c requests: every request
+    # queues behind the c - 1 others, so its TTFT is (c - 1) service times + its prefill.
+    # An SLO halfway between c = 3 and c = 4 (2.5 service times + prefill) puts the capacity
+    # at exactly 3, half a service time (~40 ms) from either side. 20 requests a probe keep a
+    # closed loop's drain tail from lowering its achieved concurrency below 0.9 x c.
+    scale = 2.0
+    model = PerfModel(specs.config("p5.48xlarge", "scout", "bf16", None))
+    prefill = model.prefill_time(64) * scale
+    service = prefill + 7 * model.decode_step(1, 70) * scale
+    args = ["--time-scale", str(scale), "--cold-start-s", "0", "--max-num-seqs", "1"]
+    with process.EmulatorProcess(args) as e:
+        name = httpx.get(f"{e.base_url}/v1/models").json()["data"][0]["id"]
+        slo = {"ttft_p99_s": 2.5 * service + prefill}
+        run_dir = tmp_path / "run"
+        cfg = config(e.base_url, model=name, concurrency=[], input_tokens=64, output_tokens=8,
+                     requests_per_step=20,
+                     scenario=Scenario("slo_search", slo=slo, max_probes=6, over="concurrency"))
+        result = run_load(cfg, run_dir, progress=False,
+                          judge=lambda step: judge(run_dir, step, slo))
+    analyze_run(run_dir)
+    cap = json.loads((run_dir / "slo_capacity.json").read_text())
+    assert cap["load_mode"] == "concurrency"
+    probes = cap["probes"]
+    assert [p["step"] for p in probes] == [s["step"] for s in result.steps]
+    assert probes[0]["step"] == "c=1"
+    # every probe is an ordinary closed-loop step of the run, with its requests recorded
+    got = rows(run_dir)
+    assert {r["step"] for r in got} == {p["step"] for p in probes}
+    assert {r["load_mode"] for r in got} == {"concurrency"}
+    assert all(sum(r["step"] == p["step"] for r in got) == 20 for p in probes)
+    assert all(s["load_mode"] == "concurrency" for s in mf.load(run_dir / "manifest.json")["steps"])
+    # the search followed its own rule on the verdicts, and stopped within the budget
+    met = not_met = None
+    for p, nxt in zip(probes, probes[1:] + [None], strict=True):
+        if p["valid"] and p["met"]:
+            met = max(met or 0, int(p["target"]))
+        else:
+            not_met = min(not_met or 10**9, int(p["target"]))
+        following = next_concurrency(int(p["target"]), met, not_met)
+        if nxt is not None:
+            assert nxt["target"] == following
+    assert len(probes) == 6 or following is None
+    if all(p["valid"] for p in probes):
+        # what the model predicts: 1, 2 met; 4 missed; 3 met; bracket [3, 4] is closed
+        assert [p["step"] for p in probes] == ["c=1", "c=2", "c=4", "c=3"]
+        assert cap["capacity"] == 3 and cap["interval"] == [3, 4]
+    else:
+        # a crowded host can make a probe client-limited: invalid is never met, so the
+        # capacity can only come out lower, never made up
+        assert cap["capacity"] is None or cap["capacity"] <= 3
+
+
+def test_concurrency_bisection_converges_within_the_budget():
+    for capacity in (1, 2, 3, 7, 12, 37, 100):
+        c, met, not_met, probes = 1, None, None, 0
+        while c is not None and probes < 20:
+            probes += 1
+            if c <= capacity:
+                met = c if met is None else max(met, c)
+            else:
+                not_met = c if not_met is None else min(not_met, c)
+            c = next_concurrency(c, met, not_met)
+        assert c is None, capacity
+        assert met <= capacity < not_met
+        assert not_met - met <= 1 or (not_met - met) / not_met <= 0.1
+    assert next_concurrency(1, None, 1) is None  # one in flight already missed: no capacity
