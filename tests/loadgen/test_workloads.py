@@ -201,52 +201,57 @@ def test_slo_search_over_concurrency_converges_on_the_modelled_emulator(tmp_path
     # One sequence at a time (max-num-seqs 1) and a closed loop of c requests: every request
     # queues behind the c - 1 others, so its TTFT is (c - 1) service times + its prefill.
     # An SLO halfway between c = 3 and c = 4 (2.5 service times + prefill) puts the capacity
-    # at exactly 3, half a service time (~40 ms) from either side. 20 requests a probe keep a
+    # at exactly 3, half a service time (~80 ms) from either side. 20 requests a probe keep a
     # closed loop's drain tail from lowering its achieved concurrency below 0.9 x c.
-    scale = 2.0
+    scale = 4.0
     model = PerfModel(specs.config("p5.48xlarge", "scout", "bf16", None))
     prefill = model.prefill_time(64) * scale
     service = prefill + 7 * model.decode_step(1, 70) * scale
+    slo = {"ttft_p99_s": 2.5 * service + prefill}
+    run_dir = tmp_path / "run"
+
+    def slo_only(step: str) -> tuple[bool, bool]:
+        # The analysis' own verdict, with validity set aside for the search's direction: on
+        # a crowded host the load generator's self-watch can flag a probe client-limited,
+        # which would stop the search at c=1 and test nothing of it. slo_capacity.json below
+        # still applies validity (an invalid probe never counts as met).
+        return True, judge(run_dir, step, slo)[1]
+
     args = ["--time-scale", str(scale), "--cold-start-s", "0", "--max-num-seqs", "1"]
     with process.EmulatorProcess(args) as e:
         name = httpx.get(f"{e.base_url}/v1/models").json()["data"][0]["id"]
-        slo = {"ttft_p99_s": 2.5 * service + prefill}
-        run_dir = tmp_path / "run"
         cfg = config(e.base_url, model=name, concurrency=[], input_tokens=64, output_tokens=8,
                      requests_per_step=20,
                      scenario=Scenario("slo_search", slo=slo, max_probes=6, over="concurrency"))
-        result = run_load(cfg, run_dir, progress=False,
-                          judge=lambda step: judge(run_dir, step, slo))
+        result = run_load(cfg, run_dir, progress=False, judge=slo_only)
     analyze_run(run_dir)
     cap = json.loads((run_dir / "slo_capacity.json").read_text())
     assert cap["load_mode"] == "concurrency"
     probes = cap["probes"]
+    # what the model predicts: c=1, 2 meet; 4 misses; 3 meets; the bracket [3, 4] is closed,
+    # so the search stops after 4 of its 6 probes
+    assert [p["step"] for p in probes] == ["c=1", "c=2", "c=4", "c=3"]
     assert [p["step"] for p in probes] == [s["step"] for s in result.steps]
-    assert probes[0]["step"] == "c=1"
+    assert [p["met"] for p in probes] == [True, True, False, True]
+    assert next_concurrency(3, 3, 4) is None
     # every probe is an ordinary closed-loop step of the run, with its requests recorded
     got = rows(run_dir)
-    assert {r["step"] for r in got} == {p["step"] for p in probes}
     assert {r["load_mode"] for r in got} == {"concurrency"}
     assert all(sum(r["step"] == p["step"] for r in got) == 20 for p in probes)
     assert all(s["load_mode"] == "concurrency" for s in mf.load(run_dir / "manifest.json")["steps"])
-    # the search followed its own rule on the verdicts, and stopped within the budget
-    met = not_met = None
-    for p, nxt in zip(probes, probes[1:] + [None], strict=True):
-        if p["valid"] and p["met"]:
-            met = max(met or 0, int(p["target"]))
-        else:
-            not_met = min(not_met or 10**9, int(p["target"]))
-        following = next_concurrency(int(p["target"]), met, not_met)
-        if nxt is not None:
-            assert nxt["target"] == following
-    assert len(probes) == 6 or following is None
+    # each verdict is the probe's measured p99 TTFT against the SLO, and the emulator's queue
+    # bounds that TTFT from below (c - 1 requests ahead; a slow client only adds to it)
+    import pyarrow.parquet as pq
+
+    metrics = {r["step"]: r for r in pq.read_table(run_dir / "derived_metrics.parquet").to_pylist()}
+    for p in probes:
+        m = metrics[p["step"]]
+        assert p["met"] == (m["ttft_s_p99"] <= slo["ttft_p99_s"]) and p["valid"] == m["valid"]
+        assert m["ttft_s_p99"] >= 0.95 * ((p["target"] - 1) * service + prefill)
+        assert m["achieved_concurrency"] >= 0.9 * p["target"]  # the drain tail stays short
     if all(p["valid"] for p in probes):
-        # what the model predicts: 1, 2 met; 4 missed; 3 met; bracket [3, 4] is closed
-        assert [p["step"] for p in probes] == ["c=1", "c=2", "c=4", "c=3"]
         assert cap["capacity"] == 3 and cap["interval"] == [3, 4]
-    else:
-        # a crowded host can make a probe client-limited: invalid is never met, so the
-        # capacity can only come out lower, never made up
+    else:  # a client-limited probe is never met: the capacity can only come out lower
         assert cap["capacity"] is None or cap["capacity"] <= 3
 
 
