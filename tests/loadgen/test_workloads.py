@@ -107,6 +107,34 @@ def test_mooncake_replay_keeps_the_scaled_times_and_shares_prefixes(emu, tmp_pat
     assert m["scenario"]["kind"] == "trace" and m["steps"][0]["load_mode"] == "rate"
 
 
+def test_replay_bodies_are_all_built_before_the_schedule_starts(emu, tmp_path, monkeypatch):
+    # At a send time only the send is left: every body (prompt built block by block, then
+    # JSON) exists before the first scheduled time, so the lag measures the scheduling.
+    import time
+
+    from resources.loadgen.workload import Workload
+
+    built: list[int] = []
+    real = Workload.body
+
+    def watched(self, item, stream_options):
+        built.append(time.time_ns())
+        return real(self, item, stream_options)
+
+    monkeypatch.setattr(Workload, "body", watched)
+    trace = TRACES / "mooncake_small.jsonl"
+    cfg = config(emu.base_url, model=emu.model, concurrency=[],
+                 scenario=Scenario("trace", trace=trace, trace_format="mooncake", speedup=4.0))
+    run_load(cfg, tmp_path / "run", progress=False)
+    got = rows(tmp_path / "run")
+    assert len(built) == len(got) == len(read_trace(trace, "mooncake"))
+    assert {r["status"] for r in got} == {"ok"}
+    assert max(built) < min(ns(r["scheduled_at"]) for r in got)
+    # the bodies carried the trace's lengths (the emulator counts one token per word)
+    assert sorted(r["input_tokens"] for r in got) == sorted(
+        w.input_tokens for w in read_trace(trace, "mooncake"))
+
+
 def test_azure_replay_sends_every_row_with_its_lengths(emu, tmp_path):
     trace = TRACES / "azure_small.csv"
     cfg = config(emu.base_url, model=emu.model, concurrency=[],
