@@ -216,3 +216,25 @@ def test_the_summary_shows_a_batch_jobs_makespan_and_cost(tmp_path):
     text = render(a).split("Batch job (contract §3.4, job.json)")[1]
     # makespan 3.6 s, 10 tokens, $0.036 for the job (the hand-computed bill above)
     assert "3.600" in text and "10" in text and "0.036000" in text
+
+
+def test_demo_prints_the_search_and_the_job_beside_an_older_headline(tmp_path, capsys):
+    from pipelines.cli.demo import print_headline
+    from tests.support.runbuilder import clean_run
+
+    search = RunBuilder(run_id="search-1", hourly=36.0)
+    search.manifest["candidate"] = "searcher"
+    _search_run(search)
+    search.hourly_bill(rate=36.0)
+    s_dir = search.write(tmp_path / "search")
+    old = clean_run().write(tmp_path / "old")
+    assert analyze_run(s_dir).exit_code == 0 and analyze_run(old).exit_code == 0
+    # a headline written before the optional search columns existed
+    table = pq.read_table(old / "headline.parquet")
+    pq.write_table(table.drop_columns([c for c in table.column_names if c.startswith("slo_search_")]),
+                   old / "headline.parquet")
+    print_headline([str(old), str(s_dir)])
+    out = capsys.readouterr().out
+    assert "SLO cost USD / 1M out" in out and "616.6667" in out
+    assert "searcher: SLO capacity search (slo_capacity.json)" in out
+    assert "capacity: 3 req/s, bracket [3, 4]" in out
