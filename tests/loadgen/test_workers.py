@@ -130,6 +130,28 @@ def test_multi_turn_sessions_are_dealt_to_workers(emu, tmp_path):
     assert set().union(*sessions.values()) == {"w0", "w1"}
 
 
+def test_trace_rows_are_dealt_to_workers_on_the_trace_times(emu, tmp_path):
+    from pathlib import Path
+
+    from resources.loadgen.scenarios.spec import Scenario
+    from resources.loadgen.scenarios.trace import read_trace
+
+    trace = Path(ROOT) / "pipelines" / "traces" / "mooncake_small.jsonl"
+    cfg = _cfg(emu, concurrency=[], rates=[], warmup_requests=0, workers=2,
+               scenario=Scenario("trace", trace=trace, trace_format="mooncake", speedup=2.0))
+    run_load(cfg, tmp_path / "run", progress=False)
+    got = sorted(rows(tmp_path / "run"), key=lambda r: ns(r["scheduled_at"]))
+    want = read_trace(trace, "mooncake")
+    assert len(got) == len(want) and {r["status"] for r in got} == {"ok"}
+    # row i went to worker i mod 2, and at the trace's own (scaled) time on one clock
+    assert [r["worker"] for r in got] == [f"w{i % 2}" for i in range(len(want))]
+    t0 = ns(got[0]["scheduled_at"])
+    for r, w in zip(got, want, strict=True):
+        expect = int(w.at_ns / 2.0) - int(want[0].at_ns / 2.0)
+        assert abs(ns(r["scheduled_at"]) - t0 - expect) < 2_000_000
+        assert r["input_tokens"] == w.input_tokens and r["output_tokens"] == w.output_tokens
+
+
 def test_batch_and_slo_search_refuse_workers(emu):
     from resources.loadgen.scenarios.spec import Scenario
 
