@@ -60,7 +60,10 @@ def _drive(endpoint: str, model: str, root: Path, grid) -> list[dict]:
         t0 = time.monotonic()
         cfg = LoadConfig(endpoint=endpoint, model=model, concurrency=[c], requests_per_step=n,
                          warmup_requests=1, warmup_concurrency=1, input_tokens=i,
-                         output_tokens=o, run_id=f"calib-{_label(c, i, o)}-{int(time.time())}")
+                         output_tokens=o, run_id=f"calib-{_label(c, i, o)}-{int(time.time())}",
+                         # at c=4 the last request queues behind three others (~30 s here):
+                         # the default 30 s drain would cut it
+                         drain_timeout_s=180)
         run_load(cfg, run_dir, progress=False)
         row = analyze_run(run_dir).metrics.to_pylist()[0]
         point = {"concurrency": c, "input_tokens": i, "output_tokens": o, "requests": n,
@@ -116,11 +119,18 @@ def measure(args) -> int:
         return 2
     cand = {c.name: c for c in load_candidates(REAL_FILE)}["local-gemma3-270m-q4"]
     cand = replace(cand, llamacpp=replace(cand.llamacpp, threads=args.threads))
+    grid = [g for g in GRID if not args.only or _label(*g[:3]) in args.only]
     root = Path(tempfile.mkdtemp(prefix="sb-calib-real-"))
     (root / "deploy").mkdir()
     with LlamaCppModelServer().deploy(cand, None, root / "deploy") as dep:
         phases = {k: v for k, v in dep.phases.items()}
-        points = _drive(dep.endpoint, dep.served_model, root, GRID)
+        points = _drive(dep.endpoint, dep.served_model, root, grid)
+    if args.only and args.json.is_file():  # remeasured points replace theirs, in grid order
+        new = {_label(p["concurrency"], p["input_tokens"], p["output_tokens"]): p for p in points}
+        old = json.loads(args.json.read_text())
+        points = [new.get(_label(p["concurrency"], p["input_tokens"], p["output_tokens"]), p)
+                  for p in old["points"]]
+        phases = old["phases"]
     out = {"engine": "llama.cpp (llama-cpp-python 0.3.36)", "model": "gemma-3-270m-q4_k_m.gguf",
            "threads": args.threads, "host": os.uname().nodename, "cores": os.cpu_count(),
            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -166,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("measure", help="llama.cpp over the grid, then fit")
     m.add_argument("--json", type=Path, required=True, help="where the measurements go")
     m.add_argument("--threads", type=int, default=1)
+    m.add_argument("--only", action="append", default=[], metavar="LABEL",
+                   help="remeasure only this point (e.g. c4-in64-out16) and merge it into --json")
     f = sub.add_parser("fit", help="refit from the measurements of `measure`")
     f.add_argument("--json", type=Path, required=True)
     c = sub.add_parser("check", help="the emulator with the fitted spec over the same grid")

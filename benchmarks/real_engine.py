@@ -113,7 +113,8 @@ def side_by_side(args, cand, root: Path) -> int:
                 cfg = LoadConfig(endpoint=dep.endpoint, model=dep.served_model, concurrency=[c],
                                  requests_per_step=args.requests, warmup_requests=1,
                                  warmup_concurrency=1, input_tokens=args.input_tokens,
-                                 output_tokens=args.output_tokens, run_id=f"real-sb-c{c}-{int(time.time())}")
+                                 output_tokens=args.output_tokens, drain_timeout_s=180,
+                                 run_id=f"real-sb-c{c}-{int(time.time())}")
                 run_load(cfg, run_dir, progress=False)
                 return analyze_run(run_dir).metrics.to_pylist()[0]
 
