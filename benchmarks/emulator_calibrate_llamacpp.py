@@ -11,7 +11,8 @@ Two steps, one command each (`benchmarks/emulator_calibrate.py llamacpp-…` run
 below (closed loop; each point its own run folder), records TTFT / ITL / throughput per
 point and the host's load average around each point, fits the model on the c=1 points and
 prints the fitted figures as a specs.yaml block. `check` drives the emulator with the named
-fitted spec (`--spec`, real time, `--no-usage` like llama.cpp) under the same load points
+fitted spec (`--spec`, real time, `--no-usage` and `--no-prefix-cache` like llama-cpp-python's
+server) under the same load points
 and prints emulated beside measured, with the relative error per metric.
 
 The fit (batch 1 only: llama-cpp-python's server runs one request at a time, so the
@@ -147,8 +148,11 @@ def check(args) -> int:
     grid = [(p["concurrency"], p["input_tokens"], p["output_tokens"], p["requests"])
             for p in meas["points"]]
     root = Path(tempfile.mkdtemp(prefix="sb-calib-emu-"))
+    # --no-prefix-cache: llama-cpp-python's server keeps no prefix cache across requests
+    # (only the last prompt's KV), while the emulator's would serve the c=4 point's prompts
+    # from the c=2 point's (same seed, same lengths) and cut their prefill.
     with EmulatorProcess(["--spec", args.spec, "--time-scale", "1", "--cold-start-s", "0",
-                          "--no-usage", "--seed", "0"]) as emu:
+                          "--no-usage", "--no-prefix-cache", "--seed", "0"]) as emu:
         status = emu.status()
         points = _drive(emu.base_url, status["config"]["served_model_name"], root, grid)
     rows = ["| load point | metric | llama.cpp (measured) | emulator (fitted spec) | error |",

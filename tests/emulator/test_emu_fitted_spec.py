@@ -61,3 +61,12 @@ def test_an_unknown_spec_is_refused_with_exit_2(capsys):
     assert exc.value.code == 2 and "--spec" in capsys.readouterr().err
     with pytest.raises(specs.SpecError, match="unknown fitted spec"):
         specs.fitted_config("no-such-spec")
+
+
+def test_the_emulator_serves_the_fitted_spec_and_says_it_is_fitted():
+    from emulator.process import EmulatorProcess
+
+    with EmulatorProcess(["--spec", SPEC, "--cold-start-s", "0", "--no-prefix-cache"]) as emu:
+        cfg = emu.status()["config"]
+    assert cfg["fitted_spec"] == SPEC and cfg["calibrated"] is True
+    assert cfg["max_num_seqs"] == 1 and cfg["served_model_name"] == "google/gemma-3-270m"
