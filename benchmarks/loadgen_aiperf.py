@@ -78,7 +78,7 @@ def run_aiperf(python: str, taskset: list[str], base: str, mode: str, value: flo
 # same prompt lengths as servingbench does (which counts with the server's own tokenizer),
 # AIPerf gets the model's own tokenizer, rebuilt offline from the GGUF file's metadata
 # (transformers' GGUF converter; its GGUF *reader* needs PyTorch, so the `gguf` package reads
-# the file instead: `/tmp/aiperf-venv/bin/pip install gguf`).
+# the file instead: `/tmp/aiperf-venv/bin/pip install gguf==0.19.0`).
 _GGUF_TOKENIZER = """
 import sys
 from gguf import GGUFReader, GGUFValueType
