@@ -153,7 +153,7 @@ def test_a_chunk_is_stamped_when_its_bytes_arrive_not_when_a_coroutine_resumes(s
     stamp taken in `data_received` precedes it, one taken by a coroutine woken from there
     would follow it. The default asyncio loop runs a round's I/O callbacks before its due
     timers, which puts the neighbour exactly there."""
-    head_sent, go_write = threading.Event(), threading.Event()
+    head_sent, go_write, wrote = threading.Event(), threading.Event(), threading.Event()
 
     def on_cue(conn: socket.socket, n: int) -> list[int]:
         conn.sendall(HEAD)
@@ -161,6 +161,7 @@ def test_a_chunk_is_stamped_when_its_bytes_arrive_not_when_a_coroutine_resumes(s
         go_write.wait(5)
         w = _perf()
         conn.sendall(event(1) + DONE + TERMINATOR)
+        wrote.set()
         return [w]
 
     srv = serve(on_cue)
@@ -179,7 +180,10 @@ def test_a_chunk_is_stamped_when_its_bytes_arrive_not_when_a_coroutine_resumes(s
             await asyncio.sleep(0.05)  # the head is read: what comes next is the chunk
             loop.call_later(0.001, slow_neighbour)
             go_write.set()
-            time.sleep(0.05)  # the loop is busy: the chunk and the timer are both due next round
+            # the loop is held until the chunk is in the socket and the timer due: both are
+            # ready for the same next round
+            wrote.wait(5)
+            time.sleep(0.005)
             return await task
 
     req = asyncio.run(go())
