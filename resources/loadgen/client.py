@@ -412,8 +412,13 @@ class _Exchange:
 
     # --- driven by the connection ---------------------------------------------------
     def start(self, message: bytes) -> None:
-        self.req.sent = _now()  # handed to the transport: no byte of it can be answered yet
-        self.conn.transport.write(message)
+        req = self.req
+        req.sent = _now()  # handed to the transport: no byte of it can be answered yet
+        transport = self.conn.transport
+        if transport.is_closing():  # closed since it was picked (uvloop would raise on write)
+            req.status, req.error = "disconnect", "connection lost before the request was sent"
+            return self._resolve(req.sent, reuse=False)
+        transport.write(message)
 
     def received(self, data: bytes, at: int) -> None:
         self.at = at
