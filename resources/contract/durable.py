@@ -201,6 +201,9 @@ class Reserve:
                 os.close(self.fd)
             self.fd = None
 
+    def __del__(self) -> None:  # a run that never reached its end gives the space back too
+        self.release()
+
 
 def _nameless(folder: Path) -> int:
     tmpfile = getattr(os, "O_TMPFILE", 0)
