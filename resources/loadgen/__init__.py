@@ -8,9 +8,9 @@ The load side only records (contract §2.2/§2.3); metrics come from `resources.
 """
 
 from resources.loadgen.config import LoadConfig, LoadConfigError
-from resources.loadgen.errors import LoadError, RunExistsError
+from resources.loadgen.errors import DiskFullError, LoadError, RunExistsError
 
-__all__ = ["LoadConfig", "LoadConfigError", "LoadError", "LoadResult", "RunExistsError", "run_load"]
+__all__ = ["DiskFullError", "LoadConfig", "LoadConfigError", "LoadError", "LoadResult", "RunExistsError", "run_load"]
 
 
 def __getattr__(name: str):
