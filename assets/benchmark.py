@@ -25,6 +25,9 @@ from resources.contract import durable
 from resources.contract import manifest as mf
 from resources.loadgen import LoadConfigError, LoadError
 
+# The Dagster run carries the servingbench run id under this tag, so the reaper can ask
+# whether the run that owns a node group is still going (pipelines/liveness.py).
+RUN_TAG = "servingbench/run-id"
 KEYS = ("provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log",
         "quality")
 DESCRIPTIONS = {
@@ -76,6 +79,9 @@ def build(partitions_def) -> dg.AssetsDefinition:
         candidate = r.candidates[candidate_of(context)]
         fit = cluster_link.preflight(candidate)
         run_id, run_dir = r.storage.new_run(candidate.name, candidate.instance_type)
+        # before anything is created: the reaper keeps what carries this run id while the
+        # Dagster run is not finished
+        context.instance.add_run_tags(context.run_id, {RUN_TAG: run_id})
         emulated_scope = r.cluster.emulated_for(candidate)
         manifest = initial_manifest(candidate, run_id,
                                     "emulated" if emulated_scope else "measured")

@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.partitions import run_value
-from resources.analysis.analyze import analyze_run
+from resources.analysis.analyze import NO_ROOM, analyze_run
 from resources.analysis.summary import STEP_COLUMNS, job_text, slo_search_text, table
 
 
@@ -22,6 +22,8 @@ def build(partitions_def) -> dg.AssetsDefinition:
         result = analyze_run(run_dir, slos=list(context.resources.slos))
         if result.exit_code == 2:
             raise dg.Failure(description=f"malformed run folder: {result.message}")
+        if result.exit_code == NO_ROOM:
+            raise dg.Failure(description=f"analysis outputs not written: {result.message}")
         rows = result.metrics.to_pylist()
         invalid = {r["step"]: r["invalid_reason"] for r in rows if not r["valid"]}
         return dg.Output(

@@ -31,6 +31,7 @@ from resources.cluster.reaper import EksReaper, NothingToReap
 from resources.loadgen.generator import LoadGenerator
 from resources.model_server.emulator import EmulatorModelServer
 from resources.model_server.kube.client import KubeClient
+from resources.model_server.kube.reap import KubeRunObjects
 from resources.model_server.kube.server import KubeModelServer
 from resources.model_server.kube.token import TokenSource
 from resources.model_server.local import LocalModelServers
@@ -98,7 +99,8 @@ def resources_for(settings: Settings) -> dict:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return common | eks.pipeline_resources() | {
-        "reaper": EksReaper(eks.cluster, eks.settings.reaper_ttl_hours)}
+        "reaper": EksReaper(eks.cluster, eks.settings.reaper_ttl_hours,
+                            objects=lambda: KubeRunObjects(eks.kube(), eks.settings.owner))}
 
 
 # --- the eks profile: real EKS node groups, Kubernetes deployments, Cost Explorer bills,

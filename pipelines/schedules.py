@@ -7,6 +7,7 @@ import json
 
 import dagster as dg
 
+from pipelines.liveness import dagster_alive
 from resources.analysis.gates import RULE_OF
 
 CHAIN = ["provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log",
@@ -34,13 +35,14 @@ def jobs(partitions_def) -> list:
 
 @dg.op(required_resource_keys={"reaper"})
 def reap_expired_nodegroups(context) -> list:
-    reaped = context.resources.reaper.reap()
+    reaped = context.resources.reaper.reap(alive=dagster_alive(context.instance))
     context.log.info(f"reaped {len(reaped)} node group(s): {', '.join(reaped) or '-'}")
     return reaped
 
 
 @dg.job(name="reaper_job", executor_def=dg.in_process_executor,
-        description="Delete servingbench node groups older than the TTL (eks profile).")
+        description="Delete this installation's expired node groups, launch templates and "
+                    "the Kubernetes objects of runs that are over (eks profile).")
 def reaper_job():
     reap_expired_nodegroups()
 

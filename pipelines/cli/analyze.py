@@ -1,6 +1,7 @@
 """`servingbench analyze <run_dir>`: gates, metrics and cost for a run folder (contract §6).
 
-Exit status: 0 accepted, 3 rejected by a gate, 2 unreadable or malformed input.
+Exit status: 0 accepted, 3 rejected by a gate, 2 unreadable or malformed input, 74 the
+outputs did not fit on the disk (nothing earlier overwritten; make room and run it again).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from pipelines.cli.argtypes import positive_floats
-from resources.analysis.analyze import DEFAULT_SLO, MALFORMED, analyze_run
+from resources.analysis.analyze import DEFAULT_SLO, MALFORMED, NO_ROOM, analyze_run
 from resources.analysis.summary import render
 from resources.storage.runstore import RunStoreError, fetch, is_remote, publish, remove
 
@@ -55,7 +56,7 @@ def main(argv: list[str]) -> int:
             doc[name] = None if table is None else table.to_pylist()
         print(json.dumps(doc, indent=2, default=str))
     else:
-        print(render(result), file=sys.stderr if result.exit_code == MALFORMED else sys.stdout)
+        print(render(result), file=sys.stderr if result.exit_code in (MALFORMED, NO_ROOM) else sys.stdout)
     return result.exit_code
 
 

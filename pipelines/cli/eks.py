@@ -1,6 +1,7 @@
 """`servingbench eks …`: operator commands for the eks profile.
 
     servingbench eks reap --cluster bench --region us-east-1 --ttl-hours 6 [--owner ID]
+                          [--namespace servingbench] [--no-kubernetes]
     servingbench eks bill <run_dir>        (re)fetch a run's Cost Explorer bill
 
 Credentials come from the usual boto3 chain (environment, profile, SSO, instance role);
@@ -19,6 +20,7 @@ from botocore.exceptions import BotoCoreError
 
 from resources.aws.caller import AwsCallError
 from resources.contract.manifest import ManifestError
+from resources.model_server.kube.client import KubeError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,7 +35,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="this installation's id (default: SERVINGBENCH_EKS_OWNER)")
     r.add_argument("--heartbeat-stale-minutes", type=_hours, default=15.0,
                    help="a node group whose heartbeat is younger than this is a live run: kept")
+    r.add_argument("--namespace", default="servingbench",
+                   help="where the runs' Kubernetes objects live (default servingbench)")
+    r.add_argument("--no-kubernetes", action="store_true",
+                   help="node groups and launch templates only (no cluster access needed)")
     r.add_argument("--endpoint-url", help=argparse.SUPPRESS)  # tests: moto
+    r.add_argument("--kube-url", help=argparse.SUPPRESS)  # tests: the fake Kubernetes API
     b = sub.add_parser("bill", help="(re)fetch a run folder's Cost Explorer bill")
     b.add_argument("run_dir")
     b.add_argument("--endpoint-url", help=argparse.SUPPRESS)
@@ -48,6 +55,32 @@ def _hours(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
     return value
+
+
+def _objects(session, cluster, args, owner):
+    """The runs' Kubernetes objects, through the cluster's API (endpoint from DescribeCluster,
+    an STS-presigned token)."""
+    from resources.model_server.kube.client import KubeClient
+    from resources.model_server.kube.reap import KubeRunObjects
+    from resources.model_server.kube.token import TokenSource
+
+    token = TokenSource.for_eks(session, args.cluster, args.region, sts_url=args.endpoint_url)
+    if args.kube_url:
+        kube = KubeClient(args.kube_url, token, namespace=args.namespace)
+    else:
+        kube = KubeClient.for_eks(cluster.describe_cluster(), token, namespace=args.namespace)
+    return KubeRunObjects(kube, owner)
+
+
+def _alive():
+    """The Dagster run status, where this host has a Dagster instance (DAGSTER_HOME)."""
+    if not os.environ.get("DAGSTER_HOME"):
+        return None
+    import dagster as dg
+
+    from pipelines.liveness import dagster_alive
+
+    return dagster_alive(dg.DagsterInstance.get())
 
 
 def main(argv: list[str]) -> int:
@@ -66,8 +99,11 @@ def main(argv: list[str]) -> int:
             cluster = EksNodegroups(session, args.cluster, args.region, node_role_arn="",
                                  owner=owner, endpoint_url=args.endpoint_url)
             reaped = cluster.reap(args.ttl_hours * 3600,
-                                  heartbeat_stale_s=args.heartbeat_stale_minutes * 60)
-            print(f"reaped {len(reaped)} node group(s)" + "".join(f"\n  {n}" for n in reaped))
+                                  heartbeat_stale_s=args.heartbeat_stale_minutes * 60,
+                                  objects=None if args.no_kubernetes else _objects(
+                                      session, cluster, args, owner),
+                                  alive=_alive())
+            print(f"reaped {len(reaped)} resource(s)" + "".join(f"\n  {n}" for n in reaped))
         else:
             from resources.billing.cost_explorer import CostExplorerApi
             from resources.billing.refresh import RefreshError, refresh_bill
@@ -81,7 +117,7 @@ def main(argv: list[str]) -> int:
             print(f"bill written: {report.granularity}, {report.pages} page(s), "
                   f"{report.api_calls} Cost Explorer request(s) = ${report.cost_usd:.2f}"
                   + (f"\nnote: {report.note}" if report.note else ""))
-    except (AwsCallError, ManifestError, ValueError, BotoCoreError) as exc:
+    except (AwsCallError, ManifestError, ValueError, BotoCoreError, KubeError) as exc:
         print(f"servingbench eks {args.cmd}: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -17,7 +17,7 @@ from pathlib import Path
 from pipelines.cli.argtypes import finite, positive, positive_floats
 from resources.contract.manifest import ManifestError
 from resources.loadgen.config import LoadConfig, LoadConfigError
-from resources.loadgen.errors import LoadError, RunExistsError
+from resources.loadgen.errors import DiskFullError, LoadError, RunExistsError
 from resources.loadgen.scenarios.spec import BATCH_INPUT_TOKENS, BATCH_OUTPUT_TOKENS
 
 
@@ -272,6 +272,9 @@ def _judge(cfg: LoadConfig, run_dir: Path):
     return lambda step: judge(run_dir, step, slo)
 
 
+DISK_FULL = 74  # sysexits' EX_IOERR: neither bad input (2) nor an interruption (130)
+
+
 def _run_pod(cfg: LoadConfig, args: argparse.Namespace, share) -> int:
     from resources.loadgen.runner import run_worker
     from resources.loadgen.workers import StartAt, write_summary
@@ -305,6 +308,9 @@ def main(argv: list[str]) -> int:
     except (LoadConfigError, LoadError, RunExistsError, ManifestError) as exc:
         print(f"servingbench load: error: {exc}", file=sys.stderr)
         return 2
+    except DiskFullError as exc:
+        print(f"servingbench load: {exc.report(args.out)}", file=sys.stderr)
+        return DISK_FULL
     except KeyboardInterrupt:
         print(f"servingbench load: interrupted; completed requests are kept in {args.out}",
               file=sys.stderr)

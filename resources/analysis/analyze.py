@@ -21,6 +21,7 @@ from resources.contract.manifest import ManifestError
 from resources.contract.schemas import SchemaError, write_parquet
 
 ACCEPTED, MALFORMED, REJECTED = 0, 2, 3
+NO_ROOM = 74  # sysexits' EX_IOERR: the outputs did not fit on the disk (the input is fine)
 DEFAULT_SLO = (2.0, 0.1)
 COST_FILES = ("cost_per_1m.parquet", "headline.parquet")
 
@@ -93,6 +94,20 @@ def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | No
             durable.write_json(run.path / name, obj)
 
 
+def _write_outputs(run: RunFolder, gates, metrics, tm, cost, headline, job, capacity) -> None:
+    run_dir = run.path
+    _write_gates(run_dir, gates)
+    write_parquet(metrics, run_dir / "derived_metrics.parquet")
+    if tm is not None:
+        write_parquet(tm, run_dir / "telemetry_metrics.parquet")
+    write_workload_outputs(run, job, capacity)
+    for name, table in zip(COST_FILES, (cost, headline), strict=True):
+        if table is not None:
+            write_parquet(table, run_dir / name)
+        else:
+            (run_dir / name).unlink(missing_ok=True)
+
+
 def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                 write: bool = True) -> Analysis:
     """Gate, measure and cost one run folder; write its outputs beside the raw records.
@@ -129,16 +144,15 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
             return Analysis(run_dir, MALFORMED, message=str(locate_unreadable(run_dir, exc)),
                             manifest=run.manifest)
         if write:
-            _write_gates(run_dir, gates)
-            write_parquet(metrics, run_dir / "derived_metrics.parquet")
-            if tm is not None:
-                write_parquet(tm, run_dir / "telemetry_metrics.parquet")
-            write_workload_outputs(run, job, capacity)
-            for name, table in zip(COST_FILES, (cost, headline), strict=True):
-                if table is not None:
-                    write_parquet(table, run_dir / name)
-                else:
-                    (run_dir / name).unlink(missing_ok=True)
+            try:
+                _write_outputs(run, gates, metrics, tm, cost, headline, job, capacity)
+            except OSError as exc:
+                if not durable.is_disk_full(exc):
+                    raise
+                # each output is whole or as before (durable writes); say which did not fit
+                return Analysis(run_dir, NO_ROOM, manifest=run.manifest, message=(
+                    f"disk full: cannot write {exc.filename or run_dir} ({exc.strerror}); "
+                    "the records are untouched: make room and analyze again"))
         failed = [g for g in gates if g.passed is False]
         message = ("rejected by " + ", ".join(f"rule {g.rule} ({g.name})" for g in failed)
                    if failed else "accepted")

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import botocore.exceptions
 
@@ -120,6 +120,29 @@ class Scope:
                 "k8s_version": self.k8s_version, "nodegroup": self.nodegroup,
                 "instance_type": self.instance_type, "node_count": self.node_count,
                 "instance_ids": list(self.instance_ids)}
+
+
+# alive(run_id) -> why the run still lives (e.g. "Dagster run 1a2b STARTED"), or None
+Alive = Callable[[str], "str | None"]
+
+
+class RunObjects(Protocol):
+    """The Kubernetes objects of runs (resources/model_server/kube/reap.py), handed to the
+    reaper by the composition: `dead(nodegroup, run_id, created_ns)` says which may go."""
+
+    def reap(self, dead: Callable[[str, str, int | None], bool]) -> tuple[list[str], list[str]]:
+        ...
+
+
+def _alive_reason(alive: Alive | None, run_id: str) -> str | None:
+    """Why `run_id` must be kept by `alive`'s word; a lookup that fails keeps it too (a run
+    is only ever reaped on evidence that it is over)."""
+    if alive is None:
+        return None
+    try:
+        return alive(run_id)
+    except Exception as exc:  # noqa: BLE001 - any failure of the lookup means "keep"
+        return f"its run status could not be read ({type(exc).__name__}); kept"
 
 
 def nodegroup_name(run_id: str) -> str:
@@ -261,10 +284,13 @@ class EksNodegroups:
         return existed
 
     def reap(self, ttl_s: float, *, heartbeat_stale_s: float = HEARTBEAT_STALE_S,
-             now_ns: int | None = None) -> list[str]:
+             now_ns: int | None = None, objects: RunObjects | None = None,
+             alive: Alive | None = None) -> list[str]:
         """Delete this installation's expired node groups (and their launch templates), then
-        its launch templates left without a node group. Returns the node groups deleted;
-        raises AwsCallError naming every one that failed, after trying all of them."""
+        its launch templates left without a node group, then (with `objects`) the
+        Kubernetes objects of the runs that are gone. `alive(run_id)` says why a run still
+        lives (the Dagster run status), or None. Returns what was deleted; raises
+        AwsCallError naming every one that failed, after trying all of them."""
         now_ns = self.clock() if now_ns is None else now_ns
         reaped: list[str] = []
         failed: list[str] = []
@@ -274,7 +300,7 @@ class EksNodegroups:
                 continue  # not ours by name: never even described
             try:
                 ng = self.describe_nodegroup(name)
-                why = self._keep_reason(name, ng, ttl_s, heartbeat_stale_s, now_ns)
+                why = self._keep_reason(name, ng, ttl_s, heartbeat_stale_s, now_ns, alive)
                 if why:
                     log.info("reaper: keeping node group %s (%s)", name, why)
                     continue
@@ -289,12 +315,35 @@ class EksNodegroups:
             self._reap_templates(set(names) - set(reaped), ttl_s, now_ns)
         except AwsCallError as exc:
             failed.append(f"launch templates: {exc}")
+        gone: list[str] = []
+        if objects is not None:
+            gone, kube_failed = objects.reap(self._dead_run(set(reaped), set(names), ttl_s,
+                                                            now_ns, alive))
+            failed += kube_failed
         if failed:  # the others were still reaped; say which ones were not, and why
             raise AwsCallError("reaper could not delete: " + "; ".join(failed))
-        return reaped
+        return reaped + gone
+
+    @staticmethod
+    def _dead_run(reaped: set[str], listed: set[str], ttl_s: float, now_ns: int,
+                  alive: Alive | None):
+        """Whether a Kubernetes object of run `run_id` (labelled with node group `group`)
+        may go: its node group was reaped just now; or it has none any more (a run that
+        died before its objects were deleted), is older than the TTL, and is not alive."""
+        def dead(group: str, run_id: str, created_ns: int | None) -> bool:
+            if not group.startswith(NAME_PREFIX) or nodegroup_name(run_id) != group:
+                return False  # label and annotation disagree: not provably one of our runs
+            if group in reaped:
+                return True
+            if group in listed or created_ns is None:
+                return False  # its node group is kept (alive, young, another's), or undated
+            if (now_ns - created_ns) / 1e9 <= ttl_s:
+                return False
+            return _alive_reason(alive, run_id) is None
+        return dead
 
     def _keep_reason(self, name: str, ng: dict, ttl_s: float, heartbeat_stale_s: float,
-                     now_ns: int) -> str | None:
+                     now_ns: int, alive: Alive | None = None) -> str | None:
         """Why the reaper must leave this node group alone, or None when it may go."""
         tags = ng.get("tags") or {}
         run_id = tags.get(RUN_TAG)
@@ -310,7 +359,7 @@ class EksNodegroups:
         beat = tags.get(HEARTBEAT_TAG, "")
         if beat.isdigit() and now_ns / 1e9 - int(beat) < heartbeat_stale_s:
             return f"its run is alive (heartbeat {now_ns / 1e9 - int(beat):.0f}s ago)"
-        return None
+        return _alive_reason(alive, run_id)
 
     def _our_template(self, template_id: str | None) -> str | None:
         """`template_id` if that launch template carries this installation's owner tag."""

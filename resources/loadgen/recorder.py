@@ -32,7 +32,7 @@ from resources.contract.schemas import (
 )
 from resources.loadgen.client import Request
 from resources.loadgen.clock import Clock
-from resources.loadgen.errors import RunExistsError
+from resources.loadgen.errors import DiskFullError, RunExistsError
 
 NAMES = ("warmup_log", "steady_state_request_log", "chunk_log")
 _TS_COLS = ("scheduled_at", "sent_at", "first_token_at", "last_token_at", "finished_at")
@@ -70,11 +70,12 @@ def existing_logs(run_dir: Path, worker: str | None = None) -> list[Path]:
     return found
 
 
-def _create(path: Path):
+def _create(path: Path) -> durable.AppendFile:
     """A new stream file, created exclusively: an existing file (or a planted symlink) under
-    the name means another run owns it, and it is never truncated or followed."""
+    the name means another run owns it, and it is never truncated or followed. A flush that
+    fails (a full disk) leaves the file ending after the last complete batch."""
     try:
-        return durable.create_exclusive(path)
+        return durable.create_stream(path)
     except FileExistsError:
         raise RunExistsError(f"{path} already exists; a run is never overwritten: "
                              "choose a new run folder") from None
@@ -129,8 +130,20 @@ class _Stream:
             self.add(row)
         return self._batch(offset_ns)
 
+    def pending(self) -> int:
+        return len(self.cols[self.schema.names[0]])
+
     def close(self) -> None:
-        self.writer.close()
+        try:
+            self.writer.close()
+        finally:
+            self.sink.close()
+
+    def abandon(self) -> None:
+        """Close without another byte: the file keeps its complete batches (an end-of-stream
+        marker is optional for a reader; a stream whose schema never reached the disk
+        stays empty, which reads as no records)."""
+        self.sink.rollback()
         self.sink.close()
 
 
@@ -176,12 +189,33 @@ class _ChunkStream:
         run = pa.repeat(pa.scalar(self.run_id, pa.string()), n)
         batch = pa.RecordBatch.from_arrays([run, rid, ints(self.seq), at, ints(self.tokens)],
                                            schema=CHUNK_LOG)
-        self.writer.write_batch(batch)
-        self.sink.flush()
+        try:
+            self.writer.write_batch(batch)
+            self.sink.flush()
+        except BaseException:
+            # The batch shares the arrays' memory and the traceback keeps it alive; an array
+            # whose buffer is exported cannot grow, so the next add() would fail half-way.
+            # Keep the rows in fresh copies.
+            self.at, self.tokens, self.seq = array("q", self.at), array("q", self.tokens), array(
+                "q", self.seq)
+            self.rid_offsets = array("i", self.rid_offsets)
+            raise
         self._clear()
 
+    def pending(self) -> int:
+        return len(self.at)
+
     def close(self) -> None:
-        self.writer.close()
+        try:
+            self.writer.close()
+        finally:
+            self.sink.close()
+
+    def abandon(self) -> None:
+        """Close without another byte: the file keeps its complete batches (an end-of-stream
+        marker is optional for a reader; a stream whose schema never reached the disk
+        stays empty, which reads as no records)."""
+        self.sink.rollback()
         self.sink.close()
 
 
@@ -238,6 +272,10 @@ class Recorder:
             "chunk_log": _ChunkStream(run_dir / f"{stem('chunk_log', worker)}{PARTIAL_SUFFIX}", run_id),
         }
         self.counts = dict.fromkeys(NAMES, 0)
+        # space for the final manifest should the disk fill up (given back at the end)
+        self.reserve = durable.Reserve(run_dir)
+        self.full: DiskFullError | None = None
+        self.cut_back = dict.fromkeys(NAMES, 0)  # rows removed again from a failed flush
 
     def add(self, req: Request) -> None:
         name = "warmup_log" if req.phase == "warmup" else "steady_state_request_log"
@@ -267,20 +305,78 @@ class Recorder:
         self.counts[name] += 1
 
     def flush(self) -> None:
+        """Append what finished since the last flush. On a full disk: DiskFullError, the
+        streams end after their last complete batch, and every later flush is a no-op."""
+        if self.full is not None:
+            return
         # Chunks first: a request row on disk always has its chunks on disk before it.
+        # A flush is all or nothing across the streams: should one fail, those already
+        # appended in this round are cut back too, so no chunk is ever left on disk without
+        # its request row.
         off = self.clock.offset_ns
+        marks = {name: s.sink.good for name, s in self.streams.items()}
+        done: dict[str, int] = {}
         for name in ("chunk_log", "warmup_log", "steady_state_request_log"):
-            self.streams[name].flush(off)
+            n = self.streams[name].pending()
+            try:
+                self.streams[name].flush(off)
+            except OSError as exc:
+                if not durable.is_disk_full(exc):
+                    raise
+                for back, rows in done.items():
+                    self.streams[back].sink.cut(marks[back])
+                    self.cut_back[back] += rows
+                raise self.stop(self.streams[name].path, exc) from None
+            done[name] = n
+
+    def stop(self, path: Path, exc: OSError) -> DiskFullError:
+        """Stop recording because writing `path` hit a full disk; give back the reserve so
+        the manifest can still be written. Returns the error to raise."""
+        if self.full is None:
+            self.full = DiskFullError(path, exc.strerror or str(exc))
+            self.reserve.release()
+        return self.full
 
     def finalize(self) -> dict[str, Path]:
-        """Flush, close, and turn every stream into parquet; returns the parquet paths."""
-        self.flush()
+        """Flush, close, and turn every stream into parquet; returns the parquet paths.
+
+        After a full disk the streams are closed and kept as they are (their complete
+        batches are the run's records) and DiskFullError is raised, saying how many
+        finished records could not be written."""
+        try:
+            self.flush()
+        except DiskFullError:
+            pass
+        for s in self.streams.values():
+            if self.full is not None:
+                s.abandon()
+                continue
+            try:
+                s.close()
+            except OSError as exc:  # the end-of-stream marker did not fit: cut back
+                if not durable.is_disk_full(exc):
+                    raise
+                self.stop(s.path, exc)
+        if self.full is None:
+            out = self._to_parquet()
+            if out is not None:
+                self.reserve.release()
+                return out
+        self.full.unwritten = {n: s.pending() + self.cut_back[n] for n, s in self.streams.items()}
+        self.full.kept = {n: self.counts[n] - self.full.unwritten[n] for n in NAMES}
+        raise self.full
+
+    def _to_parquet(self) -> dict[str, Path] | None:
         out = {}
         for name, s in self.streams.items():
-            s.close()
-            table = read_partial_stream(s.path)
             final = self.run_dir / f"{stem(name, self.worker)}.parquet"
-            write_parquet(table, final)
+            try:
+                write_parquet(read_partial_stream(s.path), final)
+            except OSError as exc:
+                if not durable.is_disk_full(exc):
+                    raise
+                self.stop(final, exc)  # this stream and the ones after it stay as they are
+                return None
             os.remove(s.path)
             out[name] = final
         return out

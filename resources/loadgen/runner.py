@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from resources.contract import durable
 from resources.contract import manifest as mf
 from resources.loadgen.clock import Clock
 from resources.loadgen.config import LoadConfig, LoadConfigError
-from resources.loadgen.errors import LoadError, RunExistsError
+from resources.loadgen.errors import DiskFullError, LoadError, RunExistsError
 from resources.loadgen.probe import probe
 from resources.loadgen.progress import make_progress
 from resources.loadgen.recorder import Recorder, refuse_existing
@@ -91,13 +92,27 @@ def auth_headers(cfg: LoadConfig) -> tuple[dict[str, str], tuple[str, ...]]:
     return headers, (key,)
 
 
+def _save_last(save: Callable[..., None], recorder: Recorder) -> None:
+    """The final manifest (phases closed at the moment the run stopped). After a full disk it
+    is written into the space the recorder held back; should even that fail, the manifest
+    of the last boundary stays (complete and valid) and the error says so."""
+    try:
+        save(final=True)
+    except OSError as exc:
+        if recorder.full is None or not durable.is_disk_full(exc):
+            raise
+        recorder.full.manifest_kept = False
+
+
 def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
              progress: bool | Callable[[dict], None] = True, judge=None) -> LoadResult:
     """Drive `cfg.endpoint` and write a contract §6 run folder (no bill) into `run_dir`.
 
     Raises RunExistsError when `run_dir` already holds request logs, LoadError when the
     endpoint cannot be used, LoadConfigError / ManifestError for bad input. An interrupted
-    run (SIGINT/SIGTERM) still finalizes its records and manifest, then re-raises.
+    run (SIGINT/SIGTERM) still finalizes its records and manifest, then re-raises. A full
+    disk stops the run: the flushed records stay (as partial streams), the manifest closes
+    the phases at the stop, and DiskFullError says what could not be written.
     """
     run_dir = Path(run_dir)
     refuse_existing(run_dir)
@@ -146,11 +161,19 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
             runner.run(run.main())
     except (KeyboardInterrupt, asyncio.CancelledError):
         interrupted = True
+    except OSError as exc:  # the manifest or server_metrics.json did not fit on the disk
+        if not durable.is_disk_full(exc):
+            raise
+        recorder.stop(Path(exc.filename or run_dir), exc)
+    except DiskFullError:
+        pass  # the recorder knows; finalize raises it again with the counts
     finally:
         saved.restore()
-        recorder.finalize()
-        run.progress.close()
-        save(final=True)
+        try:
+            recorder.finalize()
+        finally:
+            run.progress.close()
+            _save_last(save, recorder)
     result = LoadResult(
         run_id=m["run_id"], run_dir=run_dir, source=m["source"],
         n_requests=recorder.counts["steady_state_request_log"], n_warmup=recorder.counts["warmup_log"],
@@ -199,4 +222,5 @@ def run_worker(cfg: LoadConfig, run_dir: Path, share: Share, run_id: str | None,
             "interrupted": interrupted, "stream_options": stream_options}
 
 
-__all__ = ["LoadError", "LoadResult", "RunExistsError", "auth_headers", "run_load", "run_worker"]
+__all__ = ["DiskFullError", "LoadError", "LoadResult", "RunExistsError", "auth_headers", "run_load",
+           "run_worker"]

@@ -8,11 +8,10 @@ import asyncio
 import signal
 import threading
 
-import aiohttp
-
 from resources.contract import manifest as mf
 from resources.loadgen import client
 from resources.loadgen.config import step_name
+from resources.loadgen.errors import DiskFullError
 from resources.loadgen.loops import LoadLoops
 from resources.loadgen.scenarios.drive import scenario_steady
 from resources.loadgen.schedule import profile_schedule, rate_steps
@@ -121,10 +120,16 @@ class Run(LoadLoops):
         if self.server is not None and names:
             await self.server.end(names, before)
 
-    async def _flush_loop(self) -> None:
+    async def _flush_loop(self, main: asyncio.Task) -> None:
         while True:
             await asyncio.sleep(FLUSH_S)
-            self.rec.flush()
+            try:
+                self.rec.flush()
+            except DiskFullError:
+                # the run stops: nothing more can be kept, and main says why once its
+                # workers are cancelled (their requests go nowhere: the disk is full)
+                main.cancel()
+                return
             self.progress.tick()
 
     async def main(self) -> None:
@@ -135,23 +140,24 @@ class Run(LoadLoops):
             # inside a transport callback, where the loop logs it and runs on
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, me.cancel)
-        conn = aiohttp.TCPConnector(limit=0, keepalive_timeout=120, ttl_dns_cache=None)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.cfg.connect_timeout_s)
-        async with aiohttp.ClientSession(connector=conn, timeout=timeout, read_bufsize=1 << 20,
-                                         auto_decompress=False,
-                                         trace_configs=[client.trace_config()]) as self.session:
-            flusher = loop.create_task(self._flush_loop())
+        async with client.Pool(self.url, self.cfg.connect_timeout_s) as self.session:
+            flusher = loop.create_task(self._flush_loop(me))
             try:
                 await self.warmup()
                 await self.steady()
                 await self.barrier("end")
+            except asyncio.CancelledError:
+                if self.rec.full is None:
+                    raise
             finally:
                 pending = [t for t in self.tasks if not t.done()]
                 for t in pending:
                     t.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
                 flusher.cancel()
-                self.rec.flush()
                 if threading.current_thread() is threading.main_thread():
                     for sig in (signal.SIGTERM, signal.SIGINT):
                         loop.remove_signal_handler(sig)
+                self.rec.flush()
+        if self.rec.full is not None:
+            raise self.rec.full

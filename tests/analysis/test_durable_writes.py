@@ -12,12 +12,12 @@ import threading
 import pyarrow as pa
 import pytest
 
-from resources.analysis.analyze import analyze_run
+from resources.analysis.analyze import NO_ROOM, analyze_run
 from resources.contract import durable
 from resources.contract import manifest as mf
 from resources.contract.schemas import CHUNK_LOG, read_records, write_parquet
 from resources.loadgen.clock import Clock
-from resources.loadgen.errors import RunExistsError
+from resources.loadgen.errors import DiskFullError, RunExistsError
 from resources.loadgen.recorder import Recorder
 from tests.support.runbuilder import clean_run
 
@@ -111,8 +111,9 @@ def test_full_disk_at_finalize_keeps_flushed_records_readable(tmp_path, monkeypa
     rec.flush()
     mf.dump(mf.empty("run-1", "emulated", 0), run_dir / "manifest.json")
     _FullDisk(monkeypatch)
-    with pytest.raises(OSError):
+    with pytest.raises(DiskFullError, match="disk full") as exc:
         rec.finalize()
+    assert not any(exc.value.unwritten.values())  # everything was flushed before
     # no parquet half-written, no temp left; the flushed stream and the manifest still read
     assert not (run_dir / "chunk_log.parquet").exists()
     assert not [n for n in _names(run_dir) if n.endswith(durable.TEMP_SUFFIX)]
@@ -126,6 +127,7 @@ def test_full_disk_during_analysis_loses_no_earlier_output(tmp_path, monkeypatch
     assert analyze_run(run_dir).exit_code == 0
     before = {n: (run_dir / n).read_bytes() for n in _names(run_dir)}
     _FullDisk(monkeypatch)
-    with pytest.raises(OSError):
-        analyze_run(run_dir)
+    result = analyze_run(run_dir)
+    assert result.exit_code == NO_ROOM
+    assert result.message.startswith(f"disk full: cannot write {run_dir / 'gates.json'} (")
     assert {n: (run_dir / n).read_bytes() for n in _names(run_dir)} == before

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import httpx
 import pytest
 
@@ -10,8 +12,13 @@ from resources.billing.refresh import billing_window
 from resources.cluster.eks_api import EksNodegroups, NodegroupSpec
 from resources.contract import manifest as mf
 from resources.contract.schemas import BILL, read_records
-from tests.support.eks.aws import DUMMY_SECRET, OWNER, REGION, ROLE, make_cluster
+from resources.model_server.kube.client import KubeClient
+from resources.model_server.kube.render import render
+from resources.model_server.kube.token import TokenSource
+from tests.support.eks.aws import DUMMY_KEY_ID, DUMMY_SECRET, OWNER, REGION, ROLE, make_cluster
 from tests.support.eks.billdata import ACCOUNT, INSTANCE, PAGES, RUN_ID
+from tests.support.eks.fake_kube import FakeKubeApi
+from tests.support.eks.specs import SGLANG_GPU
 
 H = 3600 * 10**9
 
@@ -64,12 +71,22 @@ def test_reap_command(moto, capsys):
     info = cluster.create_nodegroup(NodegroupSpec("c", INSTANCE), "run-to-reap", timeout_s=10)
     args = ["reap", "--cluster", "bench", "--region", REGION, "--endpoint-url", endpoint,
             "--owner", OWNER]
-    assert main(args + ["--ttl-hours", "6"]) == 0
-    assert "reaped 0 node group(s)" in capsys.readouterr().out
-    assert main(args + ["--ttl-hours", "0"]) == 0  # old enough, but its heartbeat is fresh
-    assert "reaped 0 node group(s)" in capsys.readouterr().out
-    assert main(args + ["--ttl-hours", "0", "--heartbeat-stale-minutes", "0"]) == 0
-    assert f"reaped 1 node group(s)\n  {info.nodegroup}" in capsys.readouterr().out
+    assert main(args + ["--ttl-hours", "6", "--no-kubernetes"]) == 0
+    assert "reaped 0 resource(s)" in capsys.readouterr().out
+    # old enough, but its heartbeat is fresh
+    assert main(args + ["--ttl-hours", "0", "--no-kubernetes"]) == 0
+    assert "reaped 0 resource(s)" in capsys.readouterr().out
+    with FakeKubeApi(cluster="bench", key_id=DUMMY_KEY_ID) as api:
+        kube = KubeClient(api.url, TokenSource.for_eks(session, "bench", REGION))
+        spec = dataclasses.replace(SGLANG_GPU, run_id="run-to-reap", nodegroup=info.nodegroup,
+                                   owner=OWNER)
+        for obj in render(spec):
+            kube.apply(obj)
+        assert main(args + ["--ttl-hours", "0", "--heartbeat-stale-minutes", "0",
+                            "--kube-url", api.url]) == 0
+        out = capsys.readouterr().out
+        assert f"reaped 4 resource(s)\n  {info.nodegroup}\n  Service/{spec.name}" in out
+        assert api.objects == {}  # the Service (its load balancer), Deployment, NetworkPolicy
 
 
 def test_reap_command_refuses_bad_input(moto, capsys, monkeypatch):

@@ -14,6 +14,7 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[2]
 CANDIDATE = "g6e-signals"
+HOLD = Path(__file__).with_name("hold")  # its sitecustomize holds a phase on request
 
 
 def candidates_file(tmp: Path, requests_per_step: int) -> Path:
@@ -30,14 +31,20 @@ def candidates_file(tmp: Path, requests_per_step: int) -> Path:
 class ChainRun:
     """`servingbench run --candidate CANDIDATE` on the local profile in its own session."""
 
-    def __init__(self, tmp: Path, *, cold_start_s: float, requests_per_step: int):
+    def __init__(self, tmp: Path, *, cold_start_s: float, requests_per_step: int,
+                 hold: str | None = None):
         self.tmp, self.data = tmp, tmp / "data"
+        self.held = tmp / "held"  # written by the hold (tests/support/hold) once it holds
         (tmp / "home").mkdir(parents=True, exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SERVINGBENCH_")}
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("SERVINGBENCH_", "SBTEST_"))}
         env.update(DAGSTER_HOME=str(tmp / "home"), SERVINGBENCH_DATA_DIR=str(self.data),
                    SERVINGBENCH_CANDIDATES=str(candidates_file(tmp, requests_per_step)),
                    SERVINGBENCH_EMULATOR_TIME_SCALE="0.5",
                    SERVINGBENCH_EMULATOR_COLD_START_S=str(cold_start_s))
+        if hold:  # stop inside that phase's own code (provision, bill) until signalled
+            env.update(SBTEST_HOLD=hold, SBTEST_HOLD_MARK=str(self.held),
+                       PYTHONPATH=os.pathsep.join(x for x in (str(HOLD), env.get("PYTHONPATH")) if x))
         self.log = open(tmp / "output.txt", "w")  # noqa: SIM115 - closed in wait()
         self.proc = subprocess.Popen(
             [str(REPO / ".venv/bin/servingbench"), "run", "--candidate", CANDIDATE,

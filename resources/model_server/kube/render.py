@@ -183,12 +183,20 @@ def _container_security(s: EngineSpec) -> dict:
     return sc
 
 
+OWNER_LABEL = "servingbench/owner"
+# The run's node group name (`sb-` + the run id's slug + its hash, ≤ 63 characters): what
+# the reaper matches a run's objects by, as it matches the node group itself.
+NODEGROUP_LABEL = "servingbench/nodegroup"
+RUN_ANNOTATION = "servingbench/run-id"
+
+
 def labels(s: EngineSpec) -> dict[str, str]:
     out = {"app.kubernetes.io/name": "servingbench-engine",
            "app.kubernetes.io/instance": s.name,
-           "servingbench/candidate": LABEL_VALUE.sub("-", s.candidate)[:63].strip("-._")}
+           "servingbench/candidate": LABEL_VALUE.sub("-", s.candidate)[:63].strip("-._"),
+           NODEGROUP_LABEL: s.nodegroup}
     if s.owner:
-        out["servingbench/owner"] = s.owner
+        out[OWNER_LABEL] = s.owner
     return out
 
 

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 from tests.support.eks.fakes import LoopbackServer
 
+# collection paths a GET lists (with labelSelector); pods and events have their own routes
+COLLECTIONS = {"services", "deployments", "networkpolicies", "secrets", "jobs", "configmaps"}
 T = "2026-11-29T02:"
 LB_HOST = "k8s-servingb-sb-0123456789.elb.us-east-1.amazonaws.com"
 POD_STORY = {
@@ -58,6 +61,7 @@ class FakeKubeApi(LoopbackServer):
         self.events: list[dict] = []
         self.requests: list[dict] = []
         self.polls = 0
+        self.fail_delete: set[str] = set()  # object paths whose DELETE answers 500
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -111,10 +115,19 @@ class FakeKubeApi(LoopbackServer):
                 return 415, {"message": "server-side apply expected"}, j
             obj = json.loads(raw)
             old = self.objects.get(path)
+            # set by the server on create, as the real API does (the reaper dates objects by it)
+            obj["metadata"]["creationTimestamp"] = ((old or {}).get("metadata", {}).get(
+                "creationTimestamp") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
             obj["metadata"]["generation"] = (old or {}).get("metadata", {}).get("generation", 0) + 1
             obj["status"] = {}
             self.objects[path] = obj
             return (200 if old else 201), obj, j
+        if method == "GET" and path.rsplit("/", 1)[-1] in COLLECTIONS:
+            sel = dict(kv.split("=", 1) for kv in query.get("labelSelector", "").split(",") if kv)
+            items = [o for p, o in self.objects.items() if p.rsplit("/", 1)[0] == path
+                     and all((o["metadata"].get("labels") or {}).get(k) == v
+                             for k, v in sel.items())]
+            return 200, {"items": items}, j
         if method == "GET":
             obj = self.objects.get(path)
             if obj is None:
@@ -128,6 +141,8 @@ class FakeKubeApi(LoopbackServer):
                     obj["status"] = {"seen": True}
             return 200, obj, j
         if method == "DELETE":
+            if path in self.fail_delete:
+                return 500, {"message": "etcdserver: request timed out"}, j
             obj = self.objects.pop(path, None)
             if obj is None:
                 return 404, {"message": "not found"}, j

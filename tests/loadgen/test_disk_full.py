@@ -1,0 +1,134 @@
+"""A disk that fills up in the middle of a step, end to end: `servingbench load` as a real
+process against the emulator as a real server process, its run folder on a small tmpfs
+(where this process may mount one: root with CAP_SYS_ADMIN) or under a real OS write limit
+(RLIMIT_FSIZE with SIGXFSZ ignored: every write past the limit fails with EFBIG, which the
+writer treats exactly like ENOSPC). The run must stop by itself, say so, keep every record it
+flushed readable and consistent, leave no temp file, and close its manifest."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from emulator.process import EmulatorProcess
+from pipelines.cli import analyze
+from resources.contract import manifest as mf
+from resources.contract.schemas import PARTIAL_SUFFIX, read_records
+from tests.support.loadgen import ROOT
+
+DISK = 1 << 20  # the tmpfs, and the file-size limit: the chunk log fills it in a few seconds
+LOAD = ["--concurrency", "8", "--requests", "1000000", "--warmup-requests", "4",
+        "--input-tokens", "16", "--output-tokens", "64", "--no-tokenize", "--no-progress",
+        "--drain-timeout", "5"]
+
+
+@pytest.fixture(scope="module")
+def emulator():
+    with EmulatorProcess(["--time-scale", "0.0005", "--cold-start-s", "0", "--seed", "5"]) as e:
+        yield e
+
+
+def _mount_tmpfs(where) -> bool:
+    where.mkdir()
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK},mode=0755", "tmpfs",
+                               str(where)], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+@pytest.fixture(params=["tmpfs", "rlimit"])
+def disk(request, tmp_path):
+    """(folder on the small disk, a preexec function for the writer, what its message says)."""
+    if request.param == "rlimit":
+        def limit() -> None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a core dump
+            resource.setrlimit(resource.RLIMIT_FSIZE, (DISK, DISK))
+        yield tmp_path, limit, "File too large"
+        return
+    where = tmp_path / "small"
+    if not _mount_tmpfs(where):
+        pytest.skip("this process may not mount a tmpfs (the rlimit case still runs)")
+    try:
+        yield where, None, "No space left on device"
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True, timeout=30)
+
+
+def _fill(path) -> None:
+    with open(path, "wb") as f, contextlib.suppress(OSError):
+        while True:
+            f.write(bytes(64 << 10))
+            f.flush()
+
+
+def _cli(args: list[str], preexec=None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SERVINGBENCH_")}
+    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=150, preexec_fn=preexec)
+
+
+@pytest.mark.timeout(240)
+def test_a_disk_that_fills_mid_step_stops_the_run_cleanly(emulator, disk, capsys):
+    folder, preexec, reason = disk
+    run_dir = folder / f"run-{uuid.uuid4().hex[:6]}"
+    model = emulator.status()["config"]["served_model_name"]
+    done = _cli(["load", "--endpoint", emulator.base_url, "--model", model, "--out", str(run_dir),
+                 *LOAD], preexec)
+
+    # it stopped by itself, and says why
+    assert done.returncode == 74, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert f"disk full: cannot write {run_dir}" in done.stderr and reason in done.stderr
+    assert "the run stopped" in done.stderr
+
+    # nothing half-written and no temp file: only the run's own files
+    names = sorted(os.listdir(run_dir))
+    assert not [n for n in names if n.startswith(".") or n.endswith(".tmp")], names
+    assert "manifest.json" in names
+    # the stream that hit the limit stays a stream: its complete batches are the records
+    assert f"chunk_log{PARTIAL_SUFFIX}" in names or "chunk_log.parquet" in names
+
+    # the manifest says what happened: steady closed at the stop, the step never completed
+    m = mf.load(run_dir / "manifest.json")
+    assert m["phases"]["steady"]["ended_at"] is not None
+    assert m["phases"]["warmup"]["ended_at"] is not None
+    assert m["steps"] == []  # the one step was cut short by the full disk
+
+    # what was flushed reads back, consistent: every chunk belongs to a kept request row
+    steady = read_records(run_dir, "steady_state_request_log")
+    warm = read_records(run_dir, "warmup_log")
+    chunks = read_records(run_dir, "chunk_log")
+    assert steady is not None and steady.num_rows > 0
+    assert warm is not None and warm.num_rows == 4
+    rows = set(steady.column("request_id").to_pylist()) | set(warm.column("request_id").to_pylist())
+    assert set(chunks.column("request_id").to_pylist()) <= rows
+    assert f"{steady.num_rows} steady_state_request_log" in done.stderr  # the kept count is true
+    assert f"{chunks.num_rows} chunk_log" in done.stderr, done.stderr
+
+    # the analyzer (the command's own code, in this process): on the full disk it says its
+    # outputs did not fit, the records untouched; with room it reads the partial streams
+    before = {n: (run_dir / n).read_bytes() for n in names}
+    if preexec is None:
+        filler = folder / "filler"
+        _fill(filler)  # the reserve the run gave back is taken too: not one page left
+        assert analyze.main([str(run_dir)]) == 74
+        err = capsys.readouterr().err
+        assert f"NOT WRITTEN: disk full: cannot write {run_dir / 'gates.json'}" in err
+        assert "analyze again" in err
+        assert sorted(os.listdir(run_dir)) == names  # no temp left by the analyzer either
+        assert {n: (run_dir / n).read_bytes() for n in names} == before
+        filler.unlink()
+    assert analyze.main([str(run_dir)]) in (0, 3)
+    assert "read from partial streams" in capsys.readouterr().out
+    assert {n: (run_dir / n).read_bytes() for n in names} == before  # raw records untouched
