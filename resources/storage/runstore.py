@@ -61,19 +61,71 @@ def _files(fs, path: str) -> list[str]:
     return sorted(i.path[len(path) + 1:] for i in infos if i.type == pafs.FileType.File)
 
 
-def publish(local_dir: Path, uri: str, names: list[str] | None = None) -> None:
-    """Copy a local run folder's files (or just `names`) to `uri`, then write the marker:
-    after a crash the folder has no marker (first publish) or the previous one (an update)."""
+def put(local_dir: Path, uri: str, names: dict[str, str]) -> None:
+    """Copy files of `local_dir` to `uri` as {local name: remote name}, no marker: what a
+    load pod uploads into a run prefix the pipeline publishes later."""
+    fs, base = filesystem(uri)
+    local = pafs.LocalFileSystem()
+    src = str(Path(local_dir).resolve())
+    fs.create_dir(base, recursive=True)
+    for name, remote in names.items():
+        _copy(local, f"{src}/{name}", fs, f"{base}/{remote}")
+
+
+def get(uri: str, names: list[str], local_dir: Path) -> list[str]:
+    """Copy the files of `names` that exist under `uri` into `local_dir` (exact names, never
+    a pattern); returns the names copied. No marker is asked for: this collects the parts
+    of a run that is still being made."""
+    fs, base = filesystem(uri)
+    local = pafs.LocalFileSystem()
+    found = []
+    for name in names:
+        if fs.get_file_info(f"{base}/{name}").type != pafs.FileType.File:
+            continue
+        target = Path(local_dir).resolve() / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _copy(fs, f"{base}/{name}", local, str(target))
+        found.append(name)
+    return found
+
+
+STATUSES = ("accepted", "rejected", "failed")
+
+
+def publish(local_dir: Path, uri: str, names: list[str] | None = None,
+            status: str = "accepted") -> None:
+    """Copy a local run folder's files (or just `names`) to `uri`, then write the marker.
+
+    The marker says the folder is complete, not that the run is good: `status` is
+    `accepted` (every gate passed), `rejected` (a gate failed: raw records and gates.json,
+    no cost tables) or `failed` (the chain stopped: whatever the run wrote). An update
+    removes the old marker first, so a reader never takes a folder being rewritten for a
+    complete one; after a crash the folder has no marker until the next publish."""
+    if status not in STATUSES:
+        raise RunStoreError(f"publish status {status!r}: expected one of {STATUSES}")
     fs, base = filesystem(uri)
     local = pafs.LocalFileSystem()
     src = str(Path(local_dir).resolve())
     names = [n for n in (names if names is not None else _files(local, src)) if n != MARKER]
     fs.create_dir(base, recursive=True)
+    if fs.get_file_info(f"{base}/{MARKER}").type == pafs.FileType.File:
+        fs.delete_file(f"{base}/{MARKER}")
     for name in names:
         _copy(local, f"{src}/{name}", fs, f"{base}/{name}")
     with fs.open_output_stream(f"{base}/{MARKER}") as o:
-        o.write(json.dumps({"published_at": format_ts(time.time_ns()),
+        o.write(json.dumps({"published_at": format_ts(time.time_ns()), "status": status,
                             "files": sorted(set(_files(fs, base)) - {MARKER})}).encode())
+
+
+def marker(uri: str) -> dict | None:
+    """The completion marker's content (None: no marker). Markers written before `status`
+    existed were only ever written for finished runs: read as accepted."""
+    fs, base = filesystem(uri)
+    if fs.get_file_info(f"{base}/{MARKER}").type != pafs.FileType.File:
+        return None
+    with fs.open_input_stream(f"{base}/{MARKER}") as i:
+        data = json.loads(i.read(1 << 20) or b"{}")
+    return {"status": "accepted", **data}
 
 
 def remove(uri: str, names: list[str]) -> None:
