@@ -141,7 +141,9 @@ def _progress(context):
         return True
 
     def sink(event: dict) -> None:
-        if event.get("finished"):
+        if "message" in event:  # the load Job's progress (resources/loadjob/)
+            context.log.info(event["message"])
+        elif event.get("finished"):
             ttft = event["ttft_p50_s"]
             context.log.info(
                 f"step {event['step']}: {event['done']}/{event['total']} requests, "
