@@ -93,14 +93,16 @@ STATUSES = ("accepted", "rejected", "failed")
 
 
 def publish(local_dir: Path, uri: str, names: list[str] | None = None,
-            status: str = "accepted") -> None:
+            status: str = "accepted", drop: list[str] = ()) -> None:
     """Copy a local run folder's files (or just `names`) to `uri`, then write the marker.
 
     The marker says the folder is complete, not that the run is good: `status` is
     `accepted` (every gate passed), `rejected` (a gate failed: raw records and gates.json,
     no cost tables) or `failed` (the chain stopped: whatever the run wrote). An update
     removes the old marker first, so a reader never takes a folder being rewritten for a
-    complete one; after a crash the folder has no marker until the next publish."""
+    complete one; after a crash the folder has no marker until the next publish. `drop`:
+    files to delete from the published folder (a re-analysis that now withholds them),
+    removed while the marker is away too."""
     if status not in STATUSES:
         raise RunStoreError(f"publish status {status!r}: expected one of {STATUSES}")
     fs, base = filesystem(uri)
@@ -110,6 +112,7 @@ def publish(local_dir: Path, uri: str, names: list[str] | None = None,
     fs.create_dir(base, recursive=True)
     if fs.get_file_info(f"{base}/{MARKER}").type == pafs.FileType.File:
         fs.delete_file(f"{base}/{MARKER}")
+    remove(uri, list(drop))
     for name in names:
         _copy(local, f"{src}/{name}", fs, f"{base}/{name}")
     with fs.open_output_stream(f"{base}/{MARKER}") as o:
