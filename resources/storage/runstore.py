@@ -173,4 +173,54 @@ def scan(runs_uri: str, name: str) -> ds.Dataset:
     fs, base = filesystem(runs_uri)
     paths = [f"{base}/{r}/{name}" for r in complete_runs(runs_uri)]
     paths = [p for p in paths if fs.get_file_info(p).type == pafs.FileType.File]
+    if not paths:
+        return ds.dataset([], filesystem=fs, format="parquet")
     return ds.dataset(paths, filesystem=fs, format="parquet")
+
+
+RUN_TABLES = ("derived_metrics", "cost_per_1m", "headline", "telemetry_metrics")
+
+
+def runs_index(runs_uri: str):
+    """One row per published run (any status): run_id, status, partition, candidate,
+    instance_type, source, created_at, the manifest as JSON text — read from the run
+    folders themselves, so every pod sees the same index."""
+    import pyarrow as pa
+
+    fs, base = filesystem(runs_uri)
+    rows = []
+    for run in complete_runs(runs_uri):
+        mark = marker(f"{runs_uri.rstrip('/')}/{run}") or {}
+        docs = {}
+        for name in ("manifest.json", "partition.json"):
+            try:
+                with fs.open_input_stream(f"{base}/{run}/{name}") as i:
+                    docs[name] = json.loads(i.read(16 << 20))
+            except (OSError, ValueError):
+                docs[name] = {}
+        m = docs["manifest.json"]
+        rows.append({"run_id": run, "status": mark.get("status"),
+                     "partition": docs["partition.json"].get("partition"),
+                     "candidate": m.get("candidate"), "instance_type": m.get("instance_type"),
+                     "source": m.get("source"), "created_at": m.get("created_at"),
+                     "manifest": json.dumps(m) if m else None})
+    schema = pa.schema([(k, pa.string()) for k in ("run_id", "status", "partition", "candidate",
+                                                   "instance_type", "source", "created_at",
+                                                   "manifest")])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def catalog(runs_uri: str):
+    """An in-memory DuckDB with `runs` and the cross-run tables (`derived_metrics`,
+    `cost_per_1m`, `headline`, `telemetry_metrics`) over the published runs, through
+    pyarrow datasets: the store any pod can query, where the DuckDB file is one pod's.
+    A table no published run has yet is absent."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("runs", runs_index(runs_uri))
+    for name in RUN_TABLES:
+        dataset = scan(runs_uri, f"{name}.parquet")
+        if dataset.files:
+            con.register(name, dataset)
+    return con

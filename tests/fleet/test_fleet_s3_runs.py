@@ -181,3 +181,27 @@ def test_an_update_takes_the_marker_away_while_it_rewrites(s3_bucket, tmp_path, 
     assert runstore.complete_runs(f"{s3_bucket}/runs") == ["run-u"]
     assert runstore.marker(uri)["status"] == "rejected"
     assert runstore.get(uri, ["bill.parquet"], tmp_path / "x") == []
+
+
+def test_the_run_index_and_cost_table_are_queryable_from_any_pod(s3_bucket, tmp_path):
+    """What the DuckDB file of one pod held, read from the published runs: `runs` (with
+    each run's status) and the cross-run tables, in a fresh process-local DuckDB."""
+    runs = f"{s3_bucket}/runs"
+    for run_id, status in (("run-a", "accepted"), ("run-r", "rejected")):
+        folder = tmp_path / run_id
+        shutil.copytree(FIXTURES / "good", folder)
+        assert cli(["analyze", str(folder)]) == 0
+        if status == "rejected":  # a rejected run has no cost tables
+            for name in ("cost_per_1m.parquet", "headline.parquet"):
+                (folder / name).unlink()
+        runstore.publish(folder, f"{runs}/{run_id}", status=status)
+    fs, base = runstore.filesystem(f"{runs}/run-half")  # no marker: not in the index
+    with fs.open_output_stream(f"{base}/manifest.json") as out:
+        out.write((FIXTURES / "good" / "manifest.json").read_bytes())
+    con = runstore.catalog(runs)
+    assert con.execute("SELECT run_id, status, candidate FROM runs ORDER BY run_id").fetchall() == [
+        ("run-a", "accepted", "p5-scout-bf16-tp8"), ("run-r", "rejected", "p5-scout-bf16-tp8")]
+    one = len(pq.read_table(tmp_path / "run-a" / "cost_per_1m.parquet"))
+    assert con.execute("SELECT count(*) FROM cost_per_1m").fetchall()[0][0] == one > 0
+    steps = len(pq.read_table(tmp_path / "run-a" / "derived_metrics.parquet"))
+    assert con.execute("SELECT count(*) FROM derived_metrics").fetchall()[0][0] == 2 * steps
