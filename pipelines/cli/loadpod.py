@@ -43,6 +43,21 @@ def uploads(scratch: Path, worker: str) -> dict[str, str]:
     return out
 
 
+def raise_fd_limit() -> tuple[int, int]:
+    """Soft descriptor limit up to the hard one: every stream is a socket, and a runtime
+    that leaves the soft limit at 1,024 would cap a pod near 1,000 streams (docs/scale.md)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft, hard
+
+
 def main(argv: list[str]) -> int:
     from pipelines.cli import load
 
@@ -57,6 +72,8 @@ def main(argv: list[str]) -> int:
               "Indexed Job sets it)", file=sys.stderr)
         return 2
     worker = f"pod-{int(index)}"
+    soft, _ = raise_fd_limit()
+    print(f"loadpod {worker}: up to {soft} open files", file=sys.stderr)
     flags = args.load[1:] if args.load[:1] == ["--"] else args.load
     rc = 1
     try:
