@@ -30,7 +30,9 @@ def parser() -> argparse.ArgumentParser:
 
 def uploads(scratch: Path, worker: str) -> dict[str, str]:
     """{local name: remote name}: the worker's shards (or, from a load that wrote plain
-    files, those files under the worker's shard names) and its manifest."""
+    files, those files under the worker's shard names) and its account of its part,
+    `worker.<name>.json` (steps with the self-watch, phases; a plain load's manifest.json
+    carries the same keys and stands in for it)."""
     out = {}
     for name in SHARDED:
         shard = f"{name}.{worker}.parquet"
@@ -38,8 +40,11 @@ def uploads(scratch: Path, worker: str) -> dict[str, str]:
             out[shard] = shard
         elif (scratch / f"{name}.parquet").is_file():
             out[f"{name}.parquet"] = shard
-    if (scratch / "manifest.json").is_file():
-        out["manifest.json"] = f"pods/{worker}.manifest.json"
+    summary = f"worker.{worker}.json"
+    if (scratch / summary).is_file():
+        out[summary] = summary
+    elif (scratch / "manifest.json").is_file():
+        out["manifest.json"] = summary
     return out
 
 

@@ -35,7 +35,7 @@ from resources.model_server.kube.client import KubeClient
 from resources.storage import runstore
 
 log = logging.getLogger("servingbench.loadjob")
-POD_MANIFEST = "pods/{worker}.manifest.json"   # each pod's own manifest (steps, self-watch)
+SUMMARY = "worker.{worker}.json"   # each pod's account of its part: steps (self-watch), phases
 
 
 @dataclass
@@ -46,6 +46,10 @@ class JobLoadResult:
     n_warmup: int
     workers: list[dict]
     steps: list[dict] = field(default_factory=list)
+
+    @property
+    def failed_workers(self) -> list[dict]:
+        return [w for w in self.workers if w["status"] == "failed"]
 
 
 def load_args(gen: LoadGenerator, candidate, endpoint: str, served_model: str,
@@ -143,11 +147,11 @@ def _sayer(progress) -> Callable[[str], None]:
 
 def collect(upload: str, run_dir: Path, outcomes: list[PodOutcome],
             say: Callable[[str], None] = log.info) -> JobLoadResult:
-    """Shards and pod manifests from `upload` into `run_dir`, merged; the manifest gets the
+    """Shards and pod summaries from `upload` into `run_dir`, merged; the manifest gets the
     pods' phases, steps and each pod's outcome."""
     n = len(outcomes)
-    pod_manifests = [POD_MANIFEST.format(worker=o.worker) for o in outcomes]
-    got = set(runstore.get(upload, shard_names(n) + pod_manifests, run_dir))
+    summaries = [SUMMARY.format(worker=o.worker) for o in outcomes]
+    got = set(runstore.get(upload, shard_names(n) + summaries, run_dir))
     for o in outcomes:
         if o.status == "failed":
             kept = [s for s in shard_names(n) if s.endswith(f".{o.worker}.parquet") and s in got]
@@ -158,7 +162,14 @@ def collect(upload: str, run_dir: Path, outcomes: list[PodOutcome],
             f"{o.worker}: {o.reason}" for o in outcomes))
     _merge(run_dir)
     manifest = mf.load(run_dir / "manifest.json")
-    pods = [mf.load(run_dir / p) for p in pod_manifests if p in got]
+    by_worker = {o.worker: _summary(run_dir / f) for o, f in zip(outcomes, summaries, strict=True)
+                 if f in got}
+    pods = list(by_worker.values())
+    late = [(w, p["late_start_s"]) for w, p in by_worker.items()
+            if isinstance(p.get("late_start_s"), int | float) and p["late_start_s"] > 0]
+    if late:
+        say("load pods that started after the barrier: "
+            + ", ".join(f"{w} {s:.1f}s late" for w, s in late))
     manifest["phases"].update(_phases(pods))
     manifest["steps"] = _steps(pods)
     manifest["workers"] = [o.as_manifest() for o in outcomes]
@@ -175,6 +186,19 @@ def _merge(run_dir: Path) -> None:
     except ImportError:
         return
     merge_shards(run_dir)
+
+
+def _summary(path: Path) -> dict:
+    """A pod's summary (JSON): a bad one is a LoadError naming the file, never a traceback."""
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise LoadError(f"{path}: unreadable worker summary ({exc})") from None
+    if not isinstance(data, dict):
+        raise LoadError(f"{path}: a worker summary is a JSON object")
+    return data
 
 
 def _rows(run_dir: Path, name: str) -> int:

@@ -71,7 +71,10 @@ def pod_player(tmp_path: Path, failing: dict[int, dict], uploaded: dict):
             pq.write_table(t, scratch / f"{name}.{worker}.parquet")
         m = json.loads((FIXTURE / "manifest.json").read_text())
         m["steps"][0].update(target=1.0, client_limited=index == 1, loop_lag_p99_s=0.001 * (index + 1))
-        (scratch / "manifest.json").write_text(json.dumps(m))
+        # a pod worker's account of its part (the load generator's pod mode writes it)
+        summary = {"name": worker, "steps": m["steps"], "phases": m["phases"],
+                   "late_start_s": 2.5 if index == 1 else 0.0}
+        (scratch / f"worker.{worker}.json").write_text(json.dumps(summary))
         names = uploads(scratch, worker)
         runstore.put(scratch, arg(job, "--upload"), names)
         uploaded[worker] = mine.num_rows
@@ -128,6 +131,8 @@ def test_a_load_job_runs_collects_records_a_failed_pod_and_is_deleted(s3_bucket,
     messages = [e["message"] for e in seen]
     assert any("pod-2" in x and "FAILED" in x and "OOMKilled" in x for x in messages)
     assert any("3 pods" in x for x in messages)
+    assert any("pod-1 2.5s late" in x for x in messages)
+    assert [w["name"] for w in result.failed_workers] == ["pod-2"]
     assert not any("k-not-logged-0123" in x for x in messages)
 
 

@@ -30,7 +30,7 @@ def test_a_pod_uploads_its_records_as_its_shards(server, s3_bucket, tmp_path):
                  "--output-tokens", "4", "--run-id", "run-7", "--no-progress"], "3")
     assert p.returncode == 0, p.stderr
     got = runstore.get(upload, ["steady_state_request_log.pod-3.parquet", "chunk_log.pod-3.parquet",
-                                "warmup_log.pod-3.parquet", "pods/pod-3.manifest.json"],
+                                "warmup_log.pod-3.parquet", "worker.pod-3.json"],
                        tmp_path / "back")
     assert len(got) == 4
     steady = pq.read_table(tmp_path / "back" / "steady_state_request_log.pod-3.parquet")
