@@ -183,3 +183,56 @@ def test_the_watch_is_bounded(s3_bucket):
         (o,) = outcomes
         assert o.status == "failed" and "not finished within 60s" in o.reason
         assert api.deleted == [f"Job/{spec.name}"]
+
+
+def test_the_rendered_pods_run_as_real_processes(server, s3_bucket, tmp_path):
+    """The Job's own pod command, run as N real processes (one per index, with
+    JOB_COMPLETION_INDEX) against the fixed-timing server: their shards reach moto's S3 and
+    the run holds every request of the plan."""
+    import os
+    import subprocess
+    import sys
+
+    from pipelines.cli import load
+
+    if "--worker-index" not in load.parser().format_help():
+        pytest.skip("the load generator's pod mode (--worker-index) is not on this branch")
+    procs: dict[int, subprocess.Popen] = {}
+
+    def run_pod(job, index):
+        (c,) = job["spec"]["template"]["spec"]["containers"]
+        if index not in procs:
+            args = [str(tmp_path / f"pod-{index}") if a == "/scratch/run" else a for a in c["args"]]
+            env = {**os.environ, "JOB_COMPLETION_INDEX": str(index), "PYTHONPATH": str(FIXTURE.parents[2]),
+                   **{e["name"]: e["value"] for e in c["env"] if "value" in e and e["name"] != "TMPDIR"}}
+            log = open(tmp_path / f"pod-{index}.log", "wb")  # noqa: SIM115 - the process keeps it
+            procs[index] = subprocess.Popen([sys.executable, "-m", "pipelines.cli", *args],
+                                            env=env, stdout=log, stderr=subprocess.STDOUT)
+        p = procs[index]
+        if p.poll() is None:
+            return {"phase": "Running"}
+        if p.returncode == 0:
+            return {"phase": "Succeeded"}
+        tail = (tmp_path / f"pod-{index}.log").read_text()[-300:]
+        return {"phase": "Failed", "containerStatuses": [{"name": "load", "state": {
+            "terminated": {"exitCode": p.returncode, "message": tail}}}]}
+
+    try:
+        with FakeKubeApi(cluster="bench", key_id=DUMMY_KEY_ID, pod_runner=run_pod) as api:
+            gen = KubeJobLoadGenerator(
+                kube=lambda: kube_for(api), image=IMAGE, data_uri=s3_bucket, pods=2,
+                base=LoadGenerator(concurrency=(4,), requests_per_step=8, warmup_requests=2,
+                                   input_tokens=16, output_tokens=8),
+                start_delay_s=8, poll_s=0.5)
+            candidate, run_dir = setup_run(tmp_path)
+            (run_dir / "bill.parquet").unlink()
+            result = gen.run(candidate, server.base_url, "m", run_dir, "fixture-good")
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+    m = mf.load(run_dir / "manifest.json")
+    assert [w["status"] for w in m["workers"]] == ["ok", "ok"], m["workers"]
+    assert result.n_requests == 8 and result.n_warmup == 2
+    res = analyze_run(run_dir)
+    assert res.exit_code != 2, res.message

@@ -49,9 +49,10 @@ def token_problem(header: str | None, cluster: str, key_id: str) -> str | None:
 
 
 class FakeKubeApi(LoopbackServer):
-    """`pod_runner(job, index) -> pod status` plays each pod of an applied Job (the first
-    time the Job is read): it may do the pod's real work (upload to moto's S3) and returns
-    the pod's `status` as the kubelet would report it (phase, containerStatuses)."""
+    """`pod_runner(job, index) -> pod status` plays each pod of an applied Job each time the
+    Job is read, until the pod has succeeded or failed: it may do the pod's real work
+    (upload to moto's S3, or start the pod's command as a process) and returns the pod's
+    `status` as the kubelet would report it (phase, containerStatuses)."""
 
     def __init__(self, *, cluster: str, key_id: str, ready_after: int = 2,
                  stuck: str | None = None, pod_runner=None):
@@ -194,14 +195,14 @@ class FakeKubeApi(LoopbackServer):
             self.pods[pod] = {"metadata": {
                 "name": pod, "labels": labels, "creationTimestamp": POD_STORY["created"],
                 "annotations": {"batch.kubernetes.io/job-completion-index": str(i)}},
-                "status": {"phase": "Pending"}, "played": False}
+                "status": {"phase": "Pending"}}
 
     def _run_job(self, job):
         name = job["metadata"]["name"]
         mine = [p for p in self.pods.values()
                 if p["metadata"]["labels"].get("batch.kubernetes.io/job-name") == name]
         for pod in mine:
-            if not pod.pop("played", True):
+            if pod["status"].get("phase") not in ("Succeeded", "Failed"):
                 index = int(pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
                 pod["status"] = self.pod_runner(job, index)
         phases = [p["status"].get("phase") for p in mine]
