@@ -65,7 +65,7 @@ def test_nullability_flags_are_not_checked(tmp_path):
     (lambda m: m["phases"]["steady"].update(started_at="yesterday"), "phases.steady.started_at"),
     (lambda m: m["steps"][0].update(clientlimited=True), "steps[0]: unknown key 'clientlimited'"),
     (lambda m: m.update(workers=[{"name": "pod-1", "status": "gone", "reason": None}]),
-     "manifest.workers[0].status: \"gone\" is not one of"),
+     "manifest.workers[0].status"),
     (lambda m: m.update(workers=[{"name": "pod-1", "status": "ok"}]),
      "workers[0]: missing key 'reason'"),
 ])
