@@ -7,6 +7,11 @@ emulator's model predicts for one layer on the same accelerator (TP=1). No model
 weights are needed. Without PyTorch/CUDA, `--predict-only` prints the predictions.
 
 Run on the device:  python benchmarks/emulator_calibrate.py --json $OUT/calib.json
+
+On a CPU host, against the real local engine instead (llama.cpp + Gemma 3 270M, `make
+engine`): `python benchmarks/emulator_calibrate.py llamacpp measure|fit|check …` runs
+benchmarks/emulator_calibrate_llamacpp.py, which fits and checks the emulator's fitted spec
+`llamacpp-gemma3-270m-q4-this-host` (docs/emulator.md, "Calibration").
 Per-layer prediction = (whole-model step − step overhead) / layers, TP=1, so the
 embedding/LM-head share (~2 % of Scout) is spread over the layers.
 """
@@ -110,6 +115,10 @@ def measure(iters: int = 20) -> dict:  # pragma: no cover - needs a GPU
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["llamacpp"]:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from emulator_calibrate_llamacpp import main as llamacpp_main
+        sys.exit(llamacpp_main(sys.argv[2:]))
     p = argparse.ArgumentParser()
     p.add_argument("--predict-only", action="store_true")
     p.add_argument("--json", type=Path, default=None)

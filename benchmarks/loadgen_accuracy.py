@@ -3,12 +3,16 @@
 Server (tests/support/fixed_server.py) pinned to CPU 1: 128 tokens, TTFT 20 ms, ITL 5 ms,
 on absolute deadlines, logging its own write times. Each client pinned to CPU 0, one
 after the other, in one run (the machine is noisy: compare ratios within a run):
-servingbench's load generator, a minimal raw-socket asyncio client (the limit), and
+servingbench's load generator, a minimal raw-socket asyncio client (the limit), the
+load generator as it was at an earlier commit when `--baseline REF` is given (its
+`resources/` extracted with `git archive`, driven by the same benchmark client), and
 AIPerf when its virtualenv is given (see benchmarks/loadgen_aiperf.py).
 
-    .venv/bin/python benchmarks/loadgen_accuracy.py [--quick] [--aiperf /tmp/aiperf-venv/bin/python]
+    .venv/bin/python benchmarks/loadgen_accuracy.py [--quick] [--repeat N] [--baseline main]
+                                                    [--aiperf /tmp/aiperf-venv/bin/python]
 
-Prints a markdown table and writes benchmarks/out/loadgen_accuracy.json.
+Prints a markdown table and the targets checked against the raw client of the same run,
+and writes benchmarks/out/loadgen_accuracy.json.
 """
 
 from __future__ import annotations
@@ -55,20 +59,32 @@ def start_server(tmp: Path) -> tuple[subprocess.Popen, str, Path]:
     return proc, f"http://127.0.0.1:{port_file.read_text()}", truth
 
 
+def extract(ref: str, tmp: Path) -> Path:
+    """`resources/` as it was at `ref`, in a folder of its own."""
+    root = tmp / "baseline"
+    root.mkdir()
+    archive = subprocess.run(["git", "archive", ref, "resources"], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
+    return root
+
+
 def run_client(name: str, base: str, mode: str, value: float, count: int, tmp: Path,
-               aiperf: str | None = None) -> tuple[dict, list[dict]]:
+               aiperf: str | None = None, baseline: Path | None = None) -> tuple[dict, list[dict]]:
     if name == "aiperf":
         from loadgen_aiperf import run_aiperf
 
         return run_aiperf(aiperf, taskset(0), base, mode, value, count, tmp)
     out = tmp / f"{name}-{mode}{value:g}.jsonl"
-    if name == "servingbench":
+    env = dict(os.environ)
+    if name == "baseline":
+        env["SB_CLIENT_ROOT"] = str(baseline)
+    if name in ("servingbench", "baseline"):
         cmd = [sys.executable, str(HERE / "loadgen_sbclient.py"), base, mode, str(value), str(count),
                str(Path(tempfile.mkdtemp(dir=tmp)) / "run"), str(out)]
     else:
         host, port = base.removeprefix("http://").split(":")
         cmd = [sys.executable, str(HERE / "loadgen_rawclient.py"), host, port, mode, str(value), str(count), str(out)]
-    p = subprocess.run([*taskset(0), *cmd], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    p = subprocess.run([*taskset(0), *cmd], capture_output=True, text=True, cwd=ROOT, timeout=300, env=env)
     if p.returncode != 0:
         raise RuntimeError(f"{name} failed: {p.stderr[-2000:]}")
     summary = json.loads(p.stdout.strip().splitlines()[-1])
@@ -94,6 +110,7 @@ def measure(summary: dict, reqs: list[dict], truth: dict[str, dict], mode: str, 
         "step": f"c={int(value)}" if mode == "c" else f"rate={value:g}",
         "requests": len(reqs), "ok": len(ok), "tok_s": tokens / window,
         "ttft_err_ms_p50": pct(ttft_err, 0.5), "ttft_err_ms_p99": pct(ttft_err, 0.99),
+        "ttft_abs_err_ms_p99": pct([abs(e) for e in ttft_err], 0.99),
         "itl_err_ms_p99": pct(itl_err, 0.99), "server_write_lag_ms_p99": pct(write_lag, 0.99),
         "cpu_s": summary["cpu_s"], "cpu_s_per_1k_tokens": summary["cpu_s"] / tokens * 1000 if tokens else None,
         "step_cpu_s_per_1k_tokens": summary["step_cpu_s"] / tokens * 1000 if "step_cpu_s" in summary else None,
@@ -119,6 +136,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="1 round per step instead of 3")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--aiperf", default=None, help="python of a virtualenv with aiperf installed")
+    ap.add_argument("--baseline", default=None, metavar="REF",
+                    help="also measure the load generator as it was at this git ref (e.g. main)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="passes, client order rotated each pass; the table shows medians")
     a = ap.parse_args()
@@ -129,13 +148,17 @@ def main() -> int:
         tmp = Path(d)
         server, base, truth_path = start_server(tmp)
         clients = [("raw-socket asyncio (limit)", "raw"), ("servingbench", "servingbench")]
+        baseline = None
+        if a.baseline:
+            baseline = extract(a.baseline, tmp)
+            clients.append((f"servingbench at {a.baseline}", "baseline"))
         if a.aiperf:
             clients.append(("AIPerf 0.13", "aiperf"))
         try:
             for rnd, (mode, value, count) in ((r, s) for r in range(a.repeat) for s in scenarios):
                 order = clients[rnd % len(clients):] + clients[:rnd % len(clients)]
                 for name, key in order:
-                    summary, reqs = run_client(key, base, mode, value, count, tmp, a.aiperf)
+                    summary, reqs = run_client(key, base, mode, value, count, tmp, a.aiperf, baseline)
                     time.sleep(0.5)  # let the server flush its ground truth
                     truth = {}
                     for line in truth_path.read_text().splitlines():
@@ -150,8 +173,48 @@ def main() -> int:
             server.wait(10)
     (ROOT / "benchmarks/out").mkdir(exist_ok=True)
     (ROOT / "benchmarks/out/loadgen_accuracy.json").write_text(json.dumps(results, indent=1))
-    print(table(medians(results, [c for c, _ in clients])))
+    rows = medians(results, [c for c, _ in clients])
+    print(table(rows))
+    print()
+    print("\n".join(targets(rows, "servingbench")))
+    if a.baseline:
+        print(f"\nthe same targets for servingbench at {a.baseline}:")
+        print("\n".join(targets(rows, f"servingbench at {a.baseline}")))
     return 0
+
+
+def targets(rows: list[dict], client: str) -> list[str]:
+    """The load generator's targets, each a ratio to the raw client of the same run."""
+    by = {(r["client"], r["step"]): r for r in rows}
+    raw_name = "raw-socket asyncio (limit)"
+    out = []
+
+    def check(what: str, mine, limit, fmt: str = ".2f") -> None:
+        if mine is None or limit is None:
+            out.append(f"- {what}: not measured")
+            return
+        verdict = "met" if mine <= limit else "NOT met"
+        out.append(f"- {what}: {mine:{fmt}} vs limit {limit:{fmt}}: {verdict}")
+
+    for step in ("c=64", "c=256"):
+        me, raw = by.get((client, step)), by.get((raw_name, step))
+        if me is None or raw is None:
+            continue
+        check(f"{step} TTFT |error| p99 <= 2 x raw + 1 ms", me["ttft_abs_err_ms_p99"],
+              2 * raw["ttft_abs_err_ms_p99"] + 1)
+        itl_limit = 0.1 if step == "c=64" else 2 * raw["itl_err_ms_p99"] + 0.1
+        check(f"{step} ITL |error| p99 <= {'0.1 ms' if step == 'c=64' else '2 x raw + 0.1 ms'}",
+              me["itl_err_ms_p99"], itl_limit, ".3f")
+        if step == "c=256":
+            ratio = me["tok_s"] / me["ideal_tok_s"]
+            out.append(f"- c=256 throughput >= 0.97 of ideal: {ratio:.3f} "
+                       f"(raw {raw['tok_s'] / raw['ideal_tok_s']:.3f}): {'met' if ratio >= 0.97 else 'NOT met'}")
+            mine = me["step_cpu_s_per_1k_tokens"] or me["cpu_s_per_1k_tokens"]
+            check("c=256 steady CPU s / 1k tok <= 2 x raw", mine, 2 * raw["cpu_s_per_1k_tokens"], ".4f")
+    me, raw = by.get((client, "rate=100")), by.get((raw_name, "rate=100"))
+    if me is not None and raw is not None:
+        check("rate=100 sched lag p99 <= raw + 1 ms", me["sched_lag_ms_p99"], raw["sched_lag_ms_p99"] + 1)
+    return out
 
 
 def medians(rows: list[dict], order: list[str]) -> list[dict]:
@@ -182,14 +245,15 @@ def _f(v, fmt: str) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| client | step | tok/s (% of ideal) | TTFT err p50 / p99 ms | per-token ITL err p99 ms "
+    lines = ["| client | step | tok/s (% of ideal) | TTFT err p50 / p99 / abs p99 ms | per-token ITL err p99 ms "
              "| achieved rate, sched lag p99 | CPU s / 1k tok (whole run; in-step) | server write lag p99 ms |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         tput = f"{r['tok_s']:,.0f}" + (f" ({r['pct_of_ideal']:.0f} %)" if "pct_of_ideal" in r else "")
         sched = f"{r['achieved_rate']:.1f}/s, {r['sched_lag_ms_p99']:.2f} ms" if "achieved_rate" in r else "-"
         lines.append(f"| {r['client']} | {r['step']} | {tput} | {_f(r['ttft_err_ms_p50'], '.2f')} / "
-                     f"{_f(r['ttft_err_ms_p99'], '.2f')} | {_f(r['itl_err_ms_p99'], '.3f')} | {sched} | "
+                     f"{_f(r['ttft_err_ms_p99'], '.2f')} / {_f(r.get('ttft_abs_err_ms_p99'), '.2f')} | "
+                     f"{_f(r['itl_err_ms_p99'], '.3f')} | {sched} | "
                      f"{_f(r['cpu_s_per_1k_tokens'], '.4f')}; {_f(r['step_cpu_s_per_1k_tokens'], '.4f')} | {_f(r['server_write_lag_ms_p99'], '.2f')} |")
     return "\n".join(lines)
 

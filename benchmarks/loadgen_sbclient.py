@@ -1,16 +1,19 @@
 """servingbench's load generator as a benchmark client: one step, records read back.
 
-    python benchmarks/loadgen_sbclient.py BASE_URL {c|rate} VALUE COUNT RUN_DIR OUT.jsonl
+    [SB_CLIENT_ROOT=DIR] python benchmarks/loadgen_sbclient.py BASE_URL {c|rate} VALUE COUNT RUN_DIR OUT.jsonl
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# SB_CLIENT_ROOT: another tree's `resources/` (e.g. an earlier commit's client, extracted by
+# loadgen_accuracy.py --baseline) measured with this same driver
+sys.path.insert(0, os.environ.get("SB_CLIENT_ROOT") or str(Path(__file__).resolve().parents[1]))
 
 from resources.contract.schemas import read_records
 from resources.contract.timestamps import parse_ts

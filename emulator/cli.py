@@ -58,6 +58,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="scout", choices=specs.models())
     p.add_argument("--precision", default="bf16", choices=specs.precisions())
     p.add_argument("--tp", type=_positive(int), default=None, help="default: all accelerators")
+    p.add_argument("--spec", default=None, choices=specs.fitted_specs(),
+                   help="a spec fitted to measurements (specs.yaml `fitted:`); it sets the "
+                   "candidate, model, precision, TP and the fitted figures, over those flags")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--port-file", type=Path, default=None, help="written atomically once bound")
@@ -156,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         print("servingbench emulator: --cold-start-s must be ≥ 0", file=sys.stderr)
         return 2
     try:
-        cfg = specs.config(a.candidate, a.model, a.precision, a.tp)
+        cfg = (specs.fitted_config(a.spec) if a.spec
+               else specs.config(a.candidate, a.model, a.precision, a.tp))
     except specs.SpecError as exc:
         print(f"servingbench emulator: {exc}", file=sys.stderr)
         return 2

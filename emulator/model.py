@@ -12,6 +12,8 @@ unless docs/emulator.md says otherwise). One continuous-batching step processes
                   + attention FLOPs / (peak × eff_prefill)
   TP comm       = layers × 2 all-reduces × (latency + 2(tp−1)/tp × n × hidden × 2 B / link)
   step          = max(memory, compute) + TP comm + step overhead
+                  + admitted × request overhead (0 unless a fitted spec sets it: a
+                  per-request fixed cost such as a Python server's request handling)
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class PerfModel:
         self.eff_decode = eff["decode_compute"]
         neuron = cfg.instance.platform == "neuron"
         self.overhead_s = eff["neuron_step_overhead_ms" if neuron else "step_overhead_ms"] / 1e3
+        self.request_overhead_s = eff.get("request_overhead_ms", 0.0) / 1e3
         acc = cfg.instance.accelerator
         self.link_bw = acc.link_gbps * GB * eff["interconnect"]
         self.ar_latency = acc.allreduce_latency_us / 1e6
@@ -73,8 +76,9 @@ class PerfModel:
 
     # --- one step ------------------------------------------------------------------------------
     def step_time(self, prefill: int, decode: int, kv_tokens_read: float = 0.0,
-                  attn_pairs: float = 0.0) -> float:
-        """Modelled seconds of one step; kv_tokens_read and attn_pairs already effective."""
+                  attn_pairs: float = 0.0, admitted: int = 0) -> float:
+        """Modelled seconds of one step; kv_tokens_read and attn_pairs already effective;
+        `admitted` requests start their prefill in this step."""
         n = prefill + decode
         if n == 0:
             return 0.0
@@ -83,7 +87,8 @@ class PerfModel:
         gemm = 2 * self.active_params * (prefill / self.eff_prefill + decode / self.eff_decode)
         attn = attn_pairs * self.attn_flops_per_pair * self.layers / self.eff_prefill
         compute = (gemm + attn) / self.peak
-        return max(memory, compute) + self.comm_time(n) + self.overhead_s
+        return (max(memory, compute) + self.comm_time(n) + self.overhead_s
+                + admitted * self.request_overhead_s)
 
     def decode_step(self, batch: int, context: int) -> float:
         """A pure decode step: `batch` sequences, each with `context` tokens of KV."""
@@ -95,7 +100,7 @@ class PerfModel:
         t, done = 0.0, 0
         while done < prompt_tokens:
             c = min(budget, prompt_tokens - done)
-            t += self.step_time(c, 0, 0.0, self.prefill_pairs(done, c))
+            t += self.step_time(c, 0, 0.0, self.prefill_pairs(done, c), int(done == 0))
             done += c
         return t
 

@@ -84,9 +84,11 @@ class Scheduler:
                 c = min(budget, s.prompt - s.computed)
                 prefills.append((s, c))
                 budget -= c
+        admitted = 0
         while (self.waiting and budget > 0 and len(self.running) < self.max_num_seqs
                and self.kv_used + self.waiting[0].kv_tokens <= self.kv_capacity):
             s = self.waiting.popleft()
+            admitted += 1
             self.running.append(s)
             self.kv_used += s.kv_tokens
             c = min(budget, s.prompt - s.computed)  # computed > 0: a prefix-cache hit
@@ -98,7 +100,7 @@ class Scheduler:
         kv_read = sum(m.effective_context(s.prompt + s.generated) for s in decodes)
         pairs = kv_read + sum(m.prefill_pairs(s.computed, c) for s, c in prefills)
         n_prefill = sum(c for _, c in prefills)
-        step = Step(m.step_time(n_prefill, len(decodes), kv_read, pairs))
+        step = Step(m.step_time(n_prefill, len(decodes), kv_read, pairs, admitted))
         for s in decodes:
             s.generated += 1
             step.emitted.append(s)

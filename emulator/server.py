@@ -100,7 +100,8 @@ class App:
                   "continuous_usage": o.continuous_usage, "usage": o.usage,
                   "fault_rates": o.fault_rates, "prefix_cache": o.prefix_cache, "metrics_token_skew": o.metrics_token_skew,
                   "fit": o.fit.message, "cold_start_plan_s": dict(self.cold_start_plan()),
-                  "calibrated": False}
+                  # a fitted spec is calibrated on the one machine it was fitted on, nothing else
+                  "calibrated": o.cfg.fitted is not None}
         return {"emulated": True, "ready": self.ready, "phases": self.phases, "config": config,
                 "version": VERSION}
 

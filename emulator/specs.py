@@ -60,6 +60,8 @@ class Model:
     @property
     def expert_params_b(self) -> float:
         """Parameters of one routed expert over all MoE layers: (total − active) / (E − 1)."""
+        if self.routed_experts <= 1:  # a dense model: no routed-expert term
+            return 0.0
         return (self.total_params_b - self.active_params_b) / (self.routed_experts - 1)
 
     @property
@@ -90,6 +92,7 @@ class Config:
     efficiency: dict[str, float]
     serving: dict[str, float]
     cold_start: dict[str, float]
+    fitted: str | None = None  # the name of the fitted spec this config comes from, if any
 
     @property
     def peak_flops(self) -> float:
@@ -111,6 +114,7 @@ class Config:
             "candidate": self.instance.name, "accelerator": self.instance.accelerator.name,
             "model": self.model.name, "hf_id": self.model.hf_id,
             "precision": self.precision.name, "tensor_parallel": self.tp,
+            "fitted_spec": self.fitted,
         }
 
 
@@ -170,3 +174,22 @@ def config(candidate: str, model_name: str, precision_name: str, tp: int | None 
     r = raw()
     return Config(inst, model(model_name), precision(precision_name), tp,
                   dict(r["efficiency"]), dict(r["serving"]), dict(r["cold_start"]))
+
+
+def fitted_specs() -> list[str]:
+    """Named specs fitted to measurements on one machine (specs.yaml `fitted:`)."""
+    return list(raw().get("fitted") or {})
+
+
+def fitted_config(name: str) -> Config:
+    """The configuration of a fitted spec: its candidate × model × precision × TP, with the
+    fitted efficiency / serving / cold-start figures over the defaults."""
+    table = raw().get("fitted") or {}
+    if name not in table:
+        raise SpecError(f"unknown fitted spec {name!r}; known: {', '.join(fitted_specs()) or 'none'}")
+    d = table[name]
+    base = config(d["candidate"], d["model"], d["precision"], d.get("tp"))
+    return Config(base.instance, base.model, base.precision, base.tp,
+                  {**base.efficiency, **d.get("efficiency", {})},
+                  {**base.serving, **d.get("serving", {})},
+                  {**base.cold_start, **d.get("cold_start", {})}, fitted=name)

@@ -4,7 +4,7 @@
     result = run_load(LoadConfig(endpoint="http://127.0.0.1:8000", model="m"), Path("run"))
 
 The load side only records (contract §2.2/§2.3); metrics come from `resources.analysis`.
-`run_load` and `LoadResult` are imported on first use (aiohttp, pyarrow are heavy).
+`run_load` and `LoadResult` are imported on first use (pyarrow is heavy).
 """
 
 from resources.loadgen.config import LoadConfig, LoadConfigError

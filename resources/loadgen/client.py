@@ -1,14 +1,24 @@
-"""The streaming hot path: one OpenAI-compatible request over aiohttp, SSE parsed at byte level.
+"""The streaming hot path: OpenAI-compatible requests on an asyncio Protocol, timed at the socket.
+
+A `Pool` keeps keep-alive connections to one endpoint (http, or https through the event
+loop's TLS), opened on demand within the connect timeout and reused last-in first-out. Each
+connection is an `asyncio.Protocol`: its response is parsed by httptools (the C HTTP/1.1
+parser behind uvicorn) and split into SSE events inside `data_received`, so a chunk's time is
+`perf_counter_ns` taken when its bytes arrived - not when a coroutine woken by them got its
+turn, one event-loop turn later, after every other stream that was ready. `sent_at` is taken
+as the request's bytes are handed to the transport of an open connection: connection setup
+counts as the client's own lateness (`sched_lag`), never as server TTFT.
 
 Per chunk the parser does a byte split and, when the server streams cumulative usage,
 one regex search for `"completion_tokens":N` - no JSON decode. Only chunks without usage
 (servers that do not support `continuous_usage_stats`), and any chunk the fast path does
-not fully recognise, are decoded and checked field by field. Every timestamp is
-`perf_counter_ns` at the moment the bytes were read.
+not fully recognise, are decoded and checked field by field.
 
-Whatever the server sends, `send` ends within its timeouts with a status: bytes it cannot
-parse, wrong JSON types and counts out of range are `protocol_error`, and so is any
-unexpected exception, so a worker never dies silently.
+Whatever the server sends, `send` ends within its timeouts (connect, first token, total)
+with a status: a head, framing or stream it cannot parse, wrong JSON types and counts out
+of range are `protocol_error`, and so is any unexpected exception, so a worker never dies
+silently. Every error text is redacted. A connection is reused only after a whole, clean
+answer that the server said may be kept alive; anything else closes it.
 """
 
 from __future__ import annotations
@@ -16,9 +26,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
+import ssl
 import time
+from urllib.parse import quote, urlsplit
 
-import aiohttp
+import httptools
 
 from resources.loadgen.redact import short_error
 
@@ -28,6 +41,9 @@ from resources.loadgen.redact import short_error
 # number falls through to the checked slow path.
 MAX_TOKENS = (1 << 31) - 1
 MAX_EVENT_BYTES = 1 << 20  # one SSE event; a longer one is a protocol_error
+MAX_HEAD_BYTES = 1 << 16  # a response's status line and headers; more is a protocol_error
+ERROR_BODY_BYTES = 4096  # what a non-200 answer's error text is read from
+DRAIN_S = 10.0  # after [DONE], the rest of the response must come within this to keep the connection
 _COMPLETION = re.compile(rb'"completion_tokens"\s*:\s*(\d{1,10})\s*[,}]')
 _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d{1,10})\s*[,}]')
 _CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d{1,10})\s*[,}]')
@@ -247,31 +263,36 @@ def _on_event(req: Request, event: bytes, at: int) -> bool:
     return done
 
 
-async def _consume(resp: aiohttp.ClientResponse, req: Request, tm: asyncio.Timeout,
-                   total_deadline: float, secrets: tuple[str, ...]) -> None:
-    # The common read holds whole events: they are cut straight from `data`. Only a
-    # partial event waits in `buf`, a bytearray that grows in place; the separator search
-    # resumes where the last one stopped, so an event that trickles in is scanned once.
-    buf = bytearray()
-    scan = 0
-    cr = False  # the last read ended in "\r": its "\n" may start the next one
-    done = False
-    first_seen = False
-    content = resp.content
-    while not done:
-        data = await content.readany()
-        if not data:
-            break
-        at = _now()
-        if cr or b"\r" in data:
-            if cr:
+class Events:
+    """The SSE split of one response body, fed as its bytes arrive.
+
+    The common read holds whole events: they are cut straight from the bytes. Only a partial
+    event waits in `buf`, a bytearray that grows in place; the separator search resumes
+    where the last one stopped, so an event that trickles in is scanned once.
+    """
+
+    __slots__ = ("req", "buf", "scan", "cr", "done")
+
+    def __init__(self, req: Request) -> None:
+        self.req = req
+        self.buf = bytearray()
+        self.scan = 0
+        self.cr = False  # the last piece ended in "\r": its "\n" may start the next one
+        self.done = False
+
+    def feed(self, data: bytes, at: int) -> bool:
+        """Count the events completed by `data` (read at `at`); True once `[DONE]` is seen.
+        Raises Malformed for bytes that are not an OpenAI stream."""
+        if self.cr or b"\r" in data:
+            if self.cr:
                 data = b"\r" + data
-            cr = data[-1:] == b"\r"
-            data = data.replace(b"\r\n", b"\n")[:-1] if cr else data.replace(b"\r\n", b"\n")
+            self.cr = data[-1:] == b"\r"
+            data = data.replace(b"\r\n", b"\n")[:-1] if self.cr else data.replace(b"\r\n", b"\n")
+        buf = self.buf
         if buf:
             buf += data
             data = buf
-        start = 0
+        req, start, scan = self.req, 0, self.scan
         while True:
             i = data.find(b"\n\n", scan)
             if i < 0:
@@ -279,127 +300,443 @@ async def _consume(resp: aiohttp.ClientResponse, req: Request, tm: asyncio.Timeo
             done = _on_event(req, data[start:i], at)
             start = scan = i + 2
             if done:
-                break
-        if done:
-            break
+                self.done = True
+                return True
         if data is buf:
             if start:
                 del buf[:start]  # O(1): a bytearray drops its head by moving its start
-            scan = len(buf) - 1 if buf else 0
+            self.scan = len(buf) - 1 if buf else 0
         elif start < len(data):
-            buf = bytearray(memoryview(data)[start:])
-            scan = len(buf) - 1
+            self.buf = bytearray(memoryview(data)[start:])
+            self.scan = len(self.buf) - 1
         else:
-            scan = 0  # the common read: whole events only, nothing left over
-        if scan >= MAX_EVENT_BYTES:
+            self.scan = 0  # the common read: whole events only, nothing left over
+        if self.scan >= MAX_EVENT_BYTES:
             raise Malformed(f"an SSE event exceeds {MAX_EVENT_BYTES} bytes without ending")
-        if not first_seen and req.chunk_at:
-            first_seen = True
-            tm.reschedule(total_deadline)
-    n = len(req.chunk_at)
-    if done:
-        if n:
-            req.status = "ok"
-        else:
-            req.status, req.error = "protocol_error", "empty completion: [DONE] with no output token"
-        return
-    tail = bytes(buf).strip()
-    if tail.startswith(b"data:"):
-        try:
-            json.loads(tail[5:].strip())
-        except (ValueError, RecursionError):
-            req.status, req.error = "protocol_error", short_error(f"malformed SSE data at end of stream: {tail[5:_SNIP]!r}", secrets)
+        return False
+
+    def close(self, secrets: tuple[str, ...]) -> None:
+        """The body is over: set the request's status from what the stream said."""
+        req = self.req
+        n = len(req.chunk_at)
+        if self.done:
+            if n:
+                req.status = "ok"
+            else:
+                req.status, req.error = "protocol_error", "empty completion: [DONE] with no output token"
             return
-    req.status, req.error = "disconnect", f"stream ended without [DONE] after {n} chunks"
+        tail = bytes(self.buf).strip()
+        if tail.startswith(b"data:"):
+            try:
+                json.loads(tail[5:].strip())
+            except (ValueError, RecursionError):
+                req.status, req.error = "protocol_error", short_error(
+                    f"malformed SSE data at end of stream: {tail[5:_SNIP]!r}", secrets)
+                return
+        req.status, req.error = "disconnect", f"stream ended without [DONE] after {n} chunks"
 
 
-async def _on_headers_sent(session, ctx, params) -> None:
-    ctx.trace_request_ctx.sent = _now()
+class ConnectTimeout(Exception):
+    """No connection within the connect timeout."""
 
 
-def trace_config() -> aiohttp.TraceConfig:
-    """Marks `sent_at` when the request is handed to an open connection (after any connect)."""
-    tc = aiohttp.TraceConfig()
-    tc.on_request_headers_sent.append(_on_headers_sent)
-    return tc
+class _Exchange:
+    """One request on one connection: the httptools parser's callbacks fill the request as
+    the bytes arrive, inside the protocol's `data_received`; `waiter` is resolved when the
+    request has its status. Once resolved it never touches the request again; it only
+    decides whether the connection can carry the next one."""
+
+    __slots__ = ("conn", "req", "waiter", "tm", "total_deadline", "secrets", "parser", "events",
+                 "at", "head_bytes", "headers_done", "ctype", "framed", "error_body", "complete", "keep_alive",
+                 "timed", "resolved", "by_stream", "drain_timer")
+
+    def __init__(self, conn: _Conn, req: Request, waiter: asyncio.Future, tm: asyncio.Timeout,
+                 total_deadline: float, secrets: tuple[str, ...]) -> None:
+        self.conn, self.req, self.waiter, self.tm = conn, req, waiter, tm
+        self.total_deadline, self.secrets = total_deadline, secrets
+        self.parser = httptools.HttpResponseParser(self)
+        self.events = Events(req)
+        self.at = 0
+        self.head_bytes = 0
+        self.headers_done = False
+        self.ctype: bytes | None = None
+        self.framed = False  # Content-Length or chunked: the body's end is in the bytes
+        self.error_body: bytearray | None = None  # a non-200 answer's first bytes
+        self.complete = False  # the parser saw the end of the response
+        self.keep_alive = False
+        self.timed = False  # the first token came: the total timeout is the one that runs
+        self.resolved = False
+        self.by_stream = False  # resolved from the server's bytes (not a timeout or a cancel)
+        self.drain_timer: asyncio.TimerHandle | None = None
+
+    # --- httptools callbacks (may raise; feed_data re-raises them wrapped) ------------
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"content-type":
+            self.ctype = value
+        elif name == b"x-servingbench-emulated":
+            if value.strip() == b"1":
+                self.req.emulated = True
+        elif name in (b"content-length", b"transfer-encoding"):
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        self.headers_done = True
+        req = self.req
+        req.http_status = status = self.parser.get_status_code()
+        ctype = self.ctype
+        if status != 200:
+            self.error_body = bytearray()
+        elif ctype and ctype.split(b";")[0].strip().lower() != b"text/event-stream":
+            raise Malformed(f"HTTP 200 with Content-Type {ctype[:_SNIP].decode('latin-1')!r}, "
+                            "not text/event-stream")
+
+    def on_body(self, body: bytes) -> None:
+        if self.resolved or self.events.done:
+            return  # what follows [DONE], or an answer already judged: drained, not read
+        if self.error_body is not None:
+            self.error_body += body[:ERROR_BODY_BYTES - len(self.error_body)]
+        else:
+            self.events.feed(body, self.at)
+
+    def on_message_begin(self) -> None:
+        if self.complete:  # bytes after the end of the answer: the connection is not reused
+            self.keep_alive = False
+
+    def on_message_complete(self) -> None:
+        if self.complete:
+            return
+        self.complete = True
+        # asked here: once feed_data returns, the parser has moved on to the next message
+        self.keep_alive = self.parser.should_keep_alive()
+
+    # --- driven by the connection ---------------------------------------------------
+    def start(self, message: bytes) -> None:
+        req = self.req
+        req.sent = _now()  # handed to the transport: no byte of it can be answered yet
+        transport = self.conn.transport
+        if transport.is_closing():  # closed since it was picked (uvloop would raise on write)
+            req.status, req.error = "disconnect", "connection lost before the request was sent"
+            return self._resolve(req.sent, reuse=False)
+        transport.write(message)
+
+    def received(self, data: bytes, at: int) -> None:
+        self.at = at
+        req = self.req
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            inner = exc.__context__
+            if self.resolved:
+                return self.conn.abort()
+            if isinstance(inner, Malformed):
+                req.status, req.error = "protocol_error", short_error(str(inner), self.secrets)
+            else:
+                fail(req, inner if inner is not None else exc, self.secrets)
+            return self._resolve(at, reuse=False)
+        except httptools.HttpParserError as exc:
+            if self.resolved:
+                return self.conn.abort()  # junk after the end: the connection is not reused
+            req.status = "protocol_error"
+            if not self.headers_done:
+                req.error = short_error(f"unparseable HTTP response: {exc}", self.secrets)
+            else:
+                req.error = short_error(f"broken HTTP body framing after {len(req.chunk_at)} "
+                                        f"chunks: {exc}", self.secrets)
+            return self._resolve(at, reuse=False)
+        if self.resolved:  # draining what followed [DONE]
+            if self.complete:
+                self._release()
+            return
+        if not self.headers_done:
+            self.head_bytes += len(data)
+            if self.head_bytes > MAX_HEAD_BYTES:
+                req.status = "protocol_error"
+                req.error = f"the HTTP response head exceeds {MAX_HEAD_BYTES} bytes"
+                self._resolve(at, reuse=False)
+            return
+        if self.error_body is not None:
+            if self.complete or len(self.error_body) >= ERROR_BODY_BYTES:
+                self._http_error()
+                self._resolve(at, reuse=self.complete)
+            return
+        if self.events.done:
+            self.events.close(self.secrets)
+            return self._resolve(at, reuse=True)
+        if self.complete:
+            self.events.close(self.secrets)
+            return self._resolve(at, reuse=False)
+        if not self.timed and req.chunk_at:
+            self.timed = True
+            if not self.tm.expired():
+                self.tm.reschedule(self.total_deadline)
+
+    def lost(self, exc: BaseException | None) -> None:
+        """The connection closed (by the server, the network or an abort of ours)."""
+        if self.resolved:
+            return
+        req = self.req
+        at = _now()
+        why = f"{type(exc).__name__}: {exc}" if exc is not None else "closed by the server"
+        if not self.headers_done:
+            req.status = "disconnect"
+            req.error = short_error(f"connection lost before the response headers: {why}", self.secrets)
+        elif self.error_body is not None:
+            self._http_error()
+        elif not self.framed and exc is None:  # a body that ends with the connection
+            self.events.close(self.secrets)
+        else:
+            req.status = "disconnect"
+            req.error = short_error(f"connection lost after {len(req.chunk_at)} chunks: {why}", self.secrets)
+        self._resolve(at, reuse=False)
+
+    def abandon(self) -> None:
+        """The request ended without the stream (timeout, cancellation, an exception):
+        the connection is closed, as it may still carry the rest of the answer."""
+        if not self.resolved:
+            self.resolved = True
+            self.conn.abort()
+
+    def _http_error(self) -> None:
+        req = self.req
+        req.status = "http_error"
+        req.error = short_error(f"HTTP {req.http_status}: {_error_message(bytes(self.error_body))}",
+                                self.secrets)
+
+    def _resolve(self, at: int, reuse: bool) -> None:
+        self.resolved = self.by_stream = True
+        self.req.finished = at
+        if not self.waiter.done():
+            self.waiter.set_result(None)
+        if not reuse:
+            self.conn.abort()
+        elif self.complete:
+            self._release()
+        else:  # [DONE] came before the end of the response: read on to it, but not forever
+            self.drain_timer = asyncio.get_running_loop().call_later(DRAIN_S, self.conn.abort)
+
+    def _release(self) -> None:
+        if self.drain_timer is not None:
+            self.drain_timer.cancel()
+        if self.keep_alive:
+            self.conn.release()
+        else:
+            self.conn.abort()
 
 
-def _stream_type(resp: aiohttp.ClientResponse) -> str | None:
-    """Why a 200 answer is not an event stream (None when it is, or does not say)."""
-    ctype = resp.headers.get("Content-Type")
-    if ctype is None or ctype.split(";")[0].strip().lower() == "text/event-stream":
-        return None
-    return f"HTTP 200 with Content-Type {ctype[:_SNIP]!r}, not text/event-stream"
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection of the pool. Every byte is timed here, in `data_received`,
+    before anything else runs: the time a chunk is stamped with is when its bytes arrived,
+    not when some coroutine got round to it."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.ex: _Exchange | None = None
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        self.pool.conns.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        at = _now()
+        ex = self.ex
+        if ex is None:
+            self.abort()  # bytes no request asked for: the connection cannot be trusted
+            return
+        try:
+            ex.received(data, at)
+        except Exception as exc:  # noqa: BLE001 - the request is recorded, the loop goes on
+            if not ex.resolved:
+                fail(ex.req, exc, ex.secrets)
+                ex._resolve(_now(), reuse=False)
+            self.abort()
+
+    def eof_received(self) -> bool:
+        return False  # close: a half-closed connection is never reused
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.pool.conns.discard(self)
+        ex, self.ex = self.ex, None
+        if ex is not None:
+            try:
+                ex.lost(exc)
+            except Exception as err:  # noqa: BLE001
+                if not ex.resolved:
+                    fail(ex.req, err, ex.secrets)
+                    ex._resolve(_now(), reuse=False)
+
+    def abort(self) -> None:
+        self.closed = True
+        self.ex = None
+        if self.transport is not None:
+            self.transport.abort()
+
+    def release(self) -> None:
+        self.ex = None
+        if not self.closed and not self.transport.is_closing():
+            self.pool.idle.append(self)
 
 
-async def send(session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str],
-               req: Request, first_token_timeout_s: float, total_timeout_s: float,
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+_FRAMING = frozenset(("content-length", "transfer-encoding"))
+
+
+class Pool:
+    """Keep-alive connections to one endpoint (http or https), opened on demand and reused
+    last-in first-out; use as `async with Pool(url, connect_timeout_s) as pool`."""
+
+    def __init__(self, url: str, connect_timeout_s: float,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        tls = parts.scheme == "https"
+        self.origin = (parts.scheme, parts.netloc)
+        self.host = parts.hostname
+        self.port = parts.port or (443 if tls else 80)
+        host = self.host if self.host.isascii() else self.host.encode("idna").decode("ascii")
+        host = f"[{host}]" if ":" in host else host
+        self.host_header = host if parts.port in (None, 443 if tls else 80) else f"{host}:{self.port}"
+        self.host_line = f"Host: {self.host_header}\r\n".encode("ascii")
+        self.ssl = (ssl_context or ssl.create_default_context()) if tls else None
+        self.connect_timeout_s = connect_timeout_s
+        self.idle: list[_Conn] = []
+        self.conns: set[_Conn] = set()
+        self._addrs: list[tuple] | None = None
+        self._paths: dict[str, bytes] = {}
+
+    async def __aenter__(self) -> Pool:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for conn in list(self.conns):
+            conn.abort()
+        self.idle.clear()
+
+    def message(self, url: str, headers: dict[str, str], body: bytes) -> bytes:
+        """The request's bytes: a POST of `body` with `headers` (they may replace the
+        defaults, never the framing); a header that would break the framing is refused."""
+        path = self._paths.get(url)
+        if path is None:
+            parts = urlsplit(url)
+            if (parts.scheme, parts.netloc) != self.origin:
+                raise ValueError(f"{url!r} is not on this pool's endpoint")
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            path = self._paths[url] = quote(target, safe="/?=&%:@!$'()*+,;~").encode("ascii")
+        out = [b"POST ", path, b" HTTP/1.1\r\nContent-Length: %d\r\n" % len(body)]
+        given = set()
+        for name, value in headers.items():
+            low = name.lower()
+            if not _TOKEN.match(name) or "\r" in value or "\n" in value or "\0" in value:
+                raise ValueError(f"request header {name[:40]!r}: not a valid header name or value")
+            if low in _FRAMING:
+                continue
+            given.add(low)
+            out.append(f"{name}: {value}\r\n".encode())
+        if "host" not in given:
+            out.append(self.host_line)
+        for name, value in _DEFAULT_HEADERS:
+            if name not in given:
+                out.append(value)
+        out.append(b"\r\n")
+        out.append(body)
+        return b"".join(out)
+
+    async def acquire(self) -> _Conn:
+        """An idle connection, or a new one within the connect timeout (ConnectTimeout);
+        connection errors are OSError."""
+        idle = self.idle
+        while idle:
+            conn = idle.pop()
+            if not conn.closed and not conn.transport.is_closing():
+                return conn
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(self._connect(loop), self.connect_timeout_s)
+        except TimeoutError:
+            raise ConnectTimeout(f"no connection to {self.host_header} within "
+                                 f"{self.connect_timeout_s:g} s") from None
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> _Conn:
+        # The address is looked up once per run: a name that moves mid-run would mix servers.
+        if self._addrs is None:
+            infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+            self._addrs = [(fam, addr) for fam, _, _, _, addr in infos]
+        last: OSError | None = None
+        for fam, addr in self._addrs:
+            try:
+                _, conn = await loop.create_connection(
+                    lambda: _Conn(self), addr[0], addr[1], family=fam, ssl=self.ssl,
+                    server_hostname=self.host if self.ssl is not None else None)
+                return conn
+            except OSError as exc:
+                last = exc
+        raise last if last is not None else OSError(f"{self.host}: no address")
+
+
+_DEFAULT_HEADERS = [(name.lower(), f"{name}: {value}\r\n".encode()) for name, value in (
+    ("Content-Type", "application/json"),
+    ("Accept", "*/*"),
+    # the stream is parsed as it arrives: a compressed one could not be
+    ("Accept-Encoding", "identity"),
+    ("User-Agent", "servingbench"),
+)]
+
+
+async def send(pool: Pool, url: str, body: bytes, headers: dict[str, str], req: Request,
+               first_token_timeout_s: float, total_timeout_s: float,
                secrets: tuple[str, ...] = ()) -> Request:
-    """Send one streaming request and fill `req`; never raises but CancelledError.
+    """Send one streaming request on `pool` and fill `req`; never raises but CancelledError.
 
     On cancellation `req` is filled (`cancelled`) before the CancelledError goes on, so
-    the caller records it and a cancelled worker stops. The session should carry
-    `trace_config()` so that `sent_at` excludes connection setup.
+    the caller records it and a cancelled worker stops. `sent_at` excludes connection setup:
+    it is taken when the request's bytes are handed to an open connection.
     """
     loop = asyncio.get_running_loop()
     start = loop.time()
     total_deadline = start + total_timeout_s
-    req.sent = _now()  # until the headers go out on a connection (trace_config)
+    req.sent = _now()  # until the bytes are handed to a connection
+    ex: _Exchange | None = None
     try:
+        message = pool.message(url, headers, body)
         async with asyncio.timeout_at(min(start + first_token_timeout_s, total_deadline)) as tm:
-            async with session.post(url, data=body, headers=headers, trace_request_ctx=req) as resp:
-                req.http_status = resp.status
-                if resp.headers.get("x-servingbench-emulated") == "1":
-                    req.emulated = True
-                if resp.status != 200:
-                    text = await resp.content.read(4096)
-                    req.status = "http_error"
-                    req.error = short_error(f"HTTP {resp.status}: {_error_message(text)}", secrets)
-                    return req
-                why = _stream_type(resp)
-                if why is not None:
-                    raise Malformed(why)
-                await _consume(resp, req, tm, total_deadline, secrets)
+            conn = await pool.acquire()
+            waiter = loop.create_future()
+            ex = conn.ex = _Exchange(conn, req, waiter, tm, total_deadline, secrets)
+            ex.start(message)
+            await waiter
     except TimeoutError:
-        req.status = "timeout"
-        if req.chunk_at:
-            req.error = f"total timeout: not finished within {total_timeout_s:g} s"
-        elif loop.time() >= total_deadline - 1e-3:
-            req.error = f"total timeout: no first token within {total_timeout_s:g} s"
-        else:
-            req.error = f"first-token timeout: no output token within {first_token_timeout_s:g} s"
-    except Malformed as exc:
-        req.status, req.error = "protocol_error", short_error(str(exc), secrets)
-    except aiohttp.ConnectionTimeoutError as exc:
+        if ex is None or not ex.by_stream:  # not an answer that beat the timer by a hair
+            req.status = "timeout"
+            if req.chunk_at:
+                req.error = f"total timeout: not finished within {total_timeout_s:g} s"
+            elif loop.time() >= total_deadline - 1e-3:
+                req.error = f"total timeout: no first token within {total_timeout_s:g} s"
+            else:
+                req.error = f"first-token timeout: no output token within {first_token_timeout_s:g} s"
+    except ConnectTimeout as exc:
         req.status, req.error = "timeout", short_error(f"connect timeout: {exc}", secrets)
-    except aiohttp.ClientConnectorError as exc:
-        req.status, req.error = "disconnect", short_error(f"connect failed: {exc}", secrets)
-    except aiohttp.ClientResponseError as exc:  # a status line or header that does not parse
-        req.status = "protocol_error"
-        req.error = short_error(f"unparseable HTTP response: {exc.message}", secrets)
-    except aiohttp.ClientPayloadError as exc:
-        req.status, req.error = _payload_error(exc, len(req.chunk_at), secrets)
-    except (aiohttp.ClientError, ConnectionError, OSError) as exc:
+    except OSError as exc:  # refused, unreachable, a name that does not resolve, TLS
         req.status = "disconnect"
-        req.error = short_error(f"connection lost after {len(req.chunk_at)} chunks: {type(exc).__name__}: {exc}", secrets)
+        req.error = short_error(f"connect failed: {pool.host_header}: {type(exc).__name__}: {exc}", secrets)
     except asyncio.CancelledError:
-        req.status, req.error = "cancelled", "cancelled: still in flight when the step's drain timed out"
+        if ex is None or not ex.by_stream:
+            req.status, req.error = "cancelled", "cancelled: still in flight when the step's drain timed out"
         raise
     except Exception as exc:  # noqa: BLE001 - whatever it was, the request is recorded
         fail(req, exc, secrets)
     finally:
-        req.finished = _now()
+        if ex is not None:
+            ex.abandon()
+        if ex is None or not ex.by_stream:
+            req.finished = _now()
     return req
-
-
-def _payload_error(exc: aiohttp.ClientPayloadError, n: int, secrets) -> tuple[str, str]:
-    # A body cut short is a disconnect; a chunked framing that does not parse is the
-    # server speaking broken HTTP.
-    cause = exc.__cause__ or exc.__context__
-    text = f"{type(cause).__name__ if cause else ''} {exc}"
-    if "TransferEncodingError" in text and "not completed" not in text.lower():
-        return "protocol_error", short_error(f"broken chunked encoding after {n} chunks: {exc}", secrets)
-    return "disconnect", short_error(f"connection lost after {n} chunks: {type(exc).__name__}: {exc}", secrets)
 
 
 def _error_message(body: bytes) -> str:

@@ -9,8 +9,6 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 
-import aiohttp
-
 from resources.loadgen import client
 from resources.loadgen.clock import Clock
 from resources.loadgen.config import LoadConfig, step_name
@@ -42,7 +40,7 @@ class LoadLoops:
         self.statuses: Counter = Counter()
         self.mismatch = 0
         self.watch: SelfWatch | None = None
-        self.session: aiohttp.ClientSession | None = None
+        self.session: client.Pool | None = None  # the keep-alive connections
         self.save: Callable[[], None] = lambda: None  # writes the manifest so far
         self.server: ServerMetrics | None = None  # the engine's /metrics around each step
         self.judge = None  # SLO search: (run_dir, step) -> (valid, met), from the analysis

@@ -9,8 +9,6 @@ import signal
 import threading
 import time
 
-import aiohttp
-
 from resources.contract import manifest as mf
 from resources.loadgen import client
 from resources.loadgen.config import step_name
@@ -130,11 +128,7 @@ class Run(LoadLoops):
             # inside a transport callback, where the loop logs it and runs on
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, me.cancel)
-        conn = aiohttp.TCPConnector(limit=0, keepalive_timeout=120, ttl_dns_cache=None)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.cfg.connect_timeout_s)
-        async with aiohttp.ClientSession(connector=conn, timeout=timeout, read_bufsize=1 << 20,
-                                         auto_decompress=False,
-                                         trace_configs=[client.trace_config()]) as self.session:
+        async with client.Pool(self.url, self.cfg.connect_timeout_s) as self.session:
             flusher = loop.create_task(self._flush_loop())
             try:
                 await self.warmup()

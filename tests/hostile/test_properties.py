@@ -4,8 +4,6 @@ lets a secret through, wherever it sits in the text."""
 
 from __future__ import annotations
 
-import asyncio
-
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -13,33 +11,18 @@ from resources.loadgen import client
 from resources.loadgen.redact import redact, short_error
 
 
-class _Content:
-    """What `_consume` reads from: the pieces one `readany()` at a time (the real aiohttp
-    stream is exercised over loopback in test_fault_matrix)."""
-
-    def __init__(self, pieces: list[bytes]) -> None:
-        self.pieces = [p for p in pieces if p]
-
-    async def readany(self) -> bytes:
-        return self.pieces.pop(0) if self.pieces else b""
-
-
-class _Resp:
-    def __init__(self, pieces: list[bytes]) -> None:
-        self.content = _Content(pieces)
-
-
 def consume(pieces: list[bytes]) -> client.Request:
+    """The pieces fed one at a time, as the connection's `data_received` feeds the body
+    (the real connection is exercised over loopback in test_fault_matrix)."""
     req = client.Request("r", "steady", "c=1", "concurrency", 1.0, 0)
-
-    async def go() -> None:
-        async with asyncio.timeout(None) as tm:
-            try:
-                await client._consume(_Resp(pieces), req, tm, 0.0, ())
-            except client.Malformed as exc:
-                req.status, req.error = "protocol_error", str(exc)
-
-    asyncio.run(go())
+    events = client.Events(req)
+    try:
+        for k, piece in enumerate(p for p in pieces if p):
+            if events.feed(piece, k):
+                break
+        events.close(())
+    except client.Malformed as exc:
+        req.status, req.error = "protocol_error", str(exc)
     return req
 
 

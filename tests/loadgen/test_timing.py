@@ -29,9 +29,12 @@ def test_ttft_and_itl_match_the_server_ground_truth(start_server, tmp_path, per_
         t = truth[r["request_id"]]
         ttft = ns(r["first_token_at"]) - ns(r["sent_at"])
         assert 20 * MS <= ttft <= 500 * MS
-        # the client saw the first token after the server wrote it, and not long after
+        # the client saw the first token after the server wrote it, and not long after; the
+        # server stamps a write just after making it and the client stamps the bytes as they
+        # arrive, so a server process paused in between (a loaded machine) can stamp later
+        # than the client read, by that pause
         lag = ns(r["first_token_at"]) - t["chunks"][0][1]
-        assert -2 * MS <= lag <= 300 * MS
+        assert -10 * MS <= lag <= 300 * MS
         mine = chunks[r["request_id"]]
         assert [c["tokens"] for c in mine] == [k for *_, k in t["chunks"]]  # exact token split
         for prev, cur in zip(mine, mine[1:], strict=False):
