@@ -202,8 +202,9 @@ class FakeKubeApi(LoopbackServer):
     # -- an Indexed Job: one pod per index, played by pod_runner --------------------------
     def _create_pods(self, job):
         name = job["metadata"]["name"]
-        for i in range(job["spec"]["completions"]):
-            labels = dict(job["spec"]["template"]["metadata"]["labels"])
+        # Kubernetes defaults an unset completions to 1 (a plain, non-indexed Job)
+        for i in range(job["spec"].get("completions", 1)):
+            labels = dict(job["spec"]["template"].get("metadata", {}).get("labels", {}))
             labels.update({"batch.kubernetes.io/job-name": name, "job-name": name,
                            "batch.kubernetes.io/job-completion-index": str(i)})
             pod = f"{name}-{i}-abcde"
@@ -227,7 +228,7 @@ class FakeKubeApi(LoopbackServer):
             status["failedIndexes"] = ",".join(
                 p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
                 for p in mine if p["status"].get("phase") == "Failed")
-        if ok + failed == job["spec"]["completions"]:
+        if ok + failed == job["spec"].get("completions", 1):
             status["conditions"] = [{"type": "Failed", "status": "True", "reason": "FailedIndexes"}
                                     if failed else {"type": "Complete", "status": "True"}]
         job["status"] = status
