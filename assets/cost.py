@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from assets.partitions import run_value
 from resources.analysis.summary import (
     COST_COLUMNS,
-    HEADLINE_COLUMNS,
+    headline_columns,
     headline_rows,
     not_measured,
     table,
@@ -39,7 +39,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
         storage.publish(derived_metrics["run_id"], str(context.partition_key), manifest, tables)
         cost, headline = tables["cost_per_1m"].to_pylist(), tables["headline"].to_pylist()
         title = "EMULATED — " if manifest["source"] == "emulated" else ""
-        headline_md = table(headline_rows(headline), HEADLINE_COLUMNS, markdown=True)
+        headline_md = table(headline_rows(headline), headline_columns(headline), markdown=True)
         if any(r["meets_slo"] is None for r in headline):
             # contract §4: no valid step is "not measured", with each step's reason
             headline_md += "\n\n**Not measured** (no valid step):\n\n" + "\n".join(

@@ -8,7 +8,7 @@ import dagster as dg
 
 from assets.partitions import run_value
 from resources.analysis.analyze import analyze_run
-from resources.analysis.summary import STEP_COLUMNS, table
+from resources.analysis.summary import STEP_COLUMNS, job_text, slo_search_text, table
 
 
 def build(partitions_def) -> dg.AssetsDefinition:
@@ -33,6 +33,25 @@ def build(partitions_def) -> dg.AssetsDefinition:
                 "invalid_steps": dg.MetadataValue.json(invalid),
                 "gates": dg.MetadataValue.text(result.message),
                 "parquet": dg.MetadataValue.path(str(run_dir / "derived_metrics.parquet")),
-            })
+            } | workload_metadata(result, run_dir))
 
     return derived_metrics
+
+
+def workload_metadata(result, run_dir: Path) -> dict:
+    """A batch job's job.json (contract §3.4) and an SLO search's slo_capacity.json (§3.5),
+    with the search's SLO cost when the run has a bill."""
+    md = {}
+    if result.job is not None:
+        md["job"] = dg.MetadataValue.json(result.job)
+        md["job_summary"] = dg.MetadataValue.md(job_text(result.job, markdown=True))
+    if result.slo_capacity is not None:
+        cost = None
+        if result.headline is not None and result.headline.num_rows:
+            cost = result.headline.to_pylist()[0].get("slo_search_cost_per_1m_output_usd")
+        md["slo_capacity"] = dg.MetadataValue.json(result.slo_capacity)
+        md["slo_search"] = dg.MetadataValue.md(
+            slo_search_text(result.slo_capacity, cost, markdown=True))
+        md["slo_cost_per_1m_output_usd"] = (dg.MetadataValue.float(float(cost))
+                                            if cost is not None else dg.MetadataValue.null())
+    return md

@@ -218,7 +218,7 @@ def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
 
     from resources.analysis.summary import (
         ADVICE,
-        HEADLINE_COLUMNS,
+        headline_columns,
         headline_rows,
         not_measured,
         table,
@@ -228,14 +228,16 @@ def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
     if not run_dirs:
         print("no candidate produced a cost table")
         return
-    rows = pa.concat_tables([pq.read_table(Path(d) / "headline.parquet") for d in run_dirs]).to_pylist()
+    # promoted: a headline written before the optional search columns existed lacks them
+    rows = pa.concat_tables([pq.read_table(Path(d) / "headline.parquet") for d in run_dirs],
+                            promote_options="default").to_pylist()
     # met first (cheapest first), then "meets no step", then not measured: a run with no
     # valid step is not a verdict on its hardware, so it never sorts as a failure
     order = {True: 0, False: 1, None: 2}
     rows.sort(key=lambda r: (order[r["meets_slo"]], r["cost_per_1m_output_usd"] or float("inf")))
     print(f"SLO headline — {label} (cheapest per 1M output tokens first, among steps meeting "
           "the SLO)")
-    print(table(headline_rows(rows), HEADLINE_COLUMNS))
+    print(table(headline_rows(rows), headline_columns(rows)))
     unmeasured = [d for d in run_dirs if any(
         r["meets_slo"] is None for r in pq.read_table(Path(d) / "headline.parquet").to_pylist())]
     for d in unmeasured:
@@ -246,3 +248,27 @@ def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
             print(f"  {line}")
     if unmeasured:
         print(f"\n{ADVICE}")
+    print_workloads(run_dirs)
+
+
+def print_workloads(run_dirs: list[str]) -> None:
+    """job.json (contract §3.4) and slo_capacity.json (§3.5) of the runs that have them."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from resources.analysis.summary import job_text, slo_search_text
+
+    for d in run_dirs:
+        d = Path(d)
+        name = json.loads((d / "manifest.json").read_text()).get("candidate")
+        if (d / "job.json").exists():
+            print(f"\n{name}: batch job (job.json)")
+            print(job_text(json.loads((d / "job.json").read_text())))
+        if (d / "slo_capacity.json").exists():
+            cost = None
+            if (d / "headline.parquet").exists():
+                rows = pq.read_table(d / "headline.parquet").to_pylist()
+                cost = rows[0].get("slo_search_cost_per_1m_output_usd") if rows else None
+            print(f"\n{name}: SLO capacity search (slo_capacity.json)")
+            print(slo_search_text(json.loads((d / "slo_capacity.json").read_text()), cost))

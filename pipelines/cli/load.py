@@ -79,7 +79,12 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--slo-search", default=None, metavar="ttft_p99_s=2,tpot_p99_s=0.1",
                    help="find the highest open-loop rate that meets this SLO")
     w.add_argument("--max-probes", type=int, default=8, help="SLO search: probe budget")
-    w.add_argument("--start-rate", type=float, default=1.0, help="SLO search: first probe (req/s)")
+    w.add_argument("--slo-search-over", choices=["rate", "concurrency"], default=None,
+                   help="SLO search: probe open-loop rates (default) or closed-loop concurrencies")
+    w.add_argument("--start-rate", type=float, default=None,
+                   help="SLO search over rate: first probe (req/s, default 1)")
+    w.add_argument("--start-concurrency", type=int, default=None,
+                   help="SLO search over concurrency: first probe (default 1)")
     p.add_argument("--run-id", default=None)
     p.add_argument("--no-progress", action="store_true")
     return p
@@ -100,9 +105,20 @@ def scenario_from_args(a: argparse.Namespace):
             raise LoadConfigError("--trace: needs --trace-format mooncake|azure")
         return Scenario("trace", trace=a.trace, trace_format=a.trace_format, speedup=a.speedup,
                         max_requests=a.max_requests)
+    search_flags = [f for f, v in (("--slo-search-over", a.slo_search_over),
+                                   ("--start-rate", a.start_rate),
+                                   ("--start-concurrency", a.start_concurrency)) if v is not None]
+    if search_flags and not a.slo_search:
+        raise LoadConfigError(f"{search_flags[0]}: needs --slo-search KEY=SECONDS,...")
     if a.slo_search:
+        over = a.slo_search_over or "rate"
+        wrong = "--start-rate" if over == "concurrency" else "--start-concurrency"
+        if wrong in search_flags:
+            raise LoadConfigError(f"{wrong}: not for --slo-search-over {over}")
         return Scenario("slo_search", slo=parse_slo(a.slo_search), max_probes=a.max_probes,
-                        start_rate=a.start_rate)
+                        over=over, start_rate=1.0 if a.start_rate is None else a.start_rate,
+                        start_concurrency=(1 if a.start_concurrency is None
+                                           else a.start_concurrency))
     if a.scenario == "multi-turn":
         return Scenario("multi_turn", turns=a.turns, think_time_s=a.think_time_s)
     if a.scenario == "batch":

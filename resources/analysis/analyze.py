@@ -37,6 +37,8 @@ class Analysis:
     headline: pa.Table | None = None
     partial: list[str] = field(default_factory=list)
     telemetry: pa.Table | None = None  # contract §3.2, when the run has telemetry.parquet
+    job: dict | None = None            # contract §3.4, a batch run's job.json
+    slo_capacity: dict | None = None   # contract §3.5, an SLO-search run's slo_capacity.json
 
     @property
     def accepted(self) -> bool:
@@ -83,11 +85,10 @@ def _write_gates(run_dir: Path, gates: list[Gate]) -> None:
     durable.write_json(run_dir / "gates.json", [g.as_dict() for g in gates])
 
 
-def write_workload_outputs(run: RunFolder, metrics: pa.Table, cost: pa.Table | None) -> None:
+def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | None) -> None:
     """contract §3.1 always; §3.4 for a batch job, §3.5 for an SLO search."""
     write_parquet(workloads.by_cache(run), run.path / "derived_metrics_by_cache.parquet")
-    for name, obj in (("job.json", workloads.job(run.manifest, metrics, cost)),
-                      ("slo_capacity.json", workloads.slo_capacity(run.manifest, metrics))):
+    for name, obj in (("job.json", job), ("slo_capacity.json", capacity)):
         if obj is not None:
             durable.write_json(run.path / name, obj)
 
@@ -118,6 +119,10 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
             cost = headline = None
             if accepted and run.has_bill:
                 cost, headline = cost_tables(run, metrics, slos)
+            job = workloads.job(run.manifest, metrics, cost)
+            capacity = workloads.slo_capacity(run.manifest, metrics)
+            if headline is not None:
+                headline = workloads.with_slo_cost(headline, capacity, cost)
         except (duckdb.Error, pa.ArrowException, OSError) as exc:
             # a corrupt page passes the schema check and fails only when scanned: malformed
             # input, named by file; nothing has been written yet
@@ -128,7 +133,7 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
             write_parquet(metrics, run_dir / "derived_metrics.parquet")
             if tm is not None:
                 write_parquet(tm, run_dir / "telemetry_metrics.parquet")
-            write_workload_outputs(run, metrics, cost)
+            write_workload_outputs(run, job, capacity)
             for name, table in zip(COST_FILES, (cost, headline), strict=True):
                 if table is not None:
                     write_parquet(table, run_dir / name)
@@ -138,4 +143,5 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
         message = ("rejected by " + ", ".join(f"rule {g.rule} ({g.name})" for g in failed)
                    if failed else "accepted")
         return Analysis(run_dir, REJECTED if failed else ACCEPTED, message, run.manifest,
-                        [g.as_dict() for g in gates], metrics, cost, headline, run.partial, tm)
+                        [g.as_dict() for g in gates], metrics, cost, headline, run.partial, tm,
+                        job, capacity)

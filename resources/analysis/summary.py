@@ -58,6 +58,17 @@ ADVICE = ("Not measured is not a verdict on the hardware: this machine could not
           "(--only NAME), or lower the load (--concurrency 1,4).")
 
 
+def measured_host(manifest: Mapping) -> str | None:
+    """For a run measured on this host (the local real engine), the host it ran on: the
+    manifest has no host object (contract §2.1), so the local cluster writes the CPU model,
+    cores and memory into `nodegroup` ("this host: ...", resources/cluster/host.py)."""
+    ng = manifest.get("nodegroup")
+    if (manifest.get("source") == "measured" and str(manifest.get("cluster_name") or "")
+            .startswith("local:") and isinstance(ng, str) and ng.startswith("this host:")):
+        return ng
+    return None
+
+
 def headline_rows(rows: Sequence[Mapping]) -> list[dict]:
     """Headline rows for display: `meets` in words (contract §4's null is not a "no")."""
     return [{**r, "meets": meets_text(r.get("meets_slo"))} for r in rows]
@@ -113,6 +124,55 @@ HEADLINE_COLUMNS = [
     ("ttft_s_p99", "TTFT p99 s", ".3f"), ("tpot_s_p99", "TPOT p99 s", ".4f"),
     ("cost_per_1m_output_usd", "USD / 1M out", ",.4f"), ("bill_status", "bill", ""),
 ]
+# optional headline columns (contract §4): shown only when a row of the table has them
+SEARCH_HEADLINE_COLUMNS = [
+    ("slo_search_capacity", "search capacity", "g"), ("slo_search_step", "at step", ""),
+    ("slo_search_cost_per_1m_output_usd", "SLO cost USD / 1M out", ",.4f"),
+]
+
+
+def headline_columns(rows: Sequence[Mapping]) -> list[tuple[str, str, str]]:
+    """The headline table's columns: the search's SLO cost only for a run that searched."""
+    searched = any(r.get("slo_search_capacity") is not None for r in rows)
+    return HEADLINE_COLUMNS + (SEARCH_HEADLINE_COLUMNS if searched else [])
+
+
+JOB_COLUMNS = [
+    ("requests", "requests", ""), ("ok", "ok", ""), ("makespan_s", "makespan s", ",.3f"),
+    ("output_tokens", "output tokens", ""), ("output_tok_s", "out tok/s", ",.1f"),
+    ("window_cost_usd", "window USD", ",.6f"), ("cost_per_job_usd", "USD / job", ",.6f"),
+]
+PROBE_COLUMNS = [("step", "probe", ""), ("target", "target", "g"), ("valid", "valid", ""),
+                 ("met", "met SLO", "")]
+
+
+def job_text(job: Mapping, markdown: bool = False) -> str:
+    """contract §3.4 as a one-row table (null cost: the run has no bill)."""
+    out = table([dict(job)], JOB_COLUMNS, markdown)
+    if job.get("cost_per_job_usd") is None:
+        out += "\n\nNo bill behind the job window: no job cost."
+    return out
+
+
+def slo_search_text(capacity: Mapping, cost_usd: float | None = None,
+                    markdown: bool = False) -> str:
+    """contract §3.5: the SLO, every probe in the order it ran, the capacity and its bracket,
+    and (when the run has a bill) the SLO cost: the cost per 1M output tokens at capacity."""
+    slo = ", ".join(f"{k} <= {v:g}" for k, v in (capacity.get("slo") or {}).items())
+    unit = "req/s" if capacity.get("load_mode") == "rate" else "in flight"
+    cap, (low, high) = capacity.get("capacity"), capacity.get("interval") or [None, None]
+    lines = [f"SLO {slo}; probing {capacity.get('load_mode')} ({len(capacity['probes'])} probes)"]
+    if cap is None:
+        lines.append("capacity: none - no probe was valid and met the SLO")
+    else:
+        lines.append(f"capacity: {cap:g} {unit}, bracket [{_fmt(low, 'g')}, {_fmt(high, 'g')}]"
+                     + ("" if high is not None else " (no probe missed: the top is not bracketed)"))
+        lines.append("SLO cost: " + (f"{cost_usd:,.4f} USD / 1M output tokens at capacity"
+                                     if cost_usd is not None else "- (no cost row at capacity)"))
+    sep = "\n\n" if markdown else "\n"
+    return sep.join(lines) + "\n\n" + table(list(capacity["probes"]), PROBE_COLUMNS, markdown)
+
+
 GATE_COLUMNS = [
     ("rule", "rule", ""), ("name", "name", ""), ("result", "result", ""),
     ("offending_rows", "rows", ""), ("examples", "examples", ""), ("message", "why", ""),
@@ -136,6 +196,9 @@ def render(a: Analysis) -> str:
                    "\nnot from real hardware. Do not quote it as a measurement.\n" + "=" * 72)
     out.append(f"run {m.get('run_id')}  candidate {m.get('candidate')}  "
                f"instance {m.get('instance_type')} x{m.get('node_count')}  source {m.get('source')}")
+    host = measured_host(m)
+    if host:
+        out.append(f"MEASURED on {host} (this host is the scope; its price is the price sheet's)")
     if a.partial:
         out.append(f"note: read from partial streams (run was cut short): {', '.join(a.partial)}")
     out += ["", "Gates (contract §5)", table(gate_rows(a.gates), GATE_COLUMNS)]
@@ -143,8 +206,9 @@ def render(a: Analysis) -> str:
         out += ["", "Steps (steady phase)", table(a.metrics.to_pylist(), STEP_COLUMNS)]
     if a.cost is not None:
         out += ["", "Cost per 1M output tokens", table(a.cost.to_pylist(), COST_COLUMNS)]
+        rows = a.headline.to_pylist()
         out += ["", "Headline (best valid step within the SLO)",
-                table(headline_rows(a.headline.to_pylist()), HEADLINE_COLUMNS)]
+                table(headline_rows(rows), headline_columns(rows))]
         if any(r["meets_slo"] is None for r in a.headline.to_pylist()) and a.metrics is not None:
             out += ["", "Not measured: no step of this run is valid, so no SLO verdict.",
                     *[f"  {line}" for line in not_measured(a.metrics.to_pylist(), m)]]
@@ -152,6 +216,14 @@ def render(a: Analysis) -> str:
         out += ["", "Cost table WITHHELD: the run was rejected; raw records are kept."]
     else:
         out += ["", "No bill in this run folder: no cost table."]
+    if a.job is not None:
+        out += ["", "Batch job (contract §3.4, job.json)", job_text(a.job)]
+    if a.slo_capacity is not None:
+        cost = None
+        if a.headline is not None and a.headline.num_rows:
+            cost = a.headline.to_pylist()[0].get("slo_search_cost_per_1m_output_usd")
+        out += ["", "SLO capacity search (contract §3.5, slo_capacity.json)",
+                slo_search_text(a.slo_capacity, cost)]
     verdict = {0: "ACCEPTED", 3: "REJECTED"}[a.exit_code]
     out += ["", f"{verdict}{' (EMULATED)' if emulated else ''}: {a.message}  [{a.run_dir}]"]
     return "\n".join(out)

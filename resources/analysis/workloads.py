@@ -56,6 +56,12 @@ def probe_verdict(row: dict, slo: dict) -> tuple[bool, bool]:
     return bool(row.get("valid")), met
 
 
+def search_mode(scenario: dict) -> str:
+    """The load mode an SLO search probes: open-loop `rate` (the default) or closed-loop
+    `concurrency` (the scenario's `over`)."""
+    return "concurrency" if scenario.get("over") == "concurrency" else "rate"
+
+
 def slo_capacity(manifest: dict, metrics: pa.Table) -> dict | None:
     """contract §3.5 for an SLO-search run; probes in the order they ran."""
     scenario = manifest.get("scenario") or {}
@@ -72,8 +78,39 @@ def slo_capacity(manifest: dict, metrics: pa.Table) -> dict | None:
     capacity = max(good) if good else None
     above = [p["target"] for p in probes if not (p["valid"] and p["met"])
              and (capacity is None or p["target"] > capacity)]
-    return {"slo": slo, "load_mode": "rate", "probes": probes, "capacity": capacity,
-            "interval": [capacity, min(above) if above else None]}
+    return {"slo": slo, "load_mode": search_mode(scenario), "probes": probes,
+            "capacity": capacity, "interval": [capacity, min(above) if above else None]}
+
+
+# Optional headline columns (contract §4): the candidate's SLO cost from its search.
+SEARCH_COLUMNS = (("slo_search_capacity", pa.float64()), ("slo_search_step", pa.string()),
+                  ("slo_search_cost_per_1m_output_usd", pa.float64()))
+
+
+def slo_cost(capacity: dict | None, cost: pa.Table | None) -> dict:
+    """The SLO cost of a search: the capacity probe's step and its §4 cost per 1M output
+    tokens (null without a capacity, or without a cost row for that step)."""
+    out = {name: None for name, _ in SEARCH_COLUMNS}
+    if capacity is None or capacity["capacity"] is None:
+        return out
+    step = next(p["step"] for p in capacity["probes"]
+                if p["valid"] and p["met"] and p["target"] == capacity["capacity"])
+    out.update(slo_search_capacity=float(capacity["capacity"]), slo_search_step=step)
+    if cost is not None:
+        rows = [r for r in cost.to_pylist() if r["step"] == step]
+        if rows:
+            out["slo_search_cost_per_1m_output_usd"] = rows[0]["cost_per_1m_output_usd"]
+    return out
+
+
+def with_slo_cost(headline: pa.Table, capacity: dict | None, cost: pa.Table | None) -> pa.Table:
+    """The headline with the search columns on every row (null for a run without a search),
+    so every run's headline.parquet has one shape."""
+    found = slo_cost(capacity, cost)
+    for name, typ in SEARCH_COLUMNS:
+        headline = headline.append_column(
+            pa.field(name, typ), pa.array([found[name]] * headline.num_rows, typ))
+    return headline
 
 
 def judge(run_dir: Path, step: str, slo: dict) -> tuple[bool, bool]:

@@ -56,19 +56,22 @@ class LoadLoops:
             self.mismatch += 1
 
     async def send(self, phase: str, step: str, mode: str, target: float, scheduled: int,
-                   item: Item | None, tag=None) -> client.Request:
+                   item: Item | None, tag=None, body: bytes | None = None) -> client.Request:
         """Send and record one request: `item`, or the workload's next one when None;
-        `tag(req)` may mark it first (session, turn, text). Whatever happens, it is recorded."""
+        `tag(req)` may mark it first (session, turn, text); `body`, when given, is the request
+        body built ahead of its send time (and `item` is not used). Whatever happens, it is
+        recorded."""
         rid = str(uuid.uuid4())
         req = client.Request(rid, phase, step, mode, target, scheduled)
         try:
             if tag is not None:
                 tag(req)
-            if item is None:
-                item = self.wl.next_item()
+            if body is None:
+                body = self.wl.body(item if item is not None else self.wl.next_item(),
+                                    self.stream_options)
             headers = dict(self.headers)
             headers["X-Request-ID"] = rid
-            await client.send(self.session, self.url, self.wl.body(item, self.stream_options),
+            await client.send(self.session, self.url, body,
                               headers, req, self.cfg.first_token_timeout_s,
                               self.cfg.total_timeout_s, self.secrets)
         except Exception as exc:  # noqa: BLE001 - a worker never dies silently

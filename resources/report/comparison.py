@@ -15,6 +15,7 @@ from resources.report.html import (
     cell,
     emulated_banner,
     image,
+    num,
     page,
     para,
     section,
@@ -124,6 +125,33 @@ def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataF
             "among measured candidates only; emulated rows are never ranked, and neither is a "
             "candidate whose accuracy failed parity with its group's reference.")
     return table(head, rows, classes) + para(note)
+
+
+def workloads_table(latest: list[RunData]) -> str:
+    """Each candidate's SLO search (capacity, bracket, SLO cost) and batch job (makespan,
+    throughput, cost per job), from slo_capacity.json and job.json."""
+    out = []
+    searches = [r for r in latest if r.slo_capacity]
+    if searches:
+        rows = []
+        for run in searches:
+            c, h = run.slo_capacity, headline_row(run) or {}
+            rows.append([cell(run.candidate), s.source_cell(run), cell(c["load_mode"]),
+                         cell(len(c["probes"])), s.n(c["capacity"]),
+                         cell(f"[{num(c['interval'][0])}, {num(c['interval'][1])}]"),
+                         s.money(h.get("slo_search_cost_per_1m_output_usd"))])
+        out.append(table(("candidate", "source", "probed", "probes", "capacity",
+                          "bracket [met, not met]", "SLO cost USD / 1M output tok"), rows))
+    jobs = [r for r in latest if r.job]
+    if jobs:
+        rows = [[cell(r.candidate), s.source_cell(r), s.n(r.job["requests"]), s.n(r.job["ok"]),
+                 s.n(r.job["makespan_s"]), s.n(r.job["output_tok_s"]),
+                 s.small_money(r.job["cost_per_job_usd"])] for r in jobs]
+        out.append(table(("candidate", "source", "requests", "ok", "makespan (s)",
+                          "output tok/s (job)", "cost per job"), rows))
+    return "\n".join(out) + para(
+        "SLO cost: the cost per 1M output tokens at the highest load that met the search's "
+        "own SLO. A batch job is judged by its makespan and cost per job.")
 
 
 def repeatability_table(spreads: pd.DataFrame) -> str:
@@ -248,6 +276,9 @@ def render(runs: list[RunData], plots: dict[str, Path], slo: tuple[float, float]
                 + image(plots["cost_per_1m"], "cost per 1M output tokens",
                         "At each candidate's SLO operating point; whiskers span all its runs."),
                 "plots"),
+        *([section("Workloads: SLO capacity searches and batch jobs",
+                   workloads_table(latest), "workloads")]
+          if any(r.slo_capacity or r.job for r in latest) else []),
         section("Repeatability (steps run several times)", repeatability_table(spreads),
                 "repeatability"),
         section("Regression check (latest run vs earlier runs)",

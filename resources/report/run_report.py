@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from resources.analysis.summary import measured_host
 from resources.report import reconciliation as recon
 from resources.report import sections as s
 from resources.report import telemetry
@@ -46,11 +47,16 @@ def render_run(run: RunData, plots: dict[str, Path], reconciliation: dict | None
         f"<h1>Run report \u2014 {s.esc(run.run_id)}</h1>",
         f'<p class="sub">{s.title_line(run)}</p>',
         f'<p class="sub">source: {s.source_cell(run).html} \u00b7 status: {s.status(run).html}</p>',
+        *([f'<p class="sub" id="measured-host">measured on {s.esc(host)}</p>']
+          if (host := measured_host(run.manifest)) else []),
         section("Headline: the SLO operating point", s.headline(run), "headline"),
         section("Gates (contract §5)", s.gates(run), "gates"),
         section("Steps (steady phase)", s.steps(run), "steps"),
         section("Invalid steps and why", s.invalid_steps(run), "invalid"),
         section("Cost per 1M output tokens, per step", s.cost(run), "cost"),
+        *([section("Batch job (job.json)", s.job(run), "job")] if run.job else []),
+        *([section("SLO capacity search (slo_capacity.json)", s.slo_search(run), "slo-search")]
+          if run.slo_capacity else []),
         section("Accelerator telemetry per step", telemetry.run_section(run), "telemetry"),
     ]
     figs = [image(path, PLOT_CAPTIONS[name][0], PLOT_CAPTIONS[name][1])

@@ -90,6 +90,8 @@ class RunData:
     telemetry: pa.Table | None = field(repr=False, default=None)  # contract §2.5 samples
     quality: dict | None = None     # quality_summary.json (contract §3.3); None: none recorded
     parity: dict | None = None      # quality_parity.json: the verdict against the reference
+    job: dict | None = None         # job.json (contract §3.4): a batch run
+    slo_capacity: dict | None = None  # slo_capacity.json (contract §3.5): an SLO-search run
 
     @property
     def failed_parity(self) -> bool:
@@ -175,6 +177,58 @@ def _read_gates(path: Path) -> list[dict] | None:
     return gates
 
 
+JOB_KEYS = ("requests", "ok", "makespan_s", "output_tokens", "output_tok_s",
+            "window_cost_usd", "cost_per_job_usd")
+PROBE_KEYS = ("step", "target", "valid", "met")
+SEARCH_MODES = ("rate", "concurrency")
+
+
+def _number_or_null(value) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def _read_job(path: Path) -> dict | None:
+    """job.json (contract §3.4): every key present, each a number or null."""
+    job = _read_json(path)
+    if job is None:
+        return None
+    for key in JOB_KEYS:
+        if key not in job:
+            raise ReportError(f"{path}: missing key {key!r} (contract §3.4)")
+        if not _number_or_null(job[key]):
+            raise ReportError(f"{path}: {key!r} must be a number or null, got {job[key]!r:.80}")
+    return job
+
+
+def _read_capacity(path: Path) -> dict | None:
+    """slo_capacity.json (contract §3.5): slo, load_mode, probes, capacity, interval."""
+    doc = _read_json(path)
+    if doc is None:
+        return None
+    for key in ("slo", "load_mode", "probes", "capacity", "interval"):
+        if key not in doc:
+            raise ReportError(f"{path}: missing key {key!r} (contract §3.5)")
+    if not isinstance(doc["slo"], dict) or not all(_number_or_null(v) for v in doc["slo"].values()):
+        raise ReportError(f"{path}: 'slo' must map each percentile to seconds")
+    if doc["load_mode"] not in SEARCH_MODES:
+        raise ReportError(f"{path}: 'load_mode' must be one of {SEARCH_MODES}")
+    if not isinstance(doc["probes"], list):
+        raise ReportError(f"{path}: 'probes' must be a list")
+    for i, probe in enumerate(doc["probes"]):
+        if not isinstance(probe, dict) or any(k not in probe for k in PROBE_KEYS):
+            raise ReportError(f"{path}: probe [{i}] must have keys {', '.join(PROBE_KEYS)}")
+        if not isinstance(probe["step"], str) or not _number_or_null(probe["target"]) \
+                or not isinstance(probe["valid"], bool) or not isinstance(probe["met"], bool):
+            raise ReportError(f"{path}: probe [{i}]: step is a string, target a number, "
+                              "valid and met booleans")
+    if not _number_or_null(doc["capacity"]):
+        raise ReportError(f"{path}: 'capacity' must be a number or null")
+    if not isinstance(doc["interval"], list) or len(doc["interval"]) != 2 \
+            or not all(_number_or_null(v) for v in doc["interval"]):
+        raise ReportError(f"{path}: 'interval' must be [met, not_met] (numbers or null)")
+    return doc
+
+
 def load_run(run_dir: Path | str, raw: bool = True) -> RunData:
     """Read a run folder. `raw=False` skips the request and chunk logs (no CDFs)."""
     run_dir = Path(run_dir)
@@ -194,6 +248,8 @@ def load_run(run_dir: Path | str, raw: bool = True) -> RunData:
         telemetry_metrics=_read_frame(run_dir / "telemetry_metrics.parquet", TELEMETRY_COLUMNS),
         quality=_read_json(run_dir / "quality_summary.json"),
         parity=_read_json(run_dir / "quality_parity.json"),
+        job=_read_job(run_dir / "job.json"),
+        slo_capacity=_read_capacity(run_dir / "slo_capacity.json"),
     )
     if raw:
         try:

@@ -37,6 +37,14 @@ def money(value) -> Cell:
     return Cell(usd(value), "null" if is_null(value) else "num")
 
 
+def small_money(value) -> Cell:
+    """Dollars, with 4 significant digits below $1 (a small job's cost is not $0.00)."""
+    if is_null(value):
+        return Cell(NULL, "null")
+    v = float(value)
+    return Cell(usd(v) if abs(v) >= 1 else f"${v:.4g}", "num")
+
+
 def share(value) -> Cell:
     return Cell(pct(value), "null" if is_null(value) else "num")
 
@@ -85,15 +93,24 @@ def headline(run: RunData) -> str:
         return para(no_headline_reason(run))
     rows, classes = [], []
     unmeasured = False
+    searched = ("slo_search_capacity" in run.headline
+                and run.headline["slo_search_capacity"].notna().any())
     for h in run.headline.itertuples(index=False):
         meets_slo = meets(h.meets_slo)
         unmeasured = unmeasured or meets_slo is None
         rows.append([n(h.slo_ttft_s), n(h.slo_tpot_s), meets_badge(h.meets_slo),
                      cell(h.step), n(h.output_tok_s), n(h.ttft_s_p99), n(h.tpot_s_p99),
-                     money(h.cost_per_1m_output_usd), cell(h.bill_status)])
+                     money(h.cost_per_1m_output_usd), cell(h.bill_status)]
+                    + ([n(h.slo_search_capacity), cell(h.slo_search_step),
+                        money(h.slo_search_cost_per_1m_output_usd)] if searched else []))
         classes.append("" if meets_slo is not False else "bad")
     out = table(("SLO TTFT (s)", "SLO TPOT (s)", "meets SLO", "step", "output tok/s",
-                 "p99 TTFT (s)", "p99 TPOT (s)", "USD / 1M output tok", "bill"), rows, classes)
+                 "p99 TTFT (s)", "p99 TPOT (s)", "USD / 1M output tok", "bill")
+                + (("search capacity", "at step", "SLO cost USD / 1M output tok")
+                   if searched else ()), rows, classes)
+    if searched:
+        out += para("SLO cost: the cost per 1M output tokens at the highest load the SLO "
+                    "search found within its own SLO (slo_capacity.json).")
     if unmeasured:
         out += para("Not measured: no step of this run is valid, so there is no SLO verdict "
                     "(not a failure of the hardware). " + "; ".join(not_measured_lines(run)))
@@ -246,3 +263,44 @@ def title_line(run: RunData) -> str:
     return (f"{esc(m.get('candidate'))} \u00b7 {esc(m.get('instance_type'))} \u00d7 "
             f"{esc(m.get('node_count'))} \u00b7 {esc(m.get('model'))} \u00b7 "
             f"{esc(m.get('precision'))} \u00b7 TP {esc(m.get('tensor_parallel'))}")
+
+
+def job(run: RunData) -> str:
+    """contract §3.4: a batch job's makespan, throughput and cost over the job window."""
+    j = run.job
+    if j is None:
+        return para("Not a batch run (no job.json).")
+    out = table(("requests", "ok", "makespan (s)", "output tokens", "output tok/s (job)",
+                 "window cost", "cost per job"),
+                [[n(j["requests"]), n(j["ok"]), n(j["makespan_s"]), n(j["output_tokens"]),
+                  n(j["output_tok_s"]), small_money(j["window_cost_usd"]),
+                  small_money(j["cost_per_job_usd"])]])
+    if j["cost_per_job_usd"] is None:
+        out += para("No bill behind the job window: no job cost.")
+    return out
+
+
+def slo_search(run: RunData) -> str:
+    """contract §3.5: the SLO, each probe in the order it ran, the capacity and its bracket,
+    and the SLO cost (the cost per 1M output tokens at capacity, from the headline)."""
+    c = run.slo_capacity
+    if c is None:
+        return para("Not an SLO-search run (no slo_capacity.json).")
+    slo = ", ".join(f"{k} \u2264 {num(v)} s" for k, v in c["slo"].items())
+    low, high = c["interval"]
+    cost = None
+    if run.headline is not None and "slo_search_cost_per_1m_output_usd" in run.headline \
+            and not run.headline.empty:
+        cost = run.headline["slo_search_cost_per_1m_output_usd"].iloc[0]
+    facts = [("SLO", slo), ("probed", c["load_mode"]), ("probes", len(c["probes"])),
+             ("capacity", Cell(num(c["capacity"]), "num") if c["capacity"] is not None
+              else badge("none met the SLO", "bad")),
+             ("bracket [met, not met]", f"[{num(low)}, {num(high)}]"),
+             ("SLO cost (USD / 1M output tok at capacity)", usd(cost))]
+    rows = [[n(i + 1), cell(p["step"]), n(p["target"]),
+             badge("valid", "ok") if p["valid"] else badge("INVALID", "bad"),
+             badge("met", "ok") if p["met"] else badge("missed", "bad")]
+            for i, p in enumerate(c["probes"])]
+    return kv_table(facts) + table(("#", "probe step", "target", "valid", "SLO"), rows) + para(
+        "Every probe is an ordinary step of the run: it appears in the steps, gates and "
+        "cost tables above.")

@@ -91,8 +91,11 @@ class Storage:
                                      "WHERE table_name = $name", {"name": name}).fetchall()[0][0]
                 if not exists:
                     con.sql("SELECT * FROM incoming LIMIT 0").create(name)
+                else:
+                    _add_new_columns(con, name)
                 con.execute(_DELETE[name], {"run_id": run_id})
-                con.sql("SELECT * FROM incoming").insert_into(name)
+                # by name: a table made by an older version may order or lack columns
+                con.execute(f"INSERT INTO {name} BY NAME SELECT * FROM incoming")
                 con.unregister("incoming")
             con.execute("COMMIT")
         finally:
@@ -106,6 +109,19 @@ class Storage:
             return sqlfiles.query(con, sql_name, **params)
         finally:
             con.close()
+
+
+def _add_new_columns(con, name: str) -> None:
+    """Columns a newer analyzer adds (optional ones, e.g. the headline's SLO-search cost)
+    are added to a table an older version created; rows already there read them as null."""
+    have = {r[0] for r in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = $name",
+        {"name": name}).fetchall()}
+    for row in con.sql("DESCRIBE incoming").fetchall():
+        col, typ = row[0], row[1]
+        if col not in have:
+            quoted = '"' + col.replace('"', '""') + '"'
+            con.execute(f"ALTER TABLE {name} ADD COLUMN {quoted} {typ}")
 
 
 _DELETE = {  # table names are fixed identifiers; values go through bind parameters

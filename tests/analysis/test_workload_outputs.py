@@ -151,3 +151,114 @@ def test_slo_capacity_from_the_probes_in_the_order_they_ran(tmp_path):
         ("rate=1", 1.0, True, True), ("rate=2", 2.0, True, True),
         ("rate=4", 4.0, True, False), ("rate=3", 3.0, True, True)]
     assert cap["capacity"] == 3.0 and cap["interval"] == [3.0, 4.0]
+
+
+def _search_run(b: RunBuilder, steps=(("rate=1", 100), ("rate=2", 200), ("rate=4", 900),
+                                      ("rate=3", 300))) -> None:
+    b.manifest["scenario"] = {"kind": "slo_search", "slo": {"ttft_p99_s": 0.5, "tpot_p99_s": 0.1},
+                              "max_probes": 8, "start_rate": 1.0}
+    t = 0
+    for step, ttft in steps:
+        for _ in range(3):
+            b.request(step, sched=t, sent=t, chunks=[(t + ttft, 1), (t + ttft + 50, 1)],
+                      finished=t + ttft + 50)
+            t += 10
+        t += 2000
+
+
+def test_slo_cost_is_the_cost_at_capacity_from_a_hand_computed_bill(tmp_path):
+    # Capacity rate=3 (as above). Its 3 requests are sent at 6,090, 6,100 and 6,110 ms and
+    # the last finishes at 6,110 + 300 + 50 = 6,460 ms: a 0.37 s window of a $36/h node costs
+    # 36 × 0.37 / 3600 = $0.0037, for 3 × 2 = 6 output tokens: $616.67 per 1M output tokens.
+    b = RunBuilder(hourly=36.0)
+    _search_run(b)
+    b.hourly_bill(rate=36.0)
+    run = b.write(tmp_path / "run")
+    a = analyze_run(run)
+    assert a.exit_code == 0
+    heads = pq.read_table(run / "headline.parquet").to_pylist()
+    assert len(heads) == 1
+    (h,) = heads
+    assert h["slo_search_capacity"] == 3.0 and h["slo_search_step"] == "rate=3"
+    assert h["slo_search_cost_per_1m_output_usd"] == pytest.approx(36 * 0.37 / 3600 / 6 * 1e6)
+    cost = {r["step"]: r for r in pq.read_table(run / "cost_per_1m.parquet").to_pylist()}
+    assert h["slo_search_cost_per_1m_output_usd"] == cost["rate=3"]["cost_per_1m_output_usd"]
+    # the terminal summary shows the probes, the capacity, its bracket and the SLO cost
+    from resources.analysis.summary import render
+
+    text = render(a)
+    assert "SLO capacity search (contract §3.5, slo_capacity.json)" in text
+    assert "capacity: 3 req/s, bracket [3, 4]" in text
+    assert "SLO cost: 616.6667 USD / 1M output tokens at capacity" in text
+    assert "rate=4" in text.split("SLO capacity search")[1]
+    assert "SLO cost USD / 1M out" in text  # the headline table's optional column
+
+
+def test_a_search_that_never_met_has_no_capacity_and_no_slo_cost(tmp_path):
+    b = RunBuilder()
+    _search_run(b, steps=(("rate=1", 900), ("rate=0.5", 800)))
+    b.hourly_bill()
+    run = b.write(tmp_path / "run")
+    a = analyze_run(run)
+    (h,) = pq.read_table(run / "headline.parquet").to_pylist()
+    assert a.slo_capacity["capacity"] is None and a.slo_capacity["interval"] == [None, 0.5]
+    assert (h["slo_search_capacity"], h["slo_search_step"],
+            h["slo_search_cost_per_1m_output_usd"]) == (None, None, None)
+    from resources.analysis.summary import render
+
+    assert "capacity: none - no probe was valid and met the SLO" in render(a)
+
+
+def test_a_run_without_a_search_has_the_search_columns_all_null(tmp_path):
+    from tests.support.runbuilder import clean_run
+
+    run = clean_run().write(tmp_path / "run")
+    a = analyze_run(run)
+    assert a.exit_code == 0 and a.slo_capacity is None and a.job is None
+    table = pq.read_table(run / "headline.parquet")
+    assert table.column_names[-3:] == ["slo_search_capacity", "slo_search_step",
+                                       "slo_search_cost_per_1m_output_usd"]
+    assert table.column("slo_search_capacity").to_pylist() == [None]
+    from resources.analysis.summary import render
+
+    text = render(a)
+    assert "search capacity" not in text and "Batch job" not in text
+    assert "SLO capacity search" not in text
+
+
+def test_the_summary_shows_a_batch_jobs_makespan_and_cost(tmp_path):
+    b = RunBuilder(hourly=36.0)
+    b.manifest["scenario"] = {"kind": "batch", "requests": 3, "max_in_flight": 2,
+                              "input_tokens": 4096, "output_tokens": 64}
+    b.request("c=2", sent=1000, chunks=[(2000, 1), (2100, 1), (2200, 1)], finished=2200)
+    b.request("c=2", sent=1000, chunks=[(3000, 1), (3100, 1)], finished=3100, sched=1000)
+    b.request("c=2", sent=2200, chunks=[(4000, 2), (4500, 3)], finished=4600, sched=2200)
+    b.hourly_bill(rate=36.0)
+    a = analyze_run(b.write(tmp_path / "run"))
+    from resources.analysis.summary import render
+
+    text = render(a).split("Batch job (contract §3.4, job.json)")[1]
+    # makespan 3.6 s, 10 tokens, $0.036 for the job (the hand-computed bill above)
+    assert "3.600" in text and "10" in text and "0.036000" in text
+
+
+def test_demo_prints_the_search_and_the_job_beside_an_older_headline(tmp_path, capsys):
+    from pipelines.cli.demo import print_headline
+    from tests.support.runbuilder import clean_run
+
+    search = RunBuilder(run_id="search-1", hourly=36.0)
+    search.manifest["candidate"] = "searcher"
+    _search_run(search)
+    search.hourly_bill(rate=36.0)
+    s_dir = search.write(tmp_path / "search")
+    old = clean_run().write(tmp_path / "old")
+    assert analyze_run(s_dir).exit_code == 0 and analyze_run(old).exit_code == 0
+    # a headline written before the optional search columns existed
+    table = pq.read_table(old / "headline.parquet")
+    pq.write_table(table.drop_columns([c for c in table.column_names if c.startswith("slo_search_")]),
+                   old / "headline.parquet")
+    print_headline([str(old), str(s_dir)])
+    out = capsys.readouterr().out
+    assert "SLO cost USD / 1M out" in out and "616.6667" in out
+    assert "searcher: SLO capacity search (slo_capacity.json)" in out
+    assert "capacity: 3 req/s, bracket [3, 4]" in out

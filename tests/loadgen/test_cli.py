@@ -56,3 +56,20 @@ def test_bad_option_values_exit_2(tmp_path, capsys):
     assert "concurrency" in capsys.readouterr().err
     assert cli.main([*base, "--profile", "5:10,5:10", "--concurrency", ""]) == 2
     assert "unique" in capsys.readouterr().err
+
+
+def test_slo_search_flags_are_checked(tmp_path, capsys):
+    base = ["--endpoint", "http://127.0.0.1:1", "--model", "m", "--out", str(tmp_path / "r")]
+    assert cli.main([*base, "--slo-search-over", "concurrency"]) == 2
+    assert "--slo-search-over: needs --slo-search" in capsys.readouterr().err
+    assert cli.main([*base, "--slo-search", "ttft_p99_s=2", "--slo-search-over", "concurrency",
+                     "--start-rate", "4"]) == 2
+    assert "--start-rate: not for --slo-search-over concurrency" in capsys.readouterr().err
+    assert cli.main([*base, "--slo-search", "ttft_p99_s=2", "--start-concurrency", "0",
+                     "--slo-search-over", "concurrency"]) == 2
+    assert "start_concurrency: must be a positive integer" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+    args = cli.parser().parse_args([*base, "--slo-search", "ttft_p99_s=2", "--slo-search-over",
+                                    "concurrency", "--start-concurrency", "4"])
+    s = cli.scenario_from_args(args)
+    assert (s.kind, s.over, s.start_concurrency) == ("slo_search", "concurrency", 4)

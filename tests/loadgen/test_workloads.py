@@ -15,7 +15,7 @@ from resources.analysis.analyze import analyze_run
 from resources.analysis.workloads import judge
 from resources.contract import manifest as mf
 from resources.loadgen import run_load
-from resources.loadgen.scenarios.slo_search import next_rate
+from resources.loadgen.scenarios.slo_search import next_concurrency, next_rate
 from resources.loadgen.scenarios.spec import Scenario
 from resources.loadgen.scenarios.trace import read_trace
 from tests.support.loadgen import config, ns, rows
@@ -107,6 +107,34 @@ def test_mooncake_replay_keeps_the_scaled_times_and_shares_prefixes(emu, tmp_pat
     assert m["scenario"]["kind"] == "trace" and m["steps"][0]["load_mode"] == "rate"
 
 
+def test_replay_bodies_are_all_built_before_the_schedule_starts(emu, tmp_path, monkeypatch):
+    # At a send time only the send is left: every body (prompt built block by block, then
+    # JSON) exists before the first scheduled time, so the lag measures the scheduling.
+    import time
+
+    from resources.loadgen.workload import Workload
+
+    built: list[int] = []
+    real = Workload.body
+
+    def watched(self, item, stream_options):
+        built.append(time.time_ns())
+        return real(self, item, stream_options)
+
+    monkeypatch.setattr(Workload, "body", watched)
+    trace = TRACES / "mooncake_small.jsonl"
+    cfg = config(emu.base_url, model=emu.model, concurrency=[],
+                 scenario=Scenario("trace", trace=trace, trace_format="mooncake", speedup=4.0))
+    run_load(cfg, tmp_path / "run", progress=False)
+    got = rows(tmp_path / "run")
+    assert len(built) == len(got) == len(read_trace(trace, "mooncake"))
+    assert {r["status"] for r in got} == {"ok"}
+    assert max(built) < min(ns(r["scheduled_at"]) for r in got)
+    # the bodies carried the trace's lengths (the emulator counts one token per word)
+    assert sorted(r["input_tokens"] for r in got) == sorted(
+        w.input_tokens for w in read_trace(trace, "mooncake"))
+
+
 def test_azure_replay_sends_every_row_with_its_lengths(emu, tmp_path):
     trace = TRACES / "azure_small.csv"
     cfg = config(emu.base_url, model=emu.model, concurrency=[],
@@ -195,3 +223,77 @@ def test_bracketing_then_bisection_converges_within_the_budget():
             rate = next_rate(rate, met, not_met)
         assert rate is None, capacity  # stopped because the bracket is narrow, not the budget
         assert met <= capacity < not_met and (not_met - met) / not_met <= 0.1
+
+
+def test_slo_search_over_concurrency_converges_on_the_modelled_emulator(tmp_path):
+    # One sequence at a time (max-num-seqs 1) and a closed loop of c requests: every request
+    # queues behind the c - 1 others, so its TTFT is (c - 1) service times + its prefill.
+    # An SLO halfway between c = 3 and c = 4 (2.5 service times + prefill) puts the capacity
+    # at exactly 3, half a service time (~80 ms) from either side. 20 requests a probe keep a
+    # closed loop's drain tail from lowering its achieved concurrency below 0.9 x c.
+    scale = 4.0
+    model = PerfModel(specs.config("p5.48xlarge", "scout", "bf16", None))
+    prefill = model.prefill_time(64) * scale
+    service = prefill + 7 * model.decode_step(1, 70) * scale
+    slo = {"ttft_p99_s": 2.5 * service + prefill}
+    run_dir = tmp_path / "run"
+
+    def slo_only(step: str) -> tuple[bool, bool]:
+        # The analysis' own verdict, with validity set aside for the search's direction: on
+        # a crowded host the load generator's self-watch can flag a probe client-limited,
+        # which would stop the search at c=1 and test nothing of it. slo_capacity.json below
+        # still applies validity (an invalid probe never counts as met).
+        return True, judge(run_dir, step, slo)[1]
+
+    args = ["--time-scale", str(scale), "--cold-start-s", "0", "--max-num-seqs", "1"]
+    with process.EmulatorProcess(args) as e:
+        name = httpx.get(f"{e.base_url}/v1/models").json()["data"][0]["id"]
+        cfg = config(e.base_url, model=name, concurrency=[], input_tokens=64, output_tokens=8,
+                     requests_per_step=20,
+                     scenario=Scenario("slo_search", slo=slo, max_probes=6, over="concurrency"))
+        result = run_load(cfg, run_dir, progress=False, judge=slo_only)
+    analyze_run(run_dir)
+    cap = json.loads((run_dir / "slo_capacity.json").read_text())
+    assert cap["load_mode"] == "concurrency"
+    probes = cap["probes"]
+    # what the model predicts: c=1, 2 meet; 4 misses; 3 meets; the bracket [3, 4] is closed,
+    # so the search stops after 4 of its 6 probes
+    assert [p["step"] for p in probes] == ["c=1", "c=2", "c=4", "c=3"]
+    assert [p["step"] for p in probes] == [s["step"] for s in result.steps]
+    assert [p["met"] for p in probes] == [True, True, False, True]
+    assert next_concurrency(3, 3, 4) is None
+    # every probe is an ordinary closed-loop step of the run, with its requests recorded
+    got = rows(run_dir)
+    assert {r["load_mode"] for r in got} == {"concurrency"}
+    assert all(sum(r["step"] == p["step"] for r in got) == 20 for p in probes)
+    assert all(s["load_mode"] == "concurrency" for s in mf.load(run_dir / "manifest.json")["steps"])
+    # each verdict is the probe's measured p99 TTFT against the SLO, and the emulator's queue
+    # bounds that TTFT from below (c - 1 requests ahead; a slow client only adds to it)
+    import pyarrow.parquet as pq
+
+    metrics = {r["step"]: r for r in pq.read_table(run_dir / "derived_metrics.parquet").to_pylist()}
+    for p in probes:
+        m = metrics[p["step"]]
+        assert p["met"] == (m["ttft_s_p99"] <= slo["ttft_p99_s"]) and p["valid"] == m["valid"]
+        assert m["ttft_s_p99"] >= 0.95 * ((p["target"] - 1) * service + prefill)
+        assert m["achieved_concurrency"] >= 0.9 * p["target"]  # the drain tail stays short
+    if all(p["valid"] for p in probes):
+        assert cap["capacity"] == 3 and cap["interval"] == [3, 4]
+    else:  # a client-limited probe is never met: the capacity can only come out lower
+        assert cap["capacity"] is None or cap["capacity"] <= 3
+
+
+def test_concurrency_bisection_converges_within_the_budget():
+    for capacity in (1, 2, 3, 7, 12, 37, 100):
+        c, met, not_met, probes = 1, None, None, 0
+        while c is not None and probes < 20:
+            probes += 1
+            if c <= capacity:
+                met = c if met is None else max(met, c)
+            else:
+                not_met = c if not_met is None else min(not_met, c)
+            c = next_concurrency(c, met, not_met)
+        assert c is None, capacity
+        assert met <= capacity < not_met
+        assert not_met - met <= 1 or (not_met - met) / not_met <= 0.1
+    assert next_concurrency(1, None, 1) is None  # one in flight already missed: no capacity

@@ -24,6 +24,8 @@ def write(tmp_path, scenario: str) -> Path:
     (f"{{kind: trace, trace: {TRACE}, trace_format: mooncake, speedup: 2}}", "trace"),
     ("{kind: batch, requests: 32, max_in_flight: 8}", "batch"),
     ("{kind: slo_search, slo: {ttft_p99_s: 2, tpot_p99_s: 0.1}, max_probes: 6}", "slo_search"),
+    ("{kind: slo_search, slo: {ttft_p99_s: 2}, over: concurrency, start_concurrency: 2}",
+     "slo_search"),
     ("{input_tokens: 512, output_tokens: 128, dataset: null}", None),
 ])
 def test_every_workload_is_accepted(tmp_path, scenario, kind):
@@ -47,6 +49,10 @@ def test_a_trace_path_is_relative_to_the_candidates_file(tmp_path):
     (f"{{kind: trace, trace: {TRACE}, trace_format: moon}}", r"scenario\.trace_format: 'moon' .*did you mean 'mooncake'"),
     ("{kind: slo_search, slo: {ttft_p99: 2}}", r"scenario\.slo: unknown key 'ttft_p99' .*did you mean 'ttft_p99_s'"),
     ("{kind: slo_search}", r"scenario\.slo: required"),
+    ("{kind: slo_search, slo: {ttft_p99_s: 2}, over: concurency}",
+     r"scenario\.over: 'concurency' .*did you mean 'concurrency'"),
+    ("{kind: slo_search, slo: {ttft_p99_s: 2}, over: concurrency, start_concurrency: 0}",
+     r"scenario\.start_concurrency: must be a positive integer"),
 ])
 def test_mistakes_name_the_key(tmp_path, scenario, message):
     with pytest.raises(ConfigError, match=r"candidates\[0\]\." + message):

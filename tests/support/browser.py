@@ -79,7 +79,9 @@ PROBE = """JSON.stringify({
   banner: (document.getElementById('emulated-banner') || {}).innerText || null,
   tables: document.querySelectorAll('table').length,
   scripts: document.querySelectorAll('script').length,
-  height: document.documentElement.scrollHeight
+  height: document.documentElement.scrollHeight,
+  sections: Object.fromEntries(Array.from(document.querySelectorAll('section[id]'))
+                               .map(s => [s.id, s.innerText.slice(0, 4000)]))
 })"""
 
 

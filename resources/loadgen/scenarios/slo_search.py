@@ -1,9 +1,11 @@
-"""SLO capacity search: the highest open-loop rate at which the SLO still holds.
+"""SLO capacity search: the highest open-loop rate (or closed-loop concurrency) at which
+the SLO still holds.
 
-Bracketing, then bisection: from `start_rate`, double while the probe meets the SLO (or
-halve while it does not) until one met and one missed rate bracket the capacity, then
-probe the middle until the bracket is within `TOLERANCE` of its upper end or
-`max_probes` have run. Every probe is an ordinary open-loop step `rate=<R>` of the run
+Bracketing, then bisection: from `start_rate` (or `start_concurrency`), double while the
+probe meets the SLO (or halve while it does not) until one met and one missed load bracket
+the capacity, then probe the middle until the bracket is within `TOLERANCE` of its upper
+end (for concurrency: also when no integer lies between) or `max_probes` have run. Every
+probe is an ordinary step of the run, open-loop `rate=<R>` or closed-loop `c=<N>`
 (requests_per_step / duration_s as for any step), so the gates and metrics apply to it.
 
 The load generator only records: whether a probe was valid and met the SLO is decided
@@ -34,30 +36,51 @@ def next_rate(rate: float, met: float | None, not_met: float | None) -> float | 
     return (met + not_met) / 2
 
 
+def next_concurrency(c: int, met: int | None, not_met: int | None) -> int | None:
+    """The next closed-loop probe, or None when the bracket is narrow enough (or a single
+    request in flight already missed: there is nothing lower to probe)."""
+    if not_met is None:
+        return c * 2
+    if met is None:
+        return c // 2 or None
+    if not_met - met <= 1 or (not_met - met) / not_met <= TOLERANCE:
+        return None
+    return (met + not_met) // 2
+
+
 async def steady(run) -> None:
     cfg, s = run.cfg, run.cfg.scenario
+    closed = s.over == "concurrency"
     met = not_met = None
-    rate: float | None = s.start_rate
+    load: float | None = s.start_concurrency if closed else s.start_rate
     seen: set[str] = set()
     for k in range(s.max_probes):
-        rate = float(f"{rate:.4g}")  # readable, unique step names
-        name = step_name("rate", rate)
+        load = int(load) if closed else float(f"{load:.4g}")  # readable, unique step names
+        mode = "concurrency" if closed else "rate"
+        name = step_name(mode, load)
         if name in seen:
             break
         seen.add(name)
-        offsets = rate_steps([rate], cfg.arrival, cfg.seed + k, cfg.requests_per_step,
-                             cfg.duration_s)[0]
+        if closed:
+            async def drive(c=load):
+                return await run.closed("steady", c, cfg.requests_per_step, cfg.duration_s)
 
-        async def drive(name=name, rate=rate, offsets=offsets) -> None:
-            await run.open("steady", [(name, rate, 0, offsets)], _now())
+            expected = cfg.requests_per_step
+        else:
+            offsets = rate_steps([load], cfg.arrival, cfg.seed + k, cfg.requests_per_step,
+                                 cfg.duration_s)[0]
 
-        await run.run_step(name, "rate", rate, len(offsets), drive)
+            async def drive(name=name, rate=load, offsets=offsets) -> None:
+                await run.open("steady", [(name, rate, 0, offsets)], _now())
+
+            expected = len(offsets)
+        await run.run_step(name, mode, float(load), expected, drive)
         run.rec.flush()
         valid, ok = await asyncio.to_thread(run.judge, name)
         if valid and ok:
-            met = rate if met is None else max(met, rate)
+            met = load if met is None else max(met, load)
         else:
-            not_met = rate if not_met is None else min(not_met, rate)
-        rate = next_rate(rate, met, not_met)
-        if rate is None:
+            not_met = load if not_met is None else min(not_met, load)
+        load = next_concurrency(load, met, not_met) if closed else next_rate(load, met, not_met)
+        if load is None:
             break

@@ -16,6 +16,7 @@ from resources.loadgen.config import LoadConfigError
 KINDS = ("fixed", "multi_turn", "trace", "batch", "slo_search")
 TRACE_FORMATS = ("mooncake", "azure")
 SLO_KEYS = ("ttft_p99_s", "tpot_p99_s")
+SEARCH_OVER = ("rate", "concurrency")  # open-loop arrivals per second, or requests in flight
 # keys a kind accepts besides `kind` (the token targets and dataset belong to every kind)
 COMMON = ("input_tokens", "output_tokens", "dataset")
 KEYS = {
@@ -23,7 +24,7 @@ KEYS = {
     "multi_turn": (*COMMON, "turns", "think_time_s"),
     "trace": ("trace", "trace_format", "speedup", "max_requests"),
     "batch": (*COMMON, "requests", "max_in_flight"),
-    "slo_search": (*COMMON, "slo", "max_probes", "start_rate"),
+    "slo_search": (*COMMON, "slo", "max_probes", "over", "start_rate", "start_concurrency"),
 }
 BATCH_INPUT_TOKENS, BATCH_OUTPUT_TOKENS = 4096, 64  # the throughput job: long in, short out
 
@@ -41,7 +42,9 @@ class Scenario:
     max_in_flight: int = 16
     slo: dict[str, float] = field(default_factory=dict)
     max_probes: int = 8
+    over: str = "rate"
     start_rate: float = 1.0
+    start_concurrency: int = 1
 
     def __post_init__(self) -> None:
         check(self)
@@ -83,6 +86,10 @@ def check(s: Scenario, where: str = "scenario") -> None:
     _pos_int(f"{where}.max_in_flight", s.max_in_flight)
     _pos_int(f"{where}.max_probes", s.max_probes)
     _pos_num(f"{where}.start_rate", s.start_rate)
+    _pos_int(f"{where}.start_concurrency", s.start_concurrency)
+    if s.over not in SEARCH_OVER:
+        raise LoadConfigError(f"{where}.over: {s.over!r} is not one of {', '.join(SEARCH_OVER)}"
+                              + suggest(s.over, SEARCH_OVER))
     if s.max_requests is not None:
         _pos_int(f"{where}.max_requests", s.max_requests)
     if s.kind == "trace":

@@ -11,7 +11,8 @@ Formats:
 
 Block and prompt lengths use the words-per-token ratio measured with the server's
 `/tokenize` once (one word per token without it); `usage.prompt_tokens` records what the
-server actually counted. The whole replay is one open-loop step `rate=<R>`, R being the
+server actually counted. Prompts and their request bodies are all built before the
+schedule starts. The whole replay is one open-loop step `rate=<R>`, R being the
 scaled trace's mean rate; `sched_lag_s_*` of the step is how faithfully the times were kept.
 """
 
@@ -153,22 +154,32 @@ def plan(rows: list[TraceRow], speedup: float) -> tuple[list[int], float]:
     return offsets, round(rate, 3)
 
 
+def request_bodies(run, rows: list[TraceRow]) -> list[bytes]:
+    """Every request's body, serialized before the schedule starts: at a send time only the
+    send is left, so `sent_at − scheduled_at` measures the scheduling, not the building and
+    JSON encoding of prompts thousands of tokens long. Only the bodies are kept (each prompt
+    once in memory)."""
+    builder = PromptBuilder(run.cfg.seed, run.wl.words_per_token)
+    return [run.wl.body(Item(builder.prompt(r), r.output_tokens), run.stream_options)
+            for r in rows]
+
+
 async def steady(run) -> None:
     s = run.cfg.scenario
     rows = read_trace(s.trace, s.trace_format, s.max_requests)
-    builder = PromptBuilder(run.cfg.seed, run.wl.words_per_token)
-    items = [Item(builder.prompt(r), r.output_tokens) for r in rows]
+    bodies = request_bodies(run, rows)
     offsets, rate = plan(rows, s.speedup)
     name = step_name("rate", rate)
 
     async def drive() -> None:
         origin = _now() + int(LEAD_S * 1e9)
         tasks = set()
-        for off, item in zip(offsets, items, strict=True):
+        for off, body in zip(offsets, bodies, strict=True):
             deadline = origin + off
             while (now := _now()) < deadline:
                 await asyncio.sleep((deadline - now) / 1e9)
-            tasks.add(run.spawn(run.send("steady", name, "rate", rate, deadline, item)))
+            tasks.add(run.spawn(run.send("steady", name, "rate", rate, deadline, None,
+                                         body=body)))
         await run.drain(tasks)
 
-    await run.run_step(name, "rate", rate, len(items), drive)
+    await run.run_step(name, "rate", rate, len(bodies), drive)
