@@ -1,13 +1,13 @@
 """moto's real S3 server on 127.0.0.1 (the run prefix the load pods write), dummy AWS
 credentials (the fake Kubernetes API checks the EKS token made from them), and the
-fixed-timing server as the engine."""
+emulator's fixed-timing mode as the engine."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.support.eks.aws import DUMMY_KEY_ID, DUMMY_SECRET, REGION, run_moto_server
-from tests.support.loadgen import ServerProcess
+from tests.support.emulator import FixedTimingServer
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +38,6 @@ def s3_bucket(moto_s3_server, monkeypatch):
 
 @pytest.fixture
 def server(tmp_path):
-    s = ServerProcess(tmp_path, ["--ttft-ms", "5", "--itl-ms", "1"])
+    s = FixedTimingServer(tmp_path, ttft_ms=5, itl_ms=1)
     yield s
     s.stop()

@@ -31,6 +31,7 @@ from resources.storage import runstore
 from tests.support.eks.aws import DUMMY_KEY_ID, REGION
 from tests.support.eks.fake_kube import FakeKubeApi
 from tests.support.eks.specs import DIGEST
+from tests.support.emulator import FIXED_MODEL
 from tests.support.fleet import candidates_file
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "good"
@@ -226,7 +227,7 @@ def test_the_rendered_pods_run_as_real_processes(server, s3_bucket, tmp_path):
                 start_delay_s=8, poll_s=0.5)
             candidate, run_dir = setup_run(tmp_path)
             (run_dir / "bill.parquet").unlink()
-            result = gen.run(candidate, server.base_url, "m", run_dir, "fixture-good")
+            result = gen.run(candidate, server.base_url, FIXED_MODEL, run_dir, "fixture-good")
     finally:
         for p in procs.values():
             if p.poll() is None:

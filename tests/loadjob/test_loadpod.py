@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 
 from pipelines.cli import main as cli
 from resources.storage import runstore
+from tests.support.emulator import FIXED_MODEL
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -25,7 +26,7 @@ def loadpod(args: list[str], index: str) -> subprocess.CompletedProcess:
 def test_a_pod_uploads_its_records_as_its_shards(server, s3_bucket, tmp_path):
     upload = f"{s3_bucket}/runs/run-7"
     p = loadpod(["--upload", upload, "--scratch", str(tmp_path / "scratch"), "--",
-                 "--endpoint", server.base_url, "--model", "m", "--concurrency", "2",
+                 "--endpoint", server.base_url, "--model", FIXED_MODEL, "--concurrency", "2",
                  "--requests", "4", "--warmup-requests", "1", "--input-tokens", "8",
                  "--output-tokens", "4", "--run-id", "run-7", "--no-progress"], "3")
     assert p.returncode == 0, p.stderr
