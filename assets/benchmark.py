@@ -90,7 +90,8 @@ def build(partitions_def) -> dg.AssetsDefinition:
         mf.dump(manifest, run_dir / "manifest.json")
         context.log.info(f"run {run_id} → {run_dir}")
         durable.write_json(run_dir / "partition.json", {
-            "partition": str(context.partition_key), "created_at": mf.format_ts(time.time_ns())})
+            "partition": str(context.partition_key), "created_at": mf.format_ts(time.time_ns()),
+            "dagster_run_id": context.run_id})
         # the pool slot spans provision → teardown: the nodes the quota counts
         with pool_slot(context, candidate.pool, candidate.pool_limit, run_dir / "pool.json"):
             info = cluster_link.provision(r.cluster, candidate, run_id)
@@ -151,7 +152,9 @@ def _progress(context):
         return True
 
     def sink(event: dict) -> None:
-        if event.get("finished"):
+        if "message" in event:  # the load Job's progress (resources/loadjob/)
+            context.log.info(event["message"])
+        elif event.get("finished"):
             ttft = event["ttft_p50_s"]
             context.log.info(
                 f"step {event['step']}: {event['done']}/{event['total']} requests, "

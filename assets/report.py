@@ -113,6 +113,30 @@ def build(partitions_def) -> dg.AssetsDefinition:
     return benchmark_report
 
 
+GATE_STEPS = ("request_log_gates", "bill_gates")
+
+
+@dg.failure_hook(required_resource_keys={"storage"})
+def publish_unfinished_run(context) -> None:
+    """A run that a gate rejected, or that failed mid-chain, is published too (with
+    SERVINGBENCH_DATA_URI), its marker saying `rejected` or `failed`: the pod's scratch
+    folder dies with the pod, and a rejected run keeps all its raw records. A rejected
+    run is analyzed first (gates.json and the metrics, never the cost tables)."""
+    storage = context.resources.storage
+    if not storage.remote_uri:
+        return
+    run_dir = storage.folder_of(context.run_id)
+    if run_dir is None:
+        return  # it failed before its folder existed: nothing to publish
+    status = "rejected" if context.op.name in GATE_STEPS else "failed"
+    if status == "rejected":
+        from resources.analysis.analyze import analyze_run
+
+        analyze_run(run_dir)
+    uri = storage.publish_folder(run_dir, status=status)
+    context.log.info(f"run folder published as {status}: {uri}")
+
+
 def _spec(partitions_def) -> dg.AssetCheckSpec:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.PreviewWarning)

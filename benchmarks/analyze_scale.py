@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-import synth  # noqa: E402
+from tests.support.runbuilder import synthetic_run  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tempfile.mkdtemp(prefix=f"sb-scale-{n}-"))
         try:
             t = time.perf_counter()
-            synth.build(work / "run", n, chunks=chunks)
+            synthetic_run(work / "run", n, chunks=chunks)
             build_s = time.perf_counter() - t
             row = {"requests": n, "chunks_per_request": chunks, "chunk_rows": n * chunks,
                    "build_s": build_s, "duckdb": run_child("duckdb", work / "run")}

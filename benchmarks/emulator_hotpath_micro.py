@@ -71,7 +71,7 @@ async def _run(streams: int, itl_ms: float, tokens: int, stagger_ms: float) -> d
     for i in range(streams):
         conn = NullConn()
         conns.append(conn)
-        s = Stream(app, conn, req, Faults(), f"cmpl-{i}", None,
+        s = Stream(app.served_model, app.metrics, app.finished, conn, req, Faults(), f"cmpl-{i}", None,
                    time.perf_counter_ns() + int(i * stagger_ms * 1e6), tokens, "length", i)
         s.start()
         s.submitted = True

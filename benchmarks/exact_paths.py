@@ -20,10 +20,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-import synth  # noqa: E402
-
 from resources.analysis.analyze import step_metrics  # noqa: E402
 from resources.analysis.rundir import open_run  # noqa: E402
+from tests.support.runbuilder import synthetic_run  # noqa: E402
 
 
 def _timed(run_dir: Path) -> float:
@@ -42,7 +41,7 @@ def main() -> None:
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         plain, pattern = Path(tmp) / "run", Path(tmp) / "run[1]"
-        synth.build(plain, a.requests, a.chunks)
+        synthetic_run(plain, a.requests, a.chunks)
         duck, arrow = [], []
         for _ in range(a.reps):
             duck.append(_timed(plain))

@@ -1,7 +1,8 @@
 """Load generator accuracy and cost, against a fixed-timing server's ground truth.
 
-Server (tests/support/fixed_server.py) pinned to CPU 1: 128 tokens, TTFT 20 ms, ITL 5 ms,
-on absolute deadlines, logging its own write times. Each client pinned to CPU 0, one
+Server (the emulator's `--fixed-timing` mode, options from tests/support/emulator.py)
+pinned to CPU 1: 128 tokens, TTFT 20 ms, ITL 5 ms, on absolute deadlines, logging its own
+write times. Each client pinned to CPU 0, one
 after the other, in one run (the machine is noisy: compare ratios within a run):
 servingbench's load generator, a minimal raw-socket asyncio client (the limit), the
 load generator as it was at an earlier commit when `--baseline REF` is given (its
@@ -29,7 +30,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(ROOT)]
+
+from tests.support.emulator import fixed_timing_args  # noqa: E402
+from tests.support.net import wait_port_file  # noqa: E402
+
 TTFT_MS, ITL_MS, TOKENS = 20.0, 5.0, 128
 IDEAL_E2E_S = (TTFT_MS + (TOKENS - 1) * ITL_MS) / 1000
 
@@ -50,13 +55,12 @@ def taskset(cpu: int) -> list[str]:
 
 def start_server(tmp: Path) -> tuple[subprocess.Popen, str, Path]:
     port_file, truth = tmp / "port", tmp / "truth.jsonl"
-    proc = subprocess.Popen([*taskset(1), sys.executable, str(ROOT / "tests/support/fixed_server.py"),
-                             "--port", "0", "--port-file", str(port_file), "--ground-truth", str(truth),
-                             "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)],
-                            stdout=subprocess.DEVNULL)
-    while not port_file.exists():
-        time.sleep(0.05)
-    return proc, f"http://127.0.0.1:{port_file.read_text()}", truth
+    proc = subprocess.Popen([*taskset(1), sys.executable, "-m", "emulator",
+                             *fixed_timing_args(TTFT_MS, ITL_MS, truth),
+                             "--port", "0", "--port-file", str(port_file)],
+                            stdout=subprocess.DEVNULL, cwd=ROOT)
+    port = wait_port_file(port_file, proc)
+    return proc, f"http://127.0.0.1:{port}", truth
 
 
 def extract(ref: str, tmp: Path) -> Path:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from resources.report import write_comparison_report, write_run_report
 from resources.report.cdf import itl_cdf, ttft_cdf
 from resources.report.rundata import load_run
-from tests.support.report_runs import EMULATED, FAST, SLOW, build_run
+from tests.support.runbuilder import EMULATED, FAST, SLOW, simulated_run
 
 
 def _time(fn, repeat: int) -> float:
@@ -42,7 +42,7 @@ def main() -> int:
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        dirs = [build_run(root, dataclasses.replace(c, requests_per_slot=args.requests_per_slot),
+        dirs = [simulated_run(root, dataclasses.replace(c, requests_per_slot=args.requests_per_slot),
                           f"bench-{i}", seed=i) for i, c in enumerate((FAST, EMULATED, SLOW))]
         run = load_run(dirs[0])
         n_req, n_chunks = run.requests.num_rows, run.chunks.num_rows

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from emulator import tokenizer
 
-ERROR_TYPES = {400: "BadRequestError", 404: "NotFoundError", 405: "MethodNotAllowed",
+ERROR_TYPES = {400: "BadRequestError", 401: "Unauthorized", 404: "NotFoundError", 405: "MethodNotAllowed",
                429: "TooManyRequestsError", 500: "InternalServerError",
                503: "ServiceUnavailableError"}
 

@@ -80,6 +80,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-prefix-cache", action="store_true",
                    help="no prefix cache (vLLM's --no-enable-prefix-caching): cached_tokens stays 0")
     p.add_argument("--metrics-token-skew", type=_positive(float), default=1.0)
+    p.add_argument("--served-model-name", default=None,
+                   help="the model name clients must send (default: the model's HF id)")
+    p.add_argument("--api-key", default=None,
+                   help="require `Authorization: Bearer KEY` on the generation routes")
+    p.add_argument("--no-tokenize", action="store_true", help="/tokenize answers 404")
+    p.add_argument("--no-metrics", action="store_true", help="/metrics answers 404")
+    p.add_argument("--no-emulated-header", action="store_true",
+                   help="omit x-servingbench-emulated: clients see an unknown engine")
+    p.add_argument("--reject-continuous", action="store_true",
+                   help="answer 400 to stream_options.continuous_usage_stats (older vLLM)")
     p.add_argument("--parent-pid", type=_positive(int), default=None,
                    help="exit (like SIGTERM) as soon as this process is no longer the parent")
     p.add_argument("--sched-slice-us", type=int, default=100,
@@ -121,7 +131,8 @@ async def serve(opts: Options, host: str, port: int, port_file: Path | None,
         print(f"servingbench emulator: cannot open the ground-truth log: {exc}", file=sys.stderr)
         return 2
     try:
-        server = await loop.create_server(lambda: HttpConnection(app.handle, _perf_ns), host, port,
+        server = await loop.create_server(lambda: HttpConnection(app.handle, _perf_ns, opts.emulated_header),
+                                          host, port,
                                           reuse_address=True, backlog=1024)
     except OSError as exc:
         print(f"servingbench emulator: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
@@ -171,7 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     opts = Options(cfg, fit, a.time_scale, a.seed, a.ground_truth, a.max_num_seqs,
                    a.max_model_len, a.fixed_timing, not a.no_continuous_usage, not a.no_usage,
                    a.cold_start_s, dict(a.fault_rate), a.metrics_token_skew,
-                   prefix_cache=not a.no_prefix_cache)
+                   prefix_cache=not a.no_prefix_cache, served_model_name=a.served_model_name,
+                   tokenize=not a.no_tokenize, metrics=not a.no_metrics,
+                   emulated_header=not a.no_emulated_header,
+                   reject_continuous=a.reject_continuous, api_key=a.api_key)
     latency.set_slice(a.sched_slice_us * 1000)
     try:
         import uvloop

@@ -1,7 +1,8 @@
 """A lean HTTP/1.1 server protocol for the hot path: keep-alive, request bodies (Content-Length
 or chunked), chunked streaming responses. Requests are parsed by `httptools` (llhttp, the C
 parser behind uvicorn); one request is answered at a time per connection, pipelined ones
-wait in a short queue. Every response carries the emulated header.
+wait in a short queue. Every response carries the emulated header (unless the server was
+started without it, to stand in for an unknown engine).
 
 What a client can make this server hold is bounded: a request head over MAX_HEADER is
 answered 431, a body over MAX_BODY 413, and while a response is in progress the connection
@@ -92,9 +93,12 @@ class HttpConnection(asyncio.Protocol):
     """Parses requests and hands them to `handler(conn, request)`; the handler answers
     with `respond` or `start_stream` … `write_chunk` … `end_stream` (or `abort`)."""
 
-    def __init__(self, handler: Callable[[HttpConnection, Request], None], clock_ns: Callable[[], int]):
+    def __init__(self, handler: Callable[[HttpConnection, Request], None], clock_ns: Callable[[], int],
+                 emulated_header: bool = True):
         self.handler = handler
         self.clock_ns = clock_ns
+        # off (--no-emulated-header): the server looks like an unknown engine to a client
+        self.emulated_header = EMULATED_HEADER if emulated_header else b""
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
         self.pending: deque[Request | _Reject] = deque()  # parsed, waiting for their turn
@@ -239,7 +243,7 @@ class HttpConnection(asyncio.Protocol):
     # --- responding ------------------------------------------------------------------------
     def _head(self, status: int, content_type: bytes, extra: list[tuple[str, str]] | None) -> bytearray:
         out = bytearray(b"HTTP/1.1 %d %s\r\n" % (status, _reason(status).encode()))
-        out += EMULATED_HEADER
+        out += self.emulated_header
         out += b"content-type: " + content_type + b"\r\n"
         if self.request_id is not None:
             out += b"x-request-id: " + self.request_id.encode("latin-1", "replace") + b"\r\n"

@@ -45,13 +45,23 @@ class Options:
     fault_rates: dict[str, float] = field(default_factory=dict)
     metrics_token_skew: float = 1.0
     prefix_cache: bool = True
+    # What a client meets on other engines, so the load generator's fallbacks can be tested
+    # against this server: another served name, no /tokenize or /metrics, an older vLLM that
+    # rejects continuous usage stats, an API key (vLLM's --api-key).
+    served_model_name: str | None = None
+    tokenize: bool = True
+    metrics: bool = True
+    emulated_header: bool = True
+    reject_continuous: bool = False
+    api_key: str | None = None
 
 
 class App:
     def __init__(self, opts: Options, loop: asyncio.AbstractEventLoop):
         self.opts, self.loop = opts, loop
         cfg = opts.cfg
-        self.served_model = cfg.model.hf_id
+        self.served_model = opts.served_model_name or cfg.model.hf_id
+        self.auth = f"Bearer {opts.api_key}" if opts.api_key else None
         self.clock = Clock()
         self.model = PerfModel(cfg)
         kv_tokens = self.model.kv_capacity_tokens(opts.fit.kv_capacity_gb)
@@ -74,6 +84,8 @@ class App:
         self.ready = False
         self.phases: dict[str, dict[str, str | None]] = {}
         self.max_num_seqs = max_seqs
+        self.disabled = {fn for fn, on in ((App.tokenize, opts.tokenize),
+                                           (App.metrics_route, opts.metrics)) if not on}
 
     # --- cold start ------------------------------------------------------------------------
     def cold_start_plan(self) -> list[tuple[str, float]]:
@@ -99,6 +111,9 @@ class App:
                   "fixed_timing_ms": list(o.fixed_timing) if o.fixed_timing else None,
                   "continuous_usage": o.continuous_usage, "usage": o.usage,
                   "fault_rates": o.fault_rates, "prefix_cache": o.prefix_cache, "metrics_token_skew": o.metrics_token_skew,
+                  "tokenize": o.tokenize, "metrics": o.metrics,
+                  "emulated_header": o.emulated_header, "reject_continuous": o.reject_continuous,
+                  "api_key": o.api_key is not None,  # whether one is set, never the key
                   "fit": o.fit.message, "cold_start_plan_s": dict(self.cold_start_plan()),
                   # a fitted spec is calibrated on the one machine it was fitted on, nothing else
                   "calibrated": o.cfg.fitted is not None}
@@ -108,6 +123,8 @@ class App:
     # --- routing ---------------------------------------------------------------------------
     def handle(self, conn: HttpConnection, req: Request) -> None:
         route = ROUTES.get(req.path)
+        if route is not None and route[1] in self.disabled:
+            route = None
         if route is None:
             conn.respond(404, b'{"detail":"Not Found"}')
             return
@@ -163,12 +180,17 @@ class App:
 
     def _generate(self, conn: HttpConnection, req: Request, chat: bool) -> None:
         self._need_ready()
+        if self.auth is not None and req.headers.get("authorization") != self.auth:
+            raise api.ApiError(401, "Unauthorized")
         try:
             f = faults.parse_header(req.headers.get(faults.HEADER))
         except faults.FaultError as exc:
             raise api.ApiError(400, str(exc), "X-Servingbench-Fault") from None
         g = api.parse_generation(req.body, chat, self.served_model, self.max_model_len)
         o = self.opts
+        if o.reject_continuous and g.continuous_usage:
+            raise api.ApiError(400, "stream_options.continuous_usage_stats: extra inputs are "
+                               "not permitted", "stream_options")
         cached = self.prefix_cache.admit(g.prompt) if self.prefix_cache is not None else 0
         g = api.GenRequest(g.chat, g.stream, g.include_usage and o.usage,
                            g.continuous_usage and g.include_usage and o.usage and o.continuous_usage,

@@ -135,10 +135,12 @@ class Stream:
         k = self.pending if cut is None else min(self.pending, cut - self.sent)
         self.sent += k
         self.pending -= k
-        done = last and self.pending == 0
+        final = last and self.pending == 0
+        # a cut at the last token still cuts: the final chunk goes out, [DONE] never does
+        done = final and (cut is None or self.sent < cut)
         text = self._text(k)
         usage = b"," + self._usage(self.sent) if self.req.continuous_usage else b""
-        fin = (b'"%s"' % self.finish.encode()) if done else b"null"
+        fin = (b'"%s"' % self.finish.encode()) if final else b"null"
         data = self.pre + text.encode() + self.mid + fin + self.post + usage + b"}\n\n"
         stamp = len(self.gt) + 1
         self.gt.extend((scheduled_ns, 0, k))

@@ -29,6 +29,7 @@ from resources.cluster.eks_api import EksNodegroups, check_owner
 from resources.cluster.local import LocalHostCluster
 from resources.cluster.reaper import EksReaper, NothingToReap
 from resources.loadgen.generator import LoadGenerator
+from resources.loadjob.run import KubeJobLoadGenerator
 from resources.model_server.emulator import EmulatorModelServer
 from resources.model_server.kube.client import KubeClient
 from resources.model_server.kube.reap import KubeRunObjects
@@ -100,7 +101,33 @@ def resources_for(settings: Settings) -> dict:
         raise ConfigError(str(exc)) from None
     return common | eks.pipeline_resources() | {
         "reaper": EksReaper(eks.cluster, eks.settings.reaper_ttl_hours,
-                            objects=lambda: KubeRunObjects(eks.kube(), eks.settings.owner))}
+                            objects=lambda: KubeRunObjects(eks.kube(), eks.settings.owner))} | _load_pods(
+        eks, settings, os.environ)
+
+
+def _load_pods(eks: EksResources, settings: Settings, env: Mapping[str, str]) -> dict:
+    """With SERVINGBENCH_EKS_LOAD_PODS > 0 the load comes from an Indexed Job of that many
+    pods (resources/loadjob/), which write their shards to SERVINGBENCH_DATA_URI."""
+    s = eks.settings
+    if s.load_pods == 0:
+        return {}
+    if not settings.data_uri:
+        raise ConfigError("SERVINGBENCH_EKS_LOAD_PODS needs SERVINGBENCH_DATA_URI=s3://bucket/prefix:"
+                          " the load pods write their shards there")
+    if not s.load_image:
+        raise ConfigError("SERVINGBENCH_EKS_LOAD_PODS needs SERVINGBENCH_EKS_LOAD_IMAGE, the "
+                          "project's image pinned by digest (repo@sha256:…)")
+    if s.expose != "cluster_ip":
+        raise ConfigError("SERVINGBENCH_EKS_LOAD_PODS needs SERVINGBENCH_EKS_EXPOSE=cluster_ip: "
+                          "the load pods reach the engine inside the cluster")
+    pod_env = [("AWS_REGION", s.region)] + [
+        (k, env[k]) for k in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") if env.get(k)]
+    return {"load_generator": KubeJobLoadGenerator(
+        kube=eks.kube, image=s.load_image, data_uri=settings.data_uri, pods=s.load_pods,
+        base=settings.load, namespace=s.namespace, owner=s.owner,
+        service_account=s.load_service_account, node_selector=s.load_node_selector,
+        tolerations=s.load_tolerations, cpu=s.load_cpu, start_delay_s=s.load_start_delay_s,
+        env=tuple(pod_env))}
 
 
 # --- the eks profile: real EKS node groups, Kubernetes deployments, Cost Explorer bills,
@@ -128,6 +155,14 @@ class EksSettings:
     endpoint_url: str | None = None  # tests only (moto)
     dcgm_url: str | None = None  # the engine node's dcgm-exporter /metrics (docs/telemetry.md)
     neuron_monitor_url: str | None = None  # the neuron-monitor reader's report (deploy/)
+    # the load generator as an Indexed Job (resources/loadjob/): 0 pods = in the run's process
+    load_pods: int = 0
+    load_image: str | None = None          # the project's image, repo@sha256:…
+    load_node_selector: tuple[tuple[str, str], ...] = ()   # the CPU node group of the load
+    load_tolerations: tuple[tuple[str, str | None, str], ...] = ()
+    load_service_account: str | None = "servingbench-loadgen"  # IRSA: writes the run prefix
+    load_cpu: str = "1"                    # one worker per pod: one core
+    load_start_delay_s: float = 180.0      # the barrier: scheduling and image pull before it
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> EksSettings:
@@ -156,13 +191,52 @@ class EksSettings:
                    source_ranges=source_ranges, lb_scheme=lb_scheme, allow_public=allow_public,
                    run_as_user=_uid(env, "SERVINGBENCH_EKS_RUN_AS_USER"),
                    dcgm_url=env.get("SERVINGBENCH_EKS_DCGM_URL") or None,
-                   neuron_monitor_url=env.get("SERVINGBENCH_EKS_NEURON_MONITOR_URL") or None)
+                   neuron_monitor_url=env.get("SERVINGBENCH_EKS_NEURON_MONITOR_URL") or None,
+                   **_load_settings(env))
 
     def telemetry(self) -> tuple[dict, ...]:
         """What the sampler reads beside the engine's own /metrics (docs/telemetry.md)."""
         return tuple([{"kind": "dcgm", "url": self.dcgm_url}] * bool(self.dcgm_url)
                      + [{"kind": "neuron_monitor", "url": self.neuron_monitor_url}]
                      * bool(self.neuron_monitor_url))
+
+
+def _load_settings(env: Mapping[str, str]) -> dict:
+    """SERVINGBENCH_EKS_LOAD_*: the load pods' count, image, placement and size."""
+    def text(name: str) -> str:
+        return env.get(f"SERVINGBENCH_EKS_LOAD_{name}", "").strip()
+
+    pods = text("PODS") or "0"
+    if not pods.isdigit() or int(pods) > 10_000:
+        raise ValueError(f"SERVINGBENCH_EKS_LOAD_PODS={pods!r}: expected a pod count 0..10000")
+    selector = []
+    for part in filter(None, (x.strip() for x in text("NODE_SELECTOR").split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            raise ValueError(f"SERVINGBENCH_EKS_LOAD_NODE_SELECTOR: {part!r}: expected KEY=VALUE")
+        selector.append((key, value))
+    tolerations = []
+    for part in filter(None, (x.strip() for x in text("TOLERATIONS").split(","))):
+        kv, sep, effect = part.rpartition(":")
+        key, eq, value = kv.partition("=")
+        if not sep or not key or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise ValueError(f"SERVINGBENCH_EKS_LOAD_TOLERATIONS: {part!r}: expected "
+                             "KEY[=VALUE]:NoSchedule|PreferNoSchedule|NoExecute")
+        tolerations.append((key, value if eq else None, effect))
+    delay = text("START_DELAY_S") or "180"
+    try:
+        delay_s = float(delay)
+    except ValueError:
+        delay_s = -1.0
+    if not 0 <= delay_s <= 3600:
+        raise ValueError(f"SERVINGBENCH_EKS_LOAD_START_DELAY_S={delay!r}: expected seconds 0..3600")
+    image = text("IMAGE") or None
+    if image and "@sha256:" not in image:
+        raise ValueError(f"SERVINGBENCH_EKS_LOAD_IMAGE={image!r}: pin it by digest (repo@sha256:…)")
+    return {"load_pods": int(pods), "load_image": image,
+            "load_node_selector": tuple(selector), "load_tolerations": tuple(tolerations),
+            "load_service_account": text("SERVICE_ACCOUNT") or "servingbench-loadgen",
+            "load_cpu": text("CPU") or "1", "load_start_delay_s": delay_s}
 
 
 def owner_from_env(env: Mapping[str, str]) -> str:

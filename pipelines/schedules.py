@@ -7,6 +7,7 @@ import json
 
 import dagster as dg
 
+from assets.report import publish_unfinished_run
 from pipelines.liveness import dagster_alive
 from resources.analysis.gates import RULE_OF
 
@@ -25,6 +26,7 @@ def jobs(partitions_def) -> list:
         dg.define_asset_job("benchmark_job", selection=dg.AssetSelection.assets(*CHAIN),
                             partitions_def=partitions_def, executor_def=dg.in_process_executor,
                             tags={"dagster-k8s/config": BENCHMARK_POD},
+                            hooks={publish_unfinished_run},
                             description="The whole chain for one date × candidate partition."),
         dg.define_asset_job("bill_refresh_job", selection=dg.AssetSelection.assets(*BILL_PART),
                             partitions_def=partitions_def, executor_def=dg.in_process_executor,

@@ -12,6 +12,8 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "analyze": ("pipelines.cli.analyze", "run the gates and metric SQL on a run folder"),
     "load": ("pipelines.cli.load", "drive an OpenAI-compatible endpoint, write a run folder"),
+    "loadpod": ("pipelines.cli.loadpod", "one pod of the load Job: load as worker pod-<index>, "
+                "upload its shards to S3"),
     "emulator": ("pipelines.cli.emulator", "serve the local engine emulator (EMULATED numbers)"),
     "demo": ("pipelines.cli.demo", "run the chain on the embedded default and print the headline "
              "(--real: llama.cpp on this host)"),

@@ -15,7 +15,9 @@ from pathlib import Path
 from pipelines.cli.argtypes import positive_floats
 from resources.analysis.analyze import DEFAULT_SLO, MALFORMED, NO_ROOM, analyze_run
 from resources.analysis.summary import render
-from resources.storage.runstore import RunStoreError, fetch, is_remote, publish, remove
+from resources.storage.runstore import RunStoreError, fetch, is_remote, publish
+
+PUBLISH_STATUS = {0: "accepted", 3: "rejected"}  # exit status → the marker's status
 
 
 def parser() -> argparse.ArgumentParser:
@@ -75,8 +77,10 @@ def _analyze_remote(uri: str, slos):
             before = _snapshot(local)
             result = analyze_run(local, slos=slos)
             after = _snapshot(local)
-            publish(local, uri, [n for n in after if before.get(n) != after[n]])
-            remove(uri, [n for n in before if n not in after])
+            # marker away, withheld files deleted, new ones copied, marker back, in that order
+            publish(local, uri, [n for n in after if before.get(n) != after[n]],
+                    status=PUBLISH_STATUS.get(result.exit_code, "failed"),
+                    drop=[n for n in before if n not in after])
         except (RunStoreError, OSError) as exc:
             print(f"servingbench analyze: {exc}", file=sys.stderr)
             return None

@@ -36,9 +36,8 @@ PRICE_KEYS = {"region": STR, "purchase_option": STR, "retrieved_on": STR, "sourc
 STEP_KEYS = {"step": STR, "load_mode": STR, "target": FLOAT, "client_limited": BOOL,
              "client_cpu_share": FLOAT, "loop_lag_p99_s": FLOAT}
 NOT_NULL = {"run_id", "source", "created_at", "instance_ids", "phases", "steps"}
-# Keys a manifest may leave out (older manifests have none of them): `workers`, one entry per
-# load worker of a multi-worker run, {name, status: ok|failed, reason}.
-OPTIONAL_TOP = {"workers": "list"}
+# Keys a manifest may leave out: written only by runs whose load came from several workers.
+OPTIONAL_KEYS = {"workers": "list"}
 WORKER_KEYS = {"name": STR, "status": STR, "reason": STR}
 WORKER_STATUSES = ("ok", "failed")
 
@@ -82,10 +81,9 @@ def _check_object(obj: dict, keys: dict[str, str], where: str, required: set[str
     for key in obj:
         if key not in keys and key not in optional:
             raise ManifestError(f"{where}: unknown key {str(key)[:80]!r}")
-    for key, kind in optional.items():
-        if obj.get(key) is not None:
-            _check(obj[key], kind, f"{where}.{key}")
-    for key, kind in keys.items():
+    for key, kind in (keys | optional).items():
+        if key not in obj and key in optional:
+            continue
         if key not in obj:
             raise ManifestError(f"{where}: missing key {key!r} (use null when unknown)")
         if obj[key] is None:
@@ -99,13 +97,7 @@ def validate(m: Any, where: str = "manifest") -> dict:
     """Raise ManifestError naming the key unless `m` is a valid contract §2.1 manifest."""
     if not isinstance(m, dict):
         raise ManifestError(f"{where}: expected a JSON object")
-    _check_object(m, TOP_KEYS, where, NOT_NULL, OPTIONAL_TOP)
-    for i, w in enumerate(m.get("workers") or []):
-        _check(w, DICT, f"{where}.workers[{i}]")
-        _check_object(w, WORKER_KEYS, f"{where}.workers[{i}]", {"name", "status"})
-        if w["status"] not in WORKER_STATUSES:
-            raise ManifestError(f"{where}.workers[{i}].status: {w['status']!r} is not one of "
-                                f"{WORKER_STATUSES}")
+    _check_object(m, TOP_KEYS, where, NOT_NULL, OPTIONAL_KEYS)
     if not RUN_ID.fullmatch(m["run_id"]):
         raise ManifestError(f"{where}.run_id: {m['run_id']!r} does not match [A-Za-z0-9._-]{{1,128}}")
     if m["source"] not in SOURCES:
@@ -122,6 +114,12 @@ def validate(m: Any, where: str = "manifest") -> dict:
     for i, step in enumerate(m["steps"]):
         _check(step, DICT, f"{where}.steps[{i}]")
         _check_object(step, STEP_KEYS, f"{where}.steps[{i}]", {"step", "client_limited"})
+    for i, worker in enumerate(m.get("workers") or []):
+        _check(worker, DICT, f"{where}.workers[{i}]")
+        _check_object(worker, WORKER_KEYS, f"{where}.workers[{i}]", {"name", "status"})
+        if worker["status"] not in WORKER_STATUSES:
+            raise ManifestError(f"{where}.workers[{i}].status: {_short(worker['status'])} is not "
+                                f"one of {WORKER_STATUSES}")
     return m
 
 

@@ -10,13 +10,13 @@ unavailable; it never fails a run.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import httpx
 
 from resources.contract import durable
 from resources.http import control
+from resources.http.prometheus import parse
 from resources.loadgen.redact import redact, short_error
 
 FILE = "server_metrics.json"
@@ -30,30 +30,6 @@ LLAMACPP_PROMPT = "llamacpp:prompt_tokens_total"
 LLAMACPP_FINISHED = "servingbench:requests_finished_total"
 SCRAPE_TIMEOUT_S = 5.0
 SCRAPE_MAX_BYTES = 16 << 20  # vLLM's /metrics is a few hundred KiB with many models
-
-_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def parse(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Prometheus text exposition -> {sample name: [(labels, value)]}; comments skipped,
-    unparseable lines ignored."""
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = _LINE.match(line)
-        if not m:
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        labels = dict(_LABEL.findall(m.group(2) or ""))
-        out.setdefault(m.group(1), []).append((labels, value))
-    return out
-
 
 def _total(samples, name: str) -> float | None:
     rows = samples.get(name)

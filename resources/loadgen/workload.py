@@ -33,6 +33,12 @@ TOKENIZE_MAX_BYTES = 16 << 20  # a token id list for a 128k-token prompt is abou
 TOKENIZE_DEADLINE_S = 30.0
 
 
+def filler_words(rng: random.Random, n_words: int) -> list[str]:
+    """`n_words` vocabulary words drawn from `rng`: the one prompt filler (prefixes and
+    fixed-length prompts here, the trace replay's blocks and unique prompts)."""
+    return [rng.choice(VOCAB) for _ in range(max(n_words, 0))]
+
+
 @dataclass(frozen=True)
 class Item:
     prompt: str | list[dict]  # a text, or chat messages (multi-turn history)
@@ -134,8 +140,7 @@ class Workload:
 
     # --- calibration ----------------------------------------------------------------
     def _words(self, n: int) -> str:
-        rng = random.Random(f"{self.cfg.seed}:fill:{n}")
-        return " ".join(rng.choice(VOCAB) for _ in range(max(n, 0)))
+        return " ".join(filler_words(random.Random(f"{self.cfg.seed}:fill:{n}"), n))
 
     def _fit(self, target: int, head: str) -> str:
         """Filler text so that `head + filler` counts `target` tokens (a few /tokenize calls)."""
@@ -170,7 +175,7 @@ class Workload:
 
     # --- prompts --------------------------------------------------------------------
     def _prefix(self) -> str:
-        return " ".join(self.rng.choice(VOCAB) for _ in range(PREFIX_WORDS))
+        return " ".join(filler_words(self.rng, PREFIX_WORDS))
 
     def next_item(self) -> Item:
         cfg = self.cfg

@@ -37,15 +37,16 @@ class Storage:
     data_dir: Path
     remote_uri: str | None = None   # s3://bucket/prefix: finished run folders are published there
 
-    def publish_folder(self, run_dir: Path) -> str | None:
-        """Publish a finished run folder to `<remote_uri>/runs/<run_id>`, marker last
-        (resources/storage/runstore.py); None when there is no remote."""
+    def publish_folder(self, run_dir: Path, status: str = "accepted") -> str | None:
+        """Publish a run folder to `<remote_uri>/runs/<run_id>`, marker last, saying whether
+        the run was accepted, rejected by a gate or failed (resources/storage/runstore.py);
+        None when there is no remote."""
         if not self.remote_uri:
             return None
         from resources.storage import runstore
 
         uri = f"{self.remote_uri.rstrip('/')}/runs/{Path(run_dir).name}"
-        runstore.publish(Path(run_dir), uri)
+        runstore.publish(Path(run_dir), uri, status=status)
         return uri
 
     @property
@@ -55,6 +56,16 @@ class Storage:
     @property
     def duckdb_path(self) -> Path:
         return Path(self.data_dir) / "servingbench.duckdb"
+
+    def folder_of(self, dagster_run_id: str) -> Path | None:
+        """The run folder a Dagster run made (benchmark_run stamps its id in partition.json)."""
+        for part in sorted(self.runs_dir.glob("*/partition.json")):
+            try:
+                if json.loads(part.read_text()).get("dagster_run_id") == dagster_run_id:
+                    return part.parent
+            except (OSError, ValueError):
+                continue
+        return None
 
     def new_run(self, candidate: str, instance_type: str) -> tuple[str, Path]:
         """A fresh run id and its empty folder; an id is never reused."""

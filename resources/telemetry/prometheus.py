@@ -1,5 +1,6 @@
-"""Prometheus text exposition → samples, and the two name maps the sampler reads with it:
-DCGM exporter fields and the engines' own gauges (vLLM, SGLang, llama.cpp).
+"""The two name maps the sampler reads a Prometheus exposition with (parsed by
+resources/http/prometheus.py): DCGM exporter fields and the engines' own gauges (vLLM,
+SGLang, llama.cpp).
 
 Units are converted here, once, to contract §2.5's: DCGM reports framebuffer in MiB,
 utilization in percent and energy in millijoules since boot (dcgm-exporter
@@ -9,36 +10,11 @@ etc/default-counters.csv, 4.x: `DCGM_FI_DEV_FB_USED` MiB, `DCGM_FI_DEV_GPU_UTIL`
 
 from __future__ import annotations
 
-import re
+from resources.http.prometheus import Samples
 
 MIB = 1 << 20
 
-_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$")
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-Samples = dict[str, list[tuple[dict[str, str], float]]]
 Row = tuple[str, str, float]  # (device, metric, value)
-
-
-def parse(text: str) -> Samples:
-    """{sample name: [(labels, value)]}; comments and unparseable lines are skipped, so a
-    half-written exposition yields what it has."""
-    out: Samples = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = _LINE.match(line)
-        if not m:
-            continue
-        try:
-            value = float(m.group(3))
-        except ValueError:
-            continue
-        if value != value:  # NaN: the exporter had no reading; never record it as a value
-            continue
-        out.setdefault(m.group(1), []).append((dict(_LABEL.findall(m.group(2) or "")), value))
-    return out
 
 
 def dcgm_device(labels: dict[str, str]) -> str:

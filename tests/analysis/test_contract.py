@@ -64,6 +64,10 @@ def test_nullability_flags_are_not_checked(tmp_path):
     (lambda m: m.update(run_id="no spaces allowed"), "manifest.run_id"),
     (lambda m: m["phases"]["steady"].update(started_at="yesterday"), "phases.steady.started_at"),
     (lambda m: m["steps"][0].update(clientlimited=True), "steps[0]: unknown key 'clientlimited'"),
+    (lambda m: m.update(workers=[{"name": "pod-1", "status": "gone", "reason": None}]),
+     "manifest.workers[0].status"),
+    (lambda m: m.update(workers=[{"name": "pod-1", "status": "ok"}]),
+     "workers[0]: missing key 'reason'"),
 ])
 def test_malformed_manifest_exits_2_naming_the_key(tmp_path, capsys, edit, expected):
     run_dir = clean_run().write(tmp_path / "run")
@@ -73,6 +77,15 @@ def test_malformed_manifest_exits_2_naming_the_key(tmp_path, capsys, edit, expec
     assert cli(["analyze", str(run_dir)]) == 2
     err = capsys.readouterr().err
     assert "manifest.json" in err and expected in err
+
+
+def test_workers_are_optional_and_checked_when_present(tmp_path):
+    run_dir = clean_run().write(tmp_path / "run")
+    m = json.loads((run_dir / "manifest.json").read_text())
+    assert "workers" not in m and mf.validate(m)
+    m["workers"] = [{"name": "pod-0", "status": "ok", "reason": None},
+                    {"name": "pod-1", "status": "failed", "reason": "container load exited 137"}]
+    assert mf.validate(m)["workers"][1]["status"] == "failed"
 
 
 def test_not_json_and_missing_files_exit_2(tmp_path, capsys):

@@ -45,6 +45,30 @@ def test_cache_hits_misses_and_unknowns_are_never_pooled(tmp_path):
     assert all(r["run_id"] == "run-1" and r["step"] == "c=2" for r in rows.values())
 
 
+def test_one_cache_class_gives_the_step_metrics_statistics_exactly(tmp_path):
+    # metrics_by_cache.sql repeats step_metrics.sql's TTFT/E2E block (the loader has no
+    # includes): with every request in one class the two must agree to the last bit
+    b = RunBuilder()
+    for i, (ttft, e2e) in enumerate([(100, 150), (300, 330), (20, 90), (40, 41), (75, 200)]):
+        sent = 1000 + 10 * i
+        b.request("c=2", sent=sent, chunks=[(sent + ttft, 1), (sent + ttft + 1, 1)],
+                  finished=sent + e2e)
+        _cached(b, 0)
+    b.request("c=2", sent=1100, status="timeout", finished=1500)
+    _cached(b, 0)
+    b.hourly_bill()
+    run = b.write(tmp_path / "run")
+    assert analyze_run(run).exit_code == 0
+    [step] = pq.read_table(run / "derived_metrics.parquet").to_pylist()
+    [miss] = pq.read_table(run / "derived_metrics_by_cache.parquet").to_pylist()
+    assert miss["cache"] == "miss"
+    for name in ("n_requests", "n_ok"):
+        assert miss[name] == step[name]
+    for measure in ("ttft_s", "e2e_s"):
+        for stat in ("p50", "p90", "p95", "p99", "mean", "min", "max", "n"):
+            assert miss[f"{measure}_{stat}"] == step[f"{measure}_{stat}"], (measure, stat)
+
+
 def test_a_class_without_ok_requests_has_n_zero_and_null_statistics(tmp_path):
     b = RunBuilder()
     b.request("c=1", sent=0, chunks=[(10, 1)], finished=20)

@@ -25,7 +25,7 @@ def test_p5_runs_never_overlap_while_g6e_runs_beside_them(tmp_path):
     """Three real run processes on one on-disk Dagster instance (`run --all --parallel 3`)."""
     cands = candidates_file(tmp_path, {"p5-a": "p5.48xlarge", "p5-b": "p5.48xlarge",
                                        "g6e-a": "g6e.48xlarge"},
-                            pools="{p5: 1, g6e: 2}", requests=12)
+                            pools="{p5: 1, g6e: 2}", requests=4)
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"),
            "SERVINGBENCH_DATA_DIR": str(tmp_path / "data"), "SERVINGBENCH_CANDIDATES": str(cands),
            "SERVINGBENCH_EMULATOR_TIME_SCALE": "0.3", "SERVINGBENCH_EMULATOR_COLD_START_S": "0.2"}

@@ -129,3 +129,79 @@ def test_a_data_uri_that_is_not_s3_is_a_clear_error(tmp_path):
 
     with pytest.raises(ConfigError, match=r"SERVINGBENCH_DATA_URI='gs://b/p': expected s3://"):
         build_definitions(Settings(data_dir=tmp_path, data_uri="gs://b/p"))
+
+
+def test_rejected_and_failed_runs_are_published_with_their_status(s3_bucket, tmp_path):
+    """A run a gate rejected keeps its raw records on S3 (gates.json, no cost tables); a
+    run that failed mid-chain is published as failed; both behind the marker."""
+    from pipelines.profiles import Settings
+    from resources.loadgen import LoadError
+    from resources.replay import ReplayLoad
+    from tests.support.chain import replay_resources, run_job
+
+    runs = f"{s3_bucket}/runs"
+    settings = Settings(data_dir=tmp_path / "a", data_uri=s3_bucket)
+    result, _ = run_job(tmp_path / "a", resources=replay_resources("other_account"),
+                        settings=settings)
+    assert not result.success
+    (rejected,) = runstore.complete_runs(runs)
+    assert runstore.marker(f"{runs}/{rejected}")["status"] == "rejected"
+    back = runstore.fetch(f"{runs}/{rejected}", tmp_path / "rejected")
+    assert (back / "steady_state_request_log.parquet").exists() and (back / "gates.json").exists()
+    assert not (back / "cost_per_1m.parquet").exists()
+
+    class Broken(ReplayLoad):
+        def run(self, *args, **kwargs):
+            raise LoadError("the engine went away")
+
+    broken = replay_resources("good") | {"load_generator": Broken(FIXTURES / "good")}
+    result, _ = run_job(tmp_path / "b", resources=broken,
+                        settings=Settings(data_dir=tmp_path / "b", data_uri=s3_bucket))
+    assert not result.success
+    (failed,) = set(runstore.complete_runs(runs)) - {rejected}
+    assert runstore.marker(f"{runs}/{failed}")["status"] == "failed"
+    assert runstore.get(f"{runs}/{failed}", ["manifest.json"], tmp_path / "f") == ["manifest.json"]
+
+
+def test_an_update_takes_the_marker_away_while_it_rewrites(s3_bucket, tmp_path, monkeypatch):
+    uri = f"{s3_bucket}/runs/run-u"
+    folder = tmp_path / "run-u"
+    shutil.copytree(FIXTURES / "good", folder)
+    runstore.publish(folder, uri)
+    seen = []
+    real_copy = runstore._copy
+
+    def copy(*args):  # what a reader listing the runs sees during the update
+        seen.append(runstore.complete_runs(f"{s3_bucket}/runs"))
+        real_copy(*args)
+
+    monkeypatch.setattr(runstore, "_copy", copy)
+    runstore.publish(folder, uri, ["manifest.json"], status="rejected", drop=["bill.parquet"])
+    assert seen == [[]]
+    assert runstore.complete_runs(f"{s3_bucket}/runs") == ["run-u"]
+    assert runstore.marker(uri)["status"] == "rejected"
+    assert runstore.get(uri, ["bill.parquet"], tmp_path / "x") == []
+
+
+def test_the_run_index_and_cost_table_are_queryable_from_any_pod(s3_bucket, tmp_path):
+    """What the DuckDB file of one pod held, read from the published runs: `runs` (with
+    each run's status) and the cross-run tables, in a fresh process-local DuckDB."""
+    runs = f"{s3_bucket}/runs"
+    for run_id, status in (("run-a", "accepted"), ("run-r", "rejected")):
+        folder = tmp_path / run_id
+        shutil.copytree(FIXTURES / "good", folder)
+        assert cli(["analyze", str(folder)]) == 0
+        if status == "rejected":  # a rejected run has no cost tables
+            for name in ("cost_per_1m.parquet", "headline.parquet"):
+                (folder / name).unlink()
+        runstore.publish(folder, f"{runs}/{run_id}", status=status)
+    fs, base = runstore.filesystem(f"{runs}/run-half")  # no marker: not in the index
+    with fs.open_output_stream(f"{base}/manifest.json") as out:
+        out.write((FIXTURES / "good" / "manifest.json").read_bytes())
+    con = runstore.catalog(runs)
+    assert con.execute("SELECT run_id, status, candidate FROM runs ORDER BY run_id").fetchall() == [
+        ("run-a", "accepted", "p5-scout-bf16-tp8"), ("run-r", "rejected", "p5-scout-bf16-tp8")]
+    one = len(pq.read_table(tmp_path / "run-a" / "cost_per_1m.parquet"))
+    assert con.execute("SELECT count(*) FROM cost_per_1m").fetchall()[0][0] == one > 0
+    steps = len(pq.read_table(tmp_path / "run-a" / "derived_metrics.parquet"))
+    assert con.execute("SELECT count(*) FROM derived_metrics").fetchall()[0][0] == 2 * steps

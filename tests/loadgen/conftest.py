@@ -1,18 +1,18 @@
-"""Fixtures: the fixed-timing server as a real process on 127.0.0.1."""
+"""Fixtures: the emulator's fixed-timing mode as a real process on 127.0.0.1."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support.loadgen import ServerProcess
+from tests.support.emulator import FixedTimingServer
 
 
 @pytest.fixture
 def start_server(tmp_path):
-    started: list[ServerProcess] = []
+    started: list[FixedTimingServer] = []
 
-    def start(*args: str) -> ServerProcess:
-        s = ServerProcess(tmp_path, list(args))
+    def start(*flags: str, ttft_ms: float = 20, itl_ms: float = 5) -> FixedTimingServer:
+        s = FixedTimingServer(tmp_path, *flags, ttft_ms=ttft_ms, itl_ms=itl_ms)
         started.append(s)
         return s
 
@@ -22,6 +22,6 @@ def start_server(tmp_path):
 
 
 @pytest.fixture
-def server(start_server) -> ServerProcess:
+def server(start_server) -> FixedTimingServer:
     """Fixed timing: TTFT 20 ms, ITL 2 ms."""
-    return start_server("--ttft-ms", "20", "--itl-ms", "2")
+    return start_server(ttft_ms=20, itl_ms=2)

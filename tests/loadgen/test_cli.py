@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pipelines.cli import load as cli
 from resources.contract import manifest as mf
+from tests.support.emulator import FIXED_MODEL
 from tests.support.loadgen import rows, run_cli
 from tests.support.net import free_port
 
 
 def test_cli_writes_a_run_folder_and_refuses_to_overwrite_it(server, tmp_path, capsys):
     out = tmp_path / "run"
-    args = ["--endpoint", server.base_url, "--model", "m", "--concurrency", "1,2",
+    args = ["--endpoint", server.base_url, "--model", FIXED_MODEL, "--concurrency", "1,2",
             "--requests", "3", "--warmup-requests", "1", "--input-tokens", "8",
             "--output-tokens", "4", "--out", str(out)]
     p = run_cli(args)

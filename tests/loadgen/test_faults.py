@@ -45,7 +45,7 @@ def test_stream_cut_without_done_is_a_disconnect(server, tmp_path):
 
 
 def test_drain_timeout_cancels_in_flight_requests(start_server, tmp_path):
-    srv = start_server("--ttft-ms", "10", "--itl-ms", "100")
+    srv = start_server(ttft_ms=10, itl_ms=100)
     cfg = config(srv.base_url, concurrency=[3], requests_per_step=None, duration_s=0.3,
                  output_tokens=50, drain_timeout_s=0.3)
     result = run_load(cfg, tmp_path / "run", progress=False)

@@ -36,7 +36,7 @@ def test_closed_and_open_loop_steps_are_recorded_with_their_names(server, tmp_pa
 
 
 def test_closed_loop_keeps_the_target_in_flight(start_server, tmp_path):
-    srv = start_server("--ttft-ms", "50", "--itl-ms", "1")
+    srv = start_server(ttft_ms=50, itl_ms=1)
     run_load(config(srv.base_url, concurrency=[4], requests_per_step=8), tmp_path / "r", progress=False)
     steady = sorted(rows(tmp_path / "r"), key=lambda r: ns(r["sent_at"]))
     first_four_end = min(ns(r["finished_at"]) for r in steady[:4])
@@ -70,9 +70,9 @@ def test_request_ids_are_uuids_sent_as_x_request_id(server, tmp_path):
 
 
 def test_unknown_server_is_measured_but_emulated_header_always_wins(start_server, tmp_path):
-    plain = start_server("--no-emulated-header", "--itl-ms", "1")
+    plain = start_server("--no-emulated-header", itl_ms=1)
     assert run_load(config(plain.base_url), tmp_path / "a", progress=False).source == "measured"
-    emu = start_server("--itl-ms", "1")
+    emu = start_server(itl_ms=1)
     base = {"run_id": "given-id", "source": "measured", "instance_type": "p5.48xlarge"}
     result = run_load(config(emu.base_url), tmp_path / "b", manifest_base=base, progress=False)
     m = mf.load(tmp_path / "b" / "manifest.json")

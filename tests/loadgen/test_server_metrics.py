@@ -69,7 +69,7 @@ def test_reconciliation_flags_a_wrong_server_token_count(tmp_path, skew, flagged
 
 
 def test_a_server_without_metrics_is_recorded_as_unavailable(start_server, tmp_path):
-    server = start_server("--ttft-ms", "5", "--itl-ms", "1", "--no-metrics")
+    server = start_server("--no-metrics", ttft_ms=5, itl_ms=1)
     result = run_load(config(server.base_url, concurrency=[1, 2], requests_per_step=3),
                       tmp_path / "run", progress=False)
     assert result.statuses == {"ok": 6}  # the run itself is not affected

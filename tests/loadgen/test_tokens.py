@@ -23,7 +23,7 @@ def test_continuous_usage_gives_exact_tokens_per_bundled_chunk(server, tmp_path)
 
 
 def test_without_continuous_usage_counts_chunks(start_server, tmp_path):
-    srv = start_server("--no-continuous-usage", "--itl-ms", "1")
+    srv = start_server("--no-continuous-usage", itl_ms=1)
     cfg = config(srv.base_url, output_tokens=10, headers={"X-Servingbench-Fault": "tokens_per_chunk=4"})
     run_load(cfg, tmp_path / "run", progress=False)
     chunks = _chunks(tmp_path / "run")
@@ -35,7 +35,7 @@ def test_without_continuous_usage_counts_chunks(start_server, tmp_path):
 
 
 def test_without_any_usage(start_server, tmp_path):
-    srv = start_server("--no-usage", "--itl-ms", "1")
+    srv = start_server("--no-usage", itl_ms=1)
     run_load(config(srv.base_url, output_tokens=5), tmp_path / "run", progress=False)
     for r in rows(tmp_path / "run"):
         assert (r["status"], r["output_tokens_source"], r["output_tokens"], r["input_tokens"]) == \
@@ -43,7 +43,7 @@ def test_without_any_usage(start_server, tmp_path):
 
 
 def test_falls_back_when_continuous_usage_is_rejected(start_server, tmp_path):
-    srv = start_server("--reject-continuous", "--itl-ms", "1")
+    srv = start_server("--reject-continuous", itl_ms=1)
     result = run_load(config(srv.base_url, output_tokens=4), tmp_path / "run", progress=False)
     assert {r["status"] for r in rows(tmp_path / "run")} == {"ok"}
     assert result.n_requests == 6

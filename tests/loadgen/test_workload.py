@@ -9,6 +9,7 @@ import pytest
 from resources.contract import manifest as mf
 from resources.loadgen import LoadConfig, LoadConfigError, run_load
 from resources.loadgen.workload import Tokenizer, Workload
+from tests.support.emulator import FIXED_MODEL
 from tests.support.loadgen import config, rows
 
 
@@ -19,21 +20,21 @@ def test_prompts_are_sized_with_tokenize_and_unique(server, tmp_path):
     assert {r["input_tokens"] for r in steady} == {100} and result.prompt_token_mismatches == 0
     assert mf.load(tmp_path / "run" / "manifest.json")["scenario"]["prompt_sizing"] == "tokenize"
     wl = Workload(config(server.base_url, input_tokens=100),
-                  Tokenizer(server.base_url, "fixed", {}, True))
+                  Tokenizer(server.base_url, FIXED_MODEL, {}, True))
     prompts = [wl.next_item().prompt for _ in range(200)]
     assert len(set(prompts)) == 200
     assert len({p.split()[0:8].__repr__() for p in prompts}) == 200  # unique from the first words
 
 
 def test_without_tokenize_the_size_is_an_estimate(start_server, tmp_path):
-    srv = start_server("--no-tokenize", "--itl-ms", "1")
+    srv = start_server("--no-tokenize", itl_ms=1)
     run_load(config(srv.base_url, input_tokens=50), tmp_path / "run", progress=False)
     assert mf.load(tmp_path / "run" / "manifest.json")["scenario"]["prompt_sizing"] == "estimate"
 
 
 def test_shared_prefix_scenario(server, tmp_path):
     cfg = config(server.base_url, input_tokens=64, prefix="shared", shared_prefix_tokens=40)
-    wl = Workload(cfg, Tokenizer(server.base_url, "fixed", {}, True))
+    wl = Workload(cfg, Tokenizer(server.base_url, FIXED_MODEL, {}, True))
     prompts = [wl.next_item().prompt.split() for _ in range(20)]
     assert all(p[:40] == prompts[0][:40] for p in prompts)
     assert len({tuple(p[40:48]) for p in prompts}) == 20
@@ -64,7 +65,7 @@ def test_a_bad_dataset_line_is_named(tmp_path):
 
 def test_api_key_is_sent_and_never_stored(start_server, tmp_path, monkeypatch):
     key = "sk-test-0123456789abcdef"
-    srv = start_server("--api-key", key, "--itl-ms", "1")
+    srv = start_server("--api-key", key, itl_ms=1)
     monkeypatch.setenv("SB_TEST_KEY", key)
     result = run_load(config(srv.base_url, api_key_env="SB_TEST_KEY"), tmp_path / "run", progress=False)
     assert result.statuses == {"ok": 6}

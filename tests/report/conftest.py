@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.report_runs import build_comparison
+from tests.support.runbuilder import build_comparison
 
 
 @pytest.fixture(scope="session")

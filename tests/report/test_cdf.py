@@ -8,7 +8,7 @@ import pyarrow as pa
 from resources.contract.schemas import CHUNK_LOG, REQUEST_LOG
 from resources.report import cdf
 from resources.report.rundata import RunData
-from tests.support.report_runs import NS
+from tests.support.runbuilder import S
 
 
 def _requests(rows: list[dict]) -> pa.Table:
@@ -30,7 +30,7 @@ def _chunks(rows: list[tuple]) -> pa.Table:
     rid, seq, at, tok = zip(*rows, strict=True)
     return pa.Table.from_arrays(
         [pa.array(["r"] * len(rows)), pa.array(rid), pa.array(seq, pa.int64()),
-         pa.array([a * NS for a in at], pa.int64()).cast(CHUNK_LOG.field("at").type),
+         pa.array([a * S for a in at], pa.int64()).cast(CHUNK_LOG.field("at").type),
          pa.array(tok, pa.int64())], schema=CHUNK_LOG)
 
 
@@ -39,14 +39,14 @@ def _run() -> RunData:
     # b: sent 200, chunks 203, 207 (1 tok)                         -> TTFT 3,  ITL 4 x1
     # w: a warm-up request, x: a failed one - neither counts
     reqs = _requests([
-        dict(request_id="a", phase="steady", step="c=1", sent_at=100 * NS,
-             first_token_at=110 * NS, status="ok"),
-        dict(request_id="b", phase="steady", step="c=1", sent_at=200 * NS,
-             first_token_at=203 * NS, status="ok"),
-        dict(request_id="x", phase="steady", step="c=1", sent_at=300 * NS,
-             first_token_at=301 * NS, status="timeout"),
-        dict(request_id="w", phase="warmup", step="c=1", sent_at=1 * NS,
-             first_token_at=2 * NS, status="ok"),
+        dict(request_id="a", phase="steady", step="c=1", sent_at=100 * S,
+             first_token_at=110 * S, status="ok"),
+        dict(request_id="b", phase="steady", step="c=1", sent_at=200 * S,
+             first_token_at=203 * S, status="ok"),
+        dict(request_id="x", phase="steady", step="c=1", sent_at=300 * S,
+             first_token_at=301 * S, status="timeout"),
+        dict(request_id="w", phase="warmup", step="c=1", sent_at=1 * S,
+             first_token_at=2 * S, status="ok"),
     ])
     chunks = _chunks([("a", 0, 110, 1), ("a", 1, 116, 1), ("a", 2, 126, 2),
                       ("b", 0, 203, 1), ("b", 1, 207, 1),

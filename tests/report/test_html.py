@@ -107,9 +107,9 @@ def test_comparison_of_measured_runs_only_has_no_banner(runs, tmp_path):
 
 
 def test_gate_failure_shows_the_gates_and_withholds_cost(runs, tmp_path):
-    from tests.support.report_runs import FAST, build_run
+    from tests.support.runbuilder import FAST, simulated_run
 
-    gated = build_run(tmp_path, FAST.__class__(**{**FAST.__dict__, "gate_fail": True}), "gated-0")
+    gated = simulated_run(tmp_path, FAST.__class__(**{**FAST.__dict__, "gate_fail": True}), "gated-0")
     html = write_run_report(gated).read_text()
     page = check_safe(html)
     assert "a gate failed, so cost rows are withheld" in page.plain

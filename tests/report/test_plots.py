@@ -88,9 +88,9 @@ def test_latency_throughput_draws_every_step_and_the_slo_lines(runs):
 
 
 def test_cost_bars_show_candidates_meeting_no_step_and_gate_failures(runs, tmp_path):
-    from tests.support.report_runs import FAST, build_run
+    from tests.support.runbuilder import FAST, simulated_run
 
-    failed = build_run(tmp_path, FAST.__class__(**{**FAST.__dict__, "candidate": "p4d-gated",
+    failed = simulated_run(tmp_path, FAST.__class__(**{**FAST.__dict__, "candidate": "p4d-gated",
                                                     "gate_fail": True}), "gated-0")
     latest = plots.latest_per_candidate([load_run(r, raw=False) for r in [*runs, failed]])
     fig = plots.plot_cost(latest)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from resources.report.regression import Thresholds, compare_to_history, headline_record
-from tests.support.report_runs import FAST, build_run
+from tests.support.runbuilder import FAST, simulated_run
 
 
 def row(i: int, tok: float = 100.0, ttft: float = 1.0, cost: float = 10.0, **kw) -> dict:
@@ -88,10 +88,10 @@ def test_no_history_is_quiet_and_says_so():
 
 
 def test_history_from_run_folders(tmp_path):
-    dirs = [build_run(tmp_path, FAST, f"n{i}", f"2026-11-2{i}T02:00:00Z", seed=i)
+    dirs = [simulated_run(tmp_path, FAST, f"n{i}", f"2026-11-2{i}T02:00:00Z", seed=i)
             for i in range(4)]
     slow = FAST.__class__(**{**FAST.__dict__, "itl_s": FAST.itl_s * 1.6})
-    dirs.append(build_run(tmp_path, slow, "n4", "2026-11-25T02:00:00Z", seed=4))
+    dirs.append(simulated_run(tmp_path, slow, "n4", "2026-11-25T02:00:00Z", seed=4))
     records = [headline_record(d) for d in dirs]
     assert records[0]["created_at"] == "2026-11-20T02:00:00.000000000Z"
     assert not compare_to_history(records[3], records[:3]).regressed

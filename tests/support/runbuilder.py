@@ -1,23 +1,53 @@
-"""A small builder for run folders (contract §6), for tests with hand-computed answers.
+"""The one builder of run folders (contract §6), for tests and benchmarks.
 
-Times are integer milliseconds after T0 (2026-11-29T02:00:00Z), so every duration in a
-test's expected values is plain arithmetic on the numbers written in the test.
+Every folder is written by `RunBuilder`: one manifest template, one instance bill, one
+writer. Three ways to fill it:
+
+* by hand, `RunBuilder.request(...)`: times are integer milliseconds after T0
+  (2026-11-29T02:00:00Z), so every duration in a test's expected values is plain
+  arithmetic on the numbers written in the test (`clean_run` is the analyzer tests' run);
+* simulated with the analyzer's outputs, `simulated_run(root, Candidate(...))`: closed-loop
+  slots, lognormal TTFT and per-token gaps, and the derived metrics (§3), cost (§4),
+  headline and gates (§5) computed here with numpy, so the CDFs and the tables of a report
+  fixture agree with each other (`build_comparison`: the report tests' five runs);
+* synthetic and large, `synthetic_run(run_dir, n_requests)`: vectorised with numpy and
+  written in row groups, so 100k requests × 128 chunks (12.8M chunk rows) build in seconds
+  without holding every string in memory (the benchmarks' folders). Marked `emulated`:
+  nothing there was measured.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import uuid
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from resources.analysis.gates import NAMES as GATE_NAMES
 from resources.contract import manifest as mf
-from resources.contract.schemas import BILL, CHUNK_LOG, REQUEST_LOG, TELEMETRY, write_parquet
+from resources.contract.schemas import (
+    BILL,
+    CHUNK_LOG,
+    OPTIONAL_COLUMNS,
+    REQUEST_LOG,
+    TELEMETRY,
+    TS,
+    write_parquet,
+)
+from resources.report.rundata import DERIVED_COLUMNS, STATS
 
 T0 = mf.parse_ts("2026-11-29T02:00:00Z")
-MS = 1_000_000
+S = 1_000_000_000  # ns per second
+MS = 1_000_000  # ns per millisecond
 HOUR_MS = 3_600_000
+HOUR = 3600 * S
+MODEL = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 
 
 def at(ms: float | None):
@@ -31,14 +61,16 @@ def step_mode(step: str) -> tuple[str, float]:
 
 class RunBuilder:
     def __init__(self, run_id: str = "run-1", instance_type: str = "p5.48xlarge",
-                 node_count: int = 1, hourly: float | None = 55.04, source: str = "emulated"):
+                 node_count: int = 1, hourly: float | None = 55.04, source: str = "emulated",
+                 created_ns: int = T0, **fields) -> None:
+        """`fields` override the manifest's defaults (contract §2.1)."""
         self.run_id = run_id
         self.requests: list[dict] = []
         self.chunks: list[dict] = []
         self.bill: list[dict] = []
         self.telemetry: list[dict] = []
-        m = mf.empty(run_id, source, T0)
-        m.update(candidate="p5-scout-bf16-tp8", model="meta-llama/Llama-4-Scout-17B-16E-Instruct",
+        m = mf.empty(run_id, source, created_ns)
+        m.update(candidate="p5-scout-bf16-tp8", model=MODEL,
                  precision="bf16", tensor_parallel=8, expert_parallel=False, engine="vllm",
                  account_id="123456789012", region="us-east-1", cluster_name="bench",
                  instance_type=instance_type, node_count=node_count,
@@ -47,6 +79,7 @@ class RunBuilder:
                      "region": "us-east-1", "purchase_option": "on_demand",
                      "retrieved_on": "2026-11-28", "source": "price_sheet",
                      "hourly_usd_per_node": hourly})
+        m.update(fields)
         self.manifest = m
         self.client_limited: set[str] = set()
 
@@ -80,16 +113,21 @@ class RunBuilder:
         return rid
 
     # --- bill -----------------------------------------------------------------------
-    def bill_row(self, start_ms: float, end_ms: float, amount: float, quantity: float, *,
-                 usage_unit: str = "Hrs", instance_type: str | None = "", service: str =
-                 "Amazon Elastic Compute Cloud - Compute", usage_type: str | None = None,
-                 estimated: bool = False, source: str = "price_sheet", unit: str = "USD",
-                 account_id: str | None = "", region: str | None = "",
-                 tag_value: str | None = "") -> None:
+    def bill_row(self, start_ms: float, end_ms: float, amount: float, quantity: float,
+                 **kw) -> None:
+        self.bill_row_ns(at(start_ms), at(end_ms), amount, quantity, **kw)
+
+    def bill_row_ns(self, start_ns: int, end_ns: int, amount: float, quantity: float, *,
+                    usage_unit: str = "Hrs", instance_type: str | None = "", service: str =
+                    "Amazon Elastic Compute Cloud - Compute", usage_type: str | None = None,
+                    estimated: bool = False, source: str = "price_sheet", unit: str = "USD",
+                    account_id: str | None = "", region: str | None = "",
+                    tag_value: str | None = "") -> None:
+        """One bill row (contract §2.4); "" takes the manifest's value."""
         m = self.manifest
         itype = m["instance_type"] if instance_type == "" else instance_type
         self.bill.append({
-            "run_id": self.run_id, "period_start": at(start_ms), "period_end": at(end_ms),
+            "run_id": self.run_id, "period_start": start_ns, "period_end": end_ns,
             "account_id": m["account_id"] if account_id == "" else account_id,
             "region": m["region"] if region == "" else region, "service": service,
             "usage_type": usage_type or f"USE1-BoxUsage:{itype}", "instance_type": itype,
@@ -99,12 +137,18 @@ class RunBuilder:
             "usage_quantity": quantity, "usage_unit": usage_unit, "estimated": estimated,
             "source": source})
 
-    def hourly_bill(self, hours: int = 1, rate: float | None = None, **kw) -> None:
-        """Instance rows for hours [0, hours) after T0 at the price basis' rate."""
+    def instance_hours(self, start_ns: int, end_ns: int, rate: float | None = None,
+                       **kw) -> None:
+        """Instance rows for every whole hour that overlaps [start_ns, end_ns), at the
+        price basis' rate per node."""
         rate = rate if rate is not None else self.manifest["price_basis"]["hourly_usd_per_node"]
         n = self.manifest["node_count"]
-        for h in range(hours):
-            self.bill_row(h * HOUR_MS, (h + 1) * HOUR_MS, rate * n, float(n), **kw)
+        for h in range(start_ns - start_ns % HOUR, end_ns, HOUR):
+            self.bill_row_ns(h, h + HOUR, rate * n, float(n), **kw)
+
+    def hourly_bill(self, hours: int = 1, rate: float | None = None, **kw) -> None:
+        """Instance rows for hours [0, hours) after T0 at the price basis' rate."""
+        self.instance_hours(T0, T0 + hours * HOUR, rate, **kw)
 
     # --- telemetry (contract §2.5) -------------------------------------------------------
     def sample(self, ms: float, device: str, metric: str, value: float | None,
@@ -136,16 +180,22 @@ class RunBuilder:
                            "loop_lag_p99_s": 0.0005} for s in seen]
         return m
 
+    def write_manifest(self, run_dir: Path) -> None:
+        mf.dump(self.build_manifest(), Path(run_dir) / "manifest.json")
+
+    def write_bill(self, run_dir: Path) -> None:
+        write_parquet(pa.Table.from_pylist(self.bill, schema=BILL), Path(run_dir) / "bill.parquet")
+
     def write(self, run_dir: Path, bill: bool = True) -> Path:
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        mf.dump(self.build_manifest(), run_dir / "manifest.json")
+        self.write_manifest(run_dir)
         for name, phase in (("warmup_log", "warmup"), ("steady_state_request_log", "steady")):
             rows = [r for r in self.requests if (r["phase"] == "warmup") == (phase == "warmup")]
             write_parquet(pa.Table.from_pylist(rows, schema=REQUEST_LOG), run_dir / f"{name}.parquet")
         write_parquet(pa.Table.from_pylist(self.chunks, schema=CHUNK_LOG), run_dir / "chunk_log.parquet")
         if bill:
-            write_parquet(pa.Table.from_pylist(self.bill, schema=BILL), run_dir / "bill.parquet")
+            self.write_bill(run_dir)
         if self.telemetry:
             write_parquet(pa.Table.from_pylist(self.telemetry, schema=TELEMETRY),
                           run_dir / "telemetry.parquet")
@@ -162,3 +212,383 @@ def clean_run() -> RunBuilder:
               finished=1400)
     b.hourly_bill()
     return b
+
+
+# --- simulated runs with the analyzer's outputs (the report's fixtures) ----------------------
+@dataclass
+class Candidate:
+    candidate: str
+    instance_type: str
+    source: str = "measured"
+    hourly_usd: float = 55.04
+    ttft_s: float = 0.15          # median TTFT at c=1
+    itl_s: float = 0.012          # median per-token gap at c=1
+    slowdown: float = 0.12        # per extra in-flight request
+    steps: tuple[int, ...] = (1, 2, 4, 8)
+    failing_step: int | None = None   # this step gets 10 % http errors -> invalid
+    gate_fail: bool = False           # the `scoped` gate fails -> no cost/headline files
+    output_tokens: int = 24
+    requests_per_slot: int = 6
+    model: str = MODEL
+    precision: str = "bf16"
+    extra: dict = field(default_factory=dict)
+
+
+def _ts(values: list[int | None]) -> pa.Array:
+    return pa.array(values, pa.int64()).cast(TS)
+
+
+def _stats(prefix: str, values: list[float]) -> dict:
+    if not values:
+        return {f"{prefix}_{s}": (0 if s == "n" else None) for s in STATS}
+    a = np.asarray(values, dtype=float)
+    q = np.percentile(a, [50, 90, 95, 99])
+    return {f"{prefix}_p50": q[0], f"{prefix}_p90": q[1], f"{prefix}_p95": q[2],
+            f"{prefix}_p99": q[3], f"{prefix}_mean": float(a.mean()),
+            f"{prefix}_min": float(a.min()), f"{prefix}_max": float(a.max()),
+            f"{prefix}_n": len(a)}
+
+
+def _simulate_step(c: Candidate, run_id: str, conc: int, start: int, rng) -> tuple[list, list]:
+    reqs, chunks = [], []
+    load = 1 + c.slowdown * (conc - 1)
+    for slot in range(conc):
+        t = start + slot * 1_000_000
+        for i in range(c.requests_per_slot):
+            rid = f"{run_id}-c{conc}-s{slot}-r{i}"
+            sent = t + 200_000
+            failed = c.failing_step == conc and i == 0 and slot % 2 == 0
+            if failed:
+                fin = sent + 5_000_000
+                reqs.append(dict(request_id=rid, step=f"c={conc}", target=float(conc),
+                                 scheduled_at=t, sent_at=sent, first_token_at=None,
+                                 last_token_at=None, finished_at=fin, input_tokens=None,
+                                 output_tokens=None, chunks=0, status="http_error",
+                                 http_status=503, error="upstream busy"))
+                t = fin
+                continue
+            ttft = int(c.ttft_s * load * rng.lognormal(0, 0.25) * S)
+            at, seq, total = sent + ttft, 0, 0
+            while total < c.output_tokens:
+                tok = 2 if (seq % 7 == 3 and total + 2 <= c.output_tokens) else 1
+                if seq > 0:
+                    at += int(c.itl_s * load * tok * rng.lognormal(0, 0.3) * S)
+                chunks.append(dict(request_id=rid, seq=seq, at=at, tokens=tok))
+                seq, total = seq + 1, total + tok
+            fin = at + 1_000_000
+            reqs.append(dict(request_id=rid, step=f"c={conc}", target=float(conc),
+                             scheduled_at=t, sent_at=sent, first_token_at=sent + ttft,
+                             last_token_at=at, finished_at=fin, input_tokens=512,
+                             output_tokens=total, chunks=seq, status="ok",
+                             http_status=200, error=None))
+            t = fin
+    return reqs, chunks
+
+
+def _metrics_row(run_id: str, source: str, conc: int, reqs: list, chunks: list) -> dict:
+    ok = [r for r in reqs if r["status"] == "ok"]
+    start = min(r["sent_at"] for r in reqs)
+    end = max(r["finished_at"] for r in reqs)
+    window = (end - start) / S
+    out_tok = sum(r["output_tokens"] for r in ok)
+    ok_ids = {r["request_id"] for r in ok}
+    by_req: dict[str, list] = {}
+    for ch in chunks:
+        if ch["request_id"] in ok_ids:
+            by_req.setdefault(ch["request_id"], []).append(ch)
+    itl, multi, total_gaps = [], 0, 0
+    for chs in by_req.values():
+        for prev, cur in zip(chs, chs[1:], strict=False):
+            itl += [(cur["at"] - prev["at"]) / S / cur["tokens"]] * cur["tokens"]
+            multi += cur["tokens"] > 1
+            total_gaps += 1
+    conc_sum = sum((r["finished_at"] - r["sent_at"]) / S for r in reqs)
+    ttft = [(r["first_token_at"] - r["sent_at"]) / S for r in ok]
+    tpot = [(r["last_token_at"] - r["first_token_at"]) / S / (r["output_tokens"] - 1)
+            for r in ok if r["output_tokens"] >= 2]
+    good = sum(1 for r, t, p in zip(ok, ttft, tpot, strict=False) if t <= 2.0 and p <= 0.1)
+    reasons = []
+    if 100 * (len(reqs) - len(ok)) > len(reqs):
+        reasons.append("error_rate")
+    if conc_sum / window < 0.9 * conc:
+        reasons.append("achieved_concurrency")
+    row = dict(run_id=run_id, step=f"c={conc}", load_mode="concurrency", target=float(conc),
+               source=source, n_requests=len(reqs), n_ok=len(ok),
+               error_rate=(len(reqs) - len(ok)) / len(reqs), window_start=start,
+               window_end=end, window_s=window, input_tokens=512 * len(ok),
+               output_tokens=out_tok, output_tok_s=out_tok / window,
+               request_s=len(ok) / window, achieved_concurrency=conc_sum / window,
+               goodput_s=good / window)
+    row.update(_stats("ttft_s", ttft))
+    row.update(_stats("ttft_sched_s", [(r["first_token_at"] - r["scheduled_at"]) / S for r in ok]))
+    lag = np.asarray([(r["sent_at"] - r["scheduled_at"]) / S for r in reqs])
+    row.update(sched_lag_s_p50=float(np.percentile(lag, 50)),
+               sched_lag_s_p99=float(np.percentile(lag, 99)), sched_lag_s_max=float(lag.max()))
+    row.update(_stats("itl_s", itl))
+    row["itl_multi_token_share"] = multi / total_gaps if total_gaps else None
+    row.update(_stats("tpot_s", tpot))
+    row.update(_stats("e2e_s", [(r["finished_at"] - r["sent_at"]) / S for r in ok]))
+    row.update(valid=not reasons, invalid_reason=";".join(reasons) or None)
+    return row
+
+
+def _derived_type(name: str) -> pa.DataType:
+    if name in ("window_start", "window_end"):
+        return TS
+    if name == "valid":
+        return pa.bool_()
+    if name in ("run_id", "step", "load_mode", "source", "invalid_reason"):
+        return pa.string()
+    if name in ("n_requests", "n_ok", "input_tokens", "output_tokens") or name.endswith("_n"):
+        return pa.int64()
+    return pa.float64()
+
+
+def _table(rows: list[dict], types: dict[str, pa.DataType]) -> pa.Table:
+    arrays = {}
+    for name, typ in types.items():
+        values = [r.get(name) for r in rows]  # an optional column a row lacks is null
+        arrays[name] = _ts(values) if typ == TS else pa.array(values, typ)
+    return pa.table(arrays)
+
+
+EXCLUDED = pa.list_(pa.struct([("service", pa.string()), ("usage_type", pa.string()),
+                                ("period_start", TS), ("amount", pa.float64())]))
+
+
+def _month(ns: int) -> tuple[datetime, datetime]:
+    start = datetime.fromtimestamp(ns // S, UTC).replace(day=1, hour=0, minute=0, second=0)
+    end = start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+    return start, end
+
+
+def _excluded(m: dict) -> list[dict]:
+    """The month's KMS key fee is behind every step: listed, never prorated (contract §4)."""
+    return [dict(service="AWS Key Management Service", usage_type="KMS-Keys",
+                 period_start=_month(m["window_start"])[0], amount=1.0)]
+
+
+def _cost_rows(c: Candidate, run_id: str, metrics: list[dict]) -> pa.Table:
+    rows = []
+    for m in metrics:
+        rate = c.hourly_usd * 1e6 / (m["output_tok_s"] * 3600)
+        rows.append(dict(run_id=run_id, step=m["step"], source=m["source"],
+                         bill_source="fixture", bill_status="final",
+                         window_cost_usd=c.hourly_usd * m["window_s"] / 3600,
+                         output_tokens=m["output_tokens"], cost_per_1m_output_usd=rate,
+                         hourly_price_usd=c.hourly_usd, cost_per_1m_via_rate_usd=rate,
+                         cross_check_delta=0.0, cross_check_note=None, included=["instance"],
+                         excluded_items=_excluded(m), price_region="us-east-1",
+                         purchase_option="on_demand", retrieved_on="2026-11-28"))
+    types = {k: pa.float64() for k in rows[0]}
+    types.update({k: pa.string() for k in ("run_id", "step", "source", "bill_source",
+                                            "bill_status", "cross_check_note", "price_region",
+                                            "purchase_option", "retrieved_on")})
+    types.update(output_tokens=pa.int64(), included=pa.list_(pa.string()), excluded_items=EXCLUDED)
+    return _table(rows, types)
+
+
+def _headline(c: Candidate, run_id: str, metrics: list[dict], cost: pa.Table,
+              slo_ttft: float, slo_tpot: float) -> pa.Table:
+    ok = [m for m in metrics if m["valid"] and m["ttft_s_p99"] is not None
+          and m["ttft_s_p99"] <= slo_ttft and m["tpot_s_p99"] <= slo_tpot]
+    best = max(ok, key=lambda m: m["output_tok_s"]) if ok else None
+    cost_of = dict(zip(cost["step"].to_pylist(), cost["cost_per_1m_output_usd"].to_pylist(),
+                       strict=True))
+    row = dict(run_id=run_id, candidate=c.candidate, instance_type=c.instance_type,
+               source=c.source, slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot,
+               meets_slo=best is not None, step=best and best["step"],
+               output_tok_s=best and best["output_tok_s"], ttft_s_p99=best and best["ttft_s_p99"],
+               tpot_s_p99=best and best["tpot_s_p99"],
+               cost_per_1m_output_usd=best and cost_of[best["step"]],
+               bill_status=best and "final")
+    types = {k: pa.string() for k in row}
+    types.update({k: pa.float64() for k in ("slo_ttft_s", "slo_tpot_s", "output_tok_s",
+                                           "ttft_s_p99", "tpot_s_p99", "cost_per_1m_output_usd")})
+    types["meets_slo"] = pa.bool_()
+    return _table([row], types)
+
+
+# What the report's header shows of a measured run on EKS (contract §2.1).
+REPORT_MANIFEST = dict(
+    max_model_len=131072, engine_version="0.11.0", image_digest="sha256:" + "ab" * 32,
+    availability_zone="us-east-1a", k8s_version="1.33", nodegroup="sb-7f3a",
+    instance_ids=["i-0123456789abcdef0"], driver_version="570.86.15")
+PHASE_SPANS_S = {"provision": (0, 552), "deploy": (552, 1300), "image_pull": (555, 722),
+                 "weights_load": (725, 1170), "compile": (1170, 1295), "ready": (1295, 1300),
+                 "warmup": (1301, 1350)}
+
+
+def simulated_run(root: Path, c: Candidate, run_id: str, created_at: str = "2026-11-29T02:00:00Z",
+                  seed: int = 0, slo_ttft_s: float = 2.0, slo_tpot_s: float = 0.1) -> Path:
+    """Write one run folder, with the analyzer's outputs, under `root`; returns its path."""
+    rng = np.random.default_rng(seed)
+    created = mf.parse_ts(created_at)
+    t = created + 1360 * S
+    all_reqs, all_chunks, metrics = [], [], []
+    for conc in c.steps:
+        reqs, chunks = _simulate_step(c, run_id, conc, t, rng)
+        metrics.append(_metrics_row(run_id, c.source, conc, reqs, chunks))
+        all_reqs += reqs
+        all_chunks += chunks
+        t = max(r["finished_at"] for r in reqs) + S
+    warm_reqs, warm_chunks = _simulate_step(
+        replace(c, requests_per_slot=1, failing_step=None), run_id, 1,
+        created + 1301 * S, rng)
+    for r in warm_reqs:
+        r.update(request_id=r["request_id"] + "-warmup", step="c=1")
+    for ch in warm_chunks:
+        ch["request_id"] += "-warmup"
+    b = RunBuilder(run_id, c.instance_type, hourly=c.hourly_usd, source=c.source,
+                   created_ns=created, candidate=c.candidate, model=c.model,
+                   precision=c.precision, **copy.deepcopy(REPORT_MANIFEST))
+    m = b.manifest
+    m["scenario"]["output_tokens"] = 24
+    m["price_basis"]["source"] = "price_list"
+    m["phases"] = {k: {"started_at": mf.format_ts(created + a * S),
+                       "ended_at": mf.format_ts(created + e * S)}
+                   for k, (a, e) in PHASE_SPANS_S.items()}
+    m["phases"]["steady"] = {"started_at": mf.format_ts(created + 1360 * S),
+                             "ended_at": mf.format_ts(t)}
+    m["steps"] = [{"step": f"c={s}", "load_mode": "concurrency", "target": float(s),
+                   "client_limited": False, "client_cpu_share": 0.05, "loop_lag_p99_s": 0.0005}
+                  for s in c.steps]
+    m.update(c.extra)
+    for phase, rows in (("steady", all_reqs), ("warmup", warm_reqs)):
+        for r in rows:
+            r.update(run_id=run_id, phase=phase, load_mode="concurrency",
+                     output_tokens_source="usage")
+    b.requests = warm_reqs + all_reqs
+    b.chunks = [{**ch, "run_id": run_id} for ch in warm_chunks + all_chunks]
+    b.instance_hours(created + 1360 * S, t, source="fixture")
+    # the month's KMS key fee: listed behind every step, never prorated (contract §4)
+    month = [int(x.timestamp()) * S for x in _month(created + 1360 * S)]
+    b.bill_row_ns(month[0], month[1], 1.0, 1.0, service="AWS Key Management Service",
+                  usage_type="KMS-Keys", instance_type=None, usage_unit="Keys", source="fixture")
+    run_dir = b.write(root / run_id)
+    pq.write_table(_table(metrics, {n: _derived_type(n) for n in DERIVED_COLUMNS}),
+                   run_dir / "derived_metrics.parquet")
+    failed = GATE_NAMES[5] if c.gate_fail else None
+    gates = [dict(rule=rule, name=name, passed=name != failed,
+                  offending_rows=1 if name == failed else 0,
+                  examples=["2026-11-29T02:00:00.000000000Z"] if name == failed else [],
+                  message="instance rows do not cover the steady phase"
+                  if name == failed else "ok")
+             for rule, name in sorted(GATE_NAMES.items())]
+    (run_dir / "gates.json").write_text(json.dumps(gates, indent=2))
+    if not c.gate_fail:
+        cost = _cost_rows(c, run_id, metrics)
+        pq.write_table(cost, run_dir / "cost_per_1m.parquet")
+        pq.write_table(_headline(c, run_id, metrics, cost, slo_ttft_s, slo_tpot_s),
+                       run_dir / "headline.parquet")
+    return run_dir
+
+
+# The three candidates of the comparison fixture: a fast measured one with an invalid
+# step, an emulated one, and a slow one that meets the SLO at no step.
+FAST = Candidate("p5-scout-bf16-tp8", "p5.48xlarge", failing_step=8)
+EMULATED = Candidate("g6e-scout-fp8-tp8", "g6e.48xlarge", source="emulated", hourly_usd=30.13,
+                     ttft_s=0.3, itl_s=0.025, precision="fp8")
+SLOW = Candidate("inf2-scout-bf16-tp24", "inf2.48xlarge", hourly_usd=12.98, ttft_s=2.6,
+                 itl_s=0.09, slowdown=0.2)
+
+
+def build_comparison(root: Path) -> list[Path]:
+    """Three candidates; the fast one run three times (repeatability)."""
+    dirs = [simulated_run(root, FAST, f"fast-{i}", f"2026-11-2{6 + i}T02:00:00Z", seed=i)
+            for i in range(3)]
+    dirs.append(simulated_run(root, EMULATED, "emu-0", seed=10))
+    dirs.append(simulated_run(root, SLOW, "slow-0", seed=20))
+    return dirs
+
+
+# --- synthetic runs of any size (the benchmarks' folders) -----------------------------------
+def _synthetic_requests(rng, run_id, ids, phase, step, mode, target, start_ns, gap_ns, chunks, itl_ns,
+              tokens_per_chunk):
+    n = len(ids)
+    sched = start_ns + np.arange(n, dtype=np.int64) * gap_ns
+    sent = sched + rng.integers(0, 200_000, n)                    # ≤ 0.2 ms client lateness
+    ttft = rng.lognormal(np.log(0.05 * S), 0.3, n).astype(np.int64)
+    gaps = rng.gamma(4.0, itl_ns / 4.0, (n, chunks)).astype(np.int64)
+    gaps[:, 0] = ttft
+    at = sent[:, None] + np.cumsum(gaps, axis=1)
+    finished = at[:, -1] + 1_000_000
+    out = np.full(n, chunks * tokens_per_chunk, dtype=np.int64)
+    req = pa.table({
+        "run_id": pa.array([run_id] * n), "request_id": pa.array(ids), "phase": [phase] * n,
+        "step": [step] * n, "load_mode": [mode] * n, "target": np.full(n, float(target)),
+        "scheduled_at": pa.array(sched, TS), "sent_at": pa.array(sent, TS),
+        "first_token_at": pa.array(at[:, 0], TS), "last_token_at": pa.array(at[:, -1], TS),
+        "finished_at": pa.array(finished, TS), "input_tokens": np.full(n, 512, dtype=np.int64),
+        "output_tokens": out, "output_tokens_source": ["usage"] * n,
+        "chunks": np.full(n, chunks, dtype=np.int64), "status": ["ok"] * n,
+        "http_status": pa.array(np.full(n, 200, dtype=np.int32)), "error": pa.nulls(n, pa.string()),
+        # the optional columns (§2.2): one worker, no sessions, no prefix cache reported
+        **{name: pa.nulls(n, REQUEST_LOG.field(name).type) for name in OPTIONAL_COLUMNS},
+    }, schema=REQUEST_LOG)
+    ids_arr = pa.array(ids)
+    chunk = pa.table({
+        "run_id": pa.DictionaryArray.from_arrays(np.zeros(n * chunks, dtype=np.int32),
+                                                 pa.array([run_id])).cast(pa.string()),
+        "request_id": ids_arr.take(np.repeat(np.arange(n), chunks)),
+        "seq": np.tile(np.arange(chunks, dtype=np.int64), n),
+        "at": pa.array(at.reshape(-1), TS),
+        "tokens": np.full(n * chunks, tokens_per_chunk, dtype=np.int64),
+    }, schema=CHUNK_LOG)
+    return req, chunk, int(finished.max())
+
+
+def synthetic_run(run_dir: Path, n_requests: int, chunks: int = 128,
+                  steps: tuple[int, ...] = (1, 8, 32), seed: int = 0, tokens_per_chunk: int = 1,
+                  batch: int = 20_000, hourly: float = 55.04,
+                  instance_type: str = "p5.48xlarge") -> Path:
+    """Write a complete run folder (manifest, logs, bill) with `n_requests` steady requests."""
+    rng = np.random.default_rng(seed)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    run_id = f"synthetic-{n_requests}-{seed}"
+    steady_w = pq.ParquetWriter(run_dir / "steady_state_request_log.parquet", REQUEST_LOG)
+    chunk_w = pq.ParquetWriter(run_dir / "chunk_log.parquet", CHUNK_LOG)
+    warm_ids = [str(uuid.UUID(int=int(x), version=4)) for x in rng.integers(0, 2**62, 8)]
+    warm, warm_chunks, t = _synthetic_requests(rng, run_id, warm_ids, "warmup", f"c={steps[0]}",
+                                               "concurrency", steps[0], T0, S // 10, chunks,
+                                               10_000_000, tokens_per_chunk)
+    pq.write_table(warm, run_dir / "warmup_log.parquet")
+    chunk_w.write_table(warm_chunks)
+    steady_start = t + S
+    t = steady_start
+    per_step = -(-n_requests // len(steps))
+    done = 0
+    manifest_steps = []
+    for c in steps:
+        todo = min(per_step, n_requests - done)
+        gap = max(1, int(0.05 * S + chunks * 10_000_000) // c)
+        while todo > 0:
+            k = min(batch, todo)
+            ids = [str(uuid.UUID(int=int(x), version=4)) for x in rng.integers(0, 2**62, k)]
+            req, ch, end = _synthetic_requests(rng, run_id, ids, "steady", f"c={c}",
+                                               "concurrency", c, t, gap, chunks, 10_000_000,
+                                               tokens_per_chunk)
+            steady_w.write_table(req)
+            chunk_w.write_table(ch)
+            t = end if k < batch else t + k * gap
+            todo -= k
+            done += k
+        t = max(t, end) + S
+        manifest_steps.append({"step": f"c={c}", "load_mode": "concurrency", "target": float(c),
+                               "client_limited": False, "client_cpu_share": None,
+                               "loop_lag_p99_s": None})
+    steady_w.close()
+    chunk_w.close()
+    b = RunBuilder(run_id, instance_type, hourly=hourly, source="emulated",
+                   candidate="synthetic-p5-scout", engine="synthetic", account_id="000000000000",
+                   expert_parallel=None, cluster_name=None, steps=manifest_steps,
+                   scenario={"input_tokens": 512, "output_tokens": chunks * tokens_per_chunk,
+                             "dataset": None})
+    b.manifest["phases"] = {
+        "warmup": {"started_at": mf.format_ts(T0), "ended_at": mf.format_ts(steady_start - S)},
+        "steady": {"started_at": mf.format_ts(steady_start), "ended_at": mf.format_ts(t)}}
+    b.write_manifest(run_dir)
+    b.instance_hours(T0, t)
+    b.write_bill(run_dir)
+    return run_dir

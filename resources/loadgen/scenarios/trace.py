@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 
 from resources.loadgen.config import LoadConfigError, step_name
-from resources.loadgen.workload import VOCAB, Item
+from resources.loadgen.workload import Item, filler_words
 
 MOONCAKE_BLOCK = 512
 LEAD_S = 0.05  # the schedule starts this long after the prompts are built
@@ -127,7 +127,7 @@ class PromptBuilder:
         self.unique = random.Random(f"{seed}:trace-unique")
 
     def _words(self, n_tokens: int, rng: random.Random) -> list[str]:
-        return [rng.choice(VOCAB) for _ in range(max(0, round(n_tokens * self.wpt)))]
+        return filler_words(rng, round(n_tokens * self.wpt))
 
     def block(self, h: int) -> list[str]:
         if h not in self.blocks:

@@ -52,10 +52,17 @@ def token_problem(header: str | None, cluster: str, key_id: str) -> str | None:
 
 
 class FakeKubeApi(LoopbackServer):
+    """`pod_runner(job, index) -> pod status` plays each pod of an applied Job each time the
+    Job is read, until the pod has succeeded or failed: it may do the pod's real work
+    (upload to moto's S3, or start the pod's command as a process) and returns the pod's
+    `status` as the kubelet would report it (phase, containerStatuses)."""
+
     def __init__(self, *, cluster: str, key_id: str, ready_after: int = 2,
-                 stuck: str | None = None):
+                 stuck: str | None = None, pod_runner=None):
         self.cluster, self.key_id = cluster, key_id
         self.ready_after, self.stuck = ready_after, stuck
+        self.pod_runner = pod_runner or (lambda job, index: {"phase": "Succeeded"})
+        self.deleted: list[str] = []
         self.objects: dict[str, dict] = {}  # path → object
         self.pods: dict[str, dict] = {}
         self.events: list[dict] = []
@@ -121,6 +128,8 @@ class FakeKubeApi(LoopbackServer):
             obj["metadata"]["generation"] = (old or {}).get("metadata", {}).get("generation", 0) + 1
             obj["status"] = {}
             self.objects[path] = obj
+            if obj["kind"] == "Job":
+                self._create_pods(obj)
             return (200 if old else 201), obj, j
         if method == "GET" and path.rsplit("/", 1)[-1] in COLLECTIONS:
             sel = dict(kv.split("=", 1) for kv in query.get("labelSelector", "").split(",") if kv)
@@ -134,6 +143,8 @@ class FakeKubeApi(LoopbackServer):
                 return 404, {"message": "not found"}, j
             if obj["kind"] == "Deployment":
                 self._progress(obj)
+            if obj["kind"] == "Job":
+                self._run_job(obj)
             if obj["kind"] == "Service" and obj["spec"].get("type") == "LoadBalancer":
                 if obj["status"].get("seen"):  # the controller names the NLB on the 2nd look
                     obj["status"] = {"loadBalancer": {"ingress": [{"hostname": LB_HOST}]}}
@@ -146,8 +157,14 @@ class FakeKubeApi(LoopbackServer):
             obj = self.objects.pop(path, None)
             if obj is None:
                 return 404, {"message": "not found"}, j
+            self.deleted.append(f"{obj['kind']}/{obj['metadata']['name']}")
             if obj["kind"] == "Deployment":
                 self.pods.clear()
+            if obj["kind"] == "Job":
+                for name in [n for n, p in self.pods.items()
+                             if p["metadata"]["labels"].get("batch.kubernetes.io/job-name")
+                             == obj["metadata"]["name"]]:
+                    del self.pods[name]
             return 200, {"kind": "Status", "status": "Success"}, j
         return 405, {"message": "method not allowed"}, j
 
@@ -181,3 +198,37 @@ class FakeKubeApi(LoopbackServer):
         dep["status"] = {"observedGeneration": dep["metadata"]["generation"],
                          "replicas": want, "readyReplicas": want, "updatedReplicas": want,
                          "availableReplicas": want}
+
+    # -- an Indexed Job: one pod per index, played by pod_runner --------------------------
+    def _create_pods(self, job):
+        name = job["metadata"]["name"]
+        # Kubernetes defaults an unset completions to 1 (a plain, non-indexed Job)
+        for i in range(job["spec"].get("completions", 1)):
+            labels = dict(job["spec"]["template"].get("metadata", {}).get("labels", {}))
+            labels.update({"batch.kubernetes.io/job-name": name, "job-name": name,
+                           "batch.kubernetes.io/job-completion-index": str(i)})
+            pod = f"{name}-{i}-abcde"
+            self.pods[pod] = {"metadata": {
+                "name": pod, "labels": labels, "creationTimestamp": POD_STORY["created"],
+                "annotations": {"batch.kubernetes.io/job-completion-index": str(i)}},
+                "status": {"phase": "Pending"}}
+
+    def _run_job(self, job):
+        name = job["metadata"]["name"]
+        mine = [p for p in self.pods.values()
+                if p["metadata"]["labels"].get("batch.kubernetes.io/job-name") == name]
+        for pod in mine:
+            if pod["status"].get("phase") not in ("Succeeded", "Failed"):
+                index = int(pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
+                pod["status"] = self.pod_runner(job, index)
+        phases = [p["status"].get("phase") for p in mine]
+        ok, failed = phases.count("Succeeded"), phases.count("Failed")
+        status = {"succeeded": ok, "failed": failed, "active": len(mine) - ok - failed}
+        if failed:
+            status["failedIndexes"] = ",".join(
+                p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+                for p in mine if p["status"].get("phase") == "Failed")
+        if ok + failed == job["spec"].get("completions", 1):
+            status["conditions"] = [{"type": "Failed", "status": "True", "reason": "FailedIndexes"}
+                                    if failed else {"type": "Complete", "status": "True"}]
+        job["status"] = status

@@ -1,0 +1,96 @@
+"""`servingbench loadpod --upload s3://…/runs/<run_id> --scratch DIR -- <load flags>`: one
+pod of the load Job (resources/loadjob/). Runs `servingbench load` into a scratch folder as
+worker `pod-<JOB_COMPLETION_INDEX>`, then uploads that worker's shards and its manifest to
+the run's S3 prefix — also when the load failed, so whatever it recorded is kept. The exit
+status is the load's (or 1 when the upload failed): a failed pod is a failed Job index,
+which the pipeline names in the run's manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from resources.contract.schemas import SHARDED
+from resources.storage import runstore
+
+INDEX_ENV = "JOB_COMPLETION_INDEX"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="servingbench loadpod", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--upload", required=True, help="the run's prefix, s3://bucket/prefix/runs/<id>")
+    p.add_argument("--scratch", required=True, type=Path, help="local run folder to create")
+    p.add_argument("load", nargs=argparse.REMAINDER, help="-- then `servingbench load` flags")
+    return p
+
+
+def uploads(scratch: Path, worker: str) -> dict[str, str]:
+    """{local name: remote name}: the worker's shards (or, from a load that wrote plain
+    files, those files under the worker's shard names) and its account of its part,
+    `worker.<name>.json` (steps with the self-watch, phases; a plain load's manifest.json
+    carries the same keys and stands in for it)."""
+    out = {}
+    for name in SHARDED:
+        shard = f"{name}.{worker}.parquet"
+        if (scratch / shard).is_file():
+            out[shard] = shard
+        elif (scratch / f"{name}.parquet").is_file():
+            out[f"{name}.parquet"] = shard
+    summary = f"worker.{worker}.json"
+    if (scratch / summary).is_file():
+        out[summary] = summary
+    elif (scratch / "manifest.json").is_file():
+        out["manifest.json"] = summary
+    return out
+
+
+def raise_fd_limit() -> tuple[int, int]:
+    """Soft descriptor limit up to the hard one: every stream is a socket, and a runtime
+    that leaves the soft limit at 1,024 would cap a pod near 1,000 streams (docs/scale.md)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft, hard
+
+
+def main(argv: list[str]) -> int:
+    from pipelines.cli import load
+
+    args = parser().parse_args(argv)
+    if not runstore.is_remote(args.upload):
+        print(f"servingbench loadpod: --upload {args.upload!r}: expected s3://bucket/prefix/runs/<id>",
+              file=sys.stderr)
+        return 2
+    index = os.environ.get(INDEX_ENV, "")
+    if not index.isdigit():
+        print(f"servingbench loadpod: {INDEX_ENV}={index!r}: expected the pod's index (an "
+              "Indexed Job sets it)", file=sys.stderr)
+        return 2
+    worker = f"pod-{int(index)}"
+    soft, _ = raise_fd_limit()
+    print(f"loadpod {worker}: up to {soft} open files", file=sys.stderr)
+    flags = args.load[1:] if args.load[:1] == ["--"] else args.load
+    rc = 1
+    try:
+        rc = load.main([*flags, "--out", str(args.scratch)])
+    finally:
+        # what the worker recorded goes up whatever happened to it
+        names = uploads(args.scratch, worker)
+        try:
+            runstore.put(args.scratch, args.upload, names)
+            print(f"loadpod {worker}: uploaded {', '.join(sorted(names.values())) or 'nothing'} "
+                  f"to {args.upload}/", file=sys.stderr)
+        except (OSError, runstore.RunStoreError) as exc:
+            print(f"servingbench loadpod: upload to {args.upload} failed: {exc}", file=sys.stderr)
+            rc = rc or 1
+    return rc

@@ -1,0 +1,242 @@
+"""The eks profile's load generator with load pods: the same `run(...)` as
+resources/loadgen/generator.py's LoadGenerator, but the load comes from an Indexed Job of N
+pods on their own nodes, and the run collects their shards from S3.
+
+    plan → Job (start instant now + start_delay_s) → watch → every pod's outcome →
+    shards from s3://…/runs/<run_id>/ into the run folder → merged → manifest (phases,
+    steps, workers) → Job deleted (always)
+
+A pod that failed is named in the manifest's `workers` with Kubernetes' reason; whatever
+shard it uploaded before failing is kept (its rows are records like any other). The run
+fails only when no pod succeeded.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from resources.contract import manifest as mf
+from resources.contract.schemas import SHARDED
+from resources.loadgen.config import LoadConfigError
+from resources.loadgen.errors import LoadError
+from resources.loadgen.generator import LoadGenerator
+from resources.loadgen.scenarios.spec import from_mapping
+from resources.loadjob.job import LoadJob, PodOutcome
+from resources.loadjob.render import LoadJobSpec
+from resources.model_server.kube.client import KubeClient
+from resources.storage import runstore
+
+log = logging.getLogger("servingbench.loadjob")
+SUMMARY = "worker.{worker}.json"   # each pod's account of its part: steps (self-watch), phases
+
+
+@dataclass
+class JobLoadResult:
+    run_id: str
+    run_dir: Path
+    n_requests: int
+    n_warmup: int
+    workers: list[dict]
+    steps: list[dict] = field(default_factory=list)
+
+    @property
+    def failed_workers(self) -> list[dict]:
+        return [w for w in self.workers if w["status"] == "failed"]
+
+
+def load_args(gen: LoadGenerator, candidate, endpoint: str, served_model: str,
+              run_id: str) -> list[str]:
+    """The candidate's plan as `servingbench load` flags (the part every pod shares)."""
+    scenario, targets = from_mapping(candidate.scenario, f"{candidate.name}.scenario")
+    if scenario.kind != "fixed":
+        raise LoadConfigError(f"{candidate.name}.scenario: kind {scenario.kind!r} is not supported "
+                              "with load pods (SERVINGBENCH_EKS_LOAD_PODS); fixed steps only")
+    if targets.get("dataset"):
+        raise LoadConfigError(f"{candidate.name}.scenario.dataset: a dataset is not shipped to "
+                              "load pods yet; use token targets")
+    plan = gen.plan(candidate)
+    args = ["--endpoint", endpoint, "--model", served_model, "--run-id", run_id,
+            "--seed", str(gen.seed), "--no-progress",
+            "--warmup-requests", str(plan.warmup_requests),
+            "--input-tokens", str(gen.input_tokens or targets.get("input_tokens") or 512),
+            "--output-tokens", str(gen.output_tokens or targets.get("output_tokens") or 128)]
+    if plan.concurrency:
+        args += ["--concurrency", ",".join(str(c) for c in plan.concurrency)]
+    if plan.rates:
+        args += ["--rate", ",".join(f"{r:g}" for r in plan.rates)]
+    if gen.duration_s:
+        args += ["--duration", f"{gen.duration_s:g}"]
+    if plan.requests_per_step:
+        args += ["--requests", str(plan.requests_per_step)]
+    return args
+
+
+def shard_names(n: int) -> list[str]:
+    return [f"{name}.pod-{i}.parquet" for name in SHARDED for i in range(n)]
+
+
+@dataclass
+class KubeJobLoadGenerator:
+    """`base` keeps the plan overrides (LoadGenerator); the rest says where pods run."""
+
+    kube: Callable[[], KubeClient]
+    image: str
+    data_uri: str                        # s3://bucket/prefix (SERVINGBENCH_DATA_URI)
+    pods: int
+    base: LoadGenerator = field(default_factory=LoadGenerator)
+    namespace: str = "servingbench"
+    owner: str | None = None
+    service_account: str | None = None
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[tuple[str, str | None, str], ...] = ()
+    cpu: str = "1"
+    memory_gib: int = 2
+    start_delay_s: float = 180.0         # scheduling + image pull before the barrier
+    deadline_s: int = 3 * 3600
+    poll_s: float = 10.0
+    env: tuple[tuple[str, str], ...] = ()
+    progress: str = "log"
+    clock: Callable[[], int] = time.time_ns
+
+    def run(self, candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
+            progress=True, judge=None, api_key_env: str | None = None) -> JobLoadResult:
+        if judge is not None:
+            raise LoadConfigError("an SLO search is not supported with load pods: each probe "
+                                  "needs the whole run's records before the next")
+        run_dir = Path(run_dir)
+        say = _sayer(progress)
+        start = dt.datetime.fromtimestamp(self.clock() / 1e9 + self.start_delay_s, dt.UTC)
+        key = os.environ.get(api_key_env) if api_key_env else None
+        upload = f"{self.data_uri.rstrip('/')}/runs/{run_id}"
+        spec = LoadJobSpec(
+            run_id=run_id, pods=self.pods, image=self.image,
+            load_args=tuple(load_args(self.base, candidate, endpoint, served_model, run_id)),
+            upload_uri=upload, start_at=mf.format_ts(int(start.timestamp() * 1e9)),
+            namespace=self.namespace, owner=self.owner, service_account=self.service_account,
+            node_selector=self.node_selector, tolerations=self.tolerations, cpu=self.cpu,
+            memory_gib=self.memory_gib, deadline_s=self.deadline_s, api_key=key is not None,
+            env=self.env)
+        kube = self.kube()
+        try:
+            job = LoadJob(kube, spec, key, say=say)
+            say(f"load Job {spec.name}: {spec.pods} pods, start at {spec.start_at}, "
+                f"shards to {upload}/")
+            with job.running(timeout_s=self.deadline_s + self.start_delay_s + 300,
+                             poll_s=self.poll_s) as outcomes:
+                pass
+        finally:
+            kube.close()
+        return collect(upload, run_dir, outcomes, say)
+
+
+def _sayer(progress) -> Callable[[str], None]:
+    def say(message: str) -> None:
+        log.info(message)
+        if callable(progress):
+            progress({"message": message})
+    return say
+
+
+def collect(upload: str, run_dir: Path, outcomes: list[PodOutcome],
+            say: Callable[[str], None] = log.info) -> JobLoadResult:
+    """Shards and pod summaries from `upload` into `run_dir`, merged; the manifest gets the
+    pods' phases, steps and each pod's outcome."""
+    n = len(outcomes)
+    summaries = [SUMMARY.format(worker=o.worker) for o in outcomes]
+    got = set(runstore.get(upload, shard_names(n) + summaries, run_dir))
+    for o in outcomes:
+        if o.status == "failed":
+            kept = [s for s in shard_names(n) if s.endswith(f".{o.worker}.parquet") and s in got]
+            say(f"load pod {o.worker} ({o.pod or 'no pod'}) FAILED: {o.reason}; "
+                f"{len(kept)} shard(s) kept")
+    if not any(o.status == "ok" for o in outcomes):
+        raise LoadError("no load pod succeeded: " + "; ".join(
+            f"{o.worker}: {o.reason}" for o in outcomes))
+    _merge(run_dir)
+    manifest = mf.load(run_dir / "manifest.json")
+    by_worker = {o.worker: _summary(run_dir / f) for o, f in zip(outcomes, summaries, strict=True)
+                 if f in got}
+    pods = list(by_worker.values())
+    late = [(w, p["late_start_s"]) for w, p in by_worker.items()
+            if isinstance(p.get("late_start_s"), int | float) and p["late_start_s"] > 0]
+    if late:
+        say("load pods that started after the barrier: "
+            + ", ".join(f"{w} {s:.1f}s late" for w, s in late))
+    manifest["phases"].update(_phases(pods))
+    manifest["steps"] = _steps(pods)
+    manifest["workers"] = [o.as_manifest() for o in outcomes]
+    mf.dump(manifest, run_dir / "manifest.json")
+    return JobLoadResult(manifest["run_id"], run_dir, _rows(run_dir, "steady_state_request_log"),
+                         _rows(run_dir, "warmup_log"), manifest["workers"], manifest["steps"])
+
+
+def _merge(run_dir: Path) -> None:
+    """Merge the shards into the three record files when the load generator's merge is
+    there; readers treat a file and its shards as one record set either way (contract §6)."""
+    try:
+        from resources.loadgen.shards import merge_shards
+    except ImportError:
+        return
+    merge_shards(run_dir)
+
+
+def _summary(path: Path) -> dict:
+    """A pod's summary (JSON): a bad one is a LoadError naming the file, never a traceback."""
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise LoadError(f"{path}: unreadable worker summary ({exc})") from None
+    if not isinstance(data, dict):
+        raise LoadError(f"{path}: a worker summary is a JSON object")
+    return data
+
+
+def _rows(run_dir: Path, name: str) -> int:
+    from resources.contract.schemas import record_files
+
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in record_files(run_dir, name)
+               if p.suffix == ".parquet")
+
+
+def _phases(pods: list[dict]) -> dict:
+    """warmup and steady span every pod: the earliest start to the latest end."""
+    out = {}
+    for phase in ("warmup", "steady"):
+        spans = [p["phases"][phase] for p in pods if (p.get("phases") or {}).get(phase)]
+        starts = [s["started_at"] for s in spans if s.get("started_at")]
+        ends = [s["ended_at"] for s in spans if s.get("ended_at")]
+        if starts:
+            out[phase] = {"started_at": min(starts, key=mf.parse_ts),
+                          "ended_at": max(ends, key=mf.parse_ts) if ends else None}
+    return out
+
+
+def _steps(pods: list[dict]) -> list[dict]:
+    """One entry per step across pods: client-limited if any pod was, the worst CPU share
+    and loop lag; the target is the pods' common one, or their sum when each had a share."""
+    merged: dict[str, dict] = {}
+    for p in pods:
+        for s in p.get("steps") or []:
+            m = merged.setdefault(s["step"], {**s, "targets": []})
+            m["targets"].append(s.get("target"))
+            m["client_limited"] = bool(m["client_limited"] or s["client_limited"])
+            for k in ("client_cpu_share", "loop_lag_p99_s"):
+                vals = [v for v in (m.get(k), s.get(k)) if v is not None]
+                m[k] = max(vals) if vals else None
+    out = []
+    for m in merged.values():
+        targets = [t for t in m.pop("targets") if t is not None]
+        m["target"] = (targets[0] if len(set(targets)) == 1 else float(sum(targets))) \
+            if targets else None
+        out.append(m)
+    return out

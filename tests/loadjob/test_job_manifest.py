@@ -1,0 +1,114 @@
+"""The load Job's manifest: a valid batch/v1 Job for Kubernetes 1.33 (strict schema), an
+Indexed Job of N pods that never retries an index, locked down, kept off the engine's
+nodes, placed where the settings say."""
+
+from __future__ import annotations
+
+import kubernetes_validate
+import pytest
+
+from resources.loadjob.render import ENGINE_LABELS, LoadJobSpec, api_key_secret, job_name, render
+from resources.model_server.kube.render import labels as engine_labels
+from resources.model_server.kube.render import network_policy
+from tests.support.eks.specs import DIGEST, VLLM_GPU
+
+K8S = "1.33"
+RUN = "20261129T020000Z-p5.48xlarge-p5-scout-bf16-tp8-7f3a"
+
+
+def spec(**kw) -> LoadJobSpec:
+    base = dict(run_id=RUN, pods=4, image=f"123456789012.dkr.ecr.us-east-1.amazonaws.com/"
+                f"servingbench@{DIGEST}", load_args=("--endpoint", "http://e:8000", "--model", "m"),
+                upload_uri=f"s3://sb-runs/nightly/runs/{RUN}",
+                start_at="2026-11-29T02:30:00.000000000Z", owner="sb-test-install",
+                service_account="servingbench-loadgen",
+                node_selector=(("eks.amazonaws.com/nodegroup", "load-cpu"),),
+                tolerations=(("servingbench/load", "true", "NoSchedule"),), api_key=True,
+                env=(("AWS_REGION", "us-east-1"),))
+    return LoadJobSpec(**(base | kw))
+
+
+def test_the_job_and_its_secret_are_valid_kubernetes_objects():
+    s = spec()
+    for obj in (render(s), api_key_secret(s, "not-a-real-key")):
+        kubernetes_validate.validate(obj, K8S, strict=True)
+
+
+def test_schema_validation_can_fail():
+    job = render(spec())
+    job["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = "Sometimes"
+    job["spec"]["completionsMode"] = "Indexed"  # misspelt: strict mode refuses it
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(job, K8S, strict=True)
+
+
+def test_an_indexed_job_of_n_pods_that_never_retries_and_is_bounded():
+    job = render(spec(pods=7, deadline_s=5400))
+    js = job["spec"]
+    assert (js["completionMode"], js["completions"], js["parallelism"]) == ("Indexed", 7, 7)
+    assert js["backoffLimitPerIndex"] == 0 and js["template"]["spec"]["restartPolicy"] == "Never"
+    assert js["activeDeadlineSeconds"] == 5400 and js["ttlSecondsAfterFinished"] > 0
+    (c,) = js["template"]["spec"]["containers"]
+    assert c["command"] == ["servingbench"] and c["args"][:2] == ["loadpod", "--upload"]
+    tail = c["args"][c["args"].index("--"):]
+    assert tail[-6:] == ["--worker-index", "env", "--worker-count", "7",
+                         "--start-at", "2026-11-29T02:30:00.000000000Z"]
+    assert ["--api-key-env", "SERVINGBENCH_ENGINE_API_KEY"] == tail[-8:-6]
+    assert job["metadata"]["annotations"]["servingbench/start-at"] == "2026-11-29T02:30:00.000000000Z"
+
+
+def test_the_pod_is_locked_down_and_gets_the_key_by_reference():
+    s = spec()
+    pod = render(s)["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == "servingbench-loadgen"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (c,) = pod["containers"]
+    sc = c["securityContext"]
+    assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
+    assert sc["capabilities"] == {"drop": ["ALL"]} and sc["runAsUser"] == 10001
+    key = [e for e in c["env"] if e["name"] == "SERVINGBENCH_ENGINE_API_KEY"]
+    assert key == [{"name": "SERVINGBENCH_ENGINE_API_KEY", "valueFrom": {"secretKeyRef": {
+        "name": s.secret_name, "key": "key"}}}]
+    assert "not-a-real-key" not in str(render(s))
+    assert "cpu" not in c["resources"]["limits"]  # a throttled client measures its own stalls
+
+
+def test_placement_keeps_the_load_off_the_engine_nodes():
+    pod = render(spec())["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"eks.amazonaws.com/nodegroup": "load-cpu"}
+    assert pod["tolerations"] == [{"key": "servingbench/load", "operator": "Equal",
+                                   "value": "true", "effect": "NoSchedule"}]
+    (term,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    # the selector matches the engine's own pod labels
+    assert all(engine_labels(VLLM_GPU)[k] == v for k, v in term["labelSelector"]["matchLabels"].items())
+    assert term["labelSelector"]["matchLabels"] == ENGINE_LABELS
+    bare = render(spec(node_selector=(), tolerations=(), service_account=None))["spec"]["template"]["spec"]
+    assert "nodeSelector" not in bare and "tolerations" not in bare
+    assert "serviceAccountName" not in bare
+
+
+def test_the_engine_network_policy_admits_the_load_pods():
+    pod_labels = render(spec())["spec"]["template"]["metadata"]["labels"]
+    (rule,) = network_policy(VLLM_GPU)["spec"]["ingress"]
+    (peer,) = rule["from"]
+    assert all(pod_labels.get(k) == v for k, v in peer["podSelector"]["matchLabels"].items())
+
+
+def test_names_are_dns_labels_unique_per_run():
+    a, b = job_name(RUN), job_name(RUN[:-1] + "b")
+    assert a != b and len(a) <= 52 and a == a.lower()
+    assert len(f"{a}-9999") <= 63  # the pods' host names
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(pods=0), "between 1 and 10000"),
+    (dict(image="servingbench:latest"), "pinned by digest"),
+    (dict(upload_uri="/tmp/runs/x"), "expected s3://"),
+    (dict(tolerations=(("k", None, "Never"),)), "effect 'Never'"),
+])
+def test_bad_specs_are_refused_by_name(bad, match):
+    with pytest.raises(ValueError, match=match):
+        spec(**bad)

@@ -1,0 +1,59 @@
+"""`servingbench loadpod`, one pod of the load Job, as a real process: the load generator
+against the fixed-timing server on 127.0.0.1, its records uploaded under the pod's shard
+names to moto's S3 server — also when the load fails; bad input is exit 2 with the name."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+
+from pipelines.cli import main as cli
+from resources.storage import runstore
+from tests.support.emulator import FIXED_MODEL
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def loadpod(args: list[str], index: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": ROOT, "JOB_COMPLETION_INDEX": index}
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", "loadpod", *args],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_a_pod_uploads_its_records_as_its_shards(server, s3_bucket, tmp_path):
+    upload = f"{s3_bucket}/runs/run-7"
+    p = loadpod(["--upload", upload, "--scratch", str(tmp_path / "scratch"), "--",
+                 "--endpoint", server.base_url, "--model", FIXED_MODEL, "--concurrency", "2",
+                 "--requests", "4", "--warmup-requests", "1", "--input-tokens", "8",
+                 "--output-tokens", "4", "--run-id", "run-7", "--no-progress"], "3")
+    assert p.returncode == 0, p.stderr
+    got = runstore.get(upload, ["steady_state_request_log.pod-3.parquet", "chunk_log.pod-3.parquet",
+                                "warmup_log.pod-3.parquet", "worker.pod-3.json"],
+                       tmp_path / "back")
+    assert len(got) == 4
+    steady = pq.read_table(tmp_path / "back" / "steady_state_request_log.pod-3.parquet")
+    assert steady.num_rows == 4 and set(steady["run_id"].to_pylist()) == {"run-7"}
+    # nothing is published: the pipeline writes the marker when the whole run is there
+    assert not runstore.is_complete(upload)
+
+
+def test_a_failed_load_still_uploads_and_fails_the_pod(s3_bucket, tmp_path):
+    upload = f"{s3_bucket}/runs/run-8"
+    p = loadpod(["--upload", upload, "--scratch", str(tmp_path / "s"), "--",
+                 "--endpoint", "http://127.0.0.1:9", "--model", "m", "--run-id", "run-8"], "0")
+    assert p.returncode == 2 and "servingbench load: error" in p.stderr
+    assert "loadpod pod-0: uploaded" in p.stderr
+
+
+def test_bad_input_is_exit_2_naming_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("JOB_COMPLETION_INDEX", raising=False)
+    assert cli(["loadpod", "--upload", "s3://b/p/runs/x", "--scratch", str(tmp_path / "s"),
+                "--", "--endpoint", "http://127.0.0.1:9", "--model", "m"]) == 2
+    assert "JOB_COMPLETION_INDEX=''" in capsys.readouterr().err
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "0")
+    assert cli(["loadpod", "--upload", "/tmp/runs/x", "--scratch", str(tmp_path / "s"),
+                "--", "--endpoint", "http://127.0.0.1:9", "--model", "m"]) == 2
+    assert "--upload '/tmp/runs/x': expected s3://" in capsys.readouterr().err
