@@ -129,6 +129,10 @@ def build(partitions_def) -> dg.AssetsDefinition:
         manifest = mf.load(run_dir / "manifest.json")
         context.log.info(f"{result.n_warmup} warm-up and {result.n_requests} steady requests "
                          f"recorded ({manifest['source']})")
+        for w in result.failed_workers:
+            # named in the manifest too, and the steps it was in are client-limited (invalid)
+            context.log.warning(f"load worker {w['name']} failed ({w['reason']}); its records "
+                                "up to then are kept")
         yield dg.Output(run_value(run_id, run_dir, rows=result.n_warmup), "warmup_log",
                         metadata=load_link.log_metadata(run_dir, "warmup_log", manifest, "warmup"))
         yield dg.Output(run_value(run_id, run_dir, rows=result.n_requests),

@@ -30,7 +30,7 @@ DATASET = re.compile(r"[A-Za-z0-9_.:@+/][A-Za-z0-9_.:@+/-]{0,1023}")  # an id or
 # Sane upper bounds: a value past them is a typo, and some (input_tokens) size memory.
 MAXIMA = {"tensor_parallel": 128, "node_count": 64, "max_model_len": MAX_TOKENS,
           "input_tokens": MAX_TOKENS, "output_tokens": MAX_TOKENS, "concurrency": 4096,
-          "rates": 10_000, "requests_per_step": 1_000_000, "warmup_requests": 100_000,
+          "rates": 10_000, "requests_per_step": 1_000_000, "warmup_requests": 100_000, "workers": 256,
           "hourly_usd_per_node": 10_000}
 REAL_FILE = REPO / "pipelines" / "candidates_real.yaml"
 PRECISIONS = ("bf16", "fp8", "int4", "q4_k_m", "q2_k")
@@ -48,6 +48,7 @@ class LoadPlan:
     rates: tuple[float, ...] = ()
     requests_per_step: int = 64
     warmup_requests: int = 8
+    workers: int = 1  # load worker processes sharing each step (resources/loadgen/share.py)
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ _TYPES: dict[str, tuple[Any, str]] = {
     "image_digest": ((str, type(None)), "an image reference pinned by digest, or null"),
     "max_model_len": (int, "a positive integer"),
     "scenario": (dict, "a mapping: kind (fixed, multi_turn, trace, batch, slo_search) and its keys"),
-    "load": (dict, "a mapping with concurrency, rates, requests_per_step, warmup_requests"),
+    "load": (dict, "a mapping with concurrency, rates, requests_per_step, warmup_requests, workers"),
     "price": (dict, "a mapping with region, purchase_option, sheet"),
     "pool": ((str, type(None)), "a name from `pools` (default: the instance family, e.g. p5)"),
     "llamacpp": (dict, "a mapping with model_file, threads, parallel, requantize_from"),
@@ -140,7 +141,7 @@ _TYPES: dict[str, tuple[Any, str]] = {
 }
 _LLAMACPP_KEYS = {"model_file", "threads", "parallel", "requantize_from"}
 _QUALITY_KEYS = {"reference", "margin", "items", "seed", "dataset", "max_tokens"}
-_LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests"}
+_LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests", "workers"}
 _PRICE_KEYS = {"region", "purchase_option", "sheet"}
 
 
@@ -216,7 +217,11 @@ def _load_plan(raw: dict, where: str) -> LoadPlan:
         rates=tuple(float(r) for r in rates),
         requests_per_step=_positive_ints([raw.get("requests_per_step", 64)],
                                          f"{where}.requests_per_step", "requests_per_step")[0],
-        warmup_requests=raw.get("warmup_requests", 8))
+        warmup_requests=raw.get("warmup_requests", 8),
+        workers=raw.get("workers", 1))
+    if not _is_int(plan.workers) or plan.workers < 1:
+        raise ConfigError(f"{where}.workers: expected an integer >= 1, got {_short(plan.workers)}")
+    _at_most(plan.workers, "workers", f"{where}.workers")
     if not _is_int(plan.warmup_requests) or plan.warmup_requests < 0:
         raise ConfigError(f"{where}.warmup_requests: expected an integer >= 0, "
                           f"got {_short(plan.warmup_requests)}")
@@ -341,6 +346,9 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
             retrieved_on=str(sheet.get("retrieved_on")), source="price_sheet",
             hourly_usd_per_node=(sheet.get("hourly_usd_per_node") or {}).get(merged["instance_type"]))
     load = _load_plan(merged.pop("load", {}), f"{where}.load")
+    if load.workers > 1 and isinstance(scenario, dict) and scenario.get("kind") in ("batch", "slo_search"):
+        raise ConfigError(f"{where}.load.workers: scenario {scenario['kind']} runs with one worker "
+                          f"only (got {load.workers})")
     llamacpp = _llamacpp_plan(merged.pop("llamacpp", None), merged, f"{where}.llamacpp")
     quality = _quality_plan(merged.pop("quality", None), f"{where}.quality")
     return Candidate(**{**merged, "scenario": dict(scenario), "load": load, "price": basis,

@@ -1,8 +1,16 @@
-"""`servingbench load`: drive an OpenAI-compatible endpoint and write a run folder (no bill)."""
+"""`servingbench load`: drive an OpenAI-compatible endpoint and write a run folder (no bill).
+
+Several load workers (processes, docs/workloads.md "Load workers"): `--workers N` splits each
+closed-loop step's concurrency over N processes (c < N: the last workers sit that step
+out) and deals an open-loop schedule's arrivals round-robin, so together they send the
+one-worker schedule; each writes shards `<log>.w<I>.parquet`, merged at the end. One
+worker of several started elsewhere (a pod): `--worker-index I --worker-count N
+--start-at T` runs only its share and writes only its shards."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -35,8 +43,47 @@ def _header(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+def _workers(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'auto', got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'auto', got {text!r}")
+    return value
+
+
+def _worker_index(text: str) -> int | str:
+    if text == "env":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0 or 'env', got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0 or 'env', got {text!r}")
+    return value
+
+
+def _start_at(text: str) -> int:
+    """A UTC ISO-8601 instant (`2026-11-30T18:00:00Z`) → epoch ns."""
+    from datetime import datetime
+
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO-8601 instant such as 2026-11-30T18:00:00Z, got {text!r}") from None
+    if when.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"expected an instant with its zone (Z or +00:00), got {text!r}")
+    return int(when.timestamp()) * 1_000_000_000 + when.microsecond * 1000
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="servingbench load", description=__doc__)
+    p = argparse.ArgumentParser(prog="servingbench load", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--endpoint", required=True, help="base URL, e.g. http://127.0.0.1:8000")
     p.add_argument("--model", required=True)
     p.add_argument("--out", required=True, type=Path, help="run folder to create (never overwritten)")
@@ -85,6 +132,20 @@ def parser() -> argparse.ArgumentParser:
                    help="SLO search over rate: first probe (req/s, default 1)")
     w.add_argument("--start-concurrency", type=int, default=None,
                    help="SLO search over concurrency: first probe (default 1)")
+    k = p.add_argument_group("load workers (docs/workloads.md)")
+    k.add_argument("--workers", type=_workers, default=1, metavar="N|auto",
+                   help="worker processes sharing the load (default 1; auto: the cores left "
+                        "after the server when it is local, at least 1); batch and SLO search "
+                        "run with one")
+    k.add_argument("--worker-index", type=_worker_index, default=None, metavar="I|env",
+                   help="run as worker I of --worker-count (a pod); env: read JOB_COMPLETION_INDEX")
+    k.add_argument("--worker-count", type=int, default=None, metavar="N",
+                   help="the number of workers the run has (with --worker-index)")
+    k.add_argument("--start-at", type=_start_at, default=None, metavar="ISO",
+                   help="the UTC instant every worker starts at, e.g. 2026-11-30T18:00:00Z")
+    k.add_argument("--worker-name", nargs="?", const="pod", default=None, metavar="NAME",
+                   help="name the worker's shards pod-<I> (or NAME); default w<I>, or pod-<I> "
+                        "when the index comes from the environment")
     p.add_argument("--run-id", default=None)
     p.add_argument("--no-progress", action="store_true")
     return p
@@ -151,7 +212,54 @@ def config_from_args(a: argparse.Namespace) -> LoadConfig:
         total_timeout_s=a.total_timeout, drain_timeout_s=a.drain_timeout,
         continuous_usage=not a.no_continuous_usage, use_tokenize=not a.no_tokenize,
         headers=dict(a.header), run_id=a.run_id, scenario=scenario,
+        workers=a.worker_count if a.worker_index is not None else _n_workers(a),
     )
+
+
+def _n_workers(a: argparse.Namespace) -> int:
+    if a.workers != "auto":
+        return a.workers
+    from resources.loadgen.workers import auto_workers
+
+    return auto_workers(a.endpoint)
+
+
+def pod_share(a: argparse.Namespace):
+    """The Share of one worker of several (`--worker-index`), or None; LoadConfigError names
+    the flag."""
+    from resources.loadgen.share import WORKER_NAME, Share
+
+    pod_flags = [f for f, v in (("--worker-count", a.worker_count), ("--start-at", a.start_at),
+                                ("--worker-name", a.worker_name)) if v is not None]
+    if a.worker_index is None:
+        if pod_flags:
+            raise LoadConfigError(f"{pod_flags[0]}: needs --worker-index")
+        return None
+    if a.workers != 1:
+        raise LoadConfigError("--workers: not with --worker-index (one worker of several is one process)")
+    if a.worker_count is None or a.worker_count < 1:
+        raise LoadConfigError("--worker-count: --worker-index needs --worker-count N (N >= 1)")
+    if a.start_at is None:
+        raise LoadConfigError("--start-at: --worker-index needs the instant every worker starts at")
+    if not a.run_id:
+        raise LoadConfigError("--run-id: --worker-index needs the run id every worker shares")
+    index, from_env = a.worker_index, a.worker_index == "env"
+    if from_env:
+        raw = os.environ.get("JOB_COMPLETION_INDEX", "")
+        if not raw.isdigit():
+            raise LoadConfigError(f"--worker-index env: JOB_COMPLETION_INDEX is {raw[:20]!r}, "
+                                  "not an integer >= 0")
+        index = int(raw)
+    if index >= a.worker_count:
+        raise LoadConfigError(f"--worker-index: {index} is not below --worker-count {a.worker_count}")
+    name = a.worker_name
+    if name is None:
+        name = f"pod-{index}" if from_env else f"w{index}"
+    elif name == "pod":
+        name = f"pod-{index}"
+    if not WORKER_NAME.fullmatch(name):
+        raise LoadConfigError(f"--worker-name: {name[:80]!r} is not [A-Za-z0-9_-]{{1,64}}")
+    return Share(index, a.worker_count, name, a.start_at)
 
 
 def _judge(cfg: LoadConfig, run_dir: Path):
@@ -167,12 +275,35 @@ def _judge(cfg: LoadConfig, run_dir: Path):
 DISK_FULL = 74  # sysexits' EX_IOERR: neither bad input (2) nor an interruption (130)
 
 
+def _run_pod(cfg: LoadConfig, args: argparse.Namespace, share) -> int:
+    from resources.loadgen.runner import run_worker
+    from resources.loadgen.workers import StartAt, write_summary
+
+    start = StartAt(share.start_at_ns)
+    summary = run_worker(cfg, args.out, share, cfg.run_id, start)
+    summary["late_start_s"] = start.late_s
+    write_summary(args.out, summary)
+    if summary["interrupted"]:
+        raise KeyboardInterrupt
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items())) or "none"
+    print(f"worker {share.name} ({share.index + 1} of {share.count}) of run {cfg.run_id}: "
+          f"{summary['counts']['steady_state_request_log']} steady requests ({statuses}); "
+          f"shards in {args.out}")
+    for s in summary["steps"]:
+        if s["client_limited"]:
+            print(f"  step {s['step']}: CLIENT-LIMITED on this worker (the analyzer marks it invalid)")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     from resources.loadgen.runner import run_load
 
     args = parser().parse_args(argv)
     try:
+        share = pod_share(args)
         cfg = config_from_args(args)
+        if share is not None:
+            return _run_pod(cfg, args, share)
         result = run_load(cfg, args.out, progress=not args.no_progress, judge=_judge(cfg, args.out))
     except (LoadConfigError, LoadError, RunExistsError, ManifestError) as exc:
         print(f"servingbench load: error: {exc}", file=sys.stderr)
@@ -190,7 +321,10 @@ def main(argv: list[str]) -> int:
     for s in result.steps:
         if s["client_limited"]:
             print(f"  step {s['step']}: CLIENT-LIMITED (the analyzer marks it invalid)")
+    for w in result.failed_workers:
+        print(f"servingbench load: worker {w['name']} failed ({w['reason']}); its records up to "
+              f"then are kept, and the steps it was in are marked client-limited", file=sys.stderr)
     if result.prompt_token_mismatches:
         print(f"  note: {result.prompt_token_mismatches} requests had usage.prompt_tokens != "
               f"{cfg.input_tokens}", file=sys.stderr)
-    return 0
+    return 1 if result.failed_workers else 0

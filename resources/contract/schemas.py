@@ -189,34 +189,57 @@ def record_path(run_dir: Path, name: str) -> Path | None:
             or _existing_file(run_dir / f"{name}{PARTIAL_SUFFIX}"))
 
 
-def shard_paths(run_dir: Path, name: str) -> list[Path]:
-    """The worker shards `<name>.<worker>.parquet` of a record set (§6), by exact name.
+MERGED_SHARDS_KEY = b"servingbench.merged_shards"
+
+
+def merged_workers(path: Path | None) -> set[str]:
+    """The workers whose shards a merged parquet file already holds (its schema metadata).
+
+    A merge writes the merged file first and removes the shards after; a merge cut off
+    between the two leaves both, and the shards it names are then not read twice."""
+    if path is None or path.name.endswith(PARTIAL_SUFFIX):
+        return set()
+    try:
+        with pa.OSFile(str(path), "rb") as f:  # a file handle: never a path pattern
+            meta = pq.read_schema(f).metadata or {}
+    except (pa.ArrowException, OSError):
+        return set()  # an unreadable file is named when it is read
+    raw = meta.get(MERGED_SHARDS_KEY)
+    return set(raw.decode().split(",")) - {""} if raw else set()
+
+
+def shard_paths(run_dir: Path, name: str, skip: set[str] | None = None) -> list[Path]:
+    """The worker shards `<name>.<worker>.parquet` of a record set (§6), by exact name; for a
+    worker that never finished (killed), its stream `<name>.<worker>.partial.arrows`.
 
     The folder is listed and names compared as strings: a run folder whose name holds
-    `*`, `?` or `[` is never read as a pattern.
+    `*`, `?` or `[` is never read as a pattern. Workers in `skip` are left out.
     """
     if name not in SHARDED:
         return []
-    prefix, suffix = f"{name}.", ".parquet"
+    prefix = f"{name}."
     try:
         entries = sorted(os.listdir(run_dir))
     except (FileNotFoundError, NotADirectoryError):
         return []  # no folder, no records (as for the merged file)
     except OSError as exc:
         raise SchemaError(f"{run_dir}: unreadable ({exc})") from None
-    found = []
-    for entry in entries:
-        if entry.startswith(prefix) and entry.endswith(suffix):
-            worker = entry[len(prefix):-len(suffix)]
-            if _WORKER.fullmatch(worker) and (path := _existing_file(run_dir / entry)):
-                found.append(path)
-    return found
+    found: dict[str, Path] = {}
+    for suffix in (".parquet", PARTIAL_SUFFIX):  # parquet first: it wins over its stream
+        for entry in entries:
+            if entry.startswith(prefix) and entry.endswith(suffix):
+                worker = entry[len(prefix):-len(suffix)]
+                if (_WORKER.fullmatch(worker) and worker not in found
+                        and worker not in (skip or ()) and (path := _existing_file(run_dir / entry))):
+                    found[worker] = path
+    return [found[w] for w in sorted(found)]
 
 
 def record_files(run_dir: Path, name: str) -> list[Path]:
-    """Every file of record set `name`: the merged file (or its partial stream) and shards."""
+    """Every file of record set `name`: the merged file (or its partial stream) and shards
+    (less those the merged file says it already holds)."""
     main = record_path(run_dir, name)
-    return ([main] if main else []) + shard_paths(run_dir, name)
+    return ([main] if main else []) + shard_paths(run_dir, name, merged_workers(main))
 
 
 def read_file(path: Path, name: str) -> pa.Table:

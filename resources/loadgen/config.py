@@ -55,6 +55,8 @@ class LoadConfig:
     run_id: str | None = None
     # multi-turn, trace replay, batch or SLO search (scenarios/spec.py); None: the steps above
     scenario: Scenario | None = None
+    # load worker processes (or pods) sharing the load; share.py says how it is split
+    workers: int = 1
 
     def __post_init__(self) -> None:
         validate(self)
@@ -131,6 +133,13 @@ def validate(cfg: LoadConfig) -> None:
         raise LoadConfigError(f"prefix: {cfg.prefix!r} is not 'unique' or 'shared'")
     if cfg.prefix == "shared" and not 0 < cfg.shared_prefix_tokens < cfg.input_tokens:
         raise LoadConfigError("shared_prefix_tokens: must be between 1 and input_tokens - 1")
+    if isinstance(cfg.workers, bool) or not isinstance(cfg.workers, int) or cfg.workers < 1:
+        raise LoadConfigError(f"workers: {cfg.workers!r} is not a positive integer")
+    if cfg.workers > 1 and cfg.scenario is not None and cfg.scenario.kind in ("batch", "slo_search"):
+        # a batch is one queue drained as fast as the server allows, and an SLO search decides
+        # each probe from the last one's records: neither is split across workers yet
+        raise LoadConfigError(f"workers: scenario {cfg.scenario.kind} runs with one worker only "
+                              f"(got workers={cfg.workers})")
     if cfg.dataset is not None and not Path(cfg.dataset).is_file():
         raise LoadConfigError(f"dataset: {cfg.dataset} is not a file")
 

@@ -20,6 +20,7 @@ class LoadGenerator:
     input_tokens: int | None = None
     api_key_env: str | None = None
     seed: int = 0
+    workers: int | None = None                   # override every candidate's load.workers
     progress: str = "log"   # "log" (Dagster log) or "terminal" (live display)
 
     def plan(self, candidate):
@@ -30,7 +31,8 @@ class LoadGenerator:
             rates=self.rates if self.rates is not None else p.rates,
             requests_per_step=self.requests_per_step or p.requests_per_step,
             warmup_requests=self.warmup_requests if self.warmup_requests is not None
-            else p.warmup_requests)
+            else p.warmup_requests,
+            workers=self.workers if self.workers is not None else getattr(p, "workers", 1))
 
     def run(self, candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
             progress=True, judge=None, api_key_env: str | None = None):
@@ -51,5 +53,5 @@ class LoadGenerator:
             input_tokens=self.input_tokens or targets.get("input_tokens") or 512,
             output_tokens=self.output_tokens or targets.get("output_tokens") or 128,
             seed=self.seed, api_key_env=api_key_env or self.api_key_env, run_id=run_id,
-            scenario=None if scenario.kind == "fixed" else scenario)
+            scenario=None if scenario.kind == "fixed" else scenario, workers=plan.workers)
         return run_load(cfg, run_dir, progress=progress, judge=judge)

@@ -16,6 +16,7 @@ from resources.loadgen.probe import api_url
 from resources.loadgen.recorder import Recorder
 from resources.loadgen.selfwatch import InFlight, SelfWatch
 from resources.loadgen.server_metrics import ServerMetrics
+from resources.loadgen.share import Share
 from resources.loadgen.workload import Item, Workload
 
 _now = time.perf_counter_ns
@@ -39,11 +40,22 @@ class LoadLoops:
         self.phases: dict[str, dict] = {}
         self.statuses: Counter = Counter()
         self.mismatch = 0
+        self.tokens = 0  # steady output tokens received (a parent's progress line)
         self.watch: SelfWatch | None = None
         self.session: client.Pool | None = None  # the keep-alive connections
         self.save: Callable[[], None] = lambda: None  # writes the manifest so far
         self.server: ServerMetrics | None = None  # the engine's /metrics around each step
         self.judge = None  # SLO search: (run_dir, step) -> (valid, met), from the analysis
+        self.share = Share()  # this process's part of the load (several workers)
+        # Several workers: `await sync(run, label)` meets the others before each step and
+        # returns the step's common start (perf_counter ns); None: one process, no wait.
+        self.sync = None
+        self.origin = 0  # the current scenario step's start (perf_counter ns)
+
+    async def barrier(self, label: str) -> int:
+        """Before a step (or the end, `label` "end"): wait for the other workers, if any,
+        and return the instant the step starts at, on this process's perf_counter clock."""
+        return _now() if self.sync is None else await self.sync(self, label)
 
     # --- one request -----------------------------------------------------------------
     async def _one(self, phase: str, step: str, mode: str, target: float, scheduled: int,
@@ -88,6 +100,7 @@ class LoadLoops:
         self.rec.add(req)
         if req.phase == "steady":
             self.statuses[req.status] += 1
+            self.tokens += sum(req.chunk_tokens)
         self.progress.request_done(req)
 
     def spawn(self, coro) -> asyncio.Task:
@@ -122,16 +135,21 @@ class LoadLoops:
 
     # --- load modes ------------------------------------------------------------------
     async def closed(self, phase: str, c: int, count: int | None, duration_s: float | None) -> InFlight:
+        """Step `c=<c>`: this worker's share of the c slots and of the count."""
         name = step_name("concurrency", c)
+        slots, count = self.share.concurrency(c), self.share.requests(count, c)
         loop = asyncio.get_running_loop()
         done = asyncio.Event()
         issued = 0
-        inflight = InFlight()
+        inflight = InFlight(slots)
+        if slots == 0 or count == 0:  # fewer slots or requests than workers: none here
+            inflight.stop()
+            return inflight
         stop_at = None if duration_s is None else _now() + int(duration_s * 1e9)
         timer = loop.call_later(duration_s, done.set) if duration_s is not None else None
         expect = self._expect_in()
 
-        n_workers = c if count is None else min(c, count)
+        n_workers = slots if count is None else min(slots, count)
         alive = n_workers
 
         async def worker() -> None:
@@ -168,13 +186,14 @@ class LoadLoops:
 
     async def open(self, phase: str, steps: list[tuple[str, float, int, list[float]]],
                    origin: int, watches: list[SelfWatch] | None = None) -> None:
-        """Open loop on one absolute schedule: `origin + offset` for every arrival."""
+        """Open loop on one absolute schedule: `origin + offset` for every arrival (this
+        worker's arrivals of it)."""
         tasks: set[asyncio.Task] = set()
         expect = self._expect_in()
         for k, (name, target, _, offsets) in enumerate(steps):
             if watches is not None:
                 self._begin_watch(watches[k])
-            for off in offsets:
+            for off in self.share.deal(offsets):
                 deadline = origin + int(off * 1e9)
                 while (now := _now()) < deadline:
                     await asyncio.sleep((deadline - now) / 1e9)

@@ -4,6 +4,10 @@ Finished requests are buffered in memory and appended as Arrow IPC stream batche
 `<name>.partial.arrows` at least every `flush_s` seconds, so a `kill -9` loses at most
 the last interval. `finalize()` turns each stream into `<name>.parquet` (atomically) and
 removes the stream. Times arrive as perf_counter ns and are mapped to UTC here.
+
+One worker of several (`worker="w1"`) writes its own shard files `<name>.w1.partial.arrows`
+→ `<name>.w1.parquet` (contract §6) and sets the `worker` column on every row; the run
+merges the shards afterwards (shards.py).
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from resources.contract.schemas import (
     CHUNK_LOG,
     PARTIAL_SUFFIX,
     REQUEST_LOG,
+    SchemaError,
     read_partial_stream,
+    shard_paths,
     write_parquet,
 )
 from resources.loadgen.client import Request
@@ -32,21 +38,35 @@ NAMES = ("warmup_log", "steady_state_request_log", "chunk_log")
 _TS_COLS = ("scheduled_at", "sent_at", "first_token_at", "last_token_at", "finished_at")
 
 
-def refuse_existing(run_dir: Path) -> None:
-    """Raise RunExistsError when `run_dir` holds request logs (final or partial)."""
-    found = existing_logs(run_dir)
+def refuse_existing(run_dir: Path, worker: str | None = None) -> None:
+    """Raise RunExistsError when `run_dir` holds request logs (final or partial), or, for
+    one worker, that worker's shards."""
+    found = existing_logs(run_dir, worker)
     if found:
         raise RunExistsError(f"{run_dir} already holds request logs ({found[0].name}); "
                              "a run is never overwritten: choose a new run folder")
 
 
-def existing_logs(run_dir: Path) -> list[Path]:
+def stem(name: str, worker: str | None) -> str:
+    """`chunk_log`, or a worker's shard `chunk_log.w1` (contract §6)."""
+    return name if worker is None else f"{name}.{worker}"
+
+
+def existing_logs(run_dir: Path, worker: str | None = None) -> list[Path]:
+    """The record files already in `run_dir`: merged files, and every shard (a run) or
+    the worker's own shards (one worker: the others write beside it)."""
     found = []
     for name in NAMES:
         for suffix in (".parquet", PARTIAL_SUFFIX):
-            p = run_dir / f"{name}{suffix}"
-            if p.exists():
-                found.append(p)
+            for s in {name, stem(name, worker)}:
+                p = run_dir / f"{s}{suffix}"
+                if p.exists():
+                    found.append(p)
+        if worker is None:
+            try:
+                found += shard_paths(run_dir, name)
+            except SchemaError:
+                found.append(run_dir / name)
     return found
 
 
@@ -237,18 +257,19 @@ def unrecordable(row: dict, exc: BaseException) -> dict:
 
 
 class Recorder:
-    def __init__(self, run_dir: Path, run_id: str, clock: Clock) -> None:
-        refuse_existing(run_dir)
+    def __init__(self, run_dir: Path, run_id: str, clock: Clock, worker: str | None = None) -> None:
+        refuse_existing(run_dir, worker)
         run_dir.mkdir(parents=True, exist_ok=True)
         # Arrow loads its time-zone data on first use (about a CPU-second): pay it now,
         # before any request is timed, not in the middle of the first step.
         pc.add(pa.array([0], pa.int64()), pa.scalar(0, pa.int64())).cast(REQUEST_LOG.field("sent_at").type)
-        self.run_dir, self.run_id, self.clock = run_dir, run_id, clock
+        self.run_dir, self.run_id, self.clock, self.worker = run_dir, run_id, clock, worker
         self.streams = {
-            "warmup_log": _Stream(run_dir / f"warmup_log{PARTIAL_SUFFIX}", REQUEST_LOG),
+            "warmup_log": _Stream(run_dir / f"{stem('warmup_log', worker)}{PARTIAL_SUFFIX}",
+                                  REQUEST_LOG),
             "steady_state_request_log": _Stream(
-                run_dir / f"steady_state_request_log{PARTIAL_SUFFIX}", REQUEST_LOG),
-            "chunk_log": _ChunkStream(run_dir / f"chunk_log{PARTIAL_SUFFIX}", run_id),
+                run_dir / f"{stem('steady_state_request_log', worker)}{PARTIAL_SUFFIX}", REQUEST_LOG),
+            "chunk_log": _ChunkStream(run_dir / f"{stem('chunk_log', worker)}{PARTIAL_SUFFIX}", run_id),
         }
         self.counts = dict.fromkeys(NAMES, 0)
         # space for the final manifest should the disk fill up (given back at the end)
@@ -268,7 +289,7 @@ class Recorder:
             "finished_at": req.finished, "input_tokens": req.input_tokens,
             "output_tokens": req.output_tokens, "output_tokens_source": req.output_tokens_source,
             "chunks": len(at), "status": req.status, "http_status": req.http_status,
-            "error": None if ok else req.error, "worker": None,
+            "error": None if ok else req.error, "worker": self.worker,
             "session_id": req.session_id, "turn": req.turn, "cached_tokens": req.cached_tokens,
         }
         if not _fits(row):
@@ -348,7 +369,7 @@ class Recorder:
     def _to_parquet(self) -> dict[str, Path] | None:
         out = {}
         for name, s in self.streams.items():
-            final = self.run_dir / f"{name}.parquet"
+            final = self.run_dir / f"{stem(name, self.worker)}.parquet"
             try:
                 write_parquet(read_partial_stream(s.path), final)
             except OSError as exc:

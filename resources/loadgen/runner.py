@@ -1,7 +1,9 @@
 """`run_load`: warm-up, then the steady steps, recorded incrementally into a run folder.
 
 The run itself is in steps.py (phases and steps) over loops.py (requests and load loops);
-this module sets it up, saves the manifest at every boundary and returns the result."""
+this module sets it up, saves the manifest at every boundary and returns the result.
+Several workers (`cfg.workers > 1`) are run by workers.py; one worker of several (a pod,
+or a local worker process) runs here as `run_worker`, writing only its shards."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from resources.loadgen.probe import probe
 from resources.loadgen.progress import make_progress
 from resources.loadgen.recorder import Recorder, refuse_existing
 from resources.loadgen.server_metrics import Scraper, ServerMetrics
+from resources.loadgen.share import Share
 from resources.loadgen.signals import SavedSignals, event_loop_runner
 from resources.loadgen.steps import Run
 from resources.loadgen.workload import Tokenizer, Workload
@@ -37,6 +40,11 @@ class LoadResult:
     statuses: dict[str, int] = field(default_factory=dict)  # steady requests per status
     prompt_token_mismatches: int = 0  # steady requests whose usage.prompt_tokens != the target
     interrupted: bool = False
+    workers: list[dict] = field(default_factory=list)  # several workers: the manifest's workers[]
+
+    @property
+    def failed_workers(self) -> list[dict]:
+        return [w for w in self.workers if w["status"] != "ok"]
 
 
 def _run_id(clock: Clock) -> str:
@@ -72,6 +80,18 @@ def _manifest(run_dir: Path, base: dict | None, run_id: str | None, clock: Clock
     return mf.empty(run_id or _run_id(clock), "measured", clock.now_utc())
 
 
+def auth_headers(cfg: LoadConfig) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The JSON and (when `api_key_env` is set) bearer headers, and the secrets to redact."""
+    headers = {"Content-Type": "application/json"}
+    if not cfg.api_key_env:
+        return headers, ()
+    key = os.environ.get(cfg.api_key_env)
+    if not key:
+        raise LoadConfigError(f"api_key_env: environment variable {cfg.api_key_env} is not set or empty")
+    headers["Authorization"] = f"Bearer {key}"
+    return headers, (key,)
+
+
 def _save_last(save: Callable[..., None], recorder: Recorder) -> None:
     """The final manifest (phases closed at the moment the run stopped). After a full disk it
     is written into the space the recorder held back; should even that fail, the manifest
@@ -99,16 +119,13 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
     _check_profile(cfg)
     if cfg.scenario is not None and cfg.scenario.kind == "slo_search" and judge is None:
         raise LoadConfigError("scenario slo_search: needs a judge (the analysis decides what met the SLO)")
+    if cfg.workers > 1:
+        from resources.loadgen.workers import run_workers
+
+        return run_workers(cfg, run_dir, manifest_base, progress)
     clock = Clock.start()
     m = _manifest(run_dir, manifest_base, cfg.run_id, clock)
-    secrets: tuple[str, ...] = ()
-    headers = {"Content-Type": "application/json"}
-    if cfg.api_key_env:
-        key = os.environ.get(cfg.api_key_env)
-        if not key:
-            raise LoadConfigError(f"api_key_env: environment variable {cfg.api_key_env} is not set or empty")
-        headers["Authorization"] = f"Bearer {key}"
-        secrets = (key,)
+    headers, secrets = auth_headers(cfg)
     stream_options, emulated = probe(cfg, headers, secrets)
     workload = Workload(cfg, Tokenizer(cfg.base_url, cfg.model, dict(headers), cfg.use_tokenize))
     _presize(workload)
@@ -168,4 +185,42 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
     return result
 
 
-__all__ = ["DiskFullError", "LoadError", "LoadResult", "RunExistsError", "run_load"]
+def run_worker(cfg: LoadConfig, run_dir: Path, share: Share, run_id: str | None, sync,
+               probed: tuple[dict | None, bool] | None = None) -> dict:
+    """One worker of several: its share of every step into its own shards, no manifest,
+    no /metrics scraping (the parent's, or the collector's). `sync` is the barrier
+    (workers.py); `probed`, the parent's probe of the endpoint. Returns a summary;
+    SIGINT/SIGTERM finalize the shards first."""
+    run_dir = Path(run_dir)
+    refuse_existing(run_dir, share.name)
+    clock = Clock.start()
+    if run_id is None:
+        raise LoadConfigError("run_id: required for one worker of several (--run-id): every "
+                              "worker's rows must carry the same one")
+    headers, secrets = auth_headers(cfg)
+    stream_options, emulated = probed if probed is not None else probe(cfg, headers, secrets)
+    workload = Workload(cfg, Tokenizer(cfg.base_url, cfg.model, dict(headers), cfg.use_tokenize))
+    workload.for_worker(share.index, share.count)
+    _presize(workload)
+    recorder = Recorder(run_dir, run_id, clock, worker=share.name)
+    run = Run(cfg, recorder, workload, clock, stream_options, {**headers, **cfg.headers},
+              secrets, make_progress(False))
+    run.share, run.sync = share, sync
+    interrupted = False
+    saved = SavedSignals()
+    try:
+        with event_loop_runner() as runner:
+            runner.run(run.main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        interrupted = True
+    finally:
+        saved.restore()
+        recorder.finalize()
+    return {"name": share.name, "steps": run.steps, "phases": run.phases,
+            "statuses": dict(run.statuses), "mismatch": run.mismatch,
+            "emulated": bool(emulated or run.emulated), "counts": dict(recorder.counts),
+            "interrupted": interrupted, "stream_options": stream_options}
+
+
+__all__ = ["DiskFullError", "LoadError", "LoadResult", "RunExistsError", "auth_headers", "run_load",
+           "run_worker"]

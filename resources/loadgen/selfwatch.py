@@ -31,7 +31,8 @@ def p99(values: list[float]) -> float | None:
 class InFlight:
     """Time-weighted count of requests in flight (closed loop), while the step issues."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: int | None = None) -> None:
+        self.target = target  # the slots this process kept (its share of the step's c)
         self.n = 0
         self.area = 0
         self.last = time.perf_counter_ns()

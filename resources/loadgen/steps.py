@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
-import time
 
 from resources.contract import manifest as mf
 from resources.loadgen import client
@@ -18,7 +17,6 @@ from resources.loadgen.scenarios.drive import scenario_steady
 from resources.loadgen.schedule import profile_schedule, rate_steps
 from resources.loadgen.selfwatch import InFlight, SelfWatch
 
-_now = time.perf_counter_ns
 FLUSH_S = 0.25
 
 
@@ -33,6 +31,7 @@ class Run(LoadLoops):
         self.progress.step_start(name, expected)
         w = SelfWatch()
         before = await self._scrape()
+        self.origin = await self.barrier(name)
         self._begin_watch(w)
         inflight = await drive()
         await w.stop()
@@ -41,7 +40,9 @@ class Run(LoadLoops):
 
     def _record_step(self, name: str, mode: str, target: float, w: SelfWatch,
                      inflight: InFlight | None) -> None:
-        limited, why = w.verdict(mode, target, inflight.mean() if inflight else None)
+        # a worker of several is judged on the slots it kept, not on the whole step's c
+        kept = inflight.target if inflight is not None and inflight.target is not None else target
+        limited, why = w.verdict(mode, kept, inflight.mean() if inflight else None)
         self.steps.append({
             "step": name, "load_mode": mode, "target": float(target), "client_limited": limited,
             "client_cpu_share": None if w.cpu_share is None else round(w.cpu_share, 4),
@@ -55,6 +56,7 @@ class Run(LoadLoops):
         cfg = self.cfg
         if cfg.warmup_requests == 0 and cfg.warmup_duration_s is None:
             return
+        await self.barrier("warmup")
         start = self.clock.now_utc()
         count = cfg.warmup_requests if cfg.warmup_requests > 0 else None
         self.progress.step_start(f"warm-up c={cfg.warmup_concurrency}", count)
@@ -78,6 +80,7 @@ class Run(LoadLoops):
             self.progress.step_start(name, cfg.requests_per_step)
             w = SelfWatch()
             before = await self._scrape()
+            await self.barrier(name)
             self._begin_watch(w)
             inflight = await self.closed("steady", c, cfg.requests_per_step, cfg.duration_s)
             await w.stop()
@@ -89,7 +92,8 @@ class Run(LoadLoops):
             self.progress.step_start(name, len(offsets))
             w = SelfWatch()
             before = await self._scrape()
-            await self.open("steady", [(name, rate, 0, offsets)], _now(), [w])
+            origin = await self.barrier(name)
+            await self.open("steady", [(name, rate, 0, offsets)], origin, [w])
             await self._scrape_end([name], before)
             self._record_step(name, "rate", rate, w, None)
         if cfg.profile:
@@ -101,10 +105,11 @@ class Run(LoadLoops):
             # one arrival schedule across segments: the server's counts cover the whole
             # profile (requests overlap segment boundaries), compared with their sum
             before = await self._scrape()
-            await self.open("steady", segs, _now(), watches)
+            origin = await self.barrier("profile")
+            await self.open("steady", segs, origin, watches)
             await self._scrape_end([name for name, _, _, offs in segs if offs], before)
             for (name, rate, _, offs), w in zip(segs, watches, strict=True):
-                if offs:
+                if self.share.deal(offs):
                     self._record_step(name, "rate", rate, w, None)
         self.phases["steady"]["ended_at"] = mf.format_ts(self.clock.now_utc())
 
@@ -140,6 +145,7 @@ class Run(LoadLoops):
             try:
                 await self.warmup()
                 await self.steady()
+                await self.barrier("end")
             except asyncio.CancelledError:
                 if self.rec.full is None:
                     raise

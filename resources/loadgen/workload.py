@@ -128,6 +128,15 @@ class Workload:
         self.words_per_token: float | None = None
         self.shared = self._shared_text() if cfg.prefix == "shared" else ""
         self.issued = 0
+        self.worker, self.workers = 0, 1
+
+    def for_worker(self, index: int, count: int) -> None:
+        """Worker `index` of `count`: its own random prefixes (two workers never send the same
+        prompt, so no prefix-cache hit appears that one worker would not see), and the
+        dataset rows whose index is its own."""
+        self.worker, self.workers = index, count
+        if index:
+            self.rng = random.Random(f"{self.cfg.seed}:prompts:w{index}")
 
     # --- calibration ----------------------------------------------------------------
     def _words(self, n: int) -> str:
@@ -174,7 +183,7 @@ class Workload:
         self.issued += 1
         out = cfg.output_tokens
         if self.dataset is not None:
-            row = self.dataset[i % len(self.dataset)]
+            row = self.dataset[(i * self.workers + self.worker) % len(self.dataset)]
             out = row.get("output_tokens", out)
             if "prompt" in row:
                 return Item(f"{self._prefix()} {row['prompt']}", out)

@@ -52,6 +52,31 @@ def test_shards_are_read_as_the_union_with_the_merged_file(tmp_path):
     assert read_records(run_dir, "steady_state_request_log").num_rows == 4
 
 
+def test_a_killed_workers_stream_is_read_and_a_merged_shard_not_twice(tmp_path):
+    import pyarrow.ipc as ipc
+
+    from resources.contract.schemas import MERGED_SHARDS_KEY
+
+    run_dir = _three_request_run().write(tmp_path / "run")
+    steady = pq.read_table(run_dir / "steady_state_request_log.parquet")
+    last = steady.num_rows - 1
+    write_parquet(steady.slice(0, last), run_dir / "steady_state_request_log.parquet")
+    # w1 was killed: only its stream, cut off mid-batch, is there
+    sink = pa.BufferOutputStream()
+    ipc.new_stream(sink, steady.schema).write_table(steady.slice(last))  # never closed
+    torn = b"\xff\xff\xff\xff\x10\x01"  # and a last batch cut off as it was written
+    (run_dir / "steady_state_request_log.w1.partial.arrows").write_bytes(
+        sink.getvalue().to_pybytes() + torn)
+    assert read_records(run_dir, "steady_state_request_log").num_rows == 4
+    assert _n_steady(analyze_run(run_dir)) == 4
+    # a merge wrote the merged file (naming w1 in its metadata) and was cut off before it
+    # removed w1's shard: the shard is not read a second time
+    merged = steady.replace_schema_metadata({MERGED_SHARDS_KEY: b"w1"})
+    write_parquet(merged, run_dir / "steady_state_request_log.parquet")
+    assert read_records(run_dir, "steady_state_request_log").num_rows == 4
+    assert _n_steady(analyze_run(run_dir)) == 4
+
+
 def test_a_shard_with_a_wrong_type_is_malformed_naming_it(tmp_path):
     run_dir = clean_run().write(tmp_path / "run")
     bad = pq.read_table(run_dir / "chunk_log.parquet")

@@ -43,6 +43,12 @@ def test_the_default_file_carries_the_five_instance_types_and_fitting_maverick()
      r"load\.concurrency: expected a list of positive integers"),
     (f"candidates:\n  - {{{GOOD}, load: {{concurency: [4]}}}}\n",
      r"load\.concurency: unknown key \(did you mean 'concurrency'\?\)"),
+    (f"candidates:\n  - {{{GOOD}, load: {{worker: 2}}}}\n",
+     r"load\.worker: unknown key \(did you mean 'workers'\?\)"),
+    (f"candidates:\n  - {{{GOOD}, load: {{workers: 0}}}}\n",
+     r"load\.workers: expected an integer >= 1, got 0"),
+    (f"candidates:\n  - {{{GOOD}, load: {{workers: 2}}, scenario: {{kind: batch, requests: 8}}}}\n",
+     r"load\.workers: scenario batch runs with one worker only"),
     (f"candidates:\n  - {{{GOOD}, price: {{sheet: /nonexistent.yaml}}}}\n", "price sheet /nonexistent.yaml not found"),
     ("candidates:\n  - {name: c1, model: m, precision: bf16, tensor_parallel: 1}\n", "missing key 'instance_type'"),
     ("defaults: {engine: tgi}\ncandidates: []\n", "non-empty list"),
@@ -52,6 +58,15 @@ def test_the_default_file_carries_the_five_instance_types_and_fitting_maverick()
 def test_malformed_candidates_name_the_key(tmp_path, body, message):
     with pytest.raises(ConfigError, match=message):
         load_candidates(write(tmp_path, body))
+
+
+def test_load_workers_from_the_candidates_file_reach_the_load_config(tmp_path):
+    from resources.loadgen.generator import LoadGenerator
+
+    (cand,) = load_candidates(write(tmp_path, f"candidates:\n  - {{{GOOD}, load: {{workers: 3}}}}\n"))
+    assert cand.load.workers == 3
+    assert LoadGenerator().plan(cand).workers == 3
+    assert LoadGenerator(workers=1).plan(cand).workers == 1
 
 
 def test_demo_with_a_bad_candidates_file_exits_2_without_a_traceback(tmp_path, capsys):

@@ -75,9 +75,11 @@ async def steady(run) -> None:
 
 async def _closed(run, c: int, sessions: int | None, duration_s: float | None) -> InFlight:
     name = step_name("concurrency", c)
+    # several workers: this one's share of the slots and sessions (share.py)
+    slots, sessions = run.share.concurrency(c), run.share.requests(sessions, c)
     stop_at = None if duration_s is None else _now() + int(duration_s * 1e9)
     started = 0
-    inflight = InFlight()
+    inflight = InFlight(slots)
 
     async def worker() -> None:
         nonlocal started
@@ -86,7 +88,7 @@ async def _closed(run, c: int, sessions: int | None, duration_s: float | None) -
             await session(run, name, "concurrency", float(c), _now(), inflight)
 
     # each session is bounded (turns × the request timeouts), so the step waits for all
-    await asyncio.gather(*[run.spawn(worker()) for _ in range(c)])
+    await asyncio.gather(*[run.spawn(worker()) for _ in range(slots)])
     inflight.stop()
     # with think time fewer than c are in flight by design, not because the client lagged
     # (the analyzer's achieved-concurrency rule still reports it): no verdict from it here
@@ -95,9 +97,9 @@ async def _closed(run, c: int, sessions: int | None, duration_s: float | None) -
 
 async def _open(run, rate: float, offsets: list[float]) -> None:
     name = step_name("rate", rate)
-    origin = _now()
+    origin = run.origin  # the step's common start (every worker's)
     tasks = set()
-    for off in offsets:
+    for off in run.share.deal(offsets):
         deadline = origin + int(off * 1e9)
         while (now := _now()) < deadline:
             await asyncio.sleep((deadline - now) / 1e9)

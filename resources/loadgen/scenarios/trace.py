@@ -167,12 +167,15 @@ def request_bodies(run, rows: list[TraceRow]) -> list[bytes]:
 async def steady(run) -> None:
     s = run.cfg.scenario
     rows = read_trace(s.trace, s.trace_format, s.max_requests)
-    bodies = request_bodies(run, rows)
     offsets, rate = plan(rows, s.speedup)
+    # several workers: each replays the rows whose index is its own (share.py); every body
+    # is built in trace order first, so a row's prompt is the one a single worker sends
+    bodies = run.share.deal(request_bodies(run, rows))
+    offsets = run.share.deal(offsets)
     name = step_name("rate", rate)
 
     async def drive() -> None:
-        origin = _now() + int(LEAD_S * 1e9)
+        origin = run.origin + int(LEAD_S * 1e9)  # the step's common start (every worker's)
         tasks = set()
         for off, body in zip(offsets, bodies, strict=True):
             deadline = origin + off

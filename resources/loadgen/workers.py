@@ -1,0 +1,414 @@
+"""Several load workers for one run: local worker processes (`--workers N`), or one worker
+of several started elsewhere (a Kubernetes pod: `--worker-index I --worker-count N
+--start-at T`).
+
+Local workers are spawned processes (the `spawn` start method: no forked event loop or
+open sockets), each with its own event loop, clock and self-watch, writing its own shards.
+Before each step every worker meets the others at a barrier: it sends the parent what it
+recorded of the last step and waits for a start instant in UTC, which it maps onto its own
+perf_counter clock (once per run) and sleeps until. The parent scrapes the engine's
+/metrics once around each step (not once per worker), merges the workers' verdicts (a step
+is client-limited if any worker was, or if a worker died during it), and at the end merges
+the shards into the run's files (shards.py). A worker that dies is named in the manifest's
+`workers` list and its records up to its last flush (every 0.25 s) are kept.
+
+A pod has no parent to meet: it starts at `--start-at` and then runs its steps back to
+back, so later step boundaries line up only as closely as the pods' steps last alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+
+from resources.contract import durable
+from resources.contract import manifest as mf
+from resources.loadgen.clock import Clock
+from resources.loadgen.config import LoadConfig
+from resources.loadgen.errors import LoadError
+from resources.loadgen.progress import make_progress
+from resources.loadgen.share import Share
+
+_now = time.perf_counter_ns
+START_MARGIN_S = 0.25  # first barrier: every worker is past its imports and probe already
+STEP_MARGIN_S = 0.05   # later barriers: a message each way on one machine
+STOP_GRACE_S = 60.0    # a stopped worker records its cancelled requests and writes its shards
+
+
+async def _sleep_until(target: int) -> int:
+    while (now := _now()) < target:
+        await asyncio.sleep((target - now) / 1e9)
+    return target
+
+
+class StartAt:
+    """A pod's barrier: the first step starts at the absolute instant, the rest back to back."""
+
+    def __init__(self, start_at_ns: int) -> None:
+        self.start_at_ns, self.done = start_at_ns, False
+        self.late_s: float | None = None
+
+    async def __call__(self, run, label: str) -> int:
+        if self.done:
+            return _now()
+        self.done = True
+        target = self.start_at_ns - run.clock.offset_ns
+        self.late_s = max(0.0, (_now() - target) / 1e9)
+        return await _sleep_until(target)
+
+
+class PipeSync:
+    """A local worker's barrier: report to the parent, wait for its start instant."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn, self.sent = conn, 0
+
+    async def __call__(self, run, label: str) -> int:
+        new, self.sent = run.steps[self.sent:], len(run.steps)
+        done = sum(run.statuses.values())
+        tally = (done, done - run.statuses.get("ok", 0), run.tokens)
+        self.conn.send(("sync", label, new, dict(run.phases), bool(run.emulated), tally))
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        fd = self.conn.fileno()
+        # the loop waits on the pipe (a blocking recv in a thread would outlive a cancel)
+        loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+        try:
+            await ready
+        finally:
+            loop.remove_reader(fd)
+        msg = self.conn.recv()
+        return await _sleep_until(msg[1] - run.clock.offset_ns)
+
+
+def _child(conn: Connection, cfg: LoadConfig, run_dir: str, run_id: str, index: int, count: int,
+           probed) -> None:
+    """A local worker process's entry point (spawned)."""
+    from resources.loadgen.runner import run_worker
+
+    try:
+        summary = run_worker(cfg, Path(run_dir), Share(index, count, f"w{index}"), run_id,
+                             PipeSync(conn), probed)
+    except BaseException as exc:  # noqa: BLE001 - told to the parent, which names the worker
+        with contextlib.suppress(OSError):
+            conn.send(("error", f"{type(exc).__name__}: {str(exc)[:300]}"))
+        raise SystemExit(1) from None
+    conn.send(("done", summary))
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is None:
+        return "did not finish"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class _Worker:
+    def __init__(self, name: str, proc, conn: Connection) -> None:
+        self.name, self.proc, self.conn = name, proc, conn
+        self.label: str | None = None  # the barrier it waits at
+        self.new_steps: list[dict] = []
+        self.reported = 0  # steps it has sent so far
+        self.phases: dict = {}
+        self.emulated = False
+        self.tally = (0, 0, 0)  # steady requests, failed, tokens so far (for the progress line)
+        self.shown = (0, 0, 0)
+        self.summary: dict | None = None
+        self.failed: str | None = None  # why, once it died or erred
+
+    @property
+    def alive(self) -> bool:
+        return self.failed is None and self.summary is None
+
+
+def auto_workers(endpoint: str) -> int:
+    """`--workers auto`: the cores this process may use, less one for the server when it runs
+    on this machine (a loopback endpoint), at least 1."""
+    from urllib.parse import urlsplit
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    host = urlsplit(endpoint).hostname or ""
+    local = host in ("localhost", "::1") or host.startswith("127.")
+    return max(1, cores - 1 if local else cores)
+
+
+def _merge_step(entries: list[dict], died: list[str]) -> dict:
+    """One step's verdict over the workers that reported it: limited if any was, or if a
+    worker died while it ran (its load was not what was asked)."""
+    first = entries[0]
+
+    def worst(key: str):
+        vals = [e[key] for e in entries if e.get(key) is not None]
+        return max(vals) if vals else None
+
+    return {"step": first["step"], "load_mode": first["load_mode"], "target": first["target"],
+            "client_limited": any(e["client_limited"] for e in entries) or bool(died),
+            "client_cpu_share": worst("client_cpu_share"), "loop_lag_p99_s": worst("loop_lag_p99_s")}
+
+
+class _Parent:
+    def __init__(self, cfg: LoadConfig, run_dir: Path, m: dict, clock: Clock, progress) -> None:
+        self.cfg, self.run_dir, self.m, self.clock = cfg, run_dir, m, clock
+        self.progress = make_progress(progress)
+        self.progress_on = progress is True
+        self.workers: list[_Worker] = []
+        self.steps: list[dict] = []
+        self.stopping = False
+        self.server = None
+        self.loop = asyncio.new_event_loop()
+        self.dead_during: list[str] = []  # workers that died in the step under way
+        self.started = False
+
+    # --- messages ------------------------------------------------------------------
+    def _receive(self, timeout: float) -> None:
+        live = [w for w in self.workers if w.alive]
+        if not live:
+            return
+        by_handle = {}
+        for w in live:
+            by_handle[w.conn] = w
+            by_handle[w.proc.sentinel] = w
+        for handle in wait(list(by_handle), timeout):
+            w = by_handle[handle]
+            if not w.alive:
+                continue
+            if handle is w.conn:
+                try:
+                    msg = w.conn.recv()
+                except (EOFError, OSError):
+                    continue  # the sentinel says why
+                self._on_message(w, msg)
+            elif not w.conn.poll():  # died, and nothing left unread from it
+                w.proc.join(1)
+                w.failed = ("stopped before it could record anything" if self.stopping
+                            and w.proc.exitcode == -signal.SIGTERM else _exit_reason(w.proc.exitcode))
+                if self.progress_on:
+                    print(f"load worker {w.name} failed: {w.failed}", file=sys.stderr, flush=True)
+
+    def _on_message(self, w: _Worker, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "sync":
+            _, w.label, new, w.phases, w.emulated, w.tally = msg
+            w.new_steps += new
+            w.reported += len(new)
+        elif kind == "done":
+            w.summary = msg[1]
+            w.phases = w.summary["phases"]
+            w.new_steps += w.summary["steps"][w.reported:]  # stopped before its next barrier
+        elif kind == "error":
+            w.failed = msg[1]
+
+    def _all_at_barrier(self) -> bool:
+        live = [w for w in self.workers if w.alive]
+        return bool(live) and all(w.label is not None for w in live)
+
+    # --- the run -------------------------------------------------------------------
+    def _scrape_begin(self):
+        return None if self.server is None else self.loop.run_until_complete(self.server.begin())
+
+    def _scrape_end(self, names: list[str], before) -> None:
+        if self.server is not None and names:
+            self.loop.run_until_complete(self.server.end(names, before))
+
+    def _close_step(self, before, dead_during: list[str]) -> None:
+        """Fold what the workers recorded since the last barrier into the run's steps."""
+        order: list[str] = []
+        by_name: dict[str, list[dict]] = {}
+        for w in self.workers:
+            for e in w.new_steps:
+                if e["step"] not in by_name:
+                    order.append(e["step"])
+                by_name.setdefault(e["step"], []).append(e)
+            w.new_steps = []
+        self._scrape_end(order, before)
+        p = self.progress
+        if hasattr(p, "done"):  # the workers' counts since the step started
+            for w in self.workers:
+                p.done += w.tally[0] - w.shown[0]
+                p.errors += w.tally[1] - w.shown[1]
+                p.tokens += w.tally[2] - w.shown[2]
+                w.shown = w.tally
+        for name in order:
+            step = _merge_step(by_name[name], dead_during)
+            self.steps.append(step)
+            why = [f"worker {d} failed during the step" for d in dead_during]
+            self.progress.step_end(name, why + (["a worker was client-limited"]
+                                                if step["client_limited"] and not why else []))
+
+    def coordinate(self) -> None:
+        before = None
+        in_step = False
+        deadline_stop: float | None = None
+        while True:
+            failed_before = {w.name for w in self.workers if w.failed}
+            self._receive(0.2)
+            dead_now = [w.name for w in self.workers if w.failed and w.name not in failed_before]
+            if in_step and dead_now:
+                self.dead_during += dead_now
+            if self.stopping and deadline_stop is None:
+                deadline_stop = time.monotonic() + STOP_GRACE_S
+            if deadline_stop is not None and time.monotonic() > deadline_stop:
+                for w in self.workers:
+                    if w.alive:
+                        w.proc.kill()
+                deadline_stop = time.monotonic() + 5
+            if not any(w.alive for w in self.workers):
+                break
+            if self.stopping or not self._all_at_barrier():
+                continue  # stopping: no one is let into another step
+            label = next(w.label for w in self.workers if w.alive)
+            if in_step:
+                self._close_step(before, self.dead_during)
+                self.save()
+            self.dead_during = []
+            if label == "end":
+                go = self.clock.now_utc()
+                in_step = False
+            else:
+                before = self._scrape_begin()
+                margin = STEP_MARGIN_S if self.started else START_MARGIN_S
+                self.started = True
+                go = self.clock.now_utc() + int(margin * 1e9)
+                in_step = label != "warmup"
+                if label != "warmup":
+                    self.progress.step_start(label, None)
+            for w in self.workers:
+                if w.alive:
+                    w.label = None
+                    with contextlib.suppress(OSError):
+                        w.conn.send(("go", go))
+        if in_step:  # the last workers died mid-step: keep what the others reported
+            self._close_step(before, self.dead_during)
+
+    def save(self, final: bool = False) -> None:
+        m = self.m
+        phases = dict(m["phases"])
+        for phase in ("warmup", "steady"):
+            spans = [w.phases[phase] for w in self.workers if phase in w.phases]
+            if not spans:
+                continue
+            ends = [s["ended_at"] for s in spans if s["ended_at"]]
+            end = max(ends) if ends else None
+            if end is None and final:
+                end = mf.format_ts(self.clock.now_utc())
+            phases[phase] = {"started_at": min(s["started_at"] for s in spans), "ended_at": end}
+        m["phases"] = phases
+        m["steps"] = list(self.steps)
+        if any(w.emulated or (w.summary or {}).get("emulated") for w in self.workers) or (
+                self.server is not None and self.server.emulated):
+            m["source"] = "emulated"
+        m["workers"] = [{"name": w.name, "status": "failed" if w.failed else "ok",
+                         "reason": w.failed} for w in self.workers]
+        mf.dump(m, self.run_dir / "manifest.json")
+
+
+def run_workers(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None, progress):
+    """`run_load` with `cfg.workers` local worker processes; see the module docstring."""
+    from resources.loadgen import runner
+    from resources.loadgen.probe import probe
+    from resources.loadgen.recorder import refuse_existing
+    from resources.loadgen.server_metrics import Scraper, ServerMetrics
+    from resources.loadgen.shards import merge_shards, seal
+    from resources.loadgen.workload import Tokenizer, Workload
+
+    run_dir = Path(run_dir)
+    refuse_existing(run_dir)
+    clock = Clock.start()
+    m = runner._manifest(run_dir, manifest_base, cfg.run_id, clock)
+    headers, secrets = runner.auth_headers(cfg)
+    probed = probe(cfg, headers, secrets)
+    workload = Workload(cfg, Tokenizer(cfg.base_url, cfg.model, dict(headers), cfg.use_tokenize))
+    m["model"] = m.get("model") or cfg.model
+    m["scenario"] = workload.scenario(probed[0])
+    m["scenario"]["workers"] = cfg.workers
+    if probed[1]:
+        m["source"] = "emulated"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    parent = _Parent(cfg, run_dir, m, clock, progress)
+    parent.server = ServerMetrics(run_dir, Scraper(cfg.base_url, headers, secrets))
+    parent.save()
+
+    main = threading.current_thread() is threading.main_thread()
+    old = {}
+
+    def stop(signum, frame) -> None:
+        parent.stopping = True
+        for w in parent.workers:
+            if w.alive and w.proc.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(w.proc.pid, signal.SIGTERM)
+
+    if main:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            old[sig] = signal.signal(sig, stop)
+    ctx = multiprocessing.get_context("spawn")
+    try:
+        for i in range(cfg.workers):
+            mine, theirs = ctx.Pipe()
+            proc = ctx.Process(target=_child, name=f"servingbench-load-w{i}",
+                               args=(theirs, cfg, str(run_dir), m["run_id"], i, cfg.workers, probed))
+            proc.start()
+            theirs.close()
+            parent.workers.append(_Worker(f"w{i}", proc, mine))
+        parent.coordinate()
+    finally:
+        for w in parent.workers:
+            if w.proc.is_alive():
+                w.proc.kill()
+            w.proc.join()
+            w.conn.close()
+        if main:
+            for sig, handler in old.items():
+                if handler is not None:
+                    signal.signal(sig, handler)
+        for w in parent.workers:
+            seal(run_dir, w.name)  # a killed worker's streams become its shards
+        merge_shards(run_dir)
+        parent.progress.close()
+        parent.save(final=True)
+        parent.loop.close()
+    statuses, n, n_warmup = _counts(run_dir)
+    interrupted = parent.stopping or any((w.summary or {}).get("interrupted") for w in parent.workers)
+    result = runner.LoadResult(
+        run_id=m["run_id"], run_dir=run_dir, source=m["source"], n_requests=n, n_warmup=n_warmup,
+        steps=parent.steps, statuses=statuses,
+        prompt_token_mismatches=sum((w.summary or {}).get("mismatch", 0) for w in parent.workers),
+        interrupted=interrupted, workers=m["workers"])
+    if interrupted:
+        raise KeyboardInterrupt
+    if all(w.failed for w in parent.workers):
+        raise LoadError("every load worker failed: " + "; ".join(
+            f"{w.name}: {w.failed}" for w in parent.workers))
+    return result
+
+
+def _counts(run_dir: Path) -> tuple[dict[str, int], int, int]:
+    from resources.contract.schemas import read_records
+
+    steady = read_records(run_dir, "steady_state_request_log")
+    warm = read_records(run_dir, "warmup_log")
+    statuses: dict[str, int] = {}
+    if steady is not None:
+        for row in steady.column("status").value_counts().to_pylist():
+            statuses[row["values"]] = row["counts"]
+    return (statuses, 0 if steady is None else steady.num_rows, 0 if warm is None else warm.num_rows)
+
+
+def write_summary(run_dir: Path, summary: dict) -> Path:
+    """A pod's account of its part (`worker.<name>.json`): its steps' self-watch verdicts,
+    phases, statuses, for the collector that merges the shards and writes the manifest."""
+    path = Path(run_dir) / f"worker.{summary['name']}.json"
+    durable.write_json(path, summary, indent=1)
+    return path
