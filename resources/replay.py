@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -63,6 +63,8 @@ class ReplayModelServer(ModelServer):
 class ReplayResult:
     n_warmup: int
     n_requests: int
+    # the chain reads it of every load result; a replay runs no worker of its own
+    failed_workers: list[dict] = field(default_factory=list)
 
 
 @dataclass

@@ -190,7 +190,14 @@ class _Parent:
                 except (EOFError, OSError):
                     continue  # the sentinel says why
                 self._on_message(w, msg)
-            elif not w.conn.poll():  # died, and nothing left unread from it
+            else:
+                # the process is gone: read what it sent before it went (a pipe at EOF
+                # stays readable, so "poll() is false" would never come), then say why
+                with contextlib.suppress(EOFError, OSError):
+                    while w.alive and w.conn.poll():
+                        self._on_message(w, w.conn.recv())
+                if not w.alive:
+                    continue  # its last word was "done" or an error it reported itself
                 w.proc.join(1)
                 w.failed = ("stopped before it could record anything" if self.stopping
                             and w.proc.exitcode == -signal.SIGTERM else _exit_reason(w.proc.exitcode))
