@@ -134,15 +134,7 @@ def test_batch_job_without_a_bill_has_null_cost(tmp_path):
 def test_slo_capacity_from_the_probes_in_the_order_they_ran(tmp_path):
     # rate=1 met, rate=2 met, rate=4 missed TTFT, rate=3 met: capacity 3, bracket [3, 4]
     b = RunBuilder()
-    b.manifest["scenario"] = {"kind": "slo_search", "slo": {"ttft_p99_s": 0.5, "tpot_p99_s": 0.1},
-                              "max_probes": 8, "start_rate": 1.0}
-    t = 0
-    for step, ttft in (("rate=1", 100), ("rate=2", 200), ("rate=4", 900), ("rate=3", 300)):
-        for _ in range(3):
-            b.request(step, sched=t, sent=t, chunks=[(t + ttft, 1), (t + ttft + 50, 1)],
-                      finished=t + ttft + 50)
-            t += 10
-        t += 2000
+    b.slo_search_probes()
     run = b.write(tmp_path / "run", bill=False)
     assert analyze_run(run).exit_code == 0
     cap = json.loads((run / "slo_capacity.json").read_text())

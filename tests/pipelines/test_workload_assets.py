@@ -23,15 +23,7 @@ def test_search_capacity_and_slo_cost_in_the_metadata_and_the_store(tmp_path):
     # rate=1, 2 met; rate=4 missed; rate=3 met: capacity 3, bracket [3, 4]. The capacity
     # step's window is 0.37 s with 6 output tokens: 55.04 × 0.37 / 3600 / 6 × 1e6 USD per 1M.
     b = RunBuilder(run_id="rec-search")
-    b.manifest["scenario"] = {"kind": "slo_search", "slo": {"ttft_p99_s": 0.5, "tpot_p99_s": 0.1},
-                              "max_probes": 8, "start_rate": 1.0}
-    t = 0
-    for step, ttft in (("rate=1", 100), ("rate=2", 200), ("rate=4", 900), ("rate=3", 300)):
-        for _ in range(3):
-            b.request(step, sched=t, sent=t, chunks=[(t + ttft, 1), (t + ttft + 50, 1)],
-                      finished=t + ttft + 50)
-            t += 10
-        t += 2000
+    b.slo_search_probes()
     b.hourly_bill()
     rec = b.write(tmp_path / "recording")
     result, _ = run_job(tmp_path / "data", resources=_replay(rec))

@@ -34,15 +34,7 @@ def _search(tmp_path):
     # capacity step's 0.37 s window and 6 tokens cost $616.67 per 1M output tokens
     b = RunBuilder(run_id="search-1", hourly=36.0)
     b.manifest["candidate"] = "search-candidate"
-    b.manifest["scenario"] = {"kind": "slo_search", "slo": {"ttft_p99_s": 0.5, "tpot_p99_s": 0.1},
-                              "max_probes": 8, "start_rate": 1.0}
-    t = 0
-    for step, ttft in (("rate=1", 100), ("rate=2", 200), ("rate=4", 900), ("rate=3", 300)):
-        for _ in range(3):
-            b.request(step, sched=t, sent=t, chunks=[(t + ttft, 1), (t + ttft + 50, 1)],
-                      finished=t + ttft + 50)
-            t += 10
-        t += 2000
+    b.slo_search_probes()
     b.hourly_bill(rate=36.0)
     return b.write(tmp_path / "search-1")
 

@@ -157,6 +157,23 @@ class RunBuilder:
                                "device": device, "metric": metric, "value": value})
 
     # --- output ---------------------------------------------------------------------
+    def slo_search_probes(self) -> RunBuilder:
+        """A rate search as the load generator runs it: rate=1 and 2 met the SLO (TTFT p99
+        0.5 s, TPOT p99 0.1 s), rate=4 missed it, rate=3 met it; capacity 3, bracket [3, 4].
+        Each probe is 3 requests of 2 tokens 10 ms apart, so the capacity step's window is
+        0.37 s with 6 output tokens."""
+        self.manifest["scenario"] = {"kind": "slo_search",
+                                     "slo": {"ttft_p99_s": 0.5, "tpot_p99_s": 0.1},
+                                     "max_probes": 8, "start_rate": 1.0}
+        t = 0
+        for step, ttft in (("rate=1", 100), ("rate=2", 200), ("rate=4", 900), ("rate=3", 300)):
+            for _ in range(3):
+                self.request(step, sched=t, sent=t, chunks=[(t + ttft, 1), (t + ttft + 50, 1)],
+                             finished=t + ttft + 50)
+                t += 10
+            t += 2000
+        return self
+
     def _span(self, phase: str) -> dict | None:
         rows = [r for r in self.requests if r["phase"] == phase]
         sent = [r["sent_at"] for r in rows if r["sent_at"] is not None]

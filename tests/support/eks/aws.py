@@ -55,3 +55,24 @@ def run_moto_server() -> Iterator[str]:
     host, port = server.get_host_and_port()
     yield f"http://{host}:{port}"
     server.stop()
+
+
+def fresh_s3_bucket(moto_url: str, monkeypatch, bucket: str = "sb-runs") -> str:
+    """A fresh bucket on moto's server, with AWS_ENDPOINT_URL pointing every client at it
+    and dummy credentials only (no profile or file of the machine is read)."""
+    import boto3
+    import httpx
+
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+    env = {"AWS_ACCESS_KEY_ID": DUMMY_KEY_ID, "AWS_SECRET_ACCESS_KEY": DUMMY_SECRET,
+           "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION, "AWS_EC2_METADATA_DISABLED": "true",
+           "AWS_ENDPOINT_URL": moto_url,
+           "AWS_CONFIG_FILE": "/nonexistent/servingbench-test-config",
+           "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/servingbench-test-creds"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    httpx.post(f"{moto_url}/moto-api/reset").raise_for_status()
+    boto3.client("s3", endpoint_url=moto_url, region_name=REGION, aws_access_key_id=DUMMY_KEY_ID,
+                 aws_secret_access_key=DUMMY_SECRET).create_bucket(Bucket=bucket)
+    return f"s3://{bucket}/prefix"
