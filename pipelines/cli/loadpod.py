@@ -82,6 +82,8 @@ def main(argv: list[str]) -> int:
     flags = args.load[1:] if args.load[:1] == ["--"] else args.load
     rc = 1
     try:
+        if "--worker-index" in flags:  # the pods meet before every step (podsync.py)
+            flags = [*flags, "--barrier-uri", f"{args.upload.rstrip('/')}/barrier"]
         rc = load.main([*flags, "--out", str(args.scratch)])
     finally:
         # what the worker recorded goes up whatever happened to it

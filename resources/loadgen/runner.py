@@ -18,7 +18,7 @@ from resources.contract import durable
 from resources.contract import manifest as mf
 from resources.loadgen.clock import Clock
 from resources.loadgen.config import LoadConfig, LoadConfigError
-from resources.loadgen.errors import DiskFullError, LoadError, RunExistsError
+from resources.loadgen.errors import DiskFullError, LeftBehind, LoadError, RunExistsError
 from resources.loadgen.probe import probe
 from resources.loadgen.progress import make_progress
 from resources.loadgen.recorder import Recorder, refuse_existing
@@ -213,6 +213,8 @@ def run_worker(cfg: LoadConfig, run_dir: Path, share: Share, run_id: str | None,
             runner.run(run.main())
     except (KeyboardInterrupt, asyncio.CancelledError):
         interrupted = True
+    except LeftBehind:
+        pass  # the pods went on without this one: it stops here, and its barrier says why
     finally:
         saved.restore()
         recorder.finalize()

@@ -12,8 +12,10 @@ is client-limited if any worker was, or if a worker died during it), and at the 
 the shards into the run's files (shards.py). A worker that dies is named in the manifest's
 `workers` list and its records up to its last flush (every 0.25 s) are kept.
 
-A pod has no parent to meet: it starts at `--start-at` and then runs its steps back to
-back, so later step boundaries line up only as closely as the pods' steps last alike.
+A pod has no parent to meet: it starts its first step at `--start-at` (StartAt), and
+before every later step it meets the other pods through the run's S3 prefix
+(`--barrier-uri`, podsync.PodSync), so no pod starts a step while another still runs the
+one before. Without `--barrier-uri` (or alone) it runs its later steps back to back.
 """
 
 from __future__ import annotations
@@ -43,14 +45,15 @@ STEP_MARGIN_S = 0.05   # later barriers: a message each way on one machine
 STOP_GRACE_S = 60.0    # a stopped worker records its cancelled requests and writes its shards
 
 
-async def _sleep_until(target: int) -> int:
+async def sleep_until(target: int) -> int:
     while (now := _now()) < target:
         await asyncio.sleep((target - now) / 1e9)
     return target
 
 
 class StartAt:
-    """A pod's barrier: the first step starts at the absolute instant, the rest back to back."""
+    """The first step starts at the absolute instant, the rest back to back: a pod alone or
+    without a place to meet; PodSync uses it for its first step."""
 
     def __init__(self, start_at_ns: int) -> None:
         self.start_at_ns, self.done = start_at_ns, False
@@ -62,7 +65,7 @@ class StartAt:
         self.done = True
         target = self.start_at_ns - run.clock.offset_ns
         self.late_s = max(0.0, (_now() - target) / 1e9)
-        return await _sleep_until(target)
+        return await sleep_until(target)
 
 
 class PipeSync:
@@ -86,7 +89,7 @@ class PipeSync:
         finally:
             loop.remove_reader(fd)
         msg = self.conn.recv()
-        return await _sleep_until(msg[1] - run.clock.offset_ns)
+        return await sleep_until(msg[1] - run.clock.offset_ns)
 
 
 def _child(conn: Connection, cfg: LoadConfig, run_dir: str, run_id: str, index: int, count: int,

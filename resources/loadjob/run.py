@@ -170,12 +170,41 @@ def collect(upload: str, run_dir: Path, outcomes: list[PodOutcome],
     if late:
         say("load pods that started after the barrier: "
             + ", ".join(f"{w} {s:.1f}s late" for w, s in late))
+    left = _left_behind(by_worker)
+    if left:
+        say("load pods left behind at a meeting before a step: "
+            + "; ".join(f"{w} ({why})" for w, why in left.items()))
     manifest["phases"].update(_phases(pods))
     manifest["steps"] = _steps(pods)
-    manifest["workers"] = [o.as_manifest() for o in outcomes]
+    manifest["workers"] = [_worker(o, left) for o in outcomes]
     mf.dump(manifest, run_dir / "manifest.json")
     return JobLoadResult(manifest["run_id"], run_dir, _rows(run_dir, "steady_state_request_log"),
                          _rows(run_dir, "warmup_log"), manifest["workers"], manifest["steps"])
+
+
+def _left_behind(by_worker: dict[str, dict]) -> dict[str, str]:
+    """{pod: why} for the pods the others went on without (their summaries' `meetings`), or
+    that found themselves late (`left_behind`): their later steps ran without them."""
+    out: dict[str, str] = {}
+    for p in by_worker.values():
+        for m in p.get("meetings") or []:
+            for w in m.get("missing") or []:
+                out.setdefault(w, f"the others went on without it before {m['label']}")
+    for w, p in by_worker.items():
+        if isinstance(p.get("left_behind"), dict):
+            lb = p["left_behind"]
+            out[w] = f"left behind at the meeting before {lb.get('label')}: {lb.get('reason')}"
+    return out
+
+
+def _worker(o: PodOutcome, left: dict[str, str]) -> dict:
+    """A pod's manifest entry: one left behind is failed (its share of the later steps was
+    never sent), with that reason first and Kubernetes' after it."""
+    entry = o.as_manifest()
+    if o.worker in left:
+        entry.update(status="failed", reason="; ".join(
+            r for r in (left[o.worker], o.reason if o.status == "failed" else None) if r))
+    return entry
 
 
 def _merge(run_dir: Path) -> None:
