@@ -81,12 +81,32 @@ def _create(path: Path) -> durable.AppendFile:
                              "choose a new run folder") from None
 
 
-class _Stream:
+class _StreamFile:
+    """One record stream on disk, appended a batch per flush; how it ends is shared."""
+
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         self.path, self.schema = path, schema
-        self.cols: dict[str, list] = {n: [] for n in schema.names}
         self.sink = _create(path)
         self.writer = ipc.new_stream(self.sink, schema)
+
+    def close(self) -> None:
+        try:
+            self.writer.close()
+        finally:
+            self.sink.close()
+
+    def abandon(self) -> None:
+        """Close without another byte: the file keeps its complete batches (an end-of-stream
+        marker is optional for a reader; a stream whose schema never reached the disk
+        stays empty, which reads as no records)."""
+        self.sink.rollback()
+        self.sink.close()
+
+
+class _Stream(_StreamFile):
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        super().__init__(path, schema)
+        self.cols: dict[str, list] = {n: [] for n in schema.names}
 
     def add(self, row: dict) -> None:
         for k, v in row.items():
@@ -133,28 +153,14 @@ class _Stream:
     def pending(self) -> int:
         return len(self.cols[self.schema.names[0]])
 
-    def close(self) -> None:
-        try:
-            self.writer.close()
-        finally:
-            self.sink.close()
 
-    def abandon(self) -> None:
-        """Close without another byte: the file keeps its complete batches (an end-of-stream
-        marker is optional for a reader; a stream whose schema never reached the disk
-        stays empty, which reads as no records)."""
-        self.sink.rollback()
-        self.sink.close()
-
-
-class _ChunkStream:
+class _ChunkStream(_StreamFile):
     """The chunk log, the bulk of the data: typed buffers, turned into Arrow without a
     per-value Python conversion, so a flush costs microseconds, not event-loop milliseconds."""
 
     def __init__(self, path: Path, run_id: str) -> None:
-        self.path, self.schema, self.run_id = path, CHUNK_LOG, run_id
-        self.sink = _create(path)
-        self.writer = ipc.new_stream(self.sink, CHUNK_LOG)
+        super().__init__(path, CHUNK_LOG)
+        self.run_id = run_id
         self._clear()
 
     def _clear(self) -> None:
@@ -204,19 +210,6 @@ class _ChunkStream:
 
     def pending(self) -> int:
         return len(self.at)
-
-    def close(self) -> None:
-        try:
-            self.writer.close()
-        finally:
-            self.sink.close()
-
-    def abandon(self) -> None:
-        """Close without another byte: the file keeps its complete batches (an end-of-stream
-        marker is optional for a reader; a stream whose schema never reached the disk
-        stays empty, which reads as no records)."""
-        self.sink.rollback()
-        self.sink.close()
 
 
 _I64 = (-(1 << 63), (1 << 63) - 1)
