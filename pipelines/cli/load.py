@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from pipelines.cli.argtypes import finite, positive, positive_floats
+from pipelines.cli.argtypes import finite, int_or, positive, positive_floats
 from resources.contract.manifest import ManifestError
 from resources.loadgen.config import LoadConfig, LoadConfigError
 from resources.loadgen.errors import DiskFullError, LoadError, RunExistsError
@@ -41,30 +41,6 @@ def _header(text: str) -> tuple[str, str]:
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"expected NAME:VALUE, got {text!r}")
     return name.strip(), value.strip()
-
-
-def _workers(text: str) -> int | str:
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'auto', got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'auto', got {text!r}")
-    return value
-
-
-def _worker_index(text: str) -> int | str:
-    if text == "env":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0 or 'env', got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0 or 'env', got {text!r}")
-    return value
 
 
 def _start_at(text: str) -> int:
@@ -133,11 +109,11 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--start-concurrency", type=int, default=None,
                    help="SLO search over concurrency: first probe (default 1)")
     k = p.add_argument_group("load workers (docs/workloads.md)")
-    k.add_argument("--workers", type=_workers, default=1, metavar="N|auto",
+    k.add_argument("--workers", type=int_or("auto", 1), default=1, metavar="N|auto",
                    help="worker processes sharing the load (default 1; auto: the cores left "
                         "after the server when it is local, at least 1); batch and SLO search "
                         "run with one")
-    k.add_argument("--worker-index", type=_worker_index, default=None, metavar="I|env",
+    k.add_argument("--worker-index", type=int_or("env", 0), default=None, metavar="I|env",
                    help="run as worker I of --worker-count (a pod); env: read JOB_COMPLETION_INDEX")
     k.add_argument("--worker-count", type=int, default=None, metavar="N",
                    help="the number of workers the run has (with --worker-index)")

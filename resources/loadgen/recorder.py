@@ -83,12 +83,32 @@ def _create(path: Path) -> durable.AppendFile:
                              "choose a new run folder") from None
 
 
-class _Stream:
+class _StreamFile:
+    """One record stream on disk, appended a batch per flush; how it ends is shared."""
+
     def __init__(self, path: Path, schema: pa.Schema, offset_ns: int) -> None:
         self.path, self.schema, self.offset_ns = path, schema, offset_ns  # offset: perf → UTC
-        self.cols: dict[str, list] = {n: [] for n in schema.names}
         self.sink = _create(path)
         self.writer = ipc.new_stream(self.sink, schema)
+
+    def close(self) -> None:
+        try:
+            self.writer.close()
+        finally:
+            self.sink.close()
+
+    def abandon(self) -> None:
+        """Close without another byte: the file keeps its complete batches (an end-of-stream
+        marker is optional for a reader; a stream whose schema never reached the disk
+        stays empty, which reads as no records)."""
+        self.sink.rollback()
+        self.sink.close()
+
+
+class _Stream(_StreamFile):
+    def __init__(self, path: Path, schema: pa.Schema, offset_ns: int) -> None:
+        super().__init__(path, schema, offset_ns)
+        self.cols: dict[str, list] = {n: [] for n in schema.names}
 
     def add(self, row: dict) -> None:
         for k, v in row.items():
@@ -135,29 +155,15 @@ class _Stream:
     def pending(self) -> int:
         return len(self.cols[self.schema.names[0]])
 
-    def close(self) -> None:
-        try:
-            self.writer.close()
-        finally:
-            self.sink.close()
 
-    def abandon(self) -> None:
-        """Close without another byte: the file keeps its complete batches (an end-of-stream
-        marker is optional for a reader; a stream whose schema never reached the disk
-        stays empty, which reads as no records)."""
-        self.sink.rollback()
-        self.sink.close()
-
-
-class _ChunkStream:
+class _ChunkStream(_StreamFile):
     """The chunk log, the bulk of the data: typed buffers of UTC times (shifted as each
     request is added), turned into Arrow without a per-value conversion or a compute call,
     so a flush blocks the event loop for microseconds, not milliseconds."""
 
     def __init__(self, path: Path, run_id: str, offset_ns: int) -> None:
-        self.path, self.schema, self.run_id, self.offset_ns = path, CHUNK_LOG, run_id, offset_ns
-        self.sink = _create(path)
-        self.writer = ipc.new_stream(self.sink, CHUNK_LOG)
+        super().__init__(path, CHUNK_LOG, offset_ns)
+        self.run_id = run_id
         self._clear()
 
     def _clear(self) -> None:
@@ -208,19 +214,6 @@ class _ChunkStream:
 
     def pending(self) -> int:
         return len(self.at)
-
-    def close(self) -> None:
-        try:
-            self.writer.close()
-        finally:
-            self.sink.close()
-
-    def abandon(self) -> None:
-        """Close without another byte: the file keeps its complete batches (an end-of-stream
-        marker is optional for a reader; a stream whose schema never reached the disk
-        stays empty, which reads as no records)."""
-        self.sink.rollback()
-        self.sink.close()
 
 
 _I64 = (-(1 << 63), (1 << 63) - 1)

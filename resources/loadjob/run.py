@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from resources.contract import manifest as mf
-from resources.contract.schemas import SHARDED
+from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
 from resources.loadgen.config import LoadConfigError
 from resources.loadgen.errors import LoadError
 from resources.loadgen.generator import LoadGenerator
@@ -80,7 +80,10 @@ def load_args(gen: LoadGenerator, candidate, endpoint: str, served_model: str,
 
 
 def shard_names(n: int) -> list[str]:
-    return [f"{name}.pod-{i}.parquet" for name in SHARDED for i in range(n)]
+    """Every shard a pod may upload: its parquet files, or the streams a pod stopped by a
+    full disk keeps (contract §6: a worker's stream is its shard until merged)."""
+    return [f"{name}.pod-{i}{suffix}" for name in SHARDED for i in range(n)
+            for suffix in (".parquet", PARTIAL_SUFFIX)]
 
 
 @dataclass
@@ -154,7 +157,7 @@ def collect(upload: str, run_dir: Path, outcomes: list[PodOutcome],
     got = set(runstore.get(upload, shard_names(n) + summaries, run_dir))
     for o in outcomes:
         if o.status == "failed":
-            kept = [s for s in shard_names(n) if s.endswith(f".{o.worker}.parquet") and s in got]
+            kept = [s for s in shard_names(n) if f".{o.worker}." in s and s in got]
             say(f"load pod {o.worker} ({o.pod or 'no pod'}) FAILED: {o.reason}; "
                 f"{len(kept)} shard(s) kept")
     if not any(o.status == "ok" for o in outcomes):
