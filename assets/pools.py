@@ -52,6 +52,16 @@ def _record(path: Path | None, facts: dict) -> None:
                                     for k, v in facts.items()}, indent=2) + "\n")
 
 
+def _enforced(context, pool: str) -> bool:
+    """Whether this Dagster instance can hold pool slots; an in-memory one (tests, one
+    process) cannot share them with anyone, and says so."""
+    if context.instance.event_log_storage.supports_global_concurrency_limits:
+        return True
+    context.log.warning(f"pool {pool!r} not enforced: this Dagster instance's storage has "
+                        "no concurrency pools (`dagster instance migrate` adds them)")
+    return False
+
+
 @contextlib.contextmanager
 def pool_slot(context, pool: str | None, limit: int | None, record: Path | None = None,
               max_wait_s: float = MAX_WAIT_S, clock=time.monotonic,
@@ -61,8 +71,9 @@ def pool_slot(context, pool: str | None, limit: int | None, record: Path | None 
     candidate without a pool runs at once."""
     facts = {"pool": pool, "limit": limit, "requested_at": time.time_ns(),
              "acquired_at": None, "released_at": None}
-    if pool is None:
-        facts["acquired_at"] = facts["requested_at"]
+    if pool is None or not _enforced(context, pool):
+        # at once: no pool, or one this instance cannot share with anyone
+        facts["acquired_at"] = facts["requested_at"] if pool is None else time.time_ns()
         try:
             yield facts
         finally:
@@ -71,17 +82,6 @@ def pool_slot(context, pool: str | None, limit: int | None, record: Path | None 
         return
     instance, run_id, step = context.instance, context.run_id, str(context.op_handle)
     storage = instance.event_log_storage
-    if not storage.supports_global_concurrency_limits:
-        # an in-memory instance (tests, one process) cannot share slots with anyone
-        context.log.warning(f"pool {pool!r} not enforced: this Dagster instance's storage has "
-                            "no concurrency pools (`dagster instance migrate` adds them)")
-        facts["acquired_at"] = time.time_ns()
-        try:
-            yield facts
-        finally:
-            facts["released_at"] = time.time_ns()
-            _record(record, facts)
-        return
     sync_limit(instance, pool, limit)
     free_finished(instance, pool)
     deadline, logged = clock() + max_wait_s, False

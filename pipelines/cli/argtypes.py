@@ -42,6 +42,22 @@ def positive_int(text: str) -> int:
     return value
 
 
+def int_or(word: str, minimum: int):
+    """An argparse type: an integer >= `minimum`, or the one word (`auto`, `env`) as is."""
+    def parse(text: str) -> int | str:
+        if text == word:
+            return text
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer >= {minimum} or {word!r}, got {text!r}")
+        return value
+    return parse
+
+
 def positive_floats(text: str) -> list[float]:
     """A comma list of finite numbers > 0."""
     values = [positive(x) for x in text.split(",") if x.strip()]

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import sys
 
 from botocore.exceptions import BotoCoreError
 
+from pipelines.cli.argtypes import non_negative
 from resources.aws.caller import AwsCallError
 from resources.contract.manifest import ManifestError
 from resources.model_server.kube.client import KubeError
@@ -30,10 +30,10 @@ def _parser() -> argparse.ArgumentParser:
                        "whose run is no longer alive")
     r.add_argument("--cluster", required=True)
     r.add_argument("--region", required=True)
-    r.add_argument("--ttl-hours", type=_hours, default=6.0)
+    r.add_argument("--ttl-hours", type=non_negative, default=6.0)
     r.add_argument("--owner", default=None,
                    help="this installation's id (default: SERVINGBENCH_EKS_OWNER)")
-    r.add_argument("--heartbeat-stale-minutes", type=_hours, default=15.0,
+    r.add_argument("--heartbeat-stale-minutes", type=non_negative, default=15.0,
                    help="a node group whose heartbeat is younger than this is a live run: kept")
     r.add_argument("--namespace", default="servingbench",
                    help="where the runs' Kubernetes objects live (default servingbench)")
@@ -45,16 +45,6 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("run_dir")
     b.add_argument("--endpoint-url", help=argparse.SUPPRESS)
     return p
-
-
-def _hours(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
-    return value
 
 
 def _objects(session, cluster, args, owner):

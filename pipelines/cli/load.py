@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from pipelines.cli.argtypes import finite, positive, positive_floats
+from pipelines.cli.argtypes import finite, int_or, positive, positive_floats
 from resources.contract.manifest import ManifestError
 from resources.loadgen.config import LoadConfig, LoadConfigError
 from resources.loadgen.errors import DiskFullError, LoadError, RunExistsError
@@ -41,30 +41,6 @@ def _header(text: str) -> tuple[str, str]:
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"expected NAME:VALUE, got {text!r}")
     return name.strip(), value.strip()
-
-
-def _workers(text: str) -> int | str:
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'auto', got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'auto', got {text!r}")
-    return value
-
-
-def _worker_index(text: str) -> int | str:
-    if text == "env":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0 or 'env', got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0 or 'env', got {text!r}")
-    return value
 
 
 def _start_at(text: str) -> int:
@@ -133,16 +109,24 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--start-concurrency", type=int, default=None,
                    help="SLO search over concurrency: first probe (default 1)")
     k = p.add_argument_group("load workers (docs/workloads.md)")
-    k.add_argument("--workers", type=_workers, default=1, metavar="N|auto",
+    k.add_argument("--workers", type=int_or("auto", 1), default=1, metavar="N|auto",
                    help="worker processes sharing the load (default 1; auto: the cores left "
                         "after the server when it is local, at least 1); batch and SLO search "
                         "run with one")
-    k.add_argument("--worker-index", type=_worker_index, default=None, metavar="I|env",
+    k.add_argument("--worker-index", type=int_or("env", 0), default=None, metavar="I|env",
                    help="run as worker I of --worker-count (a pod); env: read JOB_COMPLETION_INDEX")
     k.add_argument("--worker-count", type=int, default=None, metavar="N",
                    help="the number of workers the run has (with --worker-index)")
     k.add_argument("--start-at", type=_start_at, default=None, metavar="ISO",
                    help="the UTC instant every worker starts at, e.g. 2026-11-30T18:00:00Z")
+    k.add_argument("--barrier-uri", default=None, metavar="URI",
+                   help="where the workers meet before every step after the first, e.g. "
+                        "s3://bucket/prefix/runs/RUN/barrier (loadpod sets it); without it "
+                        "they meet only at --start-at and run the next steps back to back")
+    k.add_argument("--barrier-timeout", type=positive, default=None, metavar="SECONDS",
+                   help="a worker that has not reached the next meeting this long after the "
+                        "previous step started is left behind (default: --duration + "
+                        "--drain-timeout + 65; 1800 for steps bounded by a request count)")
     k.add_argument("--worker-name", nargs="?", const="pod", default=None, metavar="NAME",
                    help="name the worker's shards pod-<I> (or NAME); default w<I>, or pod-<I> "
                         "when the index comes from the environment")
@@ -230,7 +214,8 @@ def pod_share(a: argparse.Namespace):
     from resources.loadgen.share import WORKER_NAME, Share
 
     pod_flags = [f for f, v in (("--worker-count", a.worker_count), ("--start-at", a.start_at),
-                                ("--worker-name", a.worker_name)) if v is not None]
+                                ("--worker-name", a.worker_name), ("--barrier-uri", a.barrier_uri),
+                                ("--barrier-timeout", a.barrier_timeout)) if v is not None]
     if a.worker_index is None:
         if pod_flags:
             raise LoadConfigError(f"{pod_flags[0]}: needs --worker-index")
@@ -275,15 +260,43 @@ def _judge(cfg: LoadConfig, run_dir: Path):
 DISK_FULL = 74  # sysexits' EX_IOERR: neither bad input (2) nor an interruption (130)
 
 
+def pod_sync(cfg: LoadConfig, args: argparse.Namespace, share):
+    """A pod's barrier: the meetings before every step over `--barrier-uri` (podsync.py),
+    or, alone, without a place to meet or with a single step, `--start-at` (and then back
+    to back)."""
+    from resources.loadgen.podsync import PodSync, bounds, has_meetings
+    from resources.loadgen.workers import StartAt
+
+    if args.barrier_uri is None or share.count == 1 or not has_meetings(cfg):
+        return StartAt(share.start_at_ns)
+    from resources.storage.board import Board
+    from resources.storage.runstore import RunStoreError
+
+    try:
+        board = Board(args.barrier_uri)
+    except RunStoreError as exc:
+        raise LoadConfigError(f"--barrier-uri: {exc}") from None
+    return PodSync(board, share.index, share.count, share.name, share.start_at_ns,
+                   bounds(cfg, args.barrier_timeout))
+
+
 def _run_pod(cfg: LoadConfig, args: argparse.Namespace, share) -> int:
     from resources.loadgen.runner import run_worker
-    from resources.loadgen.workers import StartAt, write_summary
+    from resources.loadgen.workers import write_summary
 
-    start = StartAt(share.start_at_ns)
-    summary = run_worker(cfg, args.out, share, cfg.run_id, start)
-    summary["late_start_s"] = start.late_s
+    sync = pod_sync(cfg, args, share)
+    leave = getattr(sync, "leave", lambda: None)
+    try:
+        summary = run_worker(cfg, args.out, share, cfg.run_id, sync)
+    except BaseException:
+        leave()  # the others stop waiting for this pod at once
+        raise
+    summary["late_start_s"] = sync.late_s
+    summary["meetings"] = getattr(sync, "meetings", [])
+    summary["left_behind"] = getattr(sync, "left_behind", None)
     write_summary(args.out, summary)
     if summary["interrupted"]:
+        leave()
         raise KeyboardInterrupt
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items())) or "none"
     print(f"worker {share.name} ({share.index + 1} of {share.count}) of run {cfg.run_id}: "
@@ -292,6 +305,16 @@ def _run_pod(cfg: LoadConfig, args: argparse.Namespace, share) -> int:
     for s in summary["steps"]:
         if s["client_limited"]:
             print(f"  step {s['step']}: CLIENT-LIMITED on this worker (the analyzer marks it invalid)")
+    for m in summary["meetings"]:
+        if m["missing"]:
+            print(f"  before {m['label']}: went on without {', '.join(m['missing'])} (left "
+                  "behind: the step they were in is marked client-limited)")
+    if summary["left_behind"]:
+        lb = summary["left_behind"]
+        print(f"servingbench load: worker {share.name} left behind at the meeting before "
+              f"{lb['label']}: {lb['reason']}; it ran no further step, its records up to then "
+              f"are kept in {args.out}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from resources.contract.schemas import SHARDED
+from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
 from resources.storage import runstore
 
 INDEX_ENV = "JOB_COMPLETION_INDEX"
@@ -32,14 +32,16 @@ def uploads(scratch: Path, worker: str) -> dict[str, str]:
     """{local name: remote name}: the worker's shards (or, from a load that wrote plain
     files, those files under the worker's shard names) and its account of its part,
     `worker.<name>.json` (steps with the self-watch, phases; a plain load's manifest.json
-    carries the same keys and stands in for it)."""
+    carries the same keys and stands in for it). A load stopped by a full disk has only its
+    streams: they go up as the worker's stream shards, whose complete batches are records."""
     out = {}
     for name in SHARDED:
-        shard = f"{name}.{worker}.parquet"
-        if (scratch / shard).is_file():
-            out[shard] = shard
-        elif (scratch / f"{name}.parquet").is_file():
-            out[f"{name}.parquet"] = shard
+        for suffix in (".parquet", PARTIAL_SUFFIX):
+            shard = f"{name}.{worker}{suffix}"
+            found = [f for f in (shard, f"{name}{suffix}") if (scratch / f).is_file()]
+            if found:
+                out[found[0]] = shard
+                break
     summary = f"worker.{worker}.json"
     if (scratch / summary).is_file():
         out[summary] = summary
@@ -82,6 +84,8 @@ def main(argv: list[str]) -> int:
     flags = args.load[1:] if args.load[:1] == ["--"] else args.load
     rc = 1
     try:
+        if "--worker-index" in flags:  # the pods meet before every step (podsync.py)
+            flags = [*flags, "--barrier-uri", f"{args.upload.rstrip('/')}/barrier"]
         rc = load.main([*flags, "--out", str(args.scratch)])
     finally:
         # what the worker recorded goes up whatever happened to it

@@ -170,6 +170,8 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
                 req.cached_tokens = _count(int(c.group(1)), "cached_tokens")
         if req.text is not None:
             _keep_text(req, payload)
+        # _add_usage written out: this is the per-event hot path, where the call itself
+        # was measurable side by side (docs/reliability.md, "Cost on the hot path")
         total = int(m.group(1))  # the regex admits 0..9_999_999_999 only
         if total > MAX_TOKENS:
             raise Malformed(f"usage.completion_tokens is not a token count: {total}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +20,20 @@ MAX_TOKENS = 10 * 1024 * 1024
 
 class LoadConfigError(ValueError):
     """A load configuration that cannot run; the message says which field and why."""
+
+
+def jsonl(path: Path) -> Iterator[tuple[int, object]]:
+    """(line number, value) for every non-blank line of a JSON-lines file (a dataset, a
+    trace); a line that is not JSON is a LoadConfigError naming the file and the line."""
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError:
+                raise LoadConfigError(f"{path}:{n}: not a JSON line") from None
+            yield n, value
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,11 @@ class LoadError(RuntimeError):
     """The run cannot start or go on (unreachable endpoint, refused auth, bad model...)."""
 
 
+class LeftBehind(RuntimeError):
+    """A pod reached a meeting of the pods after it closed: it runs no further step (it
+    would overlap the others' next one) and keeps what it recorded (podsync.py)."""
+
+
 class RunExistsError(FileExistsError):
     """The run folder already holds request logs: a rerun never overwrites a run."""
 

@@ -36,6 +36,8 @@ from resources.loadgen.errors import DiskFullError, RunExistsError
 
 NAMES = ("warmup_log", "steady_state_request_log", "chunk_log")
 _TS_COLS = ("scheduled_at", "sent_at", "first_token_at", "last_token_at", "finished_at")
+_AT_TYPE = CHUNK_LOG.field("at").type
+_I64_TYPE = pa.int64()
 
 
 def refuse_existing(run_dir: Path, worker: str | None = None) -> None:
@@ -81,57 +83,13 @@ def _create(path: Path) -> durable.AppendFile:
                              "choose a new run folder") from None
 
 
-class _Stream:
-    def __init__(self, path: Path, schema: pa.Schema) -> None:
-        self.path, self.schema = path, schema
-        self.cols: dict[str, list] = {n: [] for n in schema.names}
+class _StreamFile:
+    """One record stream on disk, appended a batch per flush; how it ends is shared."""
+
+    def __init__(self, path: Path, schema: pa.Schema, offset_ns: int) -> None:
+        self.path, self.schema, self.offset_ns = path, schema, offset_ns  # offset: perf → UTC
         self.sink = _create(path)
         self.writer = ipc.new_stream(self.sink, schema)
-
-    def add(self, row: dict) -> None:
-        for k, v in row.items():
-            self.cols[k].append(v)
-
-    def flush(self, offset_ns: int) -> None:
-        if not self.cols[self.schema.names[0]]:
-            return
-        try:
-            batch = self._batch(offset_ns)
-        except (pa.ArrowException, OverflowError, TypeError, ValueError):
-            # Rows are checked before they are added, so this is a defect; still, the
-            # rows that can be written are, and none stays behind to fail every later flush.
-            batch = self._salvage(offset_ns)
-        self.writer.write_batch(batch)
-        self.sink.flush()
-        for v in self.cols.values():
-            v.clear()
-
-    def _batch(self, offset_ns: int) -> pa.RecordBatch:
-        arrays = []
-        for f in self.schema:
-            values = self.cols[f.name]
-            if f.type == pa.timestamp("ns", tz="UTC"):
-                ints = pa.array(values, pa.int64())
-                arr = pc.add(ints, pa.scalar(offset_ns, pa.int64())).cast(f.type)
-            else:
-                arr = pa.array(values, f.type)
-            arrays.append(arr)
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-
-    def _salvage(self, offset_ns: int) -> pa.RecordBatch:
-        rows = [dict(zip(self.cols, vals, strict=True)) for vals in zip(*self.cols.values(), strict=True)]
-        for v in self.cols.values():
-            v.clear()
-        for row in rows:
-            try:
-                pa.RecordBatch.from_pylist([row], schema=self.schema)
-            except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
-                row = unrecordable(row, exc)
-            self.add(row)
-        return self._batch(offset_ns)
-
-    def pending(self) -> int:
-        return len(self.cols[self.schema.names[0]])
 
     def close(self) -> None:
         try:
@@ -147,14 +105,65 @@ class _Stream:
         self.sink.close()
 
 
-class _ChunkStream:
-    """The chunk log, the bulk of the data: typed buffers, turned into Arrow without a
-    per-value Python conversion, so a flush costs microseconds, not event-loop milliseconds."""
+class _Stream(_StreamFile):
+    def __init__(self, path: Path, schema: pa.Schema, offset_ns: int) -> None:
+        super().__init__(path, schema, offset_ns)
+        self.cols: dict[str, list] = {n: [] for n in schema.names}
 
-    def __init__(self, path: Path, run_id: str) -> None:
-        self.path, self.schema, self.run_id = path, CHUNK_LOG, run_id
-        self.sink = _create(path)
-        self.writer = ipc.new_stream(self.sink, CHUNK_LOG)
+    def add(self, row: dict) -> None:
+        for k, v in row.items():
+            self.cols[k].append(v)
+
+    def flush(self) -> None:
+        if not self.cols[self.schema.names[0]]:
+            return
+        try:
+            batch = self._batch()
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            # Rows are checked before they are added, so this is a defect; still, the
+            # rows that can be written are, and none stays behind to fail every later flush.
+            batch = self._salvage()
+        self.writer.write_batch(batch)
+        self.sink.flush()
+        for v in self.cols.values():
+            v.clear()
+
+    def _batch(self) -> pa.RecordBatch:
+        # The flush blocks the event loop, so a chunk arriving meanwhile is stamped late:
+        # times are shifted to UTC in Python and built straight as timestamps (a compute
+        # call costs ~50 µs per column, five times the conversion of a flush's rows).
+        arrays = []
+        for f in self.schema:
+            values = self.cols[f.name]
+            if f.name in _TS_COLS:
+                values = [None if v is None else v + self.offset_ns for v in values]
+            arrays.append(pa.array(values, f.type))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _salvage(self) -> pa.RecordBatch:
+        rows = [dict(zip(self.cols, vals, strict=True)) for vals in zip(*self.cols.values(), strict=True)]
+        for v in self.cols.values():
+            v.clear()
+        for row in rows:
+            try:
+                pa.RecordBatch.from_pylist([row], schema=self.schema)
+            except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
+                row = unrecordable(row, exc)
+            self.add(row)
+        return self._batch()
+
+    def pending(self) -> int:
+        return len(self.cols[self.schema.names[0]])
+
+
+class _ChunkStream(_StreamFile):
+    """The chunk log, the bulk of the data: typed buffers of UTC times (shifted as each
+    request is added), turned into Arrow without a per-value conversion or a compute call,
+    so a flush blocks the event loop for microseconds, not milliseconds."""
+
+    def __init__(self, path: Path, run_id: str, offset_ns: int) -> None:
+        super().__init__(path, CHUNK_LOG, offset_ns)
+        self.run_id = run_id
         self._clear()
 
     def _clear(self) -> None:
@@ -167,7 +176,8 @@ class _ChunkStream:
         n = len(at)
         if len(tokens) != n:
             raise ValueError(f"{n} chunk times but {len(tokens)} token counts")
-        new_at, new_tokens = array("q", at), array("q", tokens)
+        off = self.offset_ns
+        new_at, new_tokens = array("q", [a + off for a in at]), array("q", tokens)
         rid = request_id.encode()
         end = self.rid_offsets[-1]
         offsets = array("i", range(end + len(rid), end + len(rid) * n + 1, len(rid)))
@@ -177,13 +187,13 @@ class _ChunkStream:
         self.rid_data += rid * n
         self.rid_offsets += offsets
 
-    def flush(self, offset_ns: int) -> None:
+    def flush(self) -> None:
         n = len(self.at)
         if not n:
             return
-        def ints(a: array) -> pa.Array:
-            return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(a)])
-        at = pc.add(ints(self.at), pa.scalar(offset_ns, pa.int64())).cast(CHUNK_LOG.field("at").type)
+        def ints(a: array, kind: pa.DataType = _I64_TYPE) -> pa.Array:
+            return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(a)])
+        at = ints(self.at, _AT_TYPE)
         rid = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(self.rid_offsets),
                                                      pa.py_buffer(bytes(self.rid_data))])
         run = pa.repeat(pa.scalar(self.run_id, pa.string()), n)
@@ -204,19 +214,6 @@ class _ChunkStream:
 
     def pending(self) -> int:
         return len(self.at)
-
-    def close(self) -> None:
-        try:
-            self.writer.close()
-        finally:
-            self.sink.close()
-
-    def abandon(self) -> None:
-        """Close without another byte: the file keeps its complete batches (an end-of-stream
-        marker is optional for a reader; a stream whose schema never reached the disk
-        stays empty, which reads as no records)."""
-        self.sink.rollback()
-        self.sink.close()
 
 
 _I64 = (-(1 << 63), (1 << 63) - 1)
@@ -266,10 +263,12 @@ class Recorder:
         self.run_dir, self.run_id, self.clock, self.worker = run_dir, run_id, clock, worker
         self.streams = {
             "warmup_log": _Stream(run_dir / f"{stem('warmup_log', worker)}{PARTIAL_SUFFIX}",
-                                  REQUEST_LOG),
+                                  REQUEST_LOG, clock.offset_ns),
             "steady_state_request_log": _Stream(
-                run_dir / f"{stem('steady_state_request_log', worker)}{PARTIAL_SUFFIX}", REQUEST_LOG),
-            "chunk_log": _ChunkStream(run_dir / f"{stem('chunk_log', worker)}{PARTIAL_SUFFIX}", run_id),
+                run_dir / f"{stem('steady_state_request_log', worker)}{PARTIAL_SUFFIX}", REQUEST_LOG,
+                clock.offset_ns),
+            "chunk_log": _ChunkStream(run_dir / f"{stem('chunk_log', worker)}{PARTIAL_SUFFIX}", run_id,
+                                      clock.offset_ns),
         }
         self.counts = dict.fromkeys(NAMES, 0)
         # space for the final manifest should the disk fill up (given back at the end)
@@ -313,13 +312,12 @@ class Recorder:
         # A flush is all or nothing across the streams: should one fail, those already
         # appended in this round are cut back too, so no chunk is ever left on disk without
         # its request row.
-        off = self.clock.offset_ns
         marks = {name: s.sink.good for name, s in self.streams.items()}
         done: dict[str, int] = {}
         for name in ("chunk_log", "warmup_log", "steady_state_request_log"):
             n = self.streams[name].pending()
             try:
-                self.streams[name].flush(off)
+                self.streams[name].flush()
             except OSError as exc:
                 if not durable.is_disk_full(exc):
                     raise

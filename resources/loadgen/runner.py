@@ -18,7 +18,7 @@ from resources.contract import durable
 from resources.contract import manifest as mf
 from resources.loadgen.clock import Clock
 from resources.loadgen.config import LoadConfig, LoadConfigError
-from resources.loadgen.errors import DiskFullError, LoadError, RunExistsError
+from resources.loadgen.errors import DiskFullError, LeftBehind, LoadError, RunExistsError
 from resources.loadgen.probe import probe
 from resources.loadgen.progress import make_progress
 from resources.loadgen.recorder import Recorder, refuse_existing
@@ -104,6 +104,39 @@ def _save_last(save: Callable[..., None], recorder: Recorder) -> None:
         recorder.full.manifest_kept = False
 
 
+def _drive(run: Run, recorder: Recorder, save: Callable[..., None] | None = None) -> bool:
+    """Run `run.main()` on its own event loop and stop it the one way a run and a worker
+    share; returns whether SIGINT/SIGTERM interrupted it.
+
+    However it ends, the records are finalized and (a run, `save`) the final manifest is
+    written. A full disk stops it: the flushed records stay as partial streams, and
+    finalize raises DiskFullError with what was kept and what was not written."""
+    interrupted = False
+    saved = SavedSignals()
+    try:
+        with event_loop_runner() as runner:
+            runner.run(run.main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        interrupted = True
+    except OSError as exc:  # the manifest or server_metrics.json did not fit on the disk
+        if not durable.is_disk_full(exc):
+            raise
+        recorder.stop(Path(exc.filename or recorder.run_dir), exc)
+    except DiskFullError:
+        pass  # the recorder knows; finalize raises it again with the counts
+    except LeftBehind:
+        pass  # (a pod) the others went on without this one: it stops here, its summary says why
+    finally:
+        saved.restore()
+        try:
+            recorder.finalize()
+        finally:
+            run.progress.close()
+            if save is not None:
+                _save_last(save, recorder)
+    return interrupted
+
+
 def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
              progress: bool | Callable[[dict], None] = True, judge=None) -> LoadResult:
     """Drive `cfg.endpoint` and write a contract §6 run folder (no bill) into `run_dir`.
@@ -154,26 +187,7 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
     run.judge = judge
     run.server = ServerMetrics(run_dir, Scraper(cfg.base_url, headers, secrets))
     save()
-    interrupted = False
-    saved = SavedSignals()
-    try:
-        with event_loop_runner() as runner:
-            runner.run(run.main())
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        interrupted = True
-    except OSError as exc:  # the manifest or server_metrics.json did not fit on the disk
-        if not durable.is_disk_full(exc):
-            raise
-        recorder.stop(Path(exc.filename or run_dir), exc)
-    except DiskFullError:
-        pass  # the recorder knows; finalize raises it again with the counts
-    finally:
-        saved.restore()
-        try:
-            recorder.finalize()
-        finally:
-            run.progress.close()
-            _save_last(save, recorder)
+    interrupted = _drive(run, recorder, save)
     result = LoadResult(
         run_id=m["run_id"], run_dir=run_dir, source=m["source"],
         n_requests=recorder.counts["steady_state_request_log"], n_warmup=recorder.counts["warmup_log"],
@@ -206,16 +220,7 @@ def run_worker(cfg: LoadConfig, run_dir: Path, share: Share, run_id: str | None,
     run = Run(cfg, recorder, workload, clock, stream_options, {**headers, **cfg.headers},
               secrets, make_progress(False))
     run.share, run.sync = share, sync
-    interrupted = False
-    saved = SavedSignals()
-    try:
-        with event_loop_runner() as runner:
-            runner.run(run.main())
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        interrupted = True
-    finally:
-        saved.restore()
-        recorder.finalize()
+    interrupted = _drive(run, recorder)
     return {"name": share.name, "steps": run.steps, "phases": run.phases,
             "statuses": dict(run.statuses), "mismatch": run.mismatch,
             "emulated": bool(emulated or run.emulated), "counts": dict(recorder.counts),

@@ -24,6 +24,7 @@ from resources.contract.schemas import (
     RUN_FILES,
     merged_workers,
     read_file,
+    record_files,
     record_path,
     shard_paths,
     write_parquet,
@@ -108,3 +109,17 @@ def _remove(run_dir: Path, name: str, workers: set[str]) -> None:
             p = run_dir / f"{name}.{w}{suffix}"
             if p.is_file():
                 os.remove(p)
+
+
+def rows_on_disk(run_dir: Path, name: str) -> int:
+    """The rows of record set `name` a reader finds in `run_dir` (merged file, shards and
+    streams): what a stopped run really kept. A parquet file is counted from its footer,
+    a stream by reading it."""
+    rows = 0
+    for p in record_files(Path(run_dir), name):
+        if p.name.endswith(PARTIAL_SUFFIX):
+            rows += read_file(p, name).num_rows
+        else:
+            with pa.OSFile(str(p), "rb") as f:
+                rows += pq.ParquetFile(f).metadata.num_rows
+    return rows

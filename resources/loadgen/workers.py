@@ -12,8 +12,10 @@ is client-limited if any worker was, or if a worker died during it), and at the 
 the shards into the run's files (shards.py). A worker that dies is named in the manifest's
 `workers` list and its records up to its last flush (every 0.25 s) are kept.
 
-A pod has no parent to meet: it starts at `--start-at` and then runs its steps back to
-back, so later step boundaries line up only as closely as the pods' steps last alike.
+A pod has no parent to meet: it starts its first step at `--start-at` (StartAt), and
+before every later step it meets the other pods through the run's S3 prefix
+(`--barrier-uri`, podsync.PodSync), so no pod starts a step while another still runs the
+one before. Without `--barrier-uri` (or alone) it runs its later steps back to back.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from resources.contract import durable
 from resources.contract import manifest as mf
 from resources.loadgen.clock import Clock
 from resources.loadgen.config import LoadConfig
-from resources.loadgen.errors import LoadError
+from resources.loadgen.errors import DiskFullError, LoadError
 from resources.loadgen.progress import make_progress
 from resources.loadgen.share import Share
 
@@ -43,14 +45,15 @@ STEP_MARGIN_S = 0.05   # later barriers: a message each way on one machine
 STOP_GRACE_S = 60.0    # a stopped worker records its cancelled requests and writes its shards
 
 
-async def _sleep_until(target: int) -> int:
+async def sleep_until(target: int) -> int:
     while (now := _now()) < target:
         await asyncio.sleep((target - now) / 1e9)
     return target
 
 
 class StartAt:
-    """A pod's barrier: the first step starts at the absolute instant, the rest back to back."""
+    """The first step starts at the absolute instant, the rest back to back: a pod alone or
+    without a place to meet; PodSync uses it for its first step."""
 
     def __init__(self, start_at_ns: int) -> None:
         self.start_at_ns, self.done = start_at_ns, False
@@ -62,7 +65,7 @@ class StartAt:
         self.done = True
         target = self.start_at_ns - run.clock.offset_ns
         self.late_s = max(0.0, (_now() - target) / 1e9)
-        return await _sleep_until(target)
+        return await sleep_until(target)
 
 
 class PipeSync:
@@ -86,7 +89,7 @@ class PipeSync:
         finally:
             loop.remove_reader(fd)
         msg = self.conn.recv()
-        return await _sleep_until(msg[1] - run.clock.offset_ns)
+        return await sleep_until(msg[1] - run.clock.offset_ns)
 
 
 def _child(conn: Connection, cfg: LoadConfig, run_dir: str, run_id: str, index: int, count: int,
@@ -97,11 +100,21 @@ def _child(conn: Connection, cfg: LoadConfig, run_dir: str, run_id: str, index: 
     try:
         summary = run_worker(cfg, Path(run_dir), Share(index, count, f"w{index}"), run_id,
                              PipeSync(conn), probed)
+    except DiskFullError as exc:  # the parent stops the run and says what was kept
+        _tell(conn, ("full", str(exc.path), exc.reason, exc.unwritten))
+        raise SystemExit(1) from None
     except BaseException as exc:  # noqa: BLE001 - told to the parent, which names the worker
-        with contextlib.suppress(OSError):
-            conn.send(("error", f"{type(exc).__name__}: {str(exc)[:300]}"))
+        if isinstance(exc, OSError) and durable.is_disk_full(exc):  # before it had a stream
+            _tell(conn, ("full", str(exc.filename or run_dir), exc.strerror or str(exc), {}))
+        else:
+            _tell(conn, ("error", f"{type(exc).__name__}: {str(exc)[:300]}"))
         raise SystemExit(1) from None
     conn.send(("done", summary))
+
+
+def _tell(conn: Connection, msg: tuple) -> None:
+    with contextlib.suppress(OSError):
+        conn.send(msg)
 
 
 def _exit_reason(code: int | None) -> str:
@@ -170,6 +183,24 @@ class _Parent:
         self.loop = asyncio.new_event_loop()
         self.dead_during: list[str] = []  # workers that died in the step under way
         self.started = False
+        # a full disk stops the run, as it stops one process's (runner.py); room for the
+        # final manifest comes back when the workers have ended: each held a reserve
+        self.full: DiskFullError | None = None
+        self.unwritten: dict[str, int] = {}
+
+    def halt(self) -> None:
+        """Stop the run: every live worker records its cancelled requests and ends."""
+        self.stopping = True
+        for w in self.workers:
+            if w.alive and w.proc.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(w.proc.pid, signal.SIGTERM)
+
+    def disk_full(self, path, reason: str) -> None:
+        """A write of the run (a worker's, or the parent's) found the disk full."""
+        if self.full is None:
+            self.full = DiskFullError(path, reason)
+        self.halt()
 
     # --- messages ------------------------------------------------------------------
     def _receive(self, timeout: float) -> None:
@@ -216,6 +247,12 @@ class _Parent:
             w.new_steps += w.summary["steps"][w.reported:]  # stopped before its next barrier
         elif kind == "error":
             w.failed = msg[1]
+        elif kind == "full":
+            _, path, reason, unwritten = msg
+            w.failed = str(DiskFullError(path, reason))
+            for name, n in unwritten.items():
+                self.unwritten[name] = self.unwritten.get(name, 0) + n
+            self.disk_full(path, reason)
 
     def _all_at_barrier(self) -> bool:
         live = [w for w in self.workers if w.alive]
@@ -277,8 +314,10 @@ class _Parent:
                 continue  # stopping: no one is let into another step
             label = next(w.label for w in self.workers if w.alive)
             if in_step:
-                self._close_step(before, self.dead_during)
-                self.save()
+                in_step = False
+                if not (self.written(self._close_step, before, self.dead_during)
+                        and self.written(self.save)):
+                    continue  # the disk is full: the run stops here
             self.dead_during = []
             if label == "end":
                 go = self.clock.now_utc()
@@ -297,7 +336,18 @@ class _Parent:
                     with contextlib.suppress(OSError):
                         w.conn.send(("go", go))
         if in_step:  # the last workers died mid-step: keep what the others reported
-            self._close_step(before, self.dead_during)
+            self.written(self._close_step, before, self.dead_during)
+
+    def written(self, write, *args) -> bool:
+        """`write(*args)`; False when it found the disk full (the run is then stopped)."""
+        try:
+            write(*args)
+        except OSError as exc:
+            if not durable.is_disk_full(exc):
+                raise
+            self.disk_full(exc.filename or self.run_dir, exc.strerror or str(exc))
+            return False
+        return True
 
     def save(self, final: bool = False) -> None:
         m = self.m
@@ -327,7 +377,6 @@ def run_workers(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None, prog
     from resources.loadgen.probe import probe
     from resources.loadgen.recorder import refuse_existing
     from resources.loadgen.server_metrics import Scraper, ServerMetrics
-    from resources.loadgen.shards import merge_shards, seal
     from resources.loadgen.workload import Tokenizer, Workload
 
     run_dir = Path(run_dir)
@@ -349,17 +398,9 @@ def run_workers(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None, prog
 
     main = threading.current_thread() is threading.main_thread()
     old = {}
-
-    def stop(signum, frame) -> None:
-        parent.stopping = True
-        for w in parent.workers:
-            if w.alive and w.proc.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(w.proc.pid, signal.SIGTERM)
-
     if main:
         for sig in (signal.SIGTERM, signal.SIGINT):
-            old[sig] = signal.signal(sig, stop)
+            old[sig] = signal.signal(sig, lambda signum, frame: parent.halt())
     ctx = multiprocessing.get_context("spawn")
     try:
         for i in range(cfg.workers):
@@ -380,12 +421,19 @@ def run_workers(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None, prog
             for sig, handler in old.items():
                 if handler is not None:
                     signal.signal(sig, handler)
-        for w in parent.workers:
-            seal(run_dir, w.name)  # a killed worker's streams become its shards
-        merge_shards(run_dir)
+        if parent.full is None:  # on a full disk the streams stay: readers read them as shards
+            parent.written(_seal_and_merge, run_dir, parent.workers)
         parent.progress.close()
-        parent.save(final=True)
         parent.loop.close()
+        if not parent.written(parent.save, True):
+            parent.full.manifest_kept = False
+    if parent.full is not None:
+        from resources.loadgen.recorder import NAMES
+        from resources.loadgen.shards import rows_on_disk
+
+        parent.full.unwritten = parent.unwritten
+        parent.full.kept = {name: rows_on_disk(run_dir, name) for name in NAMES}
+        raise parent.full
     statuses, n, n_warmup = _counts(run_dir)
     interrupted = parent.stopping or any((w.summary or {}).get("interrupted") for w in parent.workers)
     result = runner.LoadResult(
@@ -399,6 +447,14 @@ def run_workers(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None, prog
         raise LoadError("every load worker failed: " + "; ".join(
             f"{w.name}: {w.failed}" for w in parent.workers))
     return result
+
+
+def _seal_and_merge(run_dir: Path, workers: list[_Worker]) -> None:
+    from resources.loadgen.shards import merge_shards, seal
+
+    for w in workers:
+        seal(run_dir, w.name)  # a killed worker's streams become its shards
+    merge_shards(run_dir)
 
 
 def _counts(run_dir: Path) -> tuple[dict[str, int], int, int]:

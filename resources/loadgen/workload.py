@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from resources.http import control
-from resources.loadgen.config import LoadConfig, LoadConfigError
+from resources.loadgen.config import LoadConfig, LoadConfigError, jsonl
 
 VOCAB = (
     "time year people way day man thing woman life child world school state family student "
@@ -47,22 +47,15 @@ class Item:
 
 def load_dataset(path: Path) -> list[dict]:
     rows = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                raise LoadConfigError(f"{path}:{n}: not a JSON line") from None
-            ok_prompt = isinstance(row, dict) and isinstance(row.get("prompt"), str)
-            ok_pair = isinstance(row, dict) and isinstance(row.get("input_tokens"), int)
-            if not (ok_prompt or ok_pair) or not isinstance(row.get("output_tokens", 1), int):
-                raise LoadConfigError(
-                    f"{path}:{n}: expected {{\"prompt\": str[, \"output_tokens\": int]}} "
-                    "or {\"input_tokens\": int, \"output_tokens\": int}"
-                )
-            rows.append(row)
+    for n, row in jsonl(path):
+        ok_prompt = isinstance(row, dict) and isinstance(row.get("prompt"), str)
+        ok_pair = isinstance(row, dict) and isinstance(row.get("input_tokens"), int)
+        if not (ok_prompt or ok_pair) or not isinstance(row.get("output_tokens", 1), int):
+            raise LoadConfigError(
+                f"{path}:{n}: expected {{\"prompt\": str[, \"output_tokens\": int]}} "
+                "or {\"input_tokens\": int, \"output_tokens\": int}"
+            )
+        rows.append(row)
     if not rows:
         raise LoadConfigError(f"{path}: no rows")
     return rows

@@ -19,12 +19,18 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from resources.model_server.kube.render import DIGEST, LOADGEN_LABELS, to_yaml
+from resources.model_server.kube.render import (
+    DIGEST,
+    LABEL_VALUE,
+    LOADGEN_LABELS,
+    container_security,
+    key_secret,
+    to_yaml,
+)
 
 __all__ = ["LoadJobSpec", "render", "api_key_secret", "to_yaml", "job_name", "KEY_ENV",
            "ENGINE_LABELS", "LABEL_VALUE"]
 
-LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]")
 ENGINE_LABELS = {"app.kubernetes.io/name": "servingbench-engine"}
 KEY_ENV = "SERVINGBENCH_ENGINE_API_KEY"   # in the pod, from the Job's own Secret
 UID = 10001                               # the Dockerfile's user
@@ -92,10 +98,7 @@ def labels(s: LoadJobSpec) -> dict[str, str]:
 
 def api_key_secret(s: LoadJobSpec, key: str) -> dict:
     """The engine's API key for the pods (applied, never written to a file or a log)."""
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": s.secret_name, "namespace": s.namespace, "labels": labels(s),
-                         "annotations": {"servingbench/run-id": s.run_id}},
-            "stringData": {"key": key}}
+    return key_secret(s.secret_name, s.namespace, labels(s), s.run_id, key)
 
 
 def pod_args(s: LoadJobSpec) -> list[str]:
@@ -118,10 +121,7 @@ def _container(s: LoadJobSpec) -> dict:
         # latency; the request reserves the core, the self-watch reports a starved client
         "resources": {"requests": {"cpu": s.cpu, "memory": f"{s.memory_gib}Gi"},
                       "limits": {"memory": f"{s.memory_gib}Gi"}},
-        "securityContext": {"allowPrivilegeEscalation": False, "privileged": False,
-                            "readOnlyRootFilesystem": True, "runAsNonRoot": True,
-                            "runAsUser": UID, "runAsGroup": UID,
-                            "capabilities": {"drop": ["ALL"]}},
+        "securityContext": container_security(UID, read_only_root=True),
         # a failed pod's last log lines become its termination message: the manifest's reason
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [{"name": "scratch", "mountPath": SCRATCH}],

@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from resources.contract import manifest as mf
-from resources.contract.schemas import SHARDED
+from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
 from resources.loadgen.config import LoadConfigError
 from resources.loadgen.errors import LoadError
 from resources.loadgen.generator import LoadGenerator
@@ -80,7 +80,10 @@ def load_args(gen: LoadGenerator, candidate, endpoint: str, served_model: str,
 
 
 def shard_names(n: int) -> list[str]:
-    return [f"{name}.pod-{i}.parquet" for name in SHARDED for i in range(n)]
+    """Every shard a pod may upload: its parquet files, or the streams a pod stopped by a
+    full disk keeps (contract §6: a worker's stream is its shard until merged)."""
+    return [f"{name}.pod-{i}{suffix}" for name in SHARDED for i in range(n)
+            for suffix in (".parquet", PARTIAL_SUFFIX)]
 
 
 @dataclass
@@ -154,7 +157,7 @@ def collect(upload: str, run_dir: Path, outcomes: list[PodOutcome],
     got = set(runstore.get(upload, shard_names(n) + summaries, run_dir))
     for o in outcomes:
         if o.status == "failed":
-            kept = [s for s in shard_names(n) if s.endswith(f".{o.worker}.parquet") and s in got]
+            kept = [s for s in shard_names(n) if f".{o.worker}." in s and s in got]
             say(f"load pod {o.worker} ({o.pod or 'no pod'}) FAILED: {o.reason}; "
                 f"{len(kept)} shard(s) kept")
     if not any(o.status == "ok" for o in outcomes):
@@ -170,12 +173,41 @@ def collect(upload: str, run_dir: Path, outcomes: list[PodOutcome],
     if late:
         say("load pods that started after the barrier: "
             + ", ".join(f"{w} {s:.1f}s late" for w, s in late))
+    left = _left_behind(by_worker)
+    if left:
+        say("load pods left behind at a meeting before a step: "
+            + "; ".join(f"{w} ({why})" for w, why in left.items()))
     manifest["phases"].update(_phases(pods))
     manifest["steps"] = _steps(pods)
-    manifest["workers"] = [o.as_manifest() for o in outcomes]
+    manifest["workers"] = [_worker(o, left) for o in outcomes]
     mf.dump(manifest, run_dir / "manifest.json")
     return JobLoadResult(manifest["run_id"], run_dir, _rows(run_dir, "steady_state_request_log"),
                          _rows(run_dir, "warmup_log"), manifest["workers"], manifest["steps"])
+
+
+def _left_behind(by_worker: dict[str, dict]) -> dict[str, str]:
+    """{pod: why} for the pods the others went on without (their summaries' `meetings`), or
+    that found themselves late (`left_behind`): their later steps ran without them."""
+    out: dict[str, str] = {}
+    for p in by_worker.values():
+        for m in p.get("meetings") or []:
+            for w in m.get("missing") or []:
+                out.setdefault(w, f"the others went on without it before {m['label']}")
+    for w, p in by_worker.items():
+        if isinstance(p.get("left_behind"), dict):
+            lb = p["left_behind"]
+            out[w] = f"left behind at the meeting before {lb.get('label')}: {lb.get('reason')}"
+    return out
+
+
+def _worker(o: PodOutcome, left: dict[str, str]) -> dict:
+    """A pod's manifest entry: one left behind is failed (its share of the later steps was
+    never sent), with that reason first and Kubernetes' after it."""
+    entry = o.as_manifest()
+    if o.worker in left:
+        entry.update(status="failed", reason="; ".join(
+            r for r in (left[o.worker], o.reason if o.status == "failed" else None) if r))
+    return entry
 
 
 def _merge(run_dir: Path) -> None:

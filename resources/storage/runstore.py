@@ -33,8 +33,9 @@ def is_remote(uri: str | Path) -> bool:
     return str(uri).startswith("s3://")
 
 
-def filesystem(uri: str | Path, env=None) -> tuple[pafs.FileSystem, str]:
-    """The filesystem and the path inside it for a local folder or an s3:// URI."""
+def filesystem(uri: str | Path, env=None, timeout_s: float | None = None) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and the path inside it for a local folder or an s3:// URI;
+    `timeout_s` bounds S3's connect and each request (pyarrow's defaults are long)."""
     text = str(uri)
     if not is_remote(text):
         return pafs.LocalFileSystem(), str(Path(text).resolve())
@@ -47,6 +48,8 @@ def filesystem(uri: str | Path, env=None) -> tuple[pafs.FileSystem, str]:
     if endpoint:
         ep = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
         kwargs.update(endpoint_override=ep.netloc, scheme=ep.scheme or "https")
+    if timeout_s is not None:
+        kwargs.update(connect_timeout=timeout_s, request_timeout=timeout_s)
     return pafs.S3FileSystem(**kwargs), f"{parts.netloc}{parts.path}".rstrip("/")
 
 

@@ -99,4 +99,4 @@ def test_reap_command_refuses_bad_input(moto, capsys, monkeypatch):
     assert "--owner='Bad/Owner'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         main(args + ["--owner", OWNER, "--ttl-hours", "-1"])
-    assert exit_.value.code == 2 and "finite number >= 0" in capsys.readouterr().err
+    assert exit_.value.code == 2 and "--ttl-hours: expected a number >= 0" in capsys.readouterr().err

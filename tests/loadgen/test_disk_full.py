@@ -3,11 +3,15 @@ process against the emulator as a real server process, its run folder on a small
 (where this process may mount one: root with CAP_SYS_ADMIN) or under a real OS write limit
 (RLIMIT_FSIZE with SIGXFSZ ignored: every write past the limit fails with EFBIG, which the
 writer treats exactly like ENOSPC). The run must stop by itself, say so, keep every record it
-flushed readable and consistent, leave no temp file, and close its manifest."""
+flushed readable and consistent, leave no temp file, and close its manifest. The same holds
+for a run of worker processes (`--workers 2`: the limit and the mount are theirs too, an
+rlimit being inherited by every process the command spawns) and for one worker of several
+(`--worker-index`, a pod)."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import resource
 import signal
@@ -81,6 +85,33 @@ def _cli(args: list[str], preexec=None) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=150, preexec_fn=preexec)
 
 
+def _stopped_cleanly(done: subprocess.CompletedProcess, run_dir, reason: str) -> list[str]:
+    """It stopped by itself and says why, leaving only the run's own files; their names."""
+    assert done.returncode == 74, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert f"disk full: cannot write {run_dir}" in done.stderr and reason in done.stderr
+    assert "the run stopped" in done.stderr
+    names = sorted(os.listdir(run_dir))
+    assert not [n for n in names if n.startswith(".") or n.endswith(".tmp")], names
+    return names
+
+
+def _kept(done: subprocess.CompletedProcess, run_dir):
+    """What was flushed reads back, consistent (every chunk belongs to a kept request row),
+    and the counts the message gives are the rows on disk."""
+    steady = read_records(run_dir, "steady_state_request_log")
+    warm = read_records(run_dir, "warmup_log")
+    chunks = read_records(run_dir, "chunk_log")
+    assert steady is not None and steady.num_rows > 0
+    rows = set(steady.column("request_id").to_pylist())
+    if warm is not None:
+        rows |= set(warm.column("request_id").to_pylist())
+    assert set(chunks.column("request_id").to_pylist()) <= rows
+    assert f"{steady.num_rows} steady_state_request_log" in done.stderr  # the kept count is true
+    assert f"{chunks.num_rows} chunk_log" in done.stderr, done.stderr
+    return steady, warm, chunks
+
+
 @pytest.mark.timeout(240)
 def test_a_disk_that_fills_mid_step_stops_the_run_cleanly(emulator, disk, capsys):
     folder, preexec, reason = disk
@@ -89,15 +120,7 @@ def test_a_disk_that_fills_mid_step_stops_the_run_cleanly(emulator, disk, capsys
     done = _cli(["load", "--endpoint", emulator.base_url, "--model", model, "--out", str(run_dir),
                  *LOAD], preexec)
 
-    # it stopped by itself, and says why
-    assert done.returncode == 74, done.stderr[-3000:]
-    assert "Traceback" not in done.stderr
-    assert f"disk full: cannot write {run_dir}" in done.stderr and reason in done.stderr
-    assert "the run stopped" in done.stderr
-
-    # nothing half-written and no temp file: only the run's own files
-    names = sorted(os.listdir(run_dir))
-    assert not [n for n in names if n.startswith(".") or n.endswith(".tmp")], names
+    names = _stopped_cleanly(done, run_dir, reason)
     assert "manifest.json" in names
     # the stream that hit the limit stays a stream: its complete batches are the records
     assert f"chunk_log{PARTIAL_SUFFIX}" in names or "chunk_log.parquet" in names
@@ -108,16 +131,8 @@ def test_a_disk_that_fills_mid_step_stops_the_run_cleanly(emulator, disk, capsys
     assert m["phases"]["warmup"]["ended_at"] is not None
     assert m["steps"] == []  # the one step was cut short by the full disk
 
-    # what was flushed reads back, consistent: every chunk belongs to a kept request row
-    steady = read_records(run_dir, "steady_state_request_log")
-    warm = read_records(run_dir, "warmup_log")
-    chunks = read_records(run_dir, "chunk_log")
-    assert steady is not None and steady.num_rows > 0
+    steady, warm, _ = _kept(done, run_dir)
     assert warm is not None and warm.num_rows == 4
-    rows = set(steady.column("request_id").to_pylist()) | set(warm.column("request_id").to_pylist())
-    assert set(chunks.column("request_id").to_pylist()) <= rows
-    assert f"{steady.num_rows} steady_state_request_log" in done.stderr  # the kept count is true
-    assert f"{chunks.num_rows} chunk_log" in done.stderr, done.stderr
 
     # the analyzer (the command's own code, in this process): on the full disk it says its
     # outputs did not fit, the records untouched; with room it reads the partial streams
@@ -135,3 +150,51 @@ def test_a_disk_that_fills_mid_step_stops_the_run_cleanly(emulator, disk, capsys
     assert analyze.main([str(run_dir)]) in (0, 3)
     assert "read from partial streams" in capsys.readouterr().out
     assert {n: (run_dir / n).read_bytes() for n in names} == before  # raw records untouched
+
+
+@pytest.mark.timeout(240)
+def test_a_worker_process_on_a_full_disk_stops_the_run_cleanly(emulator, disk):
+    folder, preexec, reason = disk
+    run_dir = folder / f"run-{uuid.uuid4().hex[:6]}"
+    model = emulator.status()["config"]["served_model_name"]
+    done = _cli(["load", "--endpoint", emulator.base_url, "--model", model, "--out", str(run_dir),
+                 *LOAD, "--workers", "2"], preexec)
+
+    names = _stopped_cleanly(done, run_dir, reason)
+    # the worker that hit the limit is named failed, with the reason; the run's phases close
+    m = mf.load(run_dir / "manifest.json")
+    failed = [w for w in m["workers"] if w["status"] == "failed"]
+    assert failed, m["workers"]
+    for w in failed:
+        # whichever of its streams (or shards, for a worker stopped while finalizing) it was
+        assert w["reason"].startswith(f"disk full: cannot write {run_dir}{os.sep}"), w
+        assert f".{w['name']}." in w["reason"], w
+        assert reason in w["reason"]
+    assert {w["name"] for w in m["workers"]} == {"w0", "w1"}
+    assert m["phases"]["steady"]["ended_at"] is not None
+    assert m["steps"] == []
+    # the failed worker's streams stay as its shards, read like any other
+    assert [n for n in names if n.endswith(PARTIAL_SUFFIX)], names
+    steady, warm, _ = _kept(done, run_dir)
+    assert set(steady.column("worker").to_pylist()) <= {"w0", "w1"}
+    assert warm is not None and warm.num_rows == 4
+
+
+@pytest.mark.timeout(240)
+def test_one_worker_of_several_on_a_full_disk_says_so(emulator, disk):
+    folder, preexec, reason = disk
+    run_dir = folder / f"run-{uuid.uuid4().hex[:6]}"
+    model = emulator.status()["config"]["served_model_name"]
+    start = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=2)).isoformat()
+    done = _cli(["load", "--endpoint", emulator.base_url, "--model", model, "--out", str(run_dir),
+                 *LOAD, "--worker-index", "1", "--worker-count", "2", "--start-at", start,
+                 "--run-id", "run-full", "--worker-name", "pod"], preexec)
+
+    names = _stopped_cleanly(done, run_dir, reason)
+    assert ".pod-1.partial.arrows (" in done.stderr  # its own stream was the one refused
+    # only this worker's files: its streams (the records), no manifest (the collector's)
+    assert set(names) <= {f"{n}.pod-1{PARTIAL_SUFFIX}" for n in
+                          ("warmup_log", "steady_state_request_log", "chunk_log")}, names
+    steady, warm, _ = _kept(done, run_dir)
+    assert set(steady.column("worker").to_pylist()) == {"pod-1"}
+    assert warm is not None and warm.num_rows == 2  # its half of the warm-up

@@ -320,6 +320,12 @@ def test_pods_write_shards_only_read_the_same_merged_or_not(emu, tmp_path):
     (["--worker-index", "env", "--worker-count", "2", "--start-at", "2026-11-30T18:00:00Z",
       "--run-id", "r"], "--worker-index"),
     (["--worker-count", "2"], "--worker-count"),
+    (["--barrier-uri", "s3://b/p/runs/r/barrier"], "--barrier-uri"),
+    (["--barrier-timeout", "5"], "--barrier-timeout"),
+    (["--worker-index", "0", "--worker-count", "2", "--start-at", "2026-11-30T18:00:00Z",
+      "--run-id", "r", "--barrier-timeout", "0"], "--barrier-timeout"),
+    (["--worker-index", "0", "--worker-count", "2", "--start-at", "2026-11-30T18:00:00Z",
+      "--run-id", "r", "--barrier-uri", "s3:///runs/r"], "--barrier-uri"),
 ])
 def test_bad_worker_flags_exit_2_naming_the_flag(tmp_path, capsys, monkeypatch, args, flag):
     monkeypatch.delenv("JOB_COMPLETION_INDEX", raising=False)

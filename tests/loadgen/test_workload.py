@@ -8,7 +8,8 @@ import pytest
 
 from resources.contract import manifest as mf
 from resources.loadgen import LoadConfig, LoadConfigError, run_load
-from resources.loadgen.workload import Tokenizer, Workload
+from resources.loadgen.scenarios.trace import read_trace
+from resources.loadgen.workload import Tokenizer, Workload, load_dataset
 from tests.support.emulator import FIXED_MODEL
 from tests.support.loadgen import config, rows
 
@@ -61,6 +62,20 @@ def test_a_bad_dataset_line_is_named(tmp_path):
     cfg = LoadConfig(endpoint="http://127.0.0.1:1", model="m", dataset=ds)
     with pytest.raises(LoadConfigError, match=r"bad.jsonl:2"):
         Workload(cfg, Tokenizer("http://127.0.0.1:1", "m", {}, False))
+
+
+@pytest.mark.parametrize("kind", ["dataset", "mooncake trace"])
+def test_a_line_that_is_not_json_is_named_by_file_and_line(tmp_path, kind):
+    # a dataset and a trace read JSON lines one way: blank lines skipped, the line counted
+    path = tmp_path / "rows.jsonl"
+    good = {"input_tokens": 5, "output_tokens": 1, "timestamp": 0, "input_length": 5,
+            "output_length": 1}  # a row both readers take
+    path.write_text(json.dumps(good) + '\n\n{"oops"\n')
+    with pytest.raises(LoadConfigError, match=r"rows\.jsonl:3: not a JSON line$"):
+        if kind == "dataset":
+            load_dataset(path)
+        else:
+            read_trace(path, "mooncake")
 
 
 def test_api_key_is_sent_and_never_stored(start_server, tmp_path, monkeypatch):

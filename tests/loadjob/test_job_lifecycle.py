@@ -12,6 +12,7 @@ from pathlib import Path
 import boto3
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc  # noqa: F401 - pa.ipc
 import pyarrow.parquet as pq
 import pytest
 
@@ -19,7 +20,7 @@ from pipelines.cli.loadpod import uploads
 from pipelines.config import load_candidates
 from resources.analysis.analyze import analyze_run
 from resources.contract import manifest as mf
-from resources.contract.schemas import SHARDED
+from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
 from resources.loadgen.errors import LoadError
 from resources.loadgen.generator import LoadGenerator
 from resources.loadjob.job import LoadJob
@@ -50,7 +51,8 @@ def arg(job: dict, flag: str) -> str:
 
 def pod_player(tmp_path: Path, failing: dict[int, dict], uploaded: dict):
     """Each pod writes its share of the fixture's records as its shards and uploads them
-    with loadpod's own upload list; a failing pod uploads what it had, then fails."""
+    with loadpod's own upload list; a failing pod uploads what it had, then fails: its
+    streams, as a pod stopped mid-step (a full disk) has no parquet shard."""
     steady = pq.read_table(FIXTURE / "steady_state_request_log.parquet")
     chunks = pq.read_table(FIXTURE / "chunk_log.parquet")
     warmup = pq.read_table(FIXTURE / "warmup_log.parquet")
@@ -69,7 +71,12 @@ def pod_player(tmp_path: Path, failing: dict[int, dict], uploaded: dict):
             t = tables[name]
             if name != "chunk_log":
                 t = t.append_column("worker", pa.array([worker] * t.num_rows, pa.string()))
-            pq.write_table(t, scratch / f"{name}.{worker}.parquet")
+            if index in failing:
+                with pa.OSFile(str(scratch / f"{name}.{worker}{PARTIAL_SUFFIX}"), "wb") as f, \
+                        pa.ipc.new_stream(f, t.schema) as w:
+                    w.write_table(t)
+            else:
+                pq.write_table(t, scratch / f"{name}.{worker}.parquet")
         m = json.loads((FIXTURE / "manifest.json").read_text())
         m["steps"][0].update(target=1.0, client_limited=index == 1, loop_lag_p99_s=0.001 * (index + 1))
         # a pod worker's account of its part (the load generator's pod mode writes it)

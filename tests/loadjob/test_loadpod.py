@@ -1,26 +1,38 @@
 """`servingbench loadpod`, one pod of the load Job, as a real process: the load generator
 against the fixed-timing server on 127.0.0.1, its records uploaded under the pod's shard
-names to moto's S3 server — also when the load fails; bad input is exit 2 with the name."""
+names to moto's S3 server — also when the load fails, and when a full disk (a real OS write
+limit) stopped it: then its streams go up; bad input is exit 2 with the name."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import resource
+import signal
 import subprocess
 import sys
 
 import pyarrow.parquet as pq
 
 from pipelines.cli import main as cli
+from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED, read_records
 from resources.storage import runstore
 from tests.support.emulator import FIXED_MODEL
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def loadpod(args: list[str], index: str) -> subprocess.CompletedProcess:
+def loadpod(args: list[str], index: str, preexec=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": ROOT, "JOB_COMPLETION_INDEX": index}
     return subprocess.run([sys.executable, "-m", "pipelines.cli", "loadpod", *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+                          capture_output=True, text=True, env=env, timeout=120,
+                          preexec_fn=preexec)
+
+
+def small_disk() -> None:
+    """Every file the pod writes stops at 1 MiB (EFBIG, read by the writer as a full disk)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
 
 
 def test_a_pod_uploads_its_records_as_its_shards(server, s3_bucket, tmp_path):
@@ -57,3 +69,25 @@ def test_bad_input_is_exit_2_naming_it(tmp_path, capsys, monkeypatch):
     assert cli(["loadpod", "--upload", "/tmp/runs/x", "--scratch", str(tmp_path / "s"),
                 "--", "--endpoint", "http://127.0.0.1:9", "--model", "m"]) == 2
     assert "--upload '/tmp/runs/x': expected s3://" in capsys.readouterr().err
+
+
+def test_a_pod_stopped_by_a_full_disk_says_so_and_uploads_its_streams(server, s3_bucket, tmp_path):
+    upload = f"{s3_bucket}/runs/run-9"
+    start = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)).isoformat()
+    p = loadpod(["--upload", upload, "--scratch", str(tmp_path / "scratch"), "--",
+                 "--endpoint", server.base_url, "--model", FIXED_MODEL, "--concurrency", "8",
+                 "--requests", "1000000", "--warmup-requests", "2", "--input-tokens", "8",
+                 "--output-tokens", "64", "--no-tokenize", "--run-id", "run-9", "--no-progress",
+                 "--drain-timeout", "5", "--worker-index", "env", "--worker-count", "2",
+                 "--start-at", start], "1", small_disk)
+    assert p.returncode == 74, p.stderr[-3000:]
+    assert "Traceback" not in p.stderr
+    assert "disk full: cannot write" in p.stderr and "File too large" in p.stderr
+    streams = [f"{name}.pod-1{PARTIAL_SUFFIX}" for name in SHARDED]
+    assert runstore.get(upload, streams, tmp_path / "back") == streams, p.stderr[-3000:]
+    # what went up is what the pod kept: the message's counts are the rows read back
+    steady = read_records(tmp_path / "back", "steady_state_request_log")
+    chunks = read_records(tmp_path / "back", "chunk_log")
+    assert steady.num_rows > 0 and set(steady["worker"].to_pylist()) == {"pod-1"}
+    assert f"{steady.num_rows} steady_state_request_log" in p.stderr
+    assert f"{chunks.num_rows} chunk_log" in p.stderr

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import json
 import random
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from resources.loadgen.config import LoadConfigError, step_name
+from resources.loadgen.config import LoadConfigError, jsonl, step_name
 from resources.loadgen.workload import Item, filler_words
 
 MOONCAKE_BLOCK = 512
@@ -54,26 +53,19 @@ def _int(path: Path, n: int, row: dict, key: str, lo: int) -> int:
 
 def read_mooncake(path: Path, limit: int | None) -> list[TraceRow]:
     rows = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                raise LoadConfigError(f"{path}:{n}: not a JSON line") from None
-            if not isinstance(obj, dict):
-                raise LoadConfigError(f"{path}:{n}: expected a JSON object")
-            ts = obj.get("timestamp")
-            if isinstance(ts, bool) or not isinstance(ts, int | float) or ts < 0:
-                raise LoadConfigError(f"{path}:{n}: timestamp: expected milliseconds >= 0, got {ts!r}")
-            ids = obj.get("hash_ids", [])
-            if not isinstance(ids, list) or not all(isinstance(h, int) for h in ids):
-                raise LoadConfigError(f"{path}:{n}: hash_ids: expected a list of integers")
-            rows.append(TraceRow(int(round(ts * 1e6)), _int(path, n, obj, "input_length", 1),
-                                 _int(path, n, obj, "output_length", 1), tuple(ids)))
-            if limit is not None and len(rows) >= limit:
-                break
+    for n, obj in jsonl(path):
+        if not isinstance(obj, dict):
+            raise LoadConfigError(f"{path}:{n}: expected a JSON object")
+        ts = obj.get("timestamp")
+        if isinstance(ts, bool) or not isinstance(ts, int | float) or ts < 0:
+            raise LoadConfigError(f"{path}:{n}: timestamp: expected milliseconds >= 0, got {ts!r}")
+        ids = obj.get("hash_ids", [])
+        if not isinstance(ids, list) or not all(isinstance(h, int) for h in ids):
+            raise LoadConfigError(f"{path}:{n}: hash_ids: expected a list of integers")
+        rows.append(TraceRow(int(round(ts * 1e6)), _int(path, n, obj, "input_length", 1),
+                             _int(path, n, obj, "output_length", 1), tuple(ids)))
+        if limit is not None and len(rows) >= limit:
+            break
     return _finish(path, rows)
 
 

@@ -162,7 +162,7 @@ def _container(s: EngineSpec) -> dict:
         "command": command, "args": args, "env": env,
         "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(limits), "limits": dict(limits)},
-        "securityContext": _container_security(s),
+        "securityContext": container_security(s.run_as_user),
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
                          {"name": "models", "mountPath": "/models"}],
         "startupProbe": {"httpGet": {"path": "/health", "port": "http"},
@@ -175,11 +175,17 @@ def _container(s: EngineSpec) -> dict:
     }
 
 
-def _container_security(s: EngineSpec) -> dict:
+def container_security(uid: int | None, read_only_root: bool = False) -> dict:
+    """A locked-down container (the engine's, the load pods'): no privilege escalation, not
+    privileged, every capability dropped; non-root as `uid` where the image's user is known
+    (an engine image's may not be), and a read-only root filesystem where the image needs
+    no writes outside its volumes."""
     sc: dict = {"allowPrivilegeEscalation": False, "privileged": False,
                 "capabilities": {"drop": ["ALL"]}}
-    if s.run_as_user is not None:
-        sc.update(runAsNonRoot=True, runAsUser=s.run_as_user, runAsGroup=s.run_as_user)
+    if read_only_root:
+        sc["readOnlyRootFilesystem"] = True
+    if uid is not None:
+        sc.update(runAsNonRoot=True, runAsUser=uid, runAsGroup=uid)
     return sc
 
 
@@ -202,9 +208,14 @@ def labels(s: EngineSpec) -> dict[str, str]:
 
 def api_key_secret(s: EngineSpec, key: str) -> dict:
     """The per-run Secret holding the engine's API key (applied, never written to a file)."""
+    return key_secret(s.api_key_secret, s.namespace, labels(s), s.run_id, key)
+
+
+def key_secret(name: str, namespace: str, labels: dict[str, str], run_id: str, key: str) -> dict:
+    """A run's Secret holding one key under `key` (the engine's, the load pods' copy of it)."""
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": s.api_key_secret, "namespace": s.namespace, "labels": labels(s),
-                         "annotations": {"servingbench/run-id": s.run_id}},
+            "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                         "annotations": {RUN_ANNOTATION: run_id}},
             "stringData": {"key": key}}
 
 

@@ -1,0 +1,107 @@
+"""How long one record flush blocks the load generator's event loop, this tree against an
+earlier commit's recorder, side by side in one process run.
+
+While a flush runs, nothing else on the event loop does: a chunk whose bytes arrive
+meanwhile is stamped when the flush ends, and an open-loop arrival due meanwhile is sent
+late. So the flush's duration is an error bound on every timestamp taken during it.
+
+    .venv/bin/python benchmarks/recorder_flush.py [--baseline REF] [--rounds 200]
+                                                 [--requests 25] [--chunks 128]
+
+Each round adds the records of one flush interval (default: 25 requests × 128 chunks,
+100 req/s × 0.25 s) to each recorder, in alternating order, then times `flush()`.
+Prints the median and p99 per recorder and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(root: Path):
+    """`resources.loadgen.recorder` (and its Request) from `root`, in a fresh module set."""
+    for name in [m for m in sys.modules if m == "resources" or m.startswith("resources.")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(root))
+    try:
+        rec = importlib.import_module("resources.loadgen.recorder")
+        client = importlib.import_module("resources.loadgen.client")
+        clock = importlib.import_module("resources.loadgen.clock")
+    finally:
+        sys.path.remove(str(root))
+    return rec, client.Request, clock.Clock
+
+
+def _extract(ref: str, into: Path) -> Path:
+    into.mkdir()
+    archive = subprocess.run(["git", "archive", ref, "resources"], cwd=ROOT, capture_output=True,
+                             check=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+def _fill(rec, request_cls, n: int, chunks: int) -> None:
+    now = time.perf_counter_ns
+    for _ in range(n):
+        r = request_cls(str(uuid.uuid4()), "steady", "rate=100", "rate", 100.0, now())
+        t = now()
+        r.sent, r.finished, r.status, r.http_status, r.input_tokens = t, t + 10**9, "ok", 200, 512
+        r.chunk_at = [t + 20_000_000 + 5_000_000 * k for k in range(chunks)]
+        r.chunk_tokens = [1] * chunks
+        rec.add(r)
+
+
+def pct(v: list[float], q: float) -> float:
+    v = sorted(v)
+    k = (len(v) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", default="effbb06", help="the commit to compare with")
+    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--requests", type=int, default=25, help="requests per flush")
+    ap.add_argument("--chunks", type=int, default=128, help="chunks per request")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="sb-flush-") as tmp:
+        tmp = Path(tmp)
+        trees = {"this tree": ROOT, f"at {a.baseline}": _extract(a.baseline, tmp / "base")}
+        recorders = {}
+        for label, root in trees.items():
+            mod, request_cls, clock_cls = _load(root)
+            clock = clock_cls.start()
+            recorders[label] = (mod.Recorder(tmp / label.replace(" ", "_"), "run-1", clock), request_cls)
+        times: dict[str, list[float]] = {k: [] for k in recorders}
+        for i in range(a.rounds):
+            order = list(recorders) if i % 2 == 0 else list(reversed(recorders))
+            for label in order:
+                rec, request_cls = recorders[label]
+                _fill(rec, request_cls, a.requests, a.chunks)
+                t0 = time.perf_counter_ns()
+                rec.flush()
+                times[label].append((time.perf_counter_ns() - t0) / 1e6)
+        for rec, _ in recorders.values():
+            rec.finalize()
+    out = {label: {"median_ms": round(pct(v, 0.5), 3), "p99_ms": round(pct(v, 0.99), 3)}
+           for label, v in times.items()}
+    new, old = out["this tree"], out[f"at {a.baseline}"]
+    out["ratio_median"] = round(new["median_ms"] / old["median_ms"], 3)
+    print(json.dumps({"rounds": a.rounds, "requests": a.requests, "chunks": a.chunks, **out}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
