@@ -32,21 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
+from benchstats import pct  # noqa: E402
+
 from tests.support.emulator import fixed_timing_args  # noqa: E402
 from tests.support.net import wait_port_file  # noqa: E402
 
 TTFT_MS, ITL_MS, TOKENS = 20.0, 5.0, 128
 IDEAL_E2E_S = (TTFT_MS + (TOKENS - 1) * ITL_MS) / 1000
-
-
-def pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    v = sorted(values)
-    k = (len(v) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
 def taskset(cpu: int) -> list[str]:

@@ -25,6 +25,8 @@ import time
 import uuid
 from pathlib import Path
 
+from benchstats import pct
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -59,14 +61,6 @@ def _fill(rec, request_cls, n: int, chunks: int) -> None:
         r.chunk_at = [t + 20_000_000 + 5_000_000 * k for k in range(chunks)]
         r.chunk_tokens = [1] * chunks
         rec.add(r)
-
-
-def pct(v: list[float], q: float) -> float:
-    v = sorted(v)
-    k = (len(v) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
 
 
 def main() -> int:

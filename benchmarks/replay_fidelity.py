@@ -28,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchstats import pct  # noqa: E402
+
 from emulator.process import EmulatorProcess  # noqa: E402
 from resources.contract.schemas import read_records  # noqa: E402
 from resources.loadgen import LoadConfig, run_load  # noqa: E402
@@ -67,14 +69,6 @@ def make_trace(path: Path, n: int, rate: float, seed: int = 1) -> None:
             ids = [rng.randrange(8), 1000 + rng.randrange(10_000)]
             f.write(json.dumps({"timestamp": round(t * 1000, 3), "input_length": 512 + rng.randint(16, 400),
                                 "output_length": 16, "hash_ids": ids}) + "\n")
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    k = (len(xs) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
 def main() -> int:

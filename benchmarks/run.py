@@ -21,6 +21,7 @@ BENCHMARKS = {
     "analyze_scale": (["--sizes", "10000:128,100000:128,1000000:16"], ["--sizes", "10000:128"]),
     "emulator_throughput": (["--suite", "3", "--seconds", "4"], ["--streams", "64", "--seconds", "2"]),
     "loadgen_accuracy": (["--repeat", "3"], ["--quick"]),
+    "recorder_flush": (["--rounds", "200"], ["--rounds", "40"]),
     "telemetry_overhead": (["--repeat", "3"], ["--repeat", "1", "--requests", "64"]),
     "report": (["--requests-per-slot", "1000", "--repeat", "3"],
                ["--requests-per-slot", "100", "--repeat", "1"]),
