@@ -40,6 +40,12 @@ def records_readable(run: ChainRun) -> dict[str, int]:
     return rows
 
 
+# Every phase meets SIGTERM, and SIGKILL wherever it can leave something behind: an
+# emulator (deploy, load), a half-written manifest (provision) or a half-written stream
+# (load). Not bill with SIGKILL: the load has finalized its records and the emulator is
+# gone before the bill is fetched, and the hold writes nothing, so a kill there finds on
+# disk exactly what bill with SIGTERM reads back after its handler ran, at the cost of a
+# whole chain. Ctrl-C is taken where it has work to do: mid-load, with records to finalize.
 @pytest.mark.parametrize("phase, sig", [
     ("provision", signal.SIGTERM),
     ("provision", signal.SIGKILL),
@@ -49,7 +55,6 @@ def records_readable(run: ChainRun) -> dict[str, int]:
     ("load", signal.SIGINT),
     ("load", signal.SIGKILL),
     ("bill", signal.SIGTERM),
-    ("bill", signal.SIGKILL),
 ])
 def test_a_signal_in_any_phase_tears_down_and_keeps_the_records(tmp_path, phase, sig):
     """Each phase is caught at a moment the test knows: provision and bill are held inside
