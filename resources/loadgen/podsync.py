@@ -145,6 +145,7 @@ class PodSync:
         self.meetings: list[dict] = []      # what this pod saw at each meeting
         self.left_behind: dict | None = None
         self.started: set[int] | None = None  # the pods that said they started, once final
+        self.lost = False  # a pod went missing: every step from then on lacks its share
 
     @property
     def late_s(self) -> float | None:
@@ -165,6 +166,8 @@ class PodSync:
             self.prev_label = label
             await self._announce(run, label)
             return await self.first(run, label)
+        if self.lost:  # the step that just ended ran without the lost pods' share too
+            _limit(run, self.prev_label)
         if label == "end":  # nothing follows: no step can overlap another
             return _now()
         self.seq += 1
@@ -257,9 +260,8 @@ class PodSync:
             "missing": [self.worker(i) for i in sorted(meeting.missing)], "late_s": round(late, 3)})
         if meeting.missing:
             # the step those pods were in ran without their share: not the load asked for
-            for step in run.steps:
-                if step["step"] == self.prev_label:
-                    step["client_limited"] = True
+            self.lost = True
+            _limit(run, self.prev_label)
         self.members = meeting.present
 
     async def _leave(self, label: str, why: str):
@@ -278,3 +280,10 @@ class PodSync:
 
 def _say(exc: OSError) -> str:
     return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _limit(run, step_name: str | None) -> None:
+    """Mark this pod's record of a step client-limited: it ran below the asked load."""
+    for step in run.steps:
+        if step["step"] == step_name:
+            step["client_limited"] = True

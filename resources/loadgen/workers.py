@@ -8,7 +8,7 @@ Before each step every worker meets the others at a barrier: it sends the parent
 recorded of the last step and waits for a start instant in UTC, which it maps onto its own
 perf_counter clock (once per run) and sleeps until. The parent scrapes the engine's
 /metrics once around each step (not once per worker), merges the workers' verdicts (a step
-is client-limited if any worker was, or if a worker died during it), and at the end merges
+is client-limited if any worker was, or if a worker died during it or before it), and at the end merges
 the shards into the run's files (shards.py). A worker that dies is named in the manifest's
 `workers` list and its records up to its last flush (every 0.25 s) are kept.
 
@@ -159,7 +159,7 @@ def auto_workers(endpoint: str) -> int:
 
 def _merge_step(entries: list[dict], died: list[str]) -> dict:
     """One step's verdict over the workers that reported it: limited if any was, or if a
-    worker died while it ran (its load was not what was asked)."""
+    worker was lost before or while it ran (`died`: its load was not what was asked)."""
     first = entries[0]
 
     def worst(key: str):
@@ -284,10 +284,14 @@ class _Parent:
                 p.errors += w.tally[1] - w.shown[1]
                 p.tokens += w.tally[2] - w.shown[2]
                 w.shown = w.tally
+        # A worker lost in an earlier step sent none of its share of this one: it ran below
+        # the asked load (open loop: nothing else would show it), so it is limited too.
+        earlier = [w.name for w in self.workers if w.failed and w.name not in dead_during]
         for name in order:
-            step = _merge_step(by_name[name], dead_during)
+            step = _merge_step(by_name[name], dead_during + earlier)
             self.steps.append(step)
-            why = [f"worker {d} failed during the step" for d in dead_during]
+            why = [f"worker {d} failed during the step" for d in dead_during] + [
+                f"worker {d} failed before the step: its share was not sent" for d in earlier]
             self.progress.step_end(name, why + (["a worker was client-limited"]
                                                 if step["client_limited"] and not why else []))
 

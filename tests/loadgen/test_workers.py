@@ -194,7 +194,7 @@ def _load_args(emu, run_dir, *extra: str) -> list[str]:
 
 def test_a_worker_killed_mid_step_is_named_and_its_records_kept(emu, tmp_path):
     run_dir = tmp_path / "run"
-    proc = _cli(_load_args(emu, run_dir, "--concurrency", "4", "--requests", "400", "--workers", "2"))
+    proc = _cli(_load_args(emu, run_dir, "--concurrency", "4,16", "--requests", "400", "--workers", "2"))
     try:
         deadline = time.monotonic() + 120
         pid = _worker_pid(proc.pid, "steady_state_request_log.w1.partial.arrows", deadline)
@@ -213,16 +213,23 @@ def test_a_worker_killed_mid_step_is_named_and_its_records_kept(emu, tmp_path):
     m = mf.load(run_dir / "manifest.json")
     assert m["workers"] == [{"name": "w0", "status": "ok", "reason": None},
                             {"name": "w1", "status": "failed", "reason": "killed by SIGKILL"}]
-    assert m["steps"][0]["client_limited"] is True  # its load was not what was asked
+    # its load was not what was asked: in the step it died in, and in the next, where its
+    # share was never sent
+    assert [(s["step"], s["client_limited"]) for s in m["steps"]] == [("c=4", True), ("c=16", True)]
     steady = rows(run_dir)
-    by_worker = {w: sum(1 for r in steady if r["worker"] == w) for w in ("w0", "w1")}
+    by_worker = {w: sum(1 for r in steady if r["worker"] == w and r["step"] == "c=4")
+                 for w in ("w0", "w1")}
     # w0 sent its half; w1 what it had flushed (the survivor does not take over its share)
     assert by_worker["w0"] == 200 and 4 <= by_worker["w1"] < 200
+    assert {r["worker"] for r in steady if r["step"] == "c=16"} == {"w0"}
     assert len({r["request_id"] for r in steady}) == len(steady)
     result = analyze_run(run_dir)
     assert result.exit_code in (0, 3), result.message
     assert (run_dir / "derived_metrics.parquet").exists()
-    assert result.metrics.to_pylist()[0]["n_requests"] == len(steady)
+    metrics = {r["step"]: r for r in result.metrics.to_pylist()}
+    for step in ("c=4", "c=16"):
+        assert metrics[step]["n_requests"] == sum(1 for r in steady if r["step"] == step)
+        assert metrics[step]["valid"] is False and "client_limited" in metrics[step]["invalid_reason"]
 
 
 def test_sigterm_to_the_parent_stops_the_workers_and_keeps_records(emu, tmp_path):
