@@ -186,6 +186,14 @@ def _rows_of(run_dir, worker: str) -> int:
     return 0 if t is None else sum(1 for w in t.column("worker").to_pylist() if w == worker)
 
 
+def _wait_for_rows(proc, run_dir, deadline: float, **at_least: int) -> None:
+    """Until each named worker has flushed at least that many steady rows, the run alive."""
+    while any(_rows_of(run_dir, w) < n for w, n in at_least.items()):
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, f"not {at_least} rows flushed within 120 s"
+        time.sleep(0.1)
+
+
 def _load_args(emu, run_dir, *extra: str) -> list[str]:
     return ["--endpoint", emu.base_url, "--model", emu.model, "--out", str(run_dir),
             "--input-tokens", "16", "--output-tokens", "20", "--warmup-requests", "0",
@@ -198,10 +206,7 @@ def test_a_worker_killed_mid_step_is_named_and_its_records_kept(emu, tmp_path):
     try:
         deadline = time.monotonic() + 120
         pid = _worker_pid(proc.pid, "steady_state_request_log.w1.partial.arrows", deadline)
-        while _rows_of(run_dir, "w1") < 4:
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "no w1 rows flushed within 120 s"
-            time.sleep(0.1)
+        _wait_for_rows(proc, run_dir, deadline, w1=4)
         os.kill(pid, signal.SIGKILL)
         _, err = proc.communicate(timeout=120)
     finally:
@@ -237,10 +242,7 @@ def test_sigterm_to_the_parent_stops_the_workers_and_keeps_records(emu, tmp_path
     proc = _cli(_load_args(emu, run_dir, "--rate", "40", "--requests", "4000", "--workers", "2"))
     try:
         deadline = time.monotonic() + 120
-        while _rows_of(run_dir, "w1") < 3 or _rows_of(run_dir, "w0") < 3:
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "no rows flushed within 120 s"
-            time.sleep(0.1)
+        _wait_for_rows(proc, run_dir, deadline, w0=3, w1=3)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
     finally:
