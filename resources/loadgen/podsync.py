@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 from resources.contract.timestamps import format_ts
 from resources.loadgen.errors import LeftBehind
+from resources.loadgen.loops import CANCEL_GRACE_S
 from resources.loadgen.workers import StartAt, sleep_until
 
 _now = time.perf_counter_ns
@@ -116,13 +117,14 @@ def has_meetings(cfg) -> bool:
 
 def bounds(cfg, barrier_timeout_s: float | None) -> tuple[float, float]:
     """(warm-up, step): how long after a phase or step started the next meeting closes.
-    A `--duration` phase cannot outlast its duration, the drain timeout and the 5 s cancel
-    grace; one bounded by a request count has no length known in advance."""
+    A `--duration` phase cannot outlast its duration, the drain timeout and the cancel
+    grace (loops.CANCEL_GRACE_S); one bounded by a request count has no length known in advance."""
     if barrier_timeout_s is not None:
         return barrier_timeout_s, barrier_timeout_s
 
     def bound(duration_s: float | None) -> float:
-        return COUNT_BOUND_S if duration_s is None else duration_s + cfg.drain_timeout_s + 5 + SLACK_S
+        return COUNT_BOUND_S if duration_s is None else \
+            duration_s + cfg.drain_timeout_s + CANCEL_GRACE_S + SLACK_S
 
     return bound(cfg.warmup_duration_s), bound(cfg.duration_s)
 
