@@ -3,7 +3,7 @@ names say who arrived when, under the run's prefix (`s3://…/runs/<id>/barrier`
 folder. Only names are listed and written, nothing is read back.
 
 Credentials come from the usual AWS chain (runstore.filesystem); an error names the
-operation and the S3 error, never a credential."""
+operation and the S3 error, never a credential (loadgen.redact)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import os
 
 import pyarrow.fs as pafs
 
+from resources.loadgen.redact import short_error
 from resources.storage import runstore
 
 TIMEOUT_S = 5.0  # one request: a meeting retries within its own deadline
@@ -47,10 +48,6 @@ class Board:
 
 
 def _clean(exc: OSError) -> str:
-    """The error's text, short, without any credential the environment holds."""
-    text = str(exc)[:300]
-    for name in _SECRET_ENV:
-        value = os.environ.get(name)
-        if value and len(value) >= 8:
-            text = text.replace(value, "***")
-    return text
+    """The error's text, short, redacted as every error the load generator records is, and
+    without any credential the environment holds."""
+    return short_error(str(exc), tuple(v for n in _SECRET_ENV if (v := os.environ.get(n))))
