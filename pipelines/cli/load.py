@@ -285,18 +285,17 @@ def _run_pod(cfg: LoadConfig, args: argparse.Namespace, share) -> int:
     from resources.loadgen.workers import write_summary
 
     sync = pod_sync(cfg, args, share)
-    leave = getattr(sync, "leave", lambda: None)
     try:
         summary = run_worker(cfg, args.out, share, cfg.run_id, sync)
     except BaseException:
-        leave()  # the others stop waiting for this pod at once
+        sync.leave()  # the others stop waiting for this pod at once
         raise
     summary["late_start_s"] = sync.late_s
-    summary["meetings"] = getattr(sync, "meetings", [])
-    summary["left_behind"] = getattr(sync, "left_behind", None)
+    summary["meetings"] = sync.meetings
+    summary["left_behind"] = sync.left_behind
     write_summary(args.out, summary)
     if summary["interrupted"]:
-        leave()
+        sync.leave()
         raise KeyboardInterrupt
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items())) or "none"
     print(f"worker {share.name} ({share.index + 1} of {share.count}) of run {cfg.run_id}: "

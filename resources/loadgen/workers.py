@@ -58,6 +58,12 @@ class StartAt:
     def __init__(self, start_at_ns: int) -> None:
         self.start_at_ns, self.done = start_at_ns, False
         self.late_s: float | None = None
+        # what a pod's summary says of its meetings (PodSync's): none without a place to meet
+        self.meetings: list[dict] = []
+        self.left_behind: dict | None = None
+
+    def leave(self) -> None:
+        """Nothing to tell: no other pod waits for this one (PodSync.leave does)."""
 
     async def __call__(self, run, label: str) -> int:
         if self.done:
