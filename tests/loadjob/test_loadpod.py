@@ -73,16 +73,18 @@ def test_bad_input_is_exit_2_naming_it(tmp_path, capsys, monkeypatch):
 
 def test_a_pod_stopped_by_a_full_disk_says_so_and_uploads_its_streams(server, s3_bucket, tmp_path):
     upload = f"{s3_bucket}/runs/run-9"
-    start = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)).isoformat()
+    # the start leaves the pod time to import and probe on a busy machine: a pod that reaches
+    # its first meeting after it closed would be left behind before it filled its disk
+    start = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=6)).isoformat()
     p = loadpod(["--upload", upload, "--scratch", str(tmp_path / "scratch"), "--",
                  "--endpoint", server.base_url, "--model", FIXED_MODEL, "--concurrency", "8",
                  "--requests", "1000000", "--warmup-requests", "2", "--input-tokens", "8",
                  "--output-tokens", "64", "--no-tokenize", "--run-id", "run-9", "--no-progress",
                  "--drain-timeout", "5", "--worker-index", "env", "--worker-count", "2",
-                 # pod-0 never comes: the meeting before the steady step closes 2 s after the
+                 # pod-0 never comes: the meeting before the steady step closes 4 s after the
                  # warm-up began instead of at the default bound (a minute of waiting here),
                  # and the pod goes on alone to fill its disk
-                 "--barrier-timeout", "2", "--start-at", start], "1", small_disk)
+                 "--barrier-timeout", "4", "--start-at", start], "1", small_disk)
     assert p.returncode == 74, p.stderr[-3000:]
     assert "Traceback" not in p.stderr
     assert "disk full: cannot write" in p.stderr and "File too large" in p.stderr
