@@ -63,14 +63,17 @@ chromium:
 # their time is spent waiting on servers and child processes, so more workers than cores
 # pays), then the timing-sensitive ones (marker `serial`: measured latencies, wall-clock
 # deadlines that pods and meetings must meet) alone, so no other test's load moves their
-# clocks. Each pass fails `make` on any non-zero exit, 5 (no tests collected) included.
+# clocks. A test file stays on one worker (--dist loadfile), so a module's server (the
+# real engine's, the hostile one) starts once. Each pass fails `make` on any non-zero exit,
+# 5 (no tests collected) included.
 PYTEST := $(VENV)/bin/python -m pytest
 TEST_WORKERS ?= 4
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 test: $(STAMP) engine chromium
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
-	$(PYTEST) -m "not serial" -n $(TEST_WORKERS)
+	$(PYTEST) -m "not serial" $(PARALLEL)
 	$(PYTEST) -m serial
 
 # The inner loop: what `make test` lints, and the tests not marked slow or serial (no
@@ -78,7 +81,7 @@ test: $(STAMP) engine chromium
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
-	$(PYTEST) -m "not slow and not serial" -n $(TEST_WORKERS) --durations=10
+	$(PYTEST) -m "not slow and not serial" $(PARALLEL) --durations=10
 
 ui: $(STAMP)
 	$(VENV)/bin/servingbench ui
