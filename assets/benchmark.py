@@ -45,7 +45,7 @@ def slo_judge(scenario: dict, run_dir: Path):
     """An SLO search asks the analysis whether each probe met the SLO."""
     if scenario.get("kind") != "slo_search":
         return None
-    from resources.analysis.workloads import judge
+    from resources.analysis.workload_outputs import judge
 
     slo = {k: float(v) for k, v in scenario["slo"].items()}
     return lambda step: judge(run_dir, step, slo)

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from resources.loadgen.config import MAX_TOKENS
+from resources.model_server import engines
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_FILE = REPO / "pipelines" / "candidates.yaml"
@@ -34,8 +35,9 @@ MAXIMA = {"tensor_parallel": 128, "node_count": 64, "max_model_len": MAX_TOKENS,
           "hourly_usd_per_node": 10_000}
 REAL_FILE = REPO / "pipelines" / "candidates_real.yaml"
 PRECISIONS = ("bf16", "fp8", "int4", "q4_k_m", "q2_k")
-# llama.cpp: the real local engine (llama-cpp-python's server on this host, `make engine`).
-ENGINES = ("vllm", "vllm-neuron", "sglang", "llama.cpp")
+# Every engine has its file in resources/model_server/engines/ (llama.cpp: the real local
+# engine, llama-cpp-python's server on this host, `make engine`).
+ENGINES = engines.names()
 
 
 class ConfigError(ValueError):

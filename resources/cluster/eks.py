@@ -5,10 +5,16 @@ from __future__ import annotations
 from resources.cluster.eks_api import EksNodegroups, Heartbeat, NodegroupInfo, NodegroupSpec
 from resources.cluster.interface import Cluster, ClusterInfo
 from resources.contract.timestamps import format_ts
+from resources.model_server import engines
 
 
 def accelerator_of(candidate) -> str:
-    return "neuron" if candidate.engine == "vllm-neuron" else "nvidia"
+    """The node group's accelerator for the candidate's engine (nvidia | neuron)."""
+    engine = engines.get(candidate.engine)
+    if engine.where != "eks":
+        raise ValueError(f"candidate {candidate.name}: engine {engine.name} runs on this host "
+                         f"only (the local profile), not on eks")
+    return engine.accelerator
 
 
 class EksNodegroupCluster(Cluster):

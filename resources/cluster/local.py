@@ -12,8 +12,7 @@ import time
 from resources.cluster.host import describe_host, host_facts
 from resources.cluster.interface import Cluster, ClusterInfo
 from resources.contract.timestamps import format_ts
-
-REAL_LOCAL_ENGINES = ("llama.cpp",)
+from resources.model_server import engines
 
 
 class LocalHostCluster(Cluster):
@@ -25,7 +24,7 @@ class LocalHostCluster(Cluster):
     emulated = True
 
     def emulated_for(self, candidate) -> bool:
-        return candidate.engine not in REAL_LOCAL_ENGINES
+        return not engines.local(candidate.engine)
 
     def provision(self, candidate, run_id: str) -> ClusterInfo:
         now = format_ts(time.time_ns())

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from resources.contract.timestamps import format_ts
+from resources.model_server import engines
 from resources.model_server.interface import Deployment, ModelServer
 
 ENGINE = "llama.cpp (llama-cpp-python server)"
@@ -239,6 +240,10 @@ class LlamaCppProcess:
         return rc
 
 
+def _threads(candidate) -> int:
+    return candidate.llamacpp.threads or os.cpu_count() or 1
+
+
 class LlamaCppModelServer(ModelServer):
     """Starts llama.cpp's server for a `engine: llama.cpp` candidate; measured, never
     emulated."""
@@ -247,15 +252,7 @@ class LlamaCppModelServer(ModelServer):
         self.ready_timeout_s = ready_timeout_s
 
     def args(self, candidate, model_file: Path) -> list[str]:
-        plan = candidate.llamacpp
-        threads = plan.threads or os.cpu_count() or 1
-        return ["--model", str(model_file), "--model_alias", candidate.model,
-                "--n_ctx", str(candidate.max_model_len), "--n_threads", str(threads),
-                "--n_threads_batch", str(threads),
-                # queue concurrent requests instead of cutting the stream in progress
-                "--interrupt_requests", "False",
-                # llama.cpp's load log (weights, context) stays in the process output
-                "--verbose", "True"]
+        return engines.get("llama.cpp").launch(candidate, model_file, _threads(candidate))
 
     @contextlib.contextmanager
     def deploy(self, candidate, cluster, run_dir: Path) -> Iterator[Deployment]:
@@ -280,7 +277,7 @@ class LlamaCppModelServer(ModelServer):
             host = (getattr(cluster, "host", None) or {}) if cluster is not None else {}
             details = {"pid": proc.proc.pid, "port": proc.port, "args": args,
                        "model_file": str(model_file), "model_sha256": sha,
-                       "threads": args[args.index("--n_threads") + 1], "parallel": 1}
+                       "threads": str(_threads(candidate)), "parallel": 1}
             (run_dir / "deployment.json").write_text(json.dumps(
                 {"endpoint": proc.base_url, "emulated": False, "engine": ENGINE,
                  "engine_version": engine_version(), "host": host, **details}, indent=2))

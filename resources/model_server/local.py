@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from resources.model_server import engines
 from resources.model_server.interface import ModelServer
-
-REAL_LOCAL_ENGINES = ("llama.cpp",)
 
 
 class LocalModelServers(ModelServer):
@@ -16,7 +15,7 @@ class LocalModelServers(ModelServer):
         self.llamacpp = llamacpp
 
     def deploy(self, candidate, cluster, run_dir: Path):
-        if candidate.engine in REAL_LOCAL_ENGINES:
+        if engines.local(candidate.engine):
             if self.llamacpp is None:
                 # imported on first use: the emulated demo never loads the engine's adapter
                 from resources.model_server.llamacpp import LlamaCppModelServer
