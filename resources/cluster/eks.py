@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from resources.cluster.eks_api import EksNodegroups, Heartbeat, NodegroupInfo, NodegroupSpec
 from resources.cluster.interface import Cluster, ClusterInfo
+from resources.contract.candidate import Candidate
 from resources.contract.timestamps import format_ts
 from resources.model_server import engines
 
 
-def accelerator_of(candidate) -> str:
+def accelerator_of(candidate: Candidate) -> str:
     """The node group's accelerator for the candidate's engine (nvidia | neuron)."""
     engine = engines.get(candidate.engine)
     if engine.where != "eks":
@@ -29,7 +30,7 @@ class EksNodegroupCluster(Cluster):
         self.capacity_type, self.capacity_reservation_id = capacity_type, capacity_reservation_id
         self.heartbeats: dict[str, Heartbeat] = {}
 
-    def provision(self, candidate, run_id: str) -> ClusterInfo:
+    def provision(self, candidate: Candidate, run_id: str) -> ClusterInfo:
         spec = NodegroupSpec(candidate.name, candidate.instance_type, candidate.node_count,
                              accelerator=accelerator_of(candidate),
                              capacity_type=self.capacity_type,

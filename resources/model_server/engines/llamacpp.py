@@ -6,6 +6,7 @@ its log; it serves no gauge the sampler reads."""
 
 from __future__ import annotations
 
+from resources.contract.candidate import Candidate
 from resources.model_server.engines import Counters, Engine, flag
 
 # llama-cpp-python's server settings (its ModelSettings fields, spelled as flags)
@@ -17,7 +18,7 @@ SETTINGS = {
 }
 
 
-def launch(candidate, model_file, threads: int, swept: dict | None = None) -> list[str]:
+def launch(candidate: Candidate, model_file, threads: int, swept: dict | None = None) -> list[str]:
     """The launcher's arguments for a candidate, its GGUF `model_file` and `threads`."""
     return ["--model", str(model_file), "--model_alias", candidate.model,
             "--n_ctx", str(candidate.max_model_len), "--n_threads", str(threads),

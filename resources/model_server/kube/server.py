@@ -14,7 +14,8 @@ from pathlib import Path
 
 import httpx
 
-from resources.cluster.interface import ClusterInfo
+from resources.contract.candidate import Candidate
+from resources.contract.scope import ClusterInfo
 from resources.contract.timestamps import format_ts
 from resources.http import control
 from resources.model_server import engines
@@ -29,7 +30,7 @@ from resources.model_server.kube.render import PORT, EngineSpec
 LOAD_API_KEY_ENV = "SERVINGBENCH_ENGINE_API_KEY"
 
 
-def engine_spec_for(candidate, run_id: str, nodegroup: str, **expose) -> EngineSpec:
+def engine_spec_for(candidate: Candidate, run_id: str, nodegroup: str, **expose) -> EngineSpec:
     """The candidate's engine settings; a clear ValueError for what eks cannot run."""
     if not candidate.image_digest:
         raise ValueError(f"candidate {candidate.name}: image_digest is null; the eks profile "
@@ -69,7 +70,7 @@ class KubeModelServer(ModelServer):
                        "run_as_user": run_as_user}
 
     @contextlib.contextmanager
-    def deploy(self, candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
+    def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
         run_id = Path(run_dir).name  # storage names each run folder by its run id
         spec = engine_spec_for(candidate, run_id, cluster.facts["nodegroup"], **self.expose)
         kube = self.kube()
