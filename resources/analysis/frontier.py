@@ -7,13 +7,18 @@ module only hands each query its inputs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from resources.analysis import sqlfiles
 from resources.analysis.rundir import RunFolder
+from resources.contract import manifest as mf
 from resources.contract.accelerators import accelerators
 from resources.contract.schemas import COST_WHAT_IF, FRONTIER, FRONTIER_LEVELS
 
@@ -24,18 +29,33 @@ _NO_COST = pa.schema([("step", pa.string()), ("window_cost_usd", pa.float64()),
 
 def frontier(run: RunFolder, metrics: pa.Table, cost: pa.Table | None) -> pa.Table:
     """contract §3.6 per step; the cost columns only from an accepted bill (`cost`)."""
-    m, con = run.manifest, run.con
-    con.register("metrics", metrics)
-    con.register("cost", (cost.select(_NO_COST.names) if cost is not None
-                          else _NO_COST.empty_table()))
-    table = sqlfiles.query(con, "frontier", candidate=m.get("candidate"),
-                           accelerators=accelerators(m))
+    return derive(run.manifest, metrics, cost, run.con)
+
+
+def derive(manifest: dict, metrics: pa.Table, cost: pa.Table | None,
+           con: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
+    """The frontier from a run's derived metrics and cost rows (also for a folder analysed
+    before frontier.parquet existed: the report derives it the same way)."""
+    own = con is None
+    con = duckdb.connect() if own else con
+    try:
+        con.register("metrics", metrics)
+        con.register("cost", (cost.select(_NO_COST.names) if cost is not None
+                              else _NO_COST.empty_table()))
+        table = sqlfiles.query(con, "frontier", candidate=manifest.get("candidate"),
+                               accelerators=accelerators(manifest))
+    finally:
+        if own:
+            con.close()
     return table.cast(FRONTIER)
 
 
 def what_if(run: RunFolder, metrics: pa.Table) -> pa.Table | None:
     """contract §4.1: every step at every price basis of the manifest; None without any."""
-    m, con = run.manifest, run.con
+    return price_what_if(run.manifest, metrics, run.con)
+
+
+def price_what_if(m: dict, metrics: pa.Table, con: duckdb.DuckDBPyConnection) -> pa.Table | None:
     bases = m.get("price_bases") or []
     if not bases:
         return None
@@ -72,3 +92,75 @@ def levels(frontiers: Sequence[pa.Table], runs: Sequence[dict],
             FRONTIER_LEVELS)
     finally:
         con.close()
+
+
+def read_frontier(run_dir: Path, manifest: dict) -> pa.Table | None:
+    """A run folder's frontier.parquet; for a folder analysed before it existed, derived from
+    derived_metrics.parquet (and cost_per_1m.parquet); None when the run was never analysed."""
+    run_dir = Path(run_dir)
+    if (run_dir / "frontier.parquet").exists():
+        return pq.read_table(run_dir / "frontier.parquet").cast(FRONTIER)
+    if not (run_dir / "derived_metrics.parquet").exists():
+        return None
+    metrics = pq.read_table(run_dir / "derived_metrics.parquet")
+    cost = (pq.read_table(run_dir / "cost_per_1m.parquet")
+            if (run_dir / "cost_per_1m.parquet").exists() else None)
+    return derive(manifest, metrics, cost)
+
+
+@dataclass(frozen=True)
+class LevelRun:
+    """One run as the levels see it: its frontier, and whether it may be ranked."""
+
+    run_id: str
+    candidate: str
+    source: str
+    created_at: str
+    accepted: bool
+    rankable: bool            # false: quality parity failed (shown, never ranked)
+    frontier: pa.Table
+
+
+def level_run(run_dir: Path) -> LevelRun | None:
+    """Read what the levels need from a run folder; None when it has no frontier yet."""
+    run_dir = Path(run_dir)
+    manifest = mf.load(run_dir / "manifest.json")
+    table = read_frontier(run_dir, manifest)
+    if table is None:
+        return None
+    gates = _json(run_dir / "gates.json") or []
+    parity = _json(run_dir / "quality_parity.json") or {}
+    return LevelRun(manifest["run_id"], manifest.get("candidate") or manifest["run_id"],
+                    manifest["source"], manifest["created_at"],
+                    bool(gates) and all(g.get("passed") is not False for g in gates),
+                    parity.get("passed") is not False, table)
+
+
+def _json(path: Path):
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def latest_accepted(runs: Sequence[LevelRun]) -> list[LevelRun]:
+    """The latest accepted run of each candidate (by created_at, then run_id)."""
+    best: dict[str, LevelRun] = {}
+    for r in runs:
+        cur = best.get(r.candidate)
+        key = (mf.parse_ts(r.created_at), r.run_id)
+        if r.accepted and (cur is None or key > (mf.parse_ts(cur.created_at), cur.run_id)):
+            best[r.candidate] = r
+    return [best[c] for c in sorted(best)]
+
+
+def levels_of(runs: Sequence[LevelRun], slo_ttft_s: float,
+              level_values: Sequence[float] = DEFAULT_LEVELS) -> pa.Table:
+    """frontier_levels over the latest accepted run of each candidate among `runs`."""
+    chosen = latest_accepted(runs)
+    return levels([r.frontier for r in chosen],
+                  [{"run_id": r.run_id, "candidate": r.candidate, "source": r.source,
+                    "rankable": r.rankable} for r in chosen], slo_ttft_s, level_values)
+
+
+def levels_of_folders(run_dirs: Sequence[Path], slo_ttft_s: float,
+                      level_values: Sequence[float] = DEFAULT_LEVELS) -> pa.Table:
+    runs = [r for d in run_dirs if (r := level_run(Path(d))) is not None]
+    return levels_of(runs, slo_ttft_s, level_values)
