@@ -50,7 +50,7 @@ class LoadPlan:
     rates: tuple[float, ...] = ()
     requests_per_step: int = 64
     warmup_requests: int = 8
-    workers: int = 1  # load worker processes sharing each step (resources/loadgen/share.py)
+    workers: int = 1  # load worker processes sharing each step (resources/loadgen/workers/share.py)
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ _PRICE_KEYS = {"region", "purchase_option", "sheet"}
 def _check_scenario(scenario, base: Path, where: str) -> None:
     """Any workload of docs/workloads.md, checked by the load generator's own rules; a trace
     path is relative to the candidates file."""
-    from resources.loadgen.config import LoadConfigError
+    from resources.loadgen.errors import LoadConfigError
     from resources.loadgen.scenarios.spec import from_mapping
 
     if isinstance(scenario, dict) and isinstance(scenario.get("trace"), str):
