@@ -161,6 +161,18 @@ def levels_of(runs: Sequence[LevelRun], slo_ttft_s: float,
 
 
 def levels_of_folders(run_dirs: Sequence[Path], slo_ttft_s: float,
-                      level_values: Sequence[float] = DEFAULT_LEVELS) -> pa.Table:
-    runs = [r for d in run_dirs if (r := level_run(Path(d))) is not None]
+                      level_values: Sequence[float] = DEFAULT_LEVELS,
+                      skip_broken: bool = False) -> pa.Table:
+    """frontier_levels over run folders; `skip_broken`: a folder that cannot be read (a
+    broken manifest or output, as a data folder may hold) is left out instead of raising."""
+    runs = []
+    for d in run_dirs:
+        try:
+            r = level_run(Path(d))
+        except (mf.ManifestError, pa.ArrowException, OSError, ValueError):
+            if not skip_broken:
+                raise
+            continue
+        if r is not None:
+            runs.append(r)
     return levels_of(runs, slo_ttft_s, level_values)

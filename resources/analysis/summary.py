@@ -184,6 +184,20 @@ def gate_rows(gates: list[dict]) -> list[dict]:
     return [{**g, "result": verdict[g["passed"]], "examples": g["examples"][:3]} for g in gates]
 
 
+FRONTIER_COLUMNS = [
+    ("step", "step", ""), ("valid", "valid", ""), ("interactivity_tok_s", "tok/s/user", ",.1f"),
+    ("output_tok_s_per_accel", "out tok/s/accel", ",.2f"),
+    ("cost_per_1m_output_usd", "USD / 1M out", ",.4f"),
+    ("cost_per_1m_total_usd", "USD / 1M total", ",.4f"), ("on_frontier", "frontier", ""),
+]
+WHAT_IF_COLUMNS = [
+    ("step", "step", ""), ("basis", "what-if basis", ""), ("price_source", "price source", ""),
+    ("hourly_usd_per_node", "USD / node-h", ",.4f"),
+    ("cost_per_1m_output_usd", "what-if USD / 1M out", ",.4f"),
+    ("cost_per_1m_total_usd", "what-if USD / 1M total", ",.4f"),
+]
+
+
 def render(a: Analysis) -> str:
     """The human summary `servingbench analyze` prints."""
     if a.exit_code == 2:
@@ -218,6 +232,12 @@ def render(a: Analysis) -> str:
         out += ["", "Cost table WITHHELD: the run was rejected; raw records are kept."]
     else:
         out += ["", "No bill in this run folder: no cost table."]
+    if a.frontier is not None:
+        out += ["", "Frontier (contract §3.6, frontier.parquet; interactivity = 1 / p50 TPOT)",
+                table(a.frontier.to_pylist(), FRONTIER_COLUMNS)]
+    if a.what_if is not None:
+        out += ["", "WHAT-IF cost at other price bases (contract §4.1, cost_what_if.parquet; "
+                "never billed)", table(a.what_if.to_pylist(), WHAT_IF_COLUMNS)]
     if a.job is not None:
         out += ["", "Batch job (contract §3.4, job.json)", job_text(a.job)]
     if a.slo_capacity is not None:
