@@ -82,3 +82,37 @@ def section_body(levels: pa.Table, plots: dict[str, Path], slo_ttft_s: float) ->
     if not figs:
         figs = para("No run has a frontier (no analysed step).")
     return figs + cheapest_table(levels, slo_ttft_s) + grid_table(levels)
+
+
+def run_section(run: RunData) -> str:
+    """One run's frontier (contract §3.6) and its what-if costs (§4.1), apart from the bill."""
+    out = []
+    f = run.frontier
+    if f is None or f.empty:
+        out.append(para("No frontier: the run has not been analysed."))
+    else:
+        rows, classes = [], []
+        for r in f.to_dict("records"):
+            rows.append([cell(r["step"]), s.n(r["interactivity_tok_s"]),
+                         s.n(r["output_tok_s_per_accel"]), s.n(r.get("total_tok_s_per_accel")),
+                         s.money(r["cost_per_1m_output_usd"]),
+                         s.money(r.get("cost_per_1m_total_usd")),
+                         badge("on the frontier", "ok") if r["on_frontier"] else cell(None)])
+            classes.append("" if r["valid"] else "invalid")
+        out.append(table(("step", "interactivity (tok/s per user)",
+                          "output tok/s per accelerator", "total tok/s per accelerator",
+                          "billed USD / 1M output", "billed USD / 1M total", "frontier"),
+                         rows, classes))
+    w = run.what_if
+    if w is not None and not w.empty:
+        rows = [[cell(r["step"]), cell(r["basis"]), cell(r["price_source"]),
+                 cell(r["retrieved_on"]), s.money(r["hourly_usd_per_node"]),
+                 s.money(r["cost_per_1m_output_usd"]), s.money(r["cost_per_1m_total_usd"])]
+                for r in w.to_dict("records")]
+        out.append(table(("step", "WHAT-IF basis", "price source", "retrieved on",
+                          "USD / node-hour", "what-if USD / 1M output", "what-if USD / 1M total"),
+                         rows) + para(
+            "WHAT-IF: the same tokens priced at other bases from the manifest's price_bases "
+            "(node count × hourly price × the step's window); never billed, never "
+            "ranked. price_sheet prices are unverified."))
+    return "\n".join(out)

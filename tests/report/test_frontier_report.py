@@ -102,3 +102,15 @@ def test_sweep_members_of_one_instance_type_are_one_frontier():
     # would beat three of them, never counts
     assert list(zip(front["run_id"], front["step"], strict=True)) == [
         ("s-mns64", "c=64"), ("s-mns8", "c=8"), ("s-mns64", "c=1"), ("s-mns8", "c=1")]
+
+
+def test_run_report_shows_its_frontier_and_labels_what_if(runs):
+    from resources.report import write_run_report
+
+    html = write_run_report(runs[0]).read_text()
+    check_safe(html)
+    text = Page(_section(html, "frontier")).plain
+    assert "on the frontier" in text and "WHAT-IF basis" in text and "never billed" in text
+    assert "spot_price_history" in text and "capacity_block" in text
+    # the billed cost section never mentions a what-if basis
+    assert "spot" not in Page(_section(html, "cost")).plain
