@@ -145,6 +145,7 @@ def _ec2_checks(req, region: str) -> list[tuple[str, str, dict]]:
 
     params = parse_qs((req._body or b"").decode(), keep_blank_values=True)
     params |= parse_qs(urlsplit(req._path).query, keep_blank_values=True)
+    params |= {k: [str(x) for x in _list(v)] for k, v in (req._data or {}).items()}
     action = req._action
     lt_arn = f"arn:aws:ec2:{region}:{req.account_id}:launch-template"
     if action == "ec2:CreateLaunchTemplate":
@@ -225,6 +226,9 @@ def enforce(monkeypatch) -> Iterator[None]:
 
     DENIED.clear()
     monkeypatch.setattr(IAMRequestBase, "check_action_permitted", _check)
+    # moto recomputes some requests' signatures differently from botocore (a DELETE with no
+    # body); the caller is still known by its access key id, which is what is tested here
+    monkeypatch.setattr(IAMRequestBase, "check_signature", lambda self: None)
     monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
     monkeypatch.setattr(ActionAuthenticatorMixin, "request_count", 0)
     try:
