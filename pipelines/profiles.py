@@ -28,6 +28,7 @@ from resources.cluster.eks import EksNodegroupCluster
 from resources.cluster.eks_api import EksNodegroups, check_owner
 from resources.cluster.local import LocalHostCluster
 from resources.cluster.reaper import EksReaper, NothingToReap
+from resources.contract.digits import is_digits
 from resources.loadgen.generator import LoadGenerator
 from resources.loadjob.run import KubeJobLoadGenerator
 from resources.model_server.emulator import EmulatorModelServer
@@ -207,7 +208,7 @@ def _load_settings(env: Mapping[str, str]) -> dict:
         return env.get(f"SERVINGBENCH_EKS_LOAD_{name}", "").strip()
 
     pods = text("PODS") or "0"
-    if not pods.isdigit() or int(pods) > 10_000:
+    if not is_digits(pods) or int(pods) > 10_000:
         raise ValueError(f"SERVINGBENCH_EKS_LOAD_PODS={pods!r}: expected a pod count 0..10000")
     selector = []
     for part in filter(None, (x.strip() for x in text("NODE_SELECTOR").split(","))):
@@ -260,7 +261,7 @@ def _uid(env: Mapping[str, str], name: str) -> int | None:
     value = env.get(name, "")
     if not value:
         return None
-    if not value.isdigit() or int(value) < 1:
+    if not is_digits(value) or int(value) < 1:
         raise ValueError(f"{name}={value!r}: expected a non-root uid (an integer >= 1)")
     return int(value)
 

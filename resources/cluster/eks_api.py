@@ -32,6 +32,7 @@ from typing import Any, Protocol
 import botocore.exceptions
 
 from resources.aws.caller import THROTTLING, TRANSIENT, AwsCallError, Caller, make_client
+from resources.contract.digits import is_digits
 
 log = logging.getLogger("servingbench.eks")
 
@@ -357,7 +358,7 @@ class EksNodegroups:
         if age_s <= ttl_s:
             return f"age {age_s:.0f}s within the TTL {ttl_s:.0f}s"
         beat = tags.get(HEARTBEAT_TAG, "")
-        if beat.isdigit() and now_ns / 1e9 - int(beat) < heartbeat_stale_s:
+        if is_digits(beat) and now_ns / 1e9 - int(beat) < heartbeat_stale_s:
             return f"its run is alive (heartbeat {now_ns / 1e9 - int(beat):.0f}s ago)"
         return _alive_reason(alive, run_id)
 
