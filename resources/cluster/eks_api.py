@@ -18,7 +18,6 @@ failure on one group never stops it from reaping the others.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import re
@@ -33,6 +32,7 @@ import botocore.exceptions
 
 from resources.aws.caller import THROTTLING, TRANSIENT, AwsCallError, Caller, make_client
 from resources.contract.digits import is_digits
+from resources.contract.scope import nodegroup_name
 
 log = logging.getLogger("servingbench.eks")
 
@@ -144,13 +144,6 @@ def _alive_reason(alive: Alive | None, run_id: str) -> str | None:
         return alive(run_id)
     except Exception as exc:  # noqa: BLE001 - any failure of the lookup means "keep"
         return f"its run status could not be read ({type(exc).__name__}); kept"
-
-
-def nodegroup_name(run_id: str) -> str:
-    """A valid, unique node group name (≤ 63 chars) for `run_id`."""
-    digest = hashlib.sha256(run_id.encode()).hexdigest()[:8]
-    slug = re.sub(r"[^a-z0-9-]", "-", run_id.lower())[:40].strip("-") or "run"
-    return f"sb-{slug}-{digest}"
 
 
 class EksNodegroups:
