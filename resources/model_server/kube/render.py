@@ -137,7 +137,7 @@ def _container(s: EngineSpec) -> dict:
     limits = {device: str(s.devices), "cpu": s.cpu, "memory": f"{s.memory_gib}Gi"}
     env = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
         "name": "hf-token", "key": "token", "optional": True}}},
-        {"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {
+        {"name": engine.api_key_env or API_KEY_ENV, "valueFrom": {"secretKeyRef": {
             "name": s.api_key_secret, "key": "key"}}},
         {"name": "HF_HOME", "value": "/models/hf"}]
     env += [dict(e) for e in engine.env]
