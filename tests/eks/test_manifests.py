@@ -142,8 +142,10 @@ def test_engine_pods_are_locked_down(spec):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"expose": "load_balancer", "source_ranges": ("0.0.0.0/0",)}, "whole internet"),
-    ({"expose": "load_balancer", "source_ranges": ("::/0",)}, "whole internet"),
+    ({"expose": "load_balancer", "source_ranges": ("0.0.0.0/0",)}, "not a private range"),
+    ({"expose": "load_balancer", "source_ranges": ("::/0",)}, "not a private range"),
+    ({"expose": "load_balancer", "source_ranges": ("10.0.0.0/8", "128.0.0.0/1")},
+     "128.0.0.0/1 is not a private range"),
     ({"expose": "load_balancer", "source_ranges": ("10.0.0.0/8",), "lb_scheme": "internet-facing"},
      "SERVINGBENCH_EKS_ALLOW_PUBLIC"),
     ({"expose": "load_balancer", "source_ranges": ("not-a-cidr",)}, "not a CIDR"),
