@@ -16,6 +16,9 @@ from tests.support.loadgen import rows
 MATRIX = {
     "good": "ok",
     "choices_int": "protocol_error",
+    "choices_int_usage": "protocol_error",
+    "choices_null_usage": "protocol_error",
+    "endless_chunks": "protocol_error",
     "choices_str": "protocol_error",
     "tokens_str": "protocol_error",
     "tokens_2_63": "protocol_error",

@@ -8,9 +8,9 @@ import pytest
 from pipelines.cli import main as cli
 from resources.contract.schemas import read_records
 from resources.loadgen import LoadConfig, LoadConfigError
-from resources.loadgen.client import Request
 from resources.loadgen.clock import Clock
 from resources.loadgen.recorder import Recorder
+from resources.loadgen.records import Request
 
 
 def _req(rid: str, at: list[int], tokens: list[int], usage: int | None) -> Request:
