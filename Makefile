@@ -67,7 +67,7 @@ chromium:
 # real engine's, the hostile one) starts once. Each pass fails `make` on any non-zero exit,
 # 5 (no tests collected) included.
 PYTEST := $(VENV)/bin/python -m pytest
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 test: $(STAMP) engine chromium

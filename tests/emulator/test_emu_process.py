@@ -16,6 +16,7 @@ from tests.support.emulator import stream
 from tests.support.net import wait_port_file
 
 
+@pytest.mark.serial  # not ready is checked inside a 3 s cold start
 def test_cold_start_phases_health_503_then_200(tmp_path):
     # 3 s of cold start leaves room for the 503 checks below on a busy machine
     port_file = tmp_path / "port"

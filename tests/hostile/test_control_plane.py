@@ -13,6 +13,10 @@ from resources.loadgen import LoadConfig, LoadError, run_load, server_metrics, w
 from tests.support.hostile import API_KEY, API_KEY_ENV, leaks
 from tests.support.loadgen import rows
 
+# reads bounded at 1 s and a hostile server that must start within its wait: run alone
+# (make test's serial pass)
+pytestmark = pytest.mark.serial
+
 KW = dict(model="hostile", concurrency=[1], requests_per_step=2, warmup_requests=0,
           input_tokens=8, output_tokens=2, first_token_timeout_s=1, total_timeout_s=3,
           drain_timeout_s=2, api_key_env=API_KEY_ENV)
