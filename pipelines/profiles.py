@@ -36,7 +36,7 @@ from resources.model_server.kube.reap import KubeRunObjects
 from resources.model_server.kube.server import KubeModelServer
 from resources.model_server.kube.token import TokenSource
 from resources.model_server.local import LocalModelServers
-from resources.storage import Storage
+from resources.storage.store import Storage
 
 PROFILES = ("local", "eks")
 

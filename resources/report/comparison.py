@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from resources.analysis.ranking import Standing, rank
 from resources.report import sections as s
 from resources.report import telemetry
 from resources.report.html import (
@@ -75,30 +76,15 @@ def _quality_cells(run: RunData) -> list[Cell]:
     return [acc, verdict]
 
 
-def _rank_key(item: tuple[RunData, dict | None]) -> tuple:
-    run, h = item
-    if h is None:
-        return (4, 0.0, run.candidate)
-    if s.meets(h["meets_slo"]) is None:
-        return (3, 0.0, run.candidate)
-    if run.failed_parity:
-        return (2, 0.0, run.candidate)
-    if not h["meets_slo"]:
-        return (2, 0.0, run.candidate)
-    cost = h["cost_per_1m_output_usd"]
-    return (1 if run.emulated else 0, float("inf") if pd.isna(cost) else float(cost), run.candidate)
-
-
 def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataFrame,
                    slo: tuple[float, float]) -> str:
     counts = pd.Series([r.candidate for r in runs]).value_counts().to_dict()
-    items = sorted(((run, headline_row(run, slo)) for run in latest), key=_rank_key)
-    rows, classes, rank = [], [], 0
-    for run, h in items:
-        # a candidate whose quality trails its reference is shown, never ranked on cost
-        ranked = (h is not None and s.meets(h["meets_slo"]) is True and not run.emulated
-                  and not run.failed_parity)
-        rank += ranked
+    # a candidate whose quality trails its reference is shown, never ranked on cost
+    standings = rank(Standing(run.candidate, headline_row(run, slo), run.emulated,
+                              run.failed_parity, ref=run) for run in latest)
+    rows, classes = [], []
+    for standing, place in standings:
+        run, h = standing.ref, standing.headline
         if h is None:
             tail = [cell(s.no_headline_reason(run))] + [cell(None)] * 8
         else:
@@ -109,7 +95,7 @@ def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataF
                     cell(h["bill_status"]),
                     _spread_text(spreads, run, h["step"], "output_tok_s", False),
                     _spread_text(spreads, run, h["step"], "cost_per_1m_output_usd", True)]
-        rows.append([cell(rank if ranked else None), cell(run.candidate), s.source_cell(run),
+        rows.append([cell(place), cell(run.candidate), s.source_cell(run),
                      cell(run.manifest.get("instance_type")), cell(run.run_id),
                      cell(counts.get(run.candidate, 1)), s.status(run), *tail,
                      *_quality_cells(run)])
