@@ -21,6 +21,7 @@ import dagster as dg
 from pipelines.config import DEFAULT_FILE, REPO, ConfigError, load_candidates
 from resources.aws.caller import Caller
 from resources.billing.cost_explorer import CostExplorerApi
+from resources.billing.price_bases import PriceBasesLookup
 from resources.billing.price_list import PriceListApi
 from resources.billing.price_sheet import PriceSheetBill
 from resources.billing.refresh import CostExplorerBill
@@ -320,7 +321,8 @@ class EksResources:
                                             owner=s.owner, run_as_user=s.run_as_user,
                                             timeout_s=s.deploy_timeout_s,
                                             telemetry=s.telemetry()),
-            "bill_source": CostExplorerBill(self.billing),
+            "bill_source": CostExplorerBill(self.billing, PriceBasesLookup.from_session(
+                self.session, endpoint_url=s.endpoint_url, caller=self.caller)),
         }
 
     def kube(self) -> KubeClient:

@@ -54,7 +54,7 @@ def main(argv: list[str]) -> int:
         result = analyze_run(args.run_dir, slos=slos)
     if args.json:
         doc = {"exit_code": result.exit_code, "message": result.message, "gates": result.gates}
-        for name in ("metrics", "cost", "headline"):
+        for name in ("metrics", "cost", "headline", "frontier", "what_if"):
             table = getattr(result, name)
             doc[name] = None if table is None else table.to_pylist()
         print(json.dumps(doc, indent=2, default=str))

@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from resources.analysis import frontier as frontier_mod
 from resources.analysis import sqlfiles, workload_outputs
 from resources.analysis.gates import Gate, run_gates
 from resources.analysis.metrics import DEFAULT_SLO, step_metrics
@@ -40,6 +41,8 @@ class Analysis:
     telemetry: pa.Table | None = None  # contract §3.2, when the run has telemetry.parquet
     job: dict | None = None            # contract §3.4, a batch run's job.json
     slo_capacity: dict | None = None   # contract §3.5, an SLO-search run's slo_capacity.json
+    frontier: pa.Table | None = None   # contract §3.6, every readable run
+    what_if: pa.Table | None = None    # contract §4.1, a run not rejected with price_bases
 
     @property
     def accepted(self) -> bool:
@@ -81,14 +84,18 @@ def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | No
             durable.write_json(run.path / name, obj)
 
 
-def _write_outputs(run: RunFolder, gates, metrics, tm, cost, headline, job, capacity) -> None:
+def _write_outputs(run: RunFolder, gates, metrics, tm, cost, headline, job, capacity,
+                   frontier, what_if) -> None:
     run_dir = run.path
     _write_gates(run_dir, gates)
     write_parquet(check_output(metrics, "derived_metrics"), run_dir / "derived_metrics.parquet")
     if tm is not None:
         write_parquet(check_output(tm, "telemetry_metrics"), run_dir / "telemetry_metrics.parquet")
     write_workload_outputs(run, job, capacity)
-    for name, table in zip(COST_FILES, (cost, headline), strict=True):
+    write_parquet(check_output(frontier, "frontier"), run_dir / "frontier.parquet")
+    # a stale copy of a withheld output (a re-analysis now rejects the run) is removed
+    for name, table in zip((*COST_FILES, "cost_what_if.parquet"), (cost, headline, what_if),
+                           strict=True):
         if table is not None:
             write_parquet(check_output(table, name.removesuffix(".parquet")), run_dir / name)
         else:
@@ -125,6 +132,8 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
             capacity = workload_outputs.slo_capacity(run.manifest, metrics)
             if headline is not None:
                 headline = workload_outputs.with_slo_cost(headline, capacity, cost)
+            frontier = frontier_mod.frontier(run, metrics, cost)
+            what_if = frontier_mod.what_if(run, metrics) if accepted else None
         except (duckdb.Error, pa.ArrowException, OSError) as exc:
             # a corrupt page passes the schema check and fails only when scanned: malformed
             # input, named by file; nothing has been written yet
@@ -132,7 +141,8 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                             manifest=run.manifest)
         if write:
             try:
-                _write_outputs(run, gates, metrics, tm, cost, headline, job, capacity)
+                _write_outputs(run, gates, metrics, tm, cost, headline, job, capacity,
+                               frontier, what_if)
             except OSError as exc:
                 if not durable.is_disk_full(exc):
                     raise
@@ -145,4 +155,4 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                    if failed else "accepted")
         return Analysis(run_dir, REJECTED if failed else ACCEPTED, message, run.manifest,
                         [g.as_dict() for g in gates], metrics, cost, headline, run.partial, tm,
-                        job, capacity)
+                        job, capacity, frontier, what_if)
