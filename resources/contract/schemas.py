@@ -91,7 +91,6 @@ TELEMETRY = pa.schema(
         ("value", pa.float64()),
     ]
 )
-TELEMETRY_SOURCES = ("dcgm", "neuron_monitor", "engine_metrics", "host", "emulated")
 TELEMETRY_METRICS = ("accel_util", "accel_mem_used_bytes", "accel_mem_total_bytes", "power_w",
                      "energy_j", "kv_cache_usage", "requests_running", "requests_waiting",
                      "host_cpu_util", "host_mem_used_bytes", "sample_error")
