@@ -4,6 +4,8 @@
 #   make ui     set up, then start the Dagster UI on http://127.0.0.1:3000
 #   make engine      build (once, cached) and install llama.cpp's server; fetch and check the model
 #   make demo-real   set up + engine, then run the chain on the real engine (measured on this host)
+#   make peers       install AIPerf, guidellm and inference-perf, each into its own cached
+#                    virtualenv (~/.cache/servingbench/peers/<name>-<version>/; never a dependency)
 SHELL := /bin/bash
 PYTHON ?= python3
 UV_VERSION := 0.13.9
@@ -12,7 +14,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 STAMP := $(VENV)/.servingbench-synced
 
-.PHONY: setup demo demo-real engine test lint ui bench clean chromium
+.PHONY: setup demo demo-real engine test lint ui bench clean chromium peers
 
 setup: $(STAMP)
 
@@ -57,7 +59,13 @@ chromium:
 	  || echo "note: could not install chromium with apt-get; the browser tests will skip"; \
 	fi
 
-test: $(STAMP) engine chromium
+# The benchmark peers whose results `servingbench import` reads (docs/import.md): the tests
+# run them against the emulator. Installed once per machine (minutes), then kept; a peer that
+# cannot be installed is one line, and its tests skip with their reason.
+peers:
+	@bash scripts/peers_setup.sh
+
+test: $(STAMP) engine chromium peers
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/python -m pytest

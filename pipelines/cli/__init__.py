@@ -22,6 +22,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eks": ("pipelines.cli.eks", "reap expired node groups / refetch a run's bill (eks)"),
     "report": ("pipelines.cli.report", "write HTML reports of run folders"),
     "engine": ("pipelines.cli.engine", "the real local engine: prepare derived models, status"),
+    "import": ("pipelines.cli.peer_import", "another tool's result (aiperf, guidellm, "
+               "inference-perf, vllm) as a run folder"),
+    "export": ("pipelines.cli.peer_export", "a run folder's records in a peer's format "
+               "(aiperf, csv)"),
 }
 
 
