@@ -45,7 +45,7 @@ WORKER_STATUSES = ("ok", "failed")
 # inter-token latencies, where its token counts came from, and what the import noticed.
 IMPORT_KEYS = {"peer": STR, "peer_version": STR, "files": LIST_STR, "files_sha256": LIST_STR,
                "chunk_times": STR, "output_tokens": STR, "notes": LIST_STR}
-IMPORT_CHUNK_TIMES = ("recorded", "reconstructed_from_itl", "none")
+IMPORT_CHUNK_TIMES = ("recorded", "reconstructed_from_itl", "first_and_last")
 
 
 class ManifestError(ValueError):

@@ -2,8 +2,9 @@
 
 A peer keeps some of the timestamps servingbench records and not others. Each reader fills
 what its peer recorded and leaves the rest None; nothing here makes a missing time up. The
-chunk log is either the peer's own chunk times (`chunk_times = "recorded"`) or rebuilt from
-its time to first token and inter-token latencies (`"reconstructed_from_itl"`), and the
+chunk log is the peer's own chunk times (`chunk_times = "recorded"`), or rebuilt from its
+time to first token and inter-token latencies (`"reconstructed_from_itl"`), or, where the
+peer kept only the first and last token times, those two (`"first_and_last"`); the
 request log's `output_tokens_source` says which (contract §2.2, docs/import.md).
 """
 
@@ -20,7 +21,7 @@ from resources.contract import manifest as mf
 from resources.contract.schemas import CHUNK_LOG, REQUEST_LOG, STATUSES, write_parquet
 
 NS = 1_000_000_000
-CHUNK_TIMES = ("recorded", "reconstructed_from_itl", "none")
+CHUNK_TIMES = ("recorded", "reconstructed_from_itl", "first_and_last")
 # Where a peer's output token count came from (the manifest's `import.output_tokens`).
 TOKEN_COUNTS = ("usage", "tokenizer", "chunks")
 # The figures a peer's own summary is held against its records with (per step).
@@ -170,12 +171,15 @@ def disagreements(run: PeerRun) -> list[str]:
 
 def source_of(run: PeerRun, r: PeerRequest) -> str:
     """The request log's `output_tokens_source` of an imported request (docs/import.md):
-    `itl` when its chunk times were rebuilt from the peer's inter-token latencies; `usage`
+    `itl` when its chunk times were rebuilt from the peer's inter-token latencies;
+    `first_last` when the peer kept only the first and last token times; `usage`
     when the count is the server's and the chunk log's tokens add up to it (rule 4 then
     checks it, as for servingbench's own runs); else `peer`: the peer's count, with chunk
     tokens the peer did not keep."""
     if run.chunk_times == "reconstructed_from_itl":
         return "itl"
+    if run.chunk_times == "first_and_last":
+        return "first_last"
     chunk_sum = sum(r.chunk_tokens) if r.chunk_tokens else len(r.chunk_ns or ())
     if run.output_tokens == "usage" and (r.output_tokens is None or r.output_tokens == chunk_sum):
         return "usage"

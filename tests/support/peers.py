@@ -1,0 +1,107 @@
+"""The benchmark peers for tests and benchmarks: where `make peers` installed each one, and
+short runs of them against a server on 127.0.0.1 (the emulator's fixed-timing mode).
+
+A peer lives in its own virtualenv (~/.cache/servingbench/peers/<name>-<version>/), never
+in servingbench's; a test that needs one skips, naming `make peers`, when it is absent.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(os.environ.get("SERVINGBENCH_PEERS", Path.home() / ".cache/servingbench/peers"))
+VERSIONS = {"aiperf": "0.13.0", "guidellm": "0.8.1", "inference-perf": "0.7.0"}
+
+# AIPerf and guidellm size prompts with a Hugging Face tokenizer, and their defaults fetch
+# one from the hub; with no network each gets this word-level one, built with the
+# `tokenizers` package of the peer's own virtualenv (whitespace words, as the fixed-timing
+# server's prompts are counted).
+_MAKE_TOKENIZER = """
+import sys
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+vocab = {"[UNK]": 0, "<s>": 1, "</s>": 2}
+for i in range(4096):
+    vocab[f"t{i}"] = len(vocab)
+tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", bos_token="<s>",
+                        eos_token="</s>").save_pretrained(sys.argv[1])
+"""
+
+
+def venv(peer: str) -> Path:
+    return ROOT / f"{peer}-{VERSIONS[peer]}"
+
+
+def python(peer: str) -> Path | None:
+    """The peer's interpreter, or None when `make peers` has not installed it."""
+    d = venv(peer)
+    return d / "bin" / "python" if (d / ".servingbench-installed").exists() else None
+
+
+def require(peer: str) -> Path:
+    """The peer's interpreter, or skip the test saying how to install it."""
+    p = python(peer)
+    if p is None:
+        pytest.skip(f"{peer} {VERSIONS[peer]} is not installed in {venv(peer)} "
+                    "(`make peers` installs it)")
+    return p
+
+
+def tokenizer(py: Path, where: Path) -> Path:
+    if not (where / "tokenizer.json").exists():
+        subprocess.run([str(py), "-c", _MAKE_TOKENIZER, str(where)], check=True,
+                       capture_output=True, timeout=300)
+    return where
+
+
+def _env() -> dict:
+    # no hub look-ups, no telemetry, no colour codes in the logs a failure prints
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1", "NO_COLOR": "1", "TERM": "dumb"}
+
+
+def _run(cmd: list[str], what: str, timeout: float) -> None:
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env())
+    if p.returncode != 0:
+        raise AssertionError(f"{what} failed ({p.returncode}):\n{p.stdout[-3000:]}\n"
+                             f"{p.stderr[-3000:]}")
+
+
+def run_aiperf(py: Path, base_url: str, out: Path, tok: Path, *, concurrency: int = 2,
+               requests: int = 8, warmup: int = 2, input_tokens: int = 32,
+               output_tokens: int = 8, raw: bool = True, model: str = "fixed",
+               timeout: float = 300) -> Path:
+    """`aiperf profile` against `base_url` (closed loop), its artifacts in `out`."""
+    cmd = [str(py), "-m", "aiperf", "profile", "--model", model, "--tokenizer", str(tok),
+           "--url", base_url, "--endpoint-type", "completions", "--streaming",
+           "--concurrency", str(concurrency), "--request-count", str(requests),
+           "--synthetic-input-tokens-mean", str(input_tokens),
+           "--synthetic-input-tokens-stddev", "0", "--output-tokens-mean", str(output_tokens),
+           "--output-tokens-stddev", "0", "--extra-inputs", "ignore_eos:true",
+           "--artifact-dir", str(out), "--export-level", "raw" if raw else "records",
+           "--ui", "none", "--no-server-metrics", "--no-gpu-telemetry"]
+    if warmup:
+        cmd += ["--warmup-request-count", str(warmup)]
+    _run(cmd, "aiperf profile", timeout)
+    return out
+
+
+def run_guidellm(py: Path, base_url: str, out: Path, tok: Path, *, concurrency: int = 2,
+                 requests: int = 8, input_tokens: int = 32, output_tokens: int = 8,
+                 model: str = "fixed", timeout: float = 300) -> Path:
+    """`guidellm benchmark run` against `base_url` (closed loop), its report in `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [str(py), "-m", "guidellm", "benchmark", "run", "--target", base_url,
+           "--model", model, "--processor", str(tok),
+           "--data", f"prompt_tokens={input_tokens},output_tokens={output_tokens}",
+           "--profile", "concurrent", "--rate", str(concurrency),
+           "--max-requests", str(requests), "--output-dir", str(out),
+           "--outputs", "json", "--disable-console-interactive"]
+    _run(cmd, "guidellm benchmark run", timeout)
+    return out / "benchmarks.json"
