@@ -53,7 +53,7 @@ def truth_figures(truth_file: Path, ids: set[str] | None) -> dict:
     itl = []
     for r in rows:
         w = [c[1] for c in r["chunks"]]
-        itl += [(b - a) / 1e6 for a, b in zip(w, w[1:])]
+        itl += [(b - a) / 1e6 for a, b in zip(w, w[1:], strict=False)]
     tokens = sum(sum(c[2] for c in r["chunks"]) for r in rows)
     span_s = (max(r["chunks"][-1][1] for r in rows) - min(r["arrival_ns"] for r in rows)) / 1e9
     return {"n": len(rows), "ttft_ms_p50": pct(ttft, 0.5), "itl_ms_p50": pct(itl, 0.5),
@@ -126,7 +126,7 @@ def run_guidellm(tmp: Path, a) -> dict:
     py = peers.python("guidellm")
     if py is None:
         raise RuntimeError("guidellm is not installed (make peers)")
-    tok = peers.tokenizer(py, tmp / "tok-guidellm")
+    tok = peers.tokenizer(py, tmp / "tok-guidellm", byte_level=True)
     emu, truth = server(tmp, a)
     try:
         report = peers.run_guidellm(py, emu.base_url, tmp / "guidellm", tok,

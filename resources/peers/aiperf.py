@@ -221,7 +221,9 @@ def _figures(folder: Path, summary: dict, steps: dict) -> dict[str, dict[str, fl
         if doc is None:
             continue
         fig = {}
-        for key, figure in (("request_count", "requests"), ("total_output_tokens", "output_tokens"),
+        # request_count counts AIPerf's successful requests, completed_request_count all
+        for key, figure in (("request_count", "ok"), ("completed_request_count", "requests"),
+                            ("total_output_tokens", "output_tokens"),
                             ("time_to_first_token", "ttft_ms_mean"),
                             ("inter_chunk_latency", "itl_ms_mean")):
             stat = doc.get(key)

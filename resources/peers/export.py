@@ -55,7 +55,7 @@ def _ns_rows(table: pa.Table) -> list[dict]:
         if pa.types.is_timestamp(field.type):
             col = col.cast(pa.int64())
         cols[field.name] = col.to_pylist()
-    return [dict(zip(cols, vals)) for vals in zip(*cols.values())]
+    return [dict(zip(cols, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
 
 
 def _ms(ns: int | None) -> float | None:
@@ -70,7 +70,7 @@ def _per_request(r: dict, chunks: list[tuple[int, int]]) -> dict[str, float | li
         return out
     out["time_to_first_token"] = _ms(first - sent)
     ats = [at for at, _ in chunks]
-    out["inter_chunk_latency"] = [_ms(b - a) for a, b in zip(ats, ats[1:])]
+    out["inter_chunk_latency"] = [_ms(b - a) for a, b in zip(ats, ats[1:], strict=False)]
     if len(ats) > 1:
         out["time_to_second_token"] = _ms(ats[1] - ats[0])
     n = r["output_tokens"]
@@ -119,7 +119,7 @@ def _stat(values: list[float], unit: str) -> dict | None:
 
 
 def _summary(m: dict, step: dict, rows: list[dict], figures: list[dict], warmup: int) -> dict:
-    ok = [(r, f) for r, f in zip(rows, figures) if r["status"] == "ok"]
+    ok = [(r, f) for r, f in zip(rows, figures, strict=True) if r["status"] == "ok"]
     starts = [r["sent_at"] for r in rows if r["sent_at"] is not None]
     ends = [r["finished_at"] for r in rows if r["finished_at"] is not None]
     duration_s = (max(ends) - min(starts)) / 1e9 if starts and ends else None

@@ -133,7 +133,7 @@ def record_figures(requests: list[PeerRequest]) -> dict[str, dict[str, float]]:
         ok = [r for r in rs if r.status == "ok"]
         ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in ok
                 if r.first_token_ns is not None and r.sent_ns is not None]
-        gaps = [(b - a) / 1e6 for r in ok if r.chunk_ns for a, b in zip(r.chunk_ns, r.chunk_ns[1:])]
+        gaps = [(b - a) / 1e6 for r in ok if r.chunk_ns for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
         fig = {"requests": float(len(rs)), "ok": float(len(ok)),
                "output_tokens": float(sum(r.output_tokens or 0 for r in ok))}
         if ttft:
@@ -232,7 +232,7 @@ def _chunk_rows(run: PeerRun, run_id: str) -> pa.Table:
             at.append(t)
             tokens.append(r.chunk_tokens[i] if r.chunk_tokens else 1)
     cols = [[run_id] * len(rid), rid, seq, at, tokens]
-    return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(cols, CHUNK_LOG)],
+    return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(cols, CHUNK_LOG, strict=True)],
                                 schema=CHUNK_LOG)
 
 

@@ -52,7 +52,7 @@ def _load(path: Path) -> dict:
 def _anchor_ns(doc: dict, path: Path, anchor_ns: int | None) -> tuple[int, str | None]:
     """The wall-clock instant of perf_counter 0, and a note on where it came from."""
     starts = doc["start_times"]
-    ends = [s + lat for s, lat in zip(starts, doc["latencies"])]
+    ends = [s + lat for s, lat in zip(starts, doc["latencies"], strict=True)]
     if anchor_ns is not None:  # the first request's send instant, as the user gave it
         return anchor_ns - round(min(starts) * NS), None
     date = need(doc, "date", str, "result", path)

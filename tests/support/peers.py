@@ -17,10 +17,12 @@ ROOT = Path(os.environ.get("SERVINGBENCH_PEERS", Path.home() / ".cache/servingbe
 VERSIONS = {"aiperf": "0.13.0", "guidellm": "0.8.1", "inference-perf": "0.7.0"}
 
 # AIPerf and guidellm size prompts with a Hugging Face tokenizer, and their defaults fetch
-# one from the hub; with no network each gets this word-level one, built with the
-# `tokenizers` package of the peer's own virtualenv (whitespace words, as the fixed-timing
-# server's prompts are counted).
-_MAKE_TOKENIZER = """
+# one from the hub; with no network each gets one built here with the `tokenizers` package
+# of the peer's own virtualenv. AIPerf's is word-level (whitespace words, as the
+# fixed-timing server's prompts are counted); guidellm writes its synthetic prompts from
+# English text, which a word-level vocabulary would decode to nothing, so its tokenizer is
+# byte-level (one token per byte; prompt sizes are then in bytes, which nothing here needs).
+_WORD_TOKENIZER = """
 import sys
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
@@ -29,6 +31,19 @@ for i in range(4096):
     vocab[f"t{i}"] = len(vocab)
 tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
 tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", bos_token="<s>",
+                        eos_token="</s>").save_pretrained(sys.argv[1])
+"""
+_BYTE_TOKENIZER = """
+import sys
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+vocab = {"[UNK]": 0, "<s>": 1, "</s>": 2}
+for ch in sorted(pre_tokenizers.ByteLevel.alphabet()):
+    vocab[ch] = len(vocab)
+tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]"))
+tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+tok.decoder = decoders.ByteLevel()
 PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", bos_token="<s>",
                         eos_token="</s>").save_pretrained(sys.argv[1])
 """
@@ -53,10 +68,11 @@ def require(peer: str) -> Path:
     return p
 
 
-def tokenizer(py: Path, where: Path) -> Path:
+def tokenizer(py: Path, where: Path, byte_level: bool = False) -> Path:
     if not (where / "tokenizer.json").exists():
-        subprocess.run([str(py), "-c", _MAKE_TOKENIZER, str(where)], check=True,
-                       capture_output=True, timeout=300)
+        code = _BYTE_TOKENIZER if byte_level else _WORD_TOKENIZER
+        subprocess.run([str(py), "-c", code, str(where)], check=True, capture_output=True,
+                       timeout=300)
     return where
 
 
@@ -95,13 +111,18 @@ def run_aiperf(py: Path, base_url: str, out: Path, tok: Path, *, concurrency: in
 def run_guidellm(py: Path, base_url: str, out: Path, tok: Path, *, concurrency: int = 2,
                  requests: int = 8, input_tokens: int = 32, output_tokens: int = 8,
                  model: str = "fixed", timeout: float = 300) -> Path:
-    """`guidellm benchmark run` against `base_url` (closed loop), its report in `out`."""
+    """`guidellm run` against `base_url` (closed loop), its report `out/benchmarks.json`;
+    `tok` a byte-level tokenizer (`tokenizer(py, where, byte_level=True)`)."""
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [str(py), "-m", "guidellm", "benchmark", "run", "--target", base_url,
-           "--model", model, "--processor", str(tok),
-           "--data", f"prompt_tokens={input_tokens},output_tokens={output_tokens}",
-           "--profile", "concurrent", "--rate", str(concurrency),
-           "--max-requests", str(requests), "--output-dir", str(out),
-           "--outputs", "json", "--disable-console-interactive"]
-    _run(cmd, "guidellm benchmark run", timeout)
-    return out / "benchmarks.json"
+    report = out / "benchmarks.json"
+    cmd = [str(py), "-m", "guidellm", "run",
+           "--backend", f"kind=openai_http,target={base_url},model={model},"
+                        "request_format=/v1/completions,http2=false",
+           "--tokenizer", f"kind=huggingface_auto,model={tok}",
+           "--profile", f"kind=concurrent,streams={concurrency}",
+           "--constraint", f"kind=max_requests,count={requests}",
+           "--data", f"kind=synthetic_text,prompt_tokens={input_tokens},"
+                     f"output_tokens={output_tokens}",
+           "--output", f"kind=json,path={report}", "--disable-console-interactive"]
+    _run(cmd, "guidellm run", timeout)
+    return report
