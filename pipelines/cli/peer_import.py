@@ -27,6 +27,8 @@ from resources.peers.records import PeerFileError, write_run
 
 DEFAULT_CANDIDATES = Path(__file__).resolve().parents[1] / "candidates.yaml"
 DISK_FULL = 74
+# peers whose files keep only a monotonic clock: --anchor places them in UTC
+RELATIVE_CLOCK = ("vllm", "inference-perf")
 
 
 def _instant(text: str) -> int:
@@ -58,8 +60,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--node-count", type=positive_int, default=None)
     p.add_argument("--run-id", default=None)
     p.add_argument("--anchor", type=_instant, default=None, metavar="ISO",
-                   help="vllm: the UTC instant its first request was sent (its file keeps "
-                        "only relative times)")
+                   help="vllm, inference-perf: the UTC instant the first request was sent "
+                        "(their files keep only a monotonic clock)")
     p.add_argument("--analyze", action="store_true",
                    help="then run `servingbench analyze` on the folder")
     return p
@@ -98,10 +100,11 @@ def _candidate(name: str, path: Path) -> dict:
 
 def read_peer(args: argparse.Namespace):
     reader = module_for(args.peer)
-    if args.peer == "vllm":
+    if args.peer in RELATIVE_CLOCK:
         return reader.read(args.result, anchor_ns=args.anchor)
     if args.anchor is not None:
-        raise ValueError(f"--anchor: only for vllm ({args.peer} keeps wall-clock times)")
+        raise ValueError(f"--anchor: only for {' and '.join(RELATIVE_CLOCK)} ({args.peer} "
+                         "keeps wall-clock times)")
     return reader.read(args.result)
 
 

@@ -76,14 +76,18 @@ def tokenizer(py: Path, where: Path, byte_level: bool = False) -> Path:
     return where
 
 
-def _env() -> dict:
-    # no hub look-ups, no telemetry, no colour codes in the logs a failure prints
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "HF_DATASETS_OFFLINE": "1", "NO_COLOR": "1", "TERM": "dumb"}
+def _env(offline: bool) -> dict:
+    # no colour codes in the logs a failure prints; guidellm and inference-perf are told the
+    # hub is off (they look there otherwise), AIPerf is not: offline, its tokenizer-alias
+    # lookup refuses a local folder ("Repo id must be in the form ...")
+    env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb"}
+    if offline:
+        env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    return env
 
 
-def _run(cmd: list[str], what: str, timeout: float) -> None:
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env())
+def _run(cmd: list[str], what: str, timeout: float, offline: bool = True) -> None:
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(offline))
     if p.returncode != 0:
         raise AssertionError(f"{what} failed ({p.returncode}):\n{p.stdout[-3000:]}\n"
                              f"{p.stderr[-3000:]}")
@@ -104,7 +108,7 @@ def run_aiperf(py: Path, base_url: str, out: Path, tok: Path, *, concurrency: in
            "--ui", "none", "--no-server-metrics", "--no-gpu-telemetry"]
     if warmup:
         cmd += ["--warmup-request-count", str(warmup)]
-    _run(cmd, "aiperf profile", timeout)
+    _run(cmd, "aiperf profile", timeout, offline=False)
     return out
 
 
@@ -126,3 +130,37 @@ def run_guidellm(py: Path, base_url: str, out: Path, tok: Path, *, concurrency: 
            "--output", f"kind=json,path={report}", "--disable-console-interactive"]
     _run(cmd, "guidellm run", timeout)
     return report
+
+
+_INFERENCE_PERF_CONFIG = """\
+api: {{type: completion, streaming: true}}
+server: {{type: vllm, model_name: {model}, base_url: "{base_url}", ignore_eos: true}}
+tokenizer: {{pretrained_model_name_or_path: "{tok}"}}
+data:
+  type: random
+  input_distribution: {{min: {inp}, max: {inp}, mean: {inp}, std_dev: 0}}
+  output_distribution: {{min: {out}, max: {out}, mean: {out}, std_dev: 0}}
+load:
+  type: concurrent
+  stages: [{{num_requests: {requests}, concurrency_level: {concurrency}}}]
+  num_workers: 1
+report:
+  request_lifecycle: {{summary: true, per_stage: true, per_request: true}}
+storage:
+  local_storage: {{path: "{out_dir}"}}
+"""
+
+
+def run_inference_perf(py: Path, base_url: str, out: Path, tok: Path, *, concurrency: int = 2,
+                       requests: int = 8, input_tokens: int = 32, output_tokens: int = 8,
+                       model: str = "fixed", timeout: float = 300) -> Path:
+    """`inference-perf --config_file` against `base_url` (one closed-loop stage), its
+    reports (per-request lifecycle metrics included) in `out`; `tok` word-level."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    config = out.parent / f"{out.name}.yml"
+    config.write_text(_INFERENCE_PERF_CONFIG.format(
+        model=model, base_url=base_url, tok=tok, inp=input_tokens, out=output_tokens,
+        requests=requests, concurrency=concurrency, out_dir=out))
+    _run([str(py.parent / "inference-perf"), "--config_file", str(config)], "inference-perf",
+         timeout)
+    return out
