@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from resources.peers.records import NS, NUM, PeerFileError, PeerRequest, PeerRun, need
+from resources.peers.records import NUM, PeerFileError, PeerRequest, PeerRun, need, seconds_ns
 
 REPORT = "benchmarks.json"
 SCHEMA_VERSION = 2
@@ -43,7 +43,7 @@ def _load(path: Path) -> tuple[Path, dict]:
 
 
 def _ns(value) -> int | None:
-    return None if value is None else round(value * NS)
+    return None if value is None else seconds_ns(value)
 
 
 def _step(bench: dict, where: str, path: Path) -> tuple[str, str, float | None]:

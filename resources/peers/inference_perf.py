@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from resources.contract.timestamps import parse_ts
-from resources.peers.records import NS, NUM, PeerFileError, PeerRequest, PeerRun, need
+from resources.peers.records import NUM, PeerFileError, PeerRequest, PeerRun, need, seconds_ns
 
 PER_REQUEST = "per_request_lifecycle_metrics.json"
 CONFIG = "config.yaml"
@@ -161,26 +161,26 @@ def read(path: Path, anchor_ns: int | None = None) -> PeerRun:
     if not parsed:
         raise PeerFileError(f"{per_request}: no requests in it")
     first_perf = min(start for start, _, _ in parsed)
-    zero = (anchor_ns if anchor_ns is not None else stages[0]["start_ns"]) - round(first_perf * NS)
+    zero = (anchor_ns if anchor_ns is not None else stages[0]["start_ns"]) - seconds_ns(first_perf)
     requests = []
     for i, (start, r, times) in enumerate(parsed):
-        sent_ns = zero + round(start * NS)
-        stage = max((s for s in stages if s["start_ns"] <= sent_ns + NS // 100),
+        sent_ns = zero + seconds_ns(start)
+        stage = max((s for s in stages if s["start_ns"] <= sent_ns + 10_000_000),
                     key=lambda s: s["start_ns"], default=stages[0])
         r.step, r.load_mode, r.target = stage["step"]
         r.request_id = f"stage{stage['n']}-{i}"
         r.sent_ns = sent_ns
         if times:
             _, end, *chunks = times
-            r.finished_ns = zero + round(end * NS)
-            r.chunk_ns = [zero + round(t * NS) for t in chunks]
+            r.finished_ns = zero + seconds_ns(end)
+            r.chunk_ns = [zero + seconds_ns(t) for t in chunks]
             if r.chunk_ns:
                 r.first_token_ns, r.last_token_ns = r.chunk_ns[0], r.chunk_ns[-1]
             else:
                 r.status, r.error = "protocol_error", "inference-perf recorded no chunk"
         else:
             end = need(entries[i], "end_time", NUM, f"requests[{i}]", per_request)
-            r.finished_ns = zero + round(end * NS)
+            r.finished_ns = zero + seconds_ns(end)
         requests.append(r)
     notes = [
         "inference-perf keeps perf_counter times only: the run is placed so that its first "

@@ -100,6 +100,14 @@ def _short(value) -> str:
 NUM = (int, float)
 
 
+def seconds_ns(t: float) -> int:
+    """Seconds as a float (a Unix time, a perf_counter reading) -> integer ns, to the float's
+    own precision: `round(t * 1e9)` would round a 2026 Unix time to 256 ns, since the product
+    is past 2^60; the whole seconds and the fraction are converted apart (both exact)."""
+    whole = math.floor(t)
+    return whole * NS + round((t - whole) * NS)
+
+
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -115,10 +123,10 @@ def chunks_from_itl(sent_ns: int, ttft_s: float, itls_s: list[float]) -> list[in
     `sent + ttft`, then each gap added on. Rounded once per chunk from the running sum in
     seconds, so rounding never accumulates."""
     out, elapsed = [], ttft_s
-    out.append(sent_ns + round(elapsed * NS))
+    out.append(sent_ns + seconds_ns(elapsed))
     for gap in itls_s:
         elapsed += gap
-        out.append(sent_ns + round(elapsed * NS))
+        out.append(sent_ns + seconds_ns(elapsed))
     return out
 
 

@@ -28,6 +28,7 @@ from resources.peers.records import (
     PeerRun,
     chunks_from_itl,
     need,
+    seconds_ns,
 )
 
 PER_REQUEST = ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times",
@@ -54,7 +55,7 @@ def _anchor_ns(doc: dict, path: Path, anchor_ns: int | None) -> tuple[int, str |
     starts = doc["start_times"]
     ends = [s + lat for s, lat in zip(starts, doc["latencies"], strict=True)]
     if anchor_ns is not None:  # the first request's send instant, as the user gave it
-        return anchor_ns - round(min(starts) * NS), None
+        return anchor_ns - seconds_ns(min(starts)), None
     date = need(doc, "date", str, "result", path)
     try:
         saved = datetime.strptime(date, "%Y%m%d-%H%M%S").replace(tzinfo=UTC)
@@ -65,7 +66,7 @@ def _anchor_ns(doc: dict, path: Path, anchor_ns: int | None) -> tuple[int, str |
             f"falls at the file's `date` {date} read as UTC (vLLM writes the saving "
             "machine's local time, to the second, without its zone); --anchor sets the "
             "first send instant instead")
-    return saved_ns - round(max(ends) * NS), note
+    return saved_ns - seconds_ns(max(ends)), note
 
 
 def _step(doc: dict, path: Path) -> tuple[str, str, float | None]:
@@ -112,22 +113,22 @@ def read(path: Path, anchor_ns: int | None = None) -> PeerRun:
     zero, note = _anchor_ns(doc, path, anchor_ns)
     requests = []
     for i in range(n):
-        sent = zero + round(doc["start_times"][i] * NS)
+        sent = zero + seconds_ns(doc["start_times"][i])
         ok = not doc["errors"][i]
         r = PeerRequest(step=step, load_mode=mode, target=target, request_id=f"vllm-{i}",
                         sent_ns=sent, input_tokens=int(doc["input_lens"][i]),
                         status="ok" if ok else "http_error",
                         error=None if ok else doc["errors"][i].strip().splitlines()[-1][:200])
         if "queue_times" in doc and isinstance(doc["queue_times"][i], NUM):
-            r.scheduled_ns = sent - round(doc["queue_times"][i] * NS)
+            r.scheduled_ns = sent - seconds_ns(doc["queue_times"][i])
         if ok:
             r.chunk_ns = chunks_from_itl(sent, doc["ttfts"][i], doc["itls"][i])
             r.first_token_ns, r.last_token_ns = r.chunk_ns[0], r.chunk_ns[-1]
-            r.finished_ns = sent + round(doc["latencies"][i] * NS)
+            r.finished_ns = sent + seconds_ns(doc["latencies"][i])
             r.output_tokens = int(doc["output_lens"][i])
         else:
             # a failed request keeps no end time: the latest the file says is its send
-            r.finished_ns = sent + round(doc["latencies"][i] * NS)
+            r.finished_ns = sent + seconds_ns(doc["latencies"][i])
         requests.append(r)
     notes = [note] if note else []
     notes.append("vllm keeps no stream-close time: finished_at is the last content chunk "

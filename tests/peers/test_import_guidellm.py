@@ -5,6 +5,7 @@ not installed it. guidellm runs once per module (it takes about a minute here)."
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -35,6 +36,11 @@ def report(tmp_path_factory) -> tuple[Path, int]:
     return path, served
 
 
+def ns(t: float) -> int:
+    """A float of seconds as integer ns, exactly (the float's own binary value)."""
+    return round(Decimal(t) * 10**9)
+
+
 def ns_rows(path: Path) -> list[dict]:
     t = pq.read_table(path)
     return pa.table({f.name: (t[f.name].cast(pa.int64()) if pa.types.is_timestamp(f.type)
@@ -56,10 +62,10 @@ def test_guidellm_report_becomes_a_run_folder_the_analyzer_accepts(report, tmp_p
     chunks = ns_rows(out / "chunk_log.parquet")
     for r in steady:
         t = theirs[r["request_id"]]["info"]["timings"]
-        assert r["sent_at"] == round(t["request_start"] * 1e9)
-        assert r["first_token_at"] == round(t["first_token_iteration"] * 1e9)
-        assert r["last_token_at"] == round(t["last_token_iteration"] * 1e9)
-        assert r["scheduled_at"] == round(t["targeted_start"] * 1e9)
+        assert r["sent_at"] == ns(t["request_start"])
+        assert r["first_token_at"] == ns(t["first_token_iteration"])
+        assert r["last_token_at"] == ns(t["last_token_iteration"])
+        assert r["scheduled_at"] == ns(t["targeted_start"])
         assert r["output_tokens"] == OUTPUT and r["output_tokens_source"] == "first_last"
         mine = sorted((c["seq"], c["at"], c["tokens"]) for c in chunks
                       if c["request_id"] == r["request_id"])

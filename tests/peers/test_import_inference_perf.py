@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -34,6 +35,11 @@ def reports(tmp_path_factory) -> Path:
         server.stop()
 
 
+def ns(t: float) -> int:
+    """A float of seconds as integer ns, exactly (the float's own binary value)."""
+    return round(Decimal(t) * 10**9)
+
+
 def ns_rows(path: Path) -> list[dict]:
     t = pq.read_table(path)
     return pa.table({f.name: (t[f.name].cast(pa.int64()) if pa.types.is_timestamp(f.type)
@@ -50,14 +56,14 @@ def test_inference_perf_reports_become_a_run_folder_the_analyzer_accepts(reports
     steady = sorted(ns_rows(out / "steady_state_request_log.parquet"), key=lambda r: r["sent_at"])
     assert len(steady) == len(theirs) == REQUESTS
     first = min(theirs, key=lambda e: e["start_time"])
-    zero = steady[0]["sent_at"] - round(first["start_time"] * 1e9)
+    zero = steady[0]["sent_at"] - ns(first["start_time"])
     chunks = ns_rows(out / "chunk_log.parquet")
     for e in theirs:
-        r = next(x for x in steady if x["sent_at"] == zero + round(e["start_time"] * 1e9))
+        r = next(x for x in steady if x["sent_at"] == zero + ns(e["start_time"]))
         times = e["info"]["response_metrics"]["chunk_times"]
-        assert r["finished_at"] == zero + round(e["end_time"] * 1e9)
+        assert r["finished_at"] == zero + ns(e["end_time"])
         assert sorted(c["at"] for c in chunks if c["request_id"] == r["request_id"]) == [
-            zero + round(t * 1e9) for t in times]
+            zero + ns(t) for t in times]
         assert r["output_tokens"] == OUTPUT and r["output_tokens_source"] == "usage"
     result = analyze_run(out)
     assert result.exit_code == 0, result.message
