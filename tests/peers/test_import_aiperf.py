@@ -25,6 +25,10 @@ from tests.support.emulator import FixedTimingServer
 
 REQUESTS, WARMUP, OUTPUT = 6, 2, 8
 
+# each module runs its peer once (a minute or more on a busy machine): slow, and given the
+# time the peer's own run takes
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
 
 @pytest.fixture(scope="module")
 def aiperf_run(tmp_path_factory) -> tuple[Path, dict]:

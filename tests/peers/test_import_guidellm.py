@@ -20,6 +20,10 @@ from tests.support.emulator import FixedTimingServer
 
 REQUESTS, OUTPUT = 6, 8
 
+# each module runs its peer once (a minute or more on a busy machine): slow, and given the
+# time the peer's own run takes
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> tuple[Path, int]:
