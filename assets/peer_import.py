@@ -2,9 +2,10 @@
 and analyzed, as `servingbench import` and `servingbench analyze` do one at a time
 (docs/import.md). Each result becomes `<runs_dir>/<run_id>/`; a run whose folder already
 exists is left as it is (imports never overwrite), so the job can run again over a prefix
-that keeps growing."""
+that keeps growing.
 
-from __future__ import annotations
+No `from __future__ import annotations` here: Dagster reads the op's config class from its
+annotation at definition time, and a string annotation it cannot resolve."""
 
 import tempfile
 from pathlib import Path

@@ -179,9 +179,9 @@ def download(uri: str, local_dir: Path) -> list[str]:
     local = pafs.LocalFileSystem()
     names = _files(fs, base)
     for name in names:
-        target = Path(local_dir).resolve() / name
+        target = _local_target(local_dir, name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        _copy(fs, f"{base}/{name}", local, str(target))
+        _copy(fs, f"{base}/{name}", local, str(target.parent), target.name)
     return names
 
 
