@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from pipelines.cli.argtypes import positive_floats
+from resources.analysis import gx
 from resources.analysis.analyze import DEFAULT_SLO, MALFORMED, NO_ROOM, analyze_run
 from resources.analysis.summary import render
 from resources.storage.runstore import RunStoreError, fetch, is_remote, publish
@@ -45,6 +46,7 @@ def main(argv: list[str]) -> int:
                   "of SLOs", file=sys.stderr)
             return MALFORMED
     slos = list(zip(ttft, tpot, strict=True))
+    gx.preload()  # Great Expectations imports (seconds) while DuckDB opens and scans the run
     if is_remote(args.run_dir):
         result = _analyze_remote(args.run_dir, slos)
         if result is None:
