@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from resources.contract import durable
+from resources.contract.schemas import PRICE_BASES, PRICE_SOURCES
 from resources.contract.timestamps import format_ts, parse_ts
 
 RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -37,9 +38,12 @@ STEP_KEYS = {"step": STR, "load_mode": STR, "target": FLOAT, "client_limited": B
              "client_cpu_share": FLOAT, "loop_lag_p99_s": FLOAT}
 NOT_NULL = {"run_id", "source", "created_at", "instance_ids", "phases", "steps"}
 # Keys a manifest may leave out: written only by runs whose load came from several workers.
-OPTIONAL_KEYS = {"workers": "list"}
+OPTIONAL_KEYS = {"workers": "list", "price_bases": "list"}
 WORKER_KEYS = {"name": STR, "status": STR, "reason": STR}
 WORKER_STATUSES = ("ok", "failed")
+# contract §2.1/§4.1: the what-if prices looked up when the run was made
+PRICE_BASIS_KEYS = {"basis": STR, "hourly_usd_per_node": FLOAT, "price_source": STR,
+                    "retrieved_on": STR, "region": STR}
 
 
 class ManifestError(ValueError):
@@ -120,7 +124,26 @@ def validate(m: Any, where: str = "manifest") -> dict:
         if worker["status"] not in WORKER_STATUSES:
             raise ManifestError(f"{where}.workers[{i}].status: {_short(worker['status'])} is not "
                                 f"one of {WORKER_STATUSES}")
+    _check_price_bases(m.get("price_bases") or [], f"{where}.price_bases")
     return m
+
+
+def _check_price_bases(bases: list, where: str) -> None:
+    """Each entry a known basis from a known source at a positive hourly price; one entry per
+    basis, so a what-if row is named by its step and basis."""
+    seen: set[str] = set()
+    for i, entry in enumerate(bases):
+        at = f"{where}[{i}]"
+        _check(entry, DICT, at)
+        _check_object(entry, PRICE_BASIS_KEYS, at, {"basis", "hourly_usd_per_node", "price_source"})
+        for key, allowed in (("basis", PRICE_BASES), ("price_source", PRICE_SOURCES)):
+            if entry[key] not in allowed:
+                raise ManifestError(f"{at}.{key}: {_short(entry[key])} is not one of {allowed}")
+        if entry["hourly_usd_per_node"] <= 0:
+            raise ManifestError(f"{at}.hourly_usd_per_node: must be > 0")
+        if entry["basis"] in seen:
+            raise ManifestError(f"{at}.basis: {entry['basis']!r} given twice")
+        seen.add(entry["basis"])
 
 
 MAX_BYTES = 16 << 20  # a manifest is a few KiB; a bigger file is not one

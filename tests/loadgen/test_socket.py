@@ -16,7 +16,10 @@ import time
 
 import pytest
 
-from resources.loadgen import client
+from resources.loadgen import pool as client
+
+# the order of writes and stamps is set by short sleeps: run alone (make test's serial pass)
+pytestmark = pytest.mark.serial
 
 _perf = time.perf_counter_ns
 MS = 1_000_000
