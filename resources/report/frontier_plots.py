@@ -70,7 +70,7 @@ def pareto(points: pd.DataFrame) -> pd.DataFrame:
     ok = points[points["valid"].fillna(False).astype(bool) & points[X].notna() & points[Y].notna()]
     xs, ys = ok[X].to_numpy(float), ok[Y].to_numpy(float)
     keep = [not np.any((xs >= x) & (ys >= y) & ((xs > x) | (ys > y))) for x, y in zip(xs, ys, strict=True)]
-    return ok[keep].sort_values(X)
+    return ok[np.asarray(keep, dtype=bool)].sort_values(X)
 
 
 def _invalid(points: pd.DataFrame) -> pd.DataFrame:
@@ -144,6 +144,8 @@ def plot_frontier_cost(latest: Sequence[RunData], levels: Sequence[float]) -> Fi
                             label=f"{line.label}: what-if range, {band.attrs['n']} price "
                                   "bases (not billed)")
         bad = bad[bad[COST].notna()]
+        xs += list(bad[X].dropna())
+        ys += list(bad[COST])
         if not bad.empty:
             ax.scatter(bad[X], bad[COST], s=60, facecolors="white", edgecolors=color, lw=1.8,
                        zorder=4)
