@@ -251,7 +251,7 @@ def _judge(cfg: LoadConfig, run_dir: Path):
     """An SLO search asks the analysis whether each probe met the SLO."""
     if cfg.scenario is None or cfg.scenario.kind != "slo_search":
         return None
-    from resources.analysis.workloads import judge
+    from resources.analysis.workload_outputs import judge
 
     slo = dict(cfg.scenario.slo)
     return lambda step: judge(run_dir, step, slo)

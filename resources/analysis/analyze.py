@@ -13,8 +13,9 @@ import duckdb
 import pyarrow as pa
 
 from resources.analysis import frontier as frontier_mod
-from resources.analysis import sqlfiles, workloads
+from resources.analysis import sqlfiles, workload_outputs
 from resources.analysis.gates import Gate, run_gates
+from resources.analysis.metrics import DEFAULT_SLO, step_metrics
 from resources.analysis.rundir import RunFolder, locate_unreadable, open_run
 from resources.analysis.telemetry import read_telemetry, telemetry_metrics
 from resources.contract import durable
@@ -23,7 +24,6 @@ from resources.contract.schemas import SchemaError, write_parquet
 
 ACCEPTED, MALFORMED, REJECTED = 0, 2, 3
 NO_ROOM = 74  # sysexits' EX_IOERR: the outputs did not fit on the disk (the input is fine)
-DEFAULT_SLO = (2.0, 0.1)
 COST_FILES = ("cost_per_1m.parquet", "headline.parquet")
 
 
@@ -53,20 +53,6 @@ class Analysis:
         return [g for g in self.gates if g["passed"] is False]
 
 
-def _manifest_steps(manifest: dict) -> pa.Table:
-    steps = manifest["steps"]
-    return pa.table({"step": pa.array([s["step"] for s in steps], pa.string()),
-                     "client_limited": pa.array([bool(s["client_limited"]) for s in steps],
-                                                pa.bool_())})
-
-
-def step_metrics(run: RunFolder, slo: tuple[float, float] = DEFAULT_SLO) -> pa.Table:
-    """contract §3 for every step of the steady phase."""
-    run.con.register("manifest_steps", _manifest_steps(run.manifest))
-    return sqlfiles.query(run.con, "step_metrics", run_id=run.manifest["run_id"],
-                          source=run.manifest["source"], slo_ttft_s=slo[0], slo_tpot_s=slo[1])
-
-
 def cost_tables(run: RunFolder, metrics: pa.Table,
                 slos: list[tuple[float, float]]) -> tuple[pa.Table, pa.Table]:
     """contract §4: the cost per 1M output tokens per step, and the SLO headline."""
@@ -91,7 +77,7 @@ def _write_gates(run_dir: Path, gates: list[Gate]) -> None:
 
 def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | None) -> None:
     """contract §3.1 always; §3.4 for a batch job, §3.5 for an SLO search."""
-    write_parquet(workloads.by_cache(run), run.path / "derived_metrics_by_cache.parquet")
+    write_parquet(workload_outputs.by_cache(run), run.path / "derived_metrics_by_cache.parquet")
     for name, obj in (("job.json", job), ("slo_capacity.json", capacity)):
         if obj is not None:
             durable.write_json(run.path / name, obj)
@@ -141,10 +127,10 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
             cost = headline = None
             if accepted and run.has_bill:
                 cost, headline = cost_tables(run, metrics, slos)
-            job = workloads.job(run.manifest, metrics, cost)
-            capacity = workloads.slo_capacity(run.manifest, metrics)
+            job = workload_outputs.job(run.manifest, metrics, cost)
+            capacity = workload_outputs.slo_capacity(run.manifest, metrics)
             if headline is not None:
-                headline = workloads.with_slo_cost(headline, capacity, cost)
+                headline = workload_outputs.with_slo_cost(headline, capacity, cost)
             frontier = frontier_mod.frontier(run, metrics, cost)
             what_if = frontier_mod.what_if(run, metrics) if accepted else None
         except (duckdb.Error, pa.ArrowException, OSError) as exc:
