@@ -16,7 +16,7 @@ from resources.analysis import frontier as frontier_mod
 from resources.analysis import sqlfiles, workload_outputs
 from resources.analysis.gates import Gate, run_gates
 from resources.analysis.metrics import DEFAULT_SLO, step_metrics
-from resources.analysis.rundir import RunFolder, locate_unreadable, open_run
+from resources.analysis.rundir import RunFolder, is_disk_full, locate_unreadable, open_run
 from resources.analysis.telemetry import read_telemetry, telemetry_metrics
 from resources.contract import durable
 from resources.contract.manifest import ManifestError
@@ -102,6 +102,12 @@ def _write_outputs(run: RunFolder, gates, metrics, tm, cost, headline, job, capa
             (run_dir / name).unlink(missing_ok=True)
 
 
+def _no_scratch(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return (f"disk full: DuckDB could not spill to the temporary directory ({text}); nothing "
+            "was written: free space under TMPDIR (or point TMPDIR elsewhere) and analyze again")
+
+
 def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                 write: bool = True) -> Analysis:
     """Gate, measure and cost one run folder; write its outputs beside the raw records.
@@ -115,6 +121,10 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
         run = open_run(run_dir)
     except (ManifestError, SchemaError) as exc:
         return Analysis(run_dir, MALFORMED, message=str(exc))
+    except (duckdb.Error, OSError) as exc:
+        if not is_disk_full(exc):
+            raise
+        return Analysis(run_dir, NO_ROOM, message=_no_scratch(exc))
     with run:
         try:
             telemetry = read_telemetry(run_dir)
@@ -135,6 +145,8 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
             frontier = frontier_mod.frontier(run, metrics, cost)
             what_if = frontier_mod.what_if(run, metrics) if accepted else None
         except (duckdb.Error, pa.ArrowException, OSError) as exc:
+            if is_disk_full(exc):
+                return Analysis(run_dir, NO_ROOM, message=_no_scratch(exc), manifest=run.manifest)
             # a corrupt page passes the schema check and fails only when scanned: malformed
             # input, named by file; nothing has been written yet
             return Analysis(run_dir, MALFORMED, message=str(locate_unreadable(run_dir, exc)),

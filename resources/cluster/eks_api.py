@@ -18,7 +18,6 @@ failure on one group never stops it from reaping the others.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import re
@@ -32,6 +31,7 @@ from typing import Any
 import botocore.exceptions
 
 from resources.aws.caller import THROTTLING, TRANSIENT, AwsCallError, Caller, make_client
+from resources.contract.scope import nodegroup_name
 
 log = logging.getLogger("servingbench.eks")
 
@@ -121,12 +121,6 @@ class Scope:
                 "instance_type": self.instance_type, "node_count": self.node_count,
                 "instance_ids": list(self.instance_ids)}
 
-
-def nodegroup_name(run_id: str) -> str:
-    """A valid, unique node group name (≤ 63 chars) for `run_id`."""
-    digest = hashlib.sha256(run_id.encode()).hexdigest()[:8]
-    slug = re.sub(r"[^a-z0-9-]", "-", run_id.lower())[:40].strip("-") or "run"
-    return f"sb-{slug}-{digest}"
 
 
 class EksNodegroups:

@@ -24,8 +24,9 @@ from resources.cluster.eks_api import (
     RUN_TAG,
     EksNodegroups,
     ProvisionError,
-    nodegroup_name,
 )
+from resources.contract.digits import is_digits
+from resources.contract.scope import nodegroup_name
 
 log = logging.getLogger("servingbench.reaper")
 
@@ -127,7 +128,7 @@ def keep_reason(eks: EksNodegroups, name: str, ng: dict, ttl_s: float, heartbeat
     if age_s <= ttl_s:
         return f"age {age_s:.0f}s within the TTL {ttl_s:.0f}s"
     beat = tags.get(HEARTBEAT_TAG, "")
-    if beat.isdigit() and now_ns / 1e9 - int(beat) < heartbeat_stale_s:
+    if is_digits(beat) and now_ns / 1e9 - int(beat) < heartbeat_stale_s:
         return f"its run is alive (heartbeat {now_ns / 1e9 - int(beat):.0f}s ago)"
     return alive_reason(alive, run_id)
 
