@@ -167,8 +167,8 @@ def main(argv: list[str]) -> int:
 def print_levels(run_dirs: list[str], label: str, levels) -> None:
     """contract §3.6 in the terminal: at each interactivity level, the cheapest candidate and
     its runner-up (the comparison writes the same rows to frontier_levels.parquet)."""
-    from resources.analysis.analyze import DEFAULT_SLO
     from resources.analysis.frontier import levels_of_folders
+    from resources.analysis.metrics import DEFAULT_SLO
     from resources.analysis.summary import levels_text
 
     if not run_dirs:
