@@ -16,7 +16,7 @@ SELECT *,
        gap_ns / 1e9 / tokens AS itl_s
 FROM (
     SELECT
-        r.req_no, r.request_id, r.step, r.ok, c.seq, c.tokens,
+        r.req_no, r.request_id, r.step, r.ok, c.seq, c.tokens, c."at",
         c."at" < r.sent_at OR c."at" > r.finished_at AS outside,
         epoch_ns(c."at") - epoch_ns(lag(c."at") OVER (PARTITION BY r.req_no ORDER BY c.seq)) AS gap_ns
     FROM chunks c JOIN req r USING (request_id)

@@ -4,13 +4,23 @@
 -- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql)
 -- params: none
 -- order_violation names every broken pair of scheduled ≤ sent ≤ first ≤ last ≤ finished.
-WITH per_request AS (
+-- Each chunk row is counted once for its request (contract §5): a repeated request row
+-- joins its chunks once per repeat in chunk_gaps, and a chunk row repeated exactly (an
+-- unlisted shard beside its merged file) is the same chunk; both are rule 3's alone, and
+-- never double a chunk sum.
+WITH chunk_once AS (
+    SELECT request_id, seq, "at", tokens,
+           bool_or(gap_ns < 0) AS out_of_order, bool_or(outside) AS outside
+    FROM chunk_gaps
+    GROUP BY request_id, seq, "at", tokens
+),
+per_request AS (
     SELECT request_id,
            count(*) AS n_chunks,
            sum(tokens) AS chunk_tokens,
-           count(*) FILTER (WHERE gap_ns < 0) AS chunks_out_of_order,
+           count(*) FILTER (WHERE out_of_order) AS chunks_out_of_order,
            count(*) FILTER (WHERE outside) AS chunks_outside
-    FROM chunk_gaps
+    FROM chunk_once
     GROUP BY request_id
 )
 SELECT
