@@ -37,7 +37,6 @@ once AS (
           WHERE request_id IN (SELECT request_id FROM repeated))
     GROUP BY request_id
 )
-)
 SELECT
     row_number() OVER () - 1 AS _row,
     s.request_id, s.status, s.output_tokens_source,
