@@ -20,15 +20,15 @@ import dagster as dg
 
 from pipelines.config import DEFAULT_FILE, REPO, ConfigError, load_candidates
 from resources.aws.caller import Caller
-from resources.billing.cost_explorer import CostExplorerApi
+from resources.billing.cost_explorer import CostExplorerApi, CostExplorerBill
 from resources.billing.price_bases import PriceBasesLookup
 from resources.billing.price_list import PriceListApi
 from resources.billing.price_sheet import PriceSheetBill
-from resources.billing.refresh import CostExplorerBill
 from resources.cluster.eks import EksNodegroupCluster
-from resources.cluster.eks_api import EksNodegroups, check_owner
+from resources.cluster.eks_api import HEARTBEAT_STALE_S, EksNodegroups, check_owner
 from resources.cluster.local import LocalHostCluster
 from resources.cluster.reaper import EksReaper, NothingToReap
+from resources.contract.digits import is_digits
 from resources.loadgen.generator import LoadGenerator
 from resources.loadjob.run import KubeJobLoadGenerator
 from resources.model_server.emulator import EmulatorModelServer
@@ -37,7 +37,7 @@ from resources.model_server.kube.reap import KubeRunObjects
 from resources.model_server.kube.server import KubeModelServer
 from resources.model_server.kube.token import TokenSource
 from resources.model_server.local import LocalModelServers
-from resources.storage import Storage
+from resources.storage.store import Storage
 
 PROFILES = ("local", "eks")
 
@@ -101,9 +101,7 @@ def resources_for(settings: Settings) -> dict:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return common | eks.pipeline_resources() | {
-        "reaper": EksReaper(eks.cluster, eks.settings.reaper_ttl_hours,
-                            objects=lambda: KubeRunObjects(eks.kube(), eks.settings.owner))} | _load_pods(
-        eks, settings, os.environ)
+        "reaper": eks.reaper(eks.settings.reaper_ttl_hours)} | _load_pods(eks, settings, os.environ)
 
 
 def _load_pods(eks: EksResources, settings: Settings, env: Mapping[str, str]) -> dict:
@@ -154,6 +152,7 @@ class EksSettings:
     allow_public: bool = False  # consent to 0.0.0.0/0 or an internet-facing load balancer
     run_as_user: int | None = None  # engines run as this non-root uid (image must allow it)
     endpoint_url: str | None = None  # tests only (moto)
+    kube_url: str | None = None  # tests only (the fake Kubernetes API): no DescribeCluster
     dcgm_url: str | None = None  # the engine node's dcgm-exporter /metrics (docs/telemetry.md)
     neuron_monitor_url: str | None = None  # the neuron-monitor reader's report (deploy/)
     # the load generator as an Indexed Job (resources/loadjob/): 0 pods = in the run's process
@@ -179,7 +178,7 @@ class EksSettings:
             return tuple(x.strip() for x in env.get(f"SERVINGBENCH_EKS_{name}", "").split(",")
                          if x.strip())
 
-        allow_public = _flag(env, "SERVINGBENCH_EKS_ALLOW_PUBLIC")
+        allow_public = _public_consent(env)
         source_ranges = split("SOURCE_RANGES")
         lb_scheme = env.get("SERVINGBENCH_EKS_LB_SCHEME", "internal")
         _check_exposure(source_ranges, lb_scheme, allow_public)
@@ -208,7 +207,7 @@ def _load_settings(env: Mapping[str, str]) -> dict:
         return env.get(f"SERVINGBENCH_EKS_LOAD_{name}", "").strip()
 
     pods = text("PODS") or "0"
-    if not pods.isdigit() or int(pods) > 10_000:
+    if not is_digits(pods) or int(pods) > 10_000:
         raise ValueError(f"SERVINGBENCH_EKS_LOAD_PODS={pods!r}: expected a pod count 0..10000")
     selector = []
     for part in filter(None, (x.strip() for x in text("NODE_SELECTOR").split(","))):
@@ -261,24 +260,44 @@ def _uid(env: Mapping[str, str], name: str) -> int | None:
     value = env.get(name, "")
     if not value:
         return None
-    if not value.isdigit() or int(value) < 1:
+    if not is_digits(value) or int(value) < 1:
         raise ValueError(f"{name}={value!r}: expected a non-root uid (an integer >= 1)")
     return int(value)
 
 
+# The consent value names the risk it accepts: the load balancer has no TLS listener, so the
+# engine's API key crosses the network as a plain-HTTP bearer token.
+PUBLIC_CONSENT = "plaintext-api-key"
+_CONSENT = (f"set SERVINGBENCH_EKS_ALLOW_PUBLIC={PUBLIC_CONSENT} to accept that the engine's API "
+            "key then crosses the internet as a plain-HTTP bearer token")
+
+
+def _public_consent(env: Mapping[str, str]) -> bool:
+    value = env.get("SERVINGBENCH_EKS_ALLOW_PUBLIC", "")
+    if value in ("", "0"):
+        return False
+    if value != PUBLIC_CONSENT:
+        raise ValueError(f"SERVINGBENCH_EKS_ALLOW_PUBLIC={value!r}: the consent must name the risk "
+                         f"it accepts: {PUBLIC_CONSENT} (the load balancer serves plain HTTP, so "
+                         "the engine's API key is readable on the way)")
+    return True
+
+
 def _check_exposure(source_ranges: tuple[str, ...], lb_scheme: str, allow_public: bool) -> None:
-    """An engine open to the internet only by explicit consent, named in the message."""
+    """An engine reachable from outside private address space only by explicit consent,
+    named in the message: any range that is not wholly private (not only /0: 0.0.0.0/1 and
+    128.0.0.0/1 together are everyone too), or an internet-facing load balancer."""
     for cidr in source_ranges:
         try:
             net = ipaddress.ip_network(cidr)
         except ValueError:
             raise ValueError(f"SERVINGBENCH_EKS_SOURCE_RANGES: {cidr!r} is not a CIDR") from None
-        if net.prefixlen == 0 and not allow_public:
-            raise ValueError(f"SERVINGBENCH_EKS_SOURCE_RANGES={cidr} opens the engine to the "
-                             f"whole internet; set SERVINGBENCH_EKS_ALLOW_PUBLIC=1 to allow it")
+        if not net.is_private and not allow_public:
+            raise ValueError(f"SERVINGBENCH_EKS_SOURCE_RANGES={cidr} is not a private range: it "
+                             f"opens the engine beyond the VPC; {_CONSENT}")
     if lb_scheme == "internet-facing" and not allow_public:
         raise ValueError("SERVINGBENCH_EKS_LB_SCHEME=internet-facing puts the engine on the "
-                         "internet; set SERVINGBENCH_EKS_ALLOW_PUBLIC=1 to allow it")
+                         f"internet; {_CONSENT}")
 
 
 @dataclass
@@ -330,4 +349,15 @@ class EksResources:
         s = self.settings
         token = TokenSource.for_eks(self.session, s.cluster_name, s.region,
                                     sts_url=s.endpoint_url)
+        if s.kube_url:
+            return KubeClient(s.kube_url, token, namespace=s.namespace)
         return KubeClient.for_eks(self.cluster.describe_cluster(), token, namespace=s.namespace)
+
+    def reaper(self, ttl_hours: float, *, heartbeat_stale_s: float = HEARTBEAT_STALE_S,
+               kubernetes: bool = True) -> EksReaper:
+        """The reaper of this installation (the scheduled job's and `servingbench eks reap`'s):
+        node groups and launch templates, and (`kubernetes`) the runs' Kubernetes objects,
+        reached when it runs, never when it is built."""
+        owner = self.settings.owner
+        return EksReaper(self.cluster, ttl_hours, heartbeat_stale_s=heartbeat_stale_s,
+                         objects=(lambda: KubeRunObjects(self.kube(), owner)) if kubernetes else None)

@@ -112,3 +112,42 @@ def test_names_are_dns_labels_unique_per_run():
 def test_bad_specs_are_refused_by_name(bad, match):
     with pytest.raises(ValueError, match=match):
         spec(**bad)
+
+
+def test_the_job_and_its_secret_carry_what_the_reaper_proves_a_run_by():
+    """Owner label, node-group label derived from the run id and the run-id annotation: an
+    orphaned load Job and its key Secret are removed by the reaper like the engine's
+    objects (resources/model_server/kube/reap.py)."""
+    from resources.contract.scope import nodegroup_name
+    from resources.model_server.kube.reap import KubeRunObjects
+
+    reaper = KubeRunObjects(kube=None, owner="sb-test-install")
+    asked = []
+
+    def dead(group, run_id, created):
+        asked.append((group, run_id))
+        return group == nodegroup_name(run_id)
+
+    s = spec()
+    for obj in (render(s), api_key_secret(s, "not-a-real-key")):
+        assert reaper._ours_and_dead(obj["metadata"], dead), obj["kind"]
+    assert asked == [(nodegroup_name(RUN), RUN)] * 2
+    assert not reaper._ours_and_dead(render(spec(owner="another-install"))["metadata"], dead)
+
+
+def test_a_failed_pods_last_log_lines_are_redacted_before_the_manifest():
+    from resources.loadjob.job import outcomes
+
+    key = "engine-key-0123456789abcdef"
+    said = (f"Traceback ...\nrequests.exceptions.HTTPError: 401 for "
+            f"http://admin:hunter2@10.0.0.7:8000/v1 with Authorization: Bearer {key}\n"
+            "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY hf_AbCdEfGhIjKlMnOp")
+    pod = {"metadata": {"name": "sb-load-x-0-abcde", "creationTimestamp": "2026-11-29T02:09:12Z",
+                        "annotations": {"batch.kubernetes.io/job-completion-index": "0"}},
+           "status": {"phase": "Failed", "containerStatuses": [{"name": "load", "state": {
+               "terminated": {"exitCode": 1, "reason": "Error", "message": said}}}]}}
+    (o,) = outcomes(1, [pod], None, (key,))
+    reason = o.as_manifest()["reason"]
+    assert "container load exited 1 (Error)" in reason and "[REDACTED]" in reason
+    for secret in (key, "hunter2", "wJalrXUtnFEMI", "hf_AbCdEfGhIjKlMnOp"):
+        assert secret not in reason, secret
