@@ -3,7 +3,7 @@
 #   make test   set up, then run lint + the whole test suite (what CI runs)
 #   make ui     set up, then start the Dagster UI on http://127.0.0.1:3000
 #   make engine      build (once, cached) and install llama.cpp's server; fetch and check the model
-#   make demo-real   set up + engine, then run the chain on the real engine (measured on this host)
+#   make demo-real   set up + engine, then sweep the real engine on this host (measured)
 SHELL := /bin/bash
 PYTHON ?= python3
 UV_VERSION := 0.13.9
@@ -42,8 +42,11 @@ engine: $(STAMP)
 	$(TOOLS)/bin/python scripts/engine_setup.py --venv $(VENV) --uv $(UV) --build-python $(TOOLS)/bin/python
 	$(VENV)/bin/servingbench engine prepare
 
+# the real engine's sweep (pipelines/candidates_real.yaml `local-cpu`): weights x threads,
+# each loaded until its throughput stops rising; `servingbench demo --real` alone runs the
+# file's two candidates (the quality-parity proof)
 demo-real: engine
-	$(VENV)/bin/servingbench demo --real
+	$(VENV)/bin/servingbench demo --real --sweep local-cpu
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -41,6 +41,7 @@ class LoadResult:
     prompt_token_mismatches: int = 0  # steady requests whose usage.prompt_tokens != the target
     interrupted: bool = False
     workers: list[dict] = field(default_factory=list)  # several workers: the manifest's workers[]
+    ladder_stop: str | None = None  # a ladder: why it stopped at its last step
 
     @property
     def failed_workers(self) -> list[dict]:
@@ -152,6 +153,9 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
     _check_profile(cfg)
     if cfg.scenario is not None and cfg.scenario.kind == "slo_search" and judge is None:
         raise LoadConfigError("scenario slo_search: needs a judge (the analysis decides what met the SLO)")
+    if cfg.ladder is not None and judge is None:
+        raise LoadConfigError("ladder: needs a judge (the analysis says each step's validity and "
+                              "output tokens/s)")
     if cfg.workers > 1:
         from resources.loadgen.workers import run_workers
 
@@ -192,7 +196,7 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
         run_id=m["run_id"], run_dir=run_dir, source=m["source"],
         n_requests=recorder.counts["steady_state_request_log"], n_warmup=recorder.counts["warmup_log"],
         steps=run.steps, statuses=dict(run.statuses), prompt_token_mismatches=run.mismatch,
-        interrupted=interrupted,
+        interrupted=interrupted, ladder_stop=run.ladder_stop,
     )
     if interrupted:
         raise KeyboardInterrupt

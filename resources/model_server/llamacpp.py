@@ -35,7 +35,7 @@ from resources.model_server.interface import Deployment, ModelServer
 
 ENGINE = "llama.cpp (llama-cpp-python server)"
 REPO = Path(__file__).resolve().parents[2]
-QUANT_TYPES = {"q2_k": 10, "q4_k_m": 15}   # LLAMA_FTYPE_MOSTLY_* of llama.h
+QUANT_TYPES = {"q8_0": 7, "q2_k": 10, "q4_k_m": 15}   # LLAMA_FTYPE_MOSTLY_* of llama.h
 
 
 class EngineNotInstalled(RuntimeError):

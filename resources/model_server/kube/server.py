@@ -17,6 +17,7 @@ from resources.cluster.eks import accelerator_of
 from resources.cluster.interface import ClusterInfo
 from resources.contract.timestamps import format_ts
 from resources.http import control
+from resources.model_server import engine_args
 from resources.model_server.interface import Deployment, ModelServer
 from resources.model_server.kube.client import KubeClient, RolloutError
 from resources.model_server.kube.coldstart import manifest_phases
@@ -54,7 +55,10 @@ def engine_spec_for(candidate, run_id: str, nodegroup: str, **expose) -> EngineS
         accelerator="neuron" if neuron else "nvidia", image=candidate.image_digest,
         model=candidate.model, tensor_parallel=tp, devices=candidate.tensor_parallel,
         max_model_len=candidate.max_model_len, expert_parallel=candidate.expert_parallel,
-        quantization=QUANTIZATION[candidate.precision], **expose)
+        quantization=QUANTIZATION[candidate.precision],
+        # a sweep's engine settings, in this engine's own spelling
+        extra_args=tuple(engine_args.flags(candidate.engine, candidate.engine_args or {})),
+        **expose)
 
 
 class KubeModelServer(ModelServer):
