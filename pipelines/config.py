@@ -48,7 +48,7 @@ class LoadPlan:
     rates: tuple[float, ...] = ()
     requests_per_step: int = 64
     warmup_requests: int = 8
-    workers: int = 1  # load worker processes sharing each step (resources/loadgen/share.py)
+    workers: int = 1  # load worker processes sharing each step (resources/loadgen/workers/share.py)
     # raise the load until output throughput stops rising (resources/loadgen/ladder.py):
     # {over, start, factor, max, min_gain}; it replaces concurrency and rates
     ladder: dict | None = None
@@ -157,7 +157,7 @@ _PRICE_KEYS = {"region", "purchase_option", "sheet"}
 def _check_scenario(scenario, base: Path, where: str) -> None:
     """Any workload of docs/workloads.md, checked by the load generator's own rules; a trace
     path is relative to the candidates file."""
-    from resources.loadgen.config import LoadConfigError
+    from resources.loadgen.errors import LoadConfigError
     from resources.loadgen.scenarios.spec import from_mapping
 
     if isinstance(scenario, dict) and isinstance(scenario.get("trace"), str):
@@ -213,7 +213,7 @@ def _short(value) -> str:
 
 
 def _ladder(raw, where: str) -> dict:
-    from resources.loadgen.config import LoadConfigError
+    from resources.loadgen.errors import LoadConfigError
     from resources.loadgen.ladder import KEYS, Ladder
 
     _check_keys(raw, KEYS, where)

@@ -21,7 +21,8 @@ import math
 import time
 from dataclasses import dataclass
 
-from resources.loadgen.config import LoadConfigError, step_name
+from resources.loadgen.config import step_name
+from resources.loadgen.errors import LoadConfigError
 from resources.loadgen.schedule import rate_steps
 
 OVER = ("concurrency", "rate")

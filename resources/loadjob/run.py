@@ -25,8 +25,7 @@ import pyarrow.parquet as pq
 
 from resources.contract import manifest as mf
 from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
-from resources.loadgen.config import LoadConfigError
-from resources.loadgen.errors import LoadError
+from resources.loadgen.errors import LoadConfigError, LoadError
 from resources.loadgen.generator import LoadGenerator
 from resources.loadgen.scenarios.spec import from_mapping
 from resources.loadjob.job import LoadJob, PodOutcome
@@ -214,7 +213,7 @@ def _merge(run_dir: Path) -> None:
     """Merge the shards into the three record files when the load generator's merge is
     there; readers treat a file and its shards as one record set either way (contract §6)."""
     try:
-        from resources.loadgen.shards import merge_shards
+        from resources.loadgen.workers.shards import merge_shards
     except ImportError:
         return
     merge_shards(run_dir)

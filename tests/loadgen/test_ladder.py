@@ -12,7 +12,7 @@ from resources.analysis.analyze import analyze_run
 from resources.analysis.workloads import throughput_reading
 from resources.contract import manifest as mf
 from resources.loadgen import run_load
-from resources.loadgen.config import LoadConfigError
+from resources.loadgen.errors import LoadConfigError
 from resources.loadgen.ladder import Ladder, stop_reason
 from tests.support.loadgen import config, rows
 
