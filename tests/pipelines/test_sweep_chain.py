@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pipelines.config import REPO
 from pipelines.profiles import Settings
 from resources.contract import manifest as mf
@@ -52,3 +54,36 @@ def test_a_sweep_member_runs_the_chain_with_its_ladder_and_engine_args(tmp_path)
     steps = [s["step"] for s in m["steps"]]
     assert steps and steps == ["c=1", "c=2", "c=4"][:len(steps)]
     assert all(s["load_mode"] == "concurrency" for s in m["steps"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a run process with its own chain on a shared 2-core machine
+def test_run_sweep_runs_the_members_that_fit_and_lists_the_skipped(tmp_path, monkeypatch, capsys):
+    """`servingbench run --sweep`: each member that fits as its own run process, under the
+    pools; the member that does not fit is named with its reason and never started."""
+    from pipelines.cli import main as cli
+
+    cands = tmp_path / "c.yaml"
+    cands.write_text(
+        f"defaults: {{price: {{sheet: {SHEET}}}}}\n"
+        "pools: {g6e: 1}\n"
+        "candidates:\n"
+        "  - {name: g6e, instance_type: g6e.48xlarge, model: meta-llama/Llama-4-Scout-17B-16E-Instruct,"
+        " precision: bf16, tensor_parallel: 8, scenario: {input_tokens: 32, output_tokens: 4},"
+        " load: {concurrency: [1], requests_per_step: 3, warmup_requests: 1}}\n"
+        "sweeps:\n"
+        "  q:\n    base: g6e\n    matrix: {tensor_parallel: [2, 8]}\n")
+    for k, v in {"DAGSTER_HOME": tmp_path / "home", "SERVINGBENCH_DATA_DIR": tmp_path / "data",
+                 "SERVINGBENCH_CANDIDATES": cands, "SERVINGBENCH_EMULATOR_TIME_SCALE": "0.2",
+                 "SERVINGBENCH_EMULATOR_COLD_START_S": "0.2"}.items():
+        monkeypatch.setenv(k, str(v))
+    monkeypatch.delenv("SERVINGBENCH_PROFILE", raising=False)
+    assert cli(["run", "--sweep", "q", "--parallel", "2", "--date", "2026-11-29"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped q-tp2: pre-flight fit check: DOES NOT FIT" in out
+    assert "1 candidates for 2026-11-29, 2 at once; pools g6e: 1" in out
+    assert "done: q-tp8" in out and "1 of 1 candidates" in out
+    (run,) = (tmp_path / "data" / "runs").iterdir()
+    assert mf.load(run / "manifest.json")["sweep"] == {"name": "q", "settings": {"tensor_parallel": 8}}
+    assert cli(["run", "--sweep", "nope"]) == 2
+    assert "unknown sweep 'nope'; known: q" in capsys.readouterr().err
