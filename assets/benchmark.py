@@ -69,8 +69,8 @@ def initial_manifest(candidate, run_id: str, source: str) -> dict:
              instance_type=candidate.instance_type, node_count=candidate.node_count,
              scenario=dict(candidate.scenario),
              price_basis=candidate.price.as_manifest() if candidate.price else None,
-             accelerator=accelerators.accelerator(candidate.instance_type),
-             accelerators_per_node=accelerators.per_node(candidate.instance_type))
+             accelerator=accelerators.accelerator_of(candidate.instance_type),
+             accelerators_per_node=accelerators.per_node_of(candidate.instance_type))
     if candidate.sweep is not None:
         m["sweep"] = {"name": candidate.sweep["name"], "settings": dict(candidate.sweep["settings"])}
     return m

@@ -28,7 +28,7 @@ def check(candidate) -> Fit:
     from emulator.fit import fit_check
     from emulator.specs import SpecError
 
-    per_node = accelerators.per_node(candidate.instance_type)
+    per_node = accelerators.per_node_of(candidate.instance_type)
     tp = candidate.tensor_parallel
     if per_node is not None and tp > per_node:
         return Fit(False, f"tensor_parallel {tp} > {per_node} accelerators per "
