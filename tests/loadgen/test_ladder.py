@@ -86,3 +86,19 @@ def test_the_ladder_finds_the_emulators_known_saturation_point(tmp_path):
     readings = {s: throughput_reading(run_dir, s)[1] for s in ("c=1", "c=2", "c=4", "c=8")}
     assert readings["c=2"] > 1.5 * readings["c=1"] and readings["c=4"] > 1.5 * readings["c=2"]
     assert readings["c=8"] < 1.1 * readings["c=4"]
+
+
+def test_the_load_command_takes_a_ladder_and_names_a_bad_one(tmp_path, capsys):
+    from pipelines.cli import load as cli
+
+    base = ["--endpoint", "http://127.0.0.1:1", "--model", "m", "--out", str(tmp_path / "r")]
+    assert cli.main([*base, "--ladder", "1:2"]) == 2
+    assert "--ladder: expected START:FACTOR:MAX[:MIN_GAIN], got '1:2'" in capsys.readouterr().err
+    assert cli.main([*base, "--ladder", "1:1:8"]) == 2
+    assert "--ladder: ladder.factor: must be > 1" in capsys.readouterr().err
+    assert cli.main([*base, "--ladder", "1:2:8", "--concurrency", "4"]) == 2
+    assert "ladder: replaces the concurrency" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+    cfg = cli.config_from_args(cli.parser().parse_args([*base, "--ladder", "2:2:32:0.1",
+                                                        "--ladder-over", "rate"]))
+    assert cfg.ladder == Ladder("rate", 2.0, 2.0, 32.0, 0.1) and cfg.concurrency == []
