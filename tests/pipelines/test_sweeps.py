@@ -207,3 +207,34 @@ def test_every_combination_is_either_a_member_or_skipped(tmp_path):
               for t, q in itertools.product([1, 2, 4, 8], ["bf16", "fp8", "int4"])}
     assert {m.name for m in sweep.members} | {s.name for s in sweep.skipped} == combos
     assert not {m.name for m in sweep.members} & {s.name for s in sweep.skipped}
+
+
+def test_each_engine_gets_a_members_engine_args_in_its_own_spelling():
+    from dataclasses import replace
+
+    from resources.model_server.kube.render import render
+    from resources.model_server.kube.server import engine_spec_for
+
+    def _container(spec) -> dict:
+        (deployment,) = [o for o in render(spec) if o["kind"] == "Deployment"]
+        return deployment["spec"]["template"]["spec"]["containers"][0]
+
+    digest = "repo/engine@sha256:" + "0" * 64
+    trn2 = next(m for s in load_sweeps(DEFAULT_FILE) if s.name == "scout-trn2"
+                for m in s.members if m.engine_args["max_num_seqs"] == 16)
+    args = _container(engine_spec_for(replace(trn2, image_digest=digest), "r1", "ng"))["args"]
+    assert args[args.index("--max-num-seqs") + 1] == "16"
+    gpu = replace(trn2, instance_type="p5.48xlarge", engine="sglang", tensor_parallel=8,
+                  image_digest=digest, engine_args={"max_num_seqs": 64, "kv_cache_dtype": "fp8",
+                                                    "max_num_batched_tokens": 4096,
+                                                    "speculative": {"method": "ngram",
+                                                                    "num_speculative_tokens": 3}})
+    args = _container(engine_spec_for(gpu, "r1", "ng"))["args"]
+    joined = " ".join(args)
+    assert "--max-running-requests 64" in joined and "--kv-cache-dtype fp8_e4m3" in joined
+    assert "--chunked-prefill-size 4096" in joined
+    assert "--speculative-algorithm NGRAM --speculative-num-draft-tokens 3" in joined
+    args = _container(engine_spec_for(replace(gpu, engine="vllm"), "r1", "ng"))["args"]
+    assert args[args.index("--speculative-config") + 1] == (
+        '{"method": "ngram", "num_speculative_tokens": 3}')
+    assert args[args.index("--max-num-batched-tokens") + 1] == "4096"
