@@ -23,6 +23,7 @@ from assets.partitions import candidate_of, run_value
 from assets.pools import pool_slot
 from resources.contract import accelerators, durable
 from resources.contract import manifest as mf
+from resources.contract.candidate import Candidate
 from resources.loadgen import LoadConfigError, LoadError
 from resources.loadgen.generator import ladder_of
 
@@ -46,12 +47,12 @@ def slo_judge(scenario: dict, run_dir: Path, ladder: dict | None = None):
     """An SLO search asks the analysis whether each probe met the SLO; a ladder asks for
     each step's validity and output tokens/s."""
     if ladder is not None:
-        from resources.analysis.workloads import throughput_reading
+        from resources.analysis.workload_outputs import throughput_reading
 
         return lambda step: throughput_reading(run_dir, step)
     if scenario.get("kind") != "slo_search":
         return None
-    from resources.analysis.workloads import judge
+    from resources.analysis.workload_outputs import judge
 
     slo = {k: float(v) for k, v in scenario["slo"].items()}
     return lambda step: judge(run_dir, step, slo)
@@ -60,7 +61,7 @@ def slo_judge(scenario: dict, run_dir: Path, ladder: dict | None = None):
 RESOURCES = {"cluster", "model_server", "load_generator", "storage", "candidates"}
 
 
-def initial_manifest(candidate, run_id: str, source: str) -> dict:
+def initial_manifest(candidate: Candidate, run_id: str, source: str) -> dict:
     m = mf.empty(run_id, source, time.time_ns())
     m.update(candidate=candidate.name, model=candidate.model, model_revision=candidate.model_revision,
              precision=candidate.precision, tensor_parallel=candidate.tensor_parallel,
@@ -73,6 +74,10 @@ def initial_manifest(candidate, run_id: str, source: str) -> dict:
              accelerators_per_node=accelerators.per_node_of(candidate.instance_type))
     if candidate.sweep is not None:
         m["sweep"] = {"name": candidate.sweep["name"], "settings": dict(candidate.sweep["settings"])}
+    if candidate.price and candidate.price.bases:
+        # the price sheet's what-if bases (unverified); the eks profile replaces them with
+        # looked-up prices when it fetches the bill (assets/bill.py)
+        m["price_bases"] = [dict(b) for b in candidate.price.bases]
     return m
 
 

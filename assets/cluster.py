@@ -5,9 +5,10 @@ from __future__ import annotations
 import dagster as dg
 
 from resources.cluster.interface import Cluster, ClusterInfo
+from resources.contract.candidate import Candidate
 
 
-def preflight(candidate) -> dict:
+def preflight(candidate: Candidate) -> dict:
     """TP vs accelerators per node, weights + KV cache vs accelerator memory, before anything
     is provisioned (resources/cluster/fit.py, the rule a sweep prunes with). Raises
     dg.Failure with the arithmetic when the model cannot load."""
@@ -22,7 +23,7 @@ def preflight(candidate) -> dict:
     return {"fit": fit.message}
 
 
-def provision(cluster: Cluster, candidate, run_id: str) -> ClusterInfo:
+def provision(cluster: Cluster, candidate: Candidate, run_id: str) -> ClusterInfo:
     return cluster.provision(candidate, run_id)
 
 

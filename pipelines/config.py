@@ -9,13 +9,17 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from resources.billing.price_bases import sheet_bases
+from resources.contract.candidate import Candidate, LlamaCppPlan, LoadPlan, PriceBasis, QualityPlan
+from resources.contract.schemas import PRICE_BASES
 from resources.loadgen.config import MAX_TOKENS
+from resources.model_server import engines
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_FILE = REPO / "pipelines" / "candidates.yaml"
@@ -34,96 +38,13 @@ MAXIMA = {"tensor_parallel": 128, "node_count": 64, "max_model_len": MAX_TOKENS,
           "hourly_usd_per_node": 10_000}
 REAL_FILE = REPO / "pipelines" / "candidates_real.yaml"
 PRECISIONS = ("bf16", "fp8", "int4", "q4_k_m", "q8_0", "q2_k")
-# llama.cpp: the real local engine (llama-cpp-python's server on this host, `make engine`).
-ENGINES = ("vllm", "vllm-neuron", "sglang", "llama.cpp")
+# Every engine has its file in resources/model_server/engines/ (llama.cpp: the real local
+# engine, llama-cpp-python's server on this host, `make engine`).
+ENGINES = engines.names()
 
 
 class ConfigError(ValueError):
     """The candidates file or price sheet is malformed; the message names the key."""
-
-
-@dataclass(frozen=True)
-class LoadPlan:
-    concurrency: tuple[int, ...] = (1, 4, 8, 16, 32)
-    rates: tuple[float, ...] = ()
-    requests_per_step: int = 64
-    warmup_requests: int = 8
-    workers: int = 1  # load worker processes sharing each step (resources/loadgen/workers/share.py)
-    # raise the load until output throughput stops rising (resources/loadgen/ladder.py):
-    # {over, start, factor, max, min_gain}; it replaces concurrency and rates
-    ladder: dict | None = None
-
-
-@dataclass(frozen=True)
-class PriceBasis:
-    region: str
-    purchase_option: str
-    retrieved_on: str
-    source: str
-    hourly_usd_per_node: float | None
-
-    def as_manifest(self) -> dict:
-        return {"region": self.region, "purchase_option": self.purchase_option,
-                "retrieved_on": self.retrieved_on, "source": self.source,
-                "hourly_usd_per_node": self.hourly_usd_per_node}
-
-
-@dataclass(frozen=True)
-class LlamaCppPlan:
-    """How the local llama.cpp server runs a candidate. `model_file` is a GGUF file name in
-    the model cache (~/.cache/servingbench/models) or a path; `requantize_from` names the
-    GGUF it is derived from by llama.cpp's own quantize API (built on first use)."""
-    model_file: str
-    threads: int | None = None          # None: every core of this host
-    parallel: int = 1                   # llama-cpp-python's server serves one request at a time
-    requantize_from: str | None = None
-
-
-@dataclass(frozen=True)
-class QualityPlan:
-    """Quality parity: the evaluation set and the candidate this one must match."""
-    reference: str | None = None        # candidate name; None: no parity check
-    margin: float = 0.05                # accuracy may trail the reference by at most this
-    items: int = 60                     # items of the default (generated) set
-    seed: int = 0
-    dataset: str | None = None          # extra JSONL of {"prompt", "answer"}
-    max_tokens: int = 16
-
-
-@dataclass(frozen=True)
-class Candidate:
-    name: str
-    instance_type: str
-    model: str
-    precision: str
-    tensor_parallel: int
-    node_count: int = 1
-    model_revision: str | None = None
-    expert_parallel: bool = False
-    engine: str = "vllm"
-    image_digest: str | None = None
-    max_model_len: int = 8192
-    scenario: dict = field(default_factory=lambda: {"input_tokens": 512, "output_tokens": 128,
-                                                    "dataset": None})
-    load: LoadPlan = LoadPlan()
-    price: PriceBasis | None = None
-    pool: str | None = None         # the Dagster concurrency pool its runs draw from (quota)
-    pool_limit: int | None = None   # that pool's limit, from the file's `pools`
-    llamacpp: LlamaCppPlan | None = None
-    quality: QualityPlan | None = None
-    # engine settings in their neutral spelling (resources/model_server/engine_args.py)
-    engine_args: dict = field(default_factory=dict)
-    # {name, settings} when the candidate is one combination of a sweep (pipelines/sweeps.py)
-    sweep: dict | None = None
-
-    @property
-    def model_key(self) -> str:
-        """The emulator's name for the model family (scout | maverick)."""
-        low = self.model.lower()
-        for key in ("scout", "maverick"):
-            if key in low:
-                return key
-        return low.rsplit("/", 1)[-1]
 
 
 # key -> (type check, description)
@@ -296,16 +217,23 @@ def _read_yaml(path: Path, missing: str):
         raise ConfigError(f"{path}: nested too deeply to be a config file") from None
 
 
-def load_price_sheet(path: Path, where: str) -> dict:
-    sheet = _read_yaml(path, f"{where}: price sheet {path} not found")
-    _check_keys(sheet, {"region", "purchase_option", "retrieved_on", "hourly_usd_per_node"},
-                str(Path(path).name))
-    prices = sheet.get("hourly_usd_per_node")
+def _check_prices(prices, path: Path, key: str) -> None:
     if not isinstance(prices, dict) or not all(
             isinstance(k, str) and INSTANCE_TYPE.fullmatch(k) and _is_number(v) and 0 < v
             <= MAXIMA["hourly_usd_per_node"] for k, v in prices.items()):
-        raise ConfigError(f"{path}: hourly_usd_per_node must map instance types to finite "
+        raise ConfigError(f"{path}: {key} must map instance types to finite "
                           f"positive prices (at most {MAXIMA['hourly_usd_per_node']:,})")
+
+
+def load_price_sheet(path: Path, where: str) -> dict:
+    sheet = _read_yaml(path, f"{where}: price sheet {path} not found")
+    _check_keys(sheet, {"region", "purchase_option", "retrieved_on", "hourly_usd_per_node",
+                        "price_bases"}, str(Path(path).name))
+    _check_prices(sheet.get("hourly_usd_per_node"), path, "hourly_usd_per_node")
+    bases = sheet.get("price_bases") or {}
+    _check_keys(bases, PRICE_BASES, f"{Path(path).name}: price_bases")
+    for basis, prices in bases.items():
+        _check_prices(prices, path, f"price_bases.{basis}")
     for key in ("region", "purchase_option"):
         if key in sheet and not isinstance(sheet[key], str):
             raise ConfigError(f"{path}: {key}: expected a string, got {_short(sheet[key])}")
@@ -381,7 +309,8 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
             region=price.get("region", sheet.get("region")),
             purchase_option=price.get("purchase_option", sheet.get("purchase_option")),
             retrieved_on=str(sheet.get("retrieved_on")), source="price_sheet",
-            hourly_usd_per_node=(sheet.get("hourly_usd_per_node") or {}).get(merged["instance_type"]))
+            hourly_usd_per_node=(sheet.get("hourly_usd_per_node") or {}).get(merged["instance_type"]),
+            bases=tuple(sheet_bases(sheet, merged["instance_type"])))
     load = _load_plan(merged.pop("load", {}), f"{where}.load")
     if load.workers > 1 and isinstance(scenario, dict) and scenario.get("kind") in ("batch", "slo_search"):
         raise ConfigError(f"{where}.load.workers: scenario {scenario['kind']} runs with one worker "
@@ -457,56 +386,6 @@ def _quality_plan(raw: dict | None, where: str) -> QualityPlan | None:
         raise ConfigError(f"{where}.dataset: expected a JSONL path or null")
     return QualityPlan(reference=ref, margin=float(margin), items=raw.get("items", 60),
                        seed=raw.get("seed", 0), dataset=ds, max_tokens=raw.get("max_tokens", 16))
-
-
-def load_candidates(path: Path | str = DEFAULT_FILE) -> list[Candidate]:
-    """Read and validate a candidates file; raise ConfigError naming the key on any problem.
-    The file's candidates first, then every sweep's combinations that can run."""
-    candidates, sweeps = load_file(path)
-    return candidates + [m for s in sweeps for m in s.members]
-
-
-def load_sweeps(path: Path | str = DEFAULT_FILE) -> list:
-    """The file's sweeps (pipelines/sweeps.py), each with its members and its skips."""
-    return load_file(path)[1]
-
-
-def load_file(path: Path | str = DEFAULT_FILE) -> tuple[list[Candidate], list]:
-    from pipelines.sweeps import expand
-
-    path = Path(path)
-    doc = _read_yaml(path, f"{path}: not found")
-    where = path.name
-    _check_keys(doc, {"defaults", "candidates", "pools", "sweeps"}, where)
-    defaults = doc.get("defaults") or {}
-    _check_keys(defaults, _TYPES, f"{where}: defaults")
-    raw = doc.get("candidates")
-    if not isinstance(raw, list) or not raw:
-        raise ConfigError(f"{where}.candidates: expected a non-empty list")
-    base = REPO if path.resolve().is_relative_to(REPO) else path.parent
-    out = [_candidate(c, defaults, f"{where}: candidates[{i}]", base) for i, c in enumerate(raw)]
-    raw_sweeps = doc.get("sweeps") or {}
-    if not isinstance(raw_sweeps, dict):
-        raise ConfigError(f"{where}.sweeps: expected a mapping of sweep name to {{base, matrix}}")
-    by_name = {c.get("name"): c for c in raw if isinstance(c, dict)}
-    sweeps = [expand(name, body, by_name, defaults, where, base)
-              for name, body in raw_sweeps.items()]
-    every = out + [m for s in sweeps for m in s.members]
-    names = [c.name for c in every] + [k.name for s in sweeps for k in s.skipped]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ConfigError(f"{where}.candidates: duplicate name {dupes[0]!r}")
-    runnable = {c.name for c in every}
-    for i, c in enumerate(every):
-        ref = c.quality.reference if c.quality else None
-        if ref is not None and ref not in runnable:
-            where_c = f"candidates[{i}]" if i < len(out) else f"sweeps.{c.sweep['name']}"
-            raise ConfigError(f"{where}: {where_c}.quality.reference: no candidate "
-                              f"named {ref!r}")
-    pooled = assign_pools(every, doc.get("pools"), where)
-    by = {c.name: c for c in pooled}
-    sweeps = [replace(s, members=tuple(by[m.name] for m in s.members)) for s in sweeps]
-    return pooled[:len(out)], sweeps
 
 
 def assign_pools(candidates: list[Candidate], raw, where: str) -> list[Candidate]:

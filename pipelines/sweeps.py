@@ -37,7 +37,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipelines import config as cfgmod
-from pipelines.config import NAME, Candidate, ConfigError
+from pipelines.config import NAME, ConfigError
+from resources.contract.candidate import Candidate
 
 SWEEP_KEYS = {"base", "matrix"}
 NESTED = ("engine_args", "scenario", "llamacpp", "load", "quality")
@@ -90,7 +91,11 @@ def _part(key: str, value) -> str:
     if key == "engine_args.speculative":
         if not value:
             return "nospec"
-        return f"spec-{value['method']}{value.get('num_speculative_tokens', 1)}"
+        if isinstance(value, dict):  # the engine's own mapping: its method and draft length
+            method = value.get("method") or value.get("algorithm") or ""
+            n = value.get("num_speculative_tokens") or value.get("num_steps") or ""
+            return f"spec-{str(method).lower()}{n}"
+        return f"spec{value}"
     if key == "scenario":
         if isinstance(value, str):
             return value.replace("/", "").lower()

@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 
 from pipelines.cli.argtypes import positive_floats
-from resources.analysis.analyze import DEFAULT_SLO, MALFORMED, NO_ROOM, analyze_run
+from resources.analysis.analyze import MALFORMED, NO_ROOM, analyze_run
+from resources.analysis.metrics import DEFAULT_SLO
 from resources.analysis.summary import render
 from resources.storage.runstore import RunStoreError, fetch, is_remote, publish
 
@@ -53,7 +54,7 @@ def main(argv: list[str]) -> int:
         result = analyze_run(args.run_dir, slos=slos)
     if args.json:
         doc = {"exit_code": result.exit_code, "message": result.message, "gates": result.gates}
-        for name in ("metrics", "cost", "headline"):
+        for name in ("metrics", "cost", "headline", "frontier", "what_if"):
             table = getattr(result, name)
             doc[name] = None if table is None else table.to_pylist()
         print(json.dumps(doc, indent=2, default=str))

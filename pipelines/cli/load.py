@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from pipelines.cli.argtypes import finite, int_or, positive, positive_floats
+from resources.contract.digits import is_digits
 from resources.contract.manifest import ManifestError
 from resources.loadgen.config import LoadConfig
 from resources.loadgen.errors import DiskFullError, LoadConfigError, LoadError, RunExistsError
@@ -258,7 +259,7 @@ def pod_share(a: argparse.Namespace):
     index, from_env = a.worker_index, a.worker_index == "env"
     if from_env:
         raw = os.environ.get("JOB_COMPLETION_INDEX", "")
-        if not raw.isdigit():
+        if not is_digits(raw):
             raise LoadConfigError(f"--worker-index env: JOB_COMPLETION_INDEX is {raw[:20]!r}, "
                                   "not an integer >= 0")
         index = int(raw)
@@ -278,12 +279,12 @@ def _judge(cfg: LoadConfig, run_dir: Path):
     """An SLO search asks the analysis whether each probe met the SLO; a ladder asks for each
     step's validity and output tokens/s."""
     if cfg.ladder is not None:
-        from resources.analysis.workloads import throughput_reading
+        from resources.analysis.workload_outputs import throughput_reading
 
         return lambda step: throughput_reading(run_dir, step)
     if cfg.scenario is None or cfg.scenario.kind != "slo_search":
         return None
-    from resources.analysis.workloads import judge
+    from resources.analysis.workload_outputs import judge
 
     slo = dict(cfg.scenario.slo)
     return lambda step: judge(run_dir, step, slo)

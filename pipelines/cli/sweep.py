@@ -14,7 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from pipelines.config import DEFAULT_FILE, ConfigError, load_sweeps
+from pipelines.catalog import load_sweeps
+from pipelines.config import DEFAULT_FILE, ConfigError
 
 
 def parser() -> argparse.ArgumentParser:

@@ -12,8 +12,10 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from resources.analysis import sqlfiles, workloads
+from resources.analysis import frontier as frontier_mod
+from resources.analysis import sqlfiles, workload_outputs
 from resources.analysis.gates import Gate, run_gates
+from resources.analysis.metrics import DEFAULT_SLO, step_metrics
 from resources.analysis.rundir import RunFolder, locate_unreadable, open_run
 from resources.analysis.telemetry import read_telemetry, telemetry_metrics
 from resources.contract import durable
@@ -22,7 +24,6 @@ from resources.contract.schemas import SchemaError, write_parquet
 
 ACCEPTED, MALFORMED, REJECTED = 0, 2, 3
 NO_ROOM = 74  # sysexits' EX_IOERR: the outputs did not fit on the disk (the input is fine)
-DEFAULT_SLO = (2.0, 0.1)
 COST_FILES = ("cost_per_1m.parquet", "headline.parquet")
 
 
@@ -40,6 +41,8 @@ class Analysis:
     telemetry: pa.Table | None = None  # contract §3.2, when the run has telemetry.parquet
     job: dict | None = None            # contract §3.4, a batch run's job.json
     slo_capacity: dict | None = None   # contract §3.5, an SLO-search run's slo_capacity.json
+    frontier: pa.Table | None = None   # contract §3.6, every readable run
+    what_if: pa.Table | None = None    # contract §4.1, a run not rejected with price_bases
 
     @property
     def accepted(self) -> bool:
@@ -48,20 +51,6 @@ class Analysis:
     @property
     def failed_rules(self) -> list[dict]:
         return [g for g in self.gates if g["passed"] is False]
-
-
-def _manifest_steps(manifest: dict) -> pa.Table:
-    steps = manifest["steps"]
-    return pa.table({"step": pa.array([s["step"] for s in steps], pa.string()),
-                     "client_limited": pa.array([bool(s["client_limited"]) for s in steps],
-                                                pa.bool_())})
-
-
-def step_metrics(run: RunFolder, slo: tuple[float, float] = DEFAULT_SLO) -> pa.Table:
-    """contract §3 for every step of the steady phase."""
-    run.con.register("manifest_steps", _manifest_steps(run.manifest))
-    return sqlfiles.query(run.con, "step_metrics", run_id=run.manifest["run_id"],
-                          source=run.manifest["source"], slo_ttft_s=slo[0], slo_tpot_s=slo[1])
 
 
 def cost_tables(run: RunFolder, metrics: pa.Table,
@@ -88,20 +77,24 @@ def _write_gates(run_dir: Path, gates: list[Gate]) -> None:
 
 def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | None) -> None:
     """contract §3.1 always; §3.4 for a batch job, §3.5 for an SLO search."""
-    write_parquet(workloads.by_cache(run), run.path / "derived_metrics_by_cache.parquet")
+    write_parquet(workload_outputs.by_cache(run), run.path / "derived_metrics_by_cache.parquet")
     for name, obj in (("job.json", job), ("slo_capacity.json", capacity)):
         if obj is not None:
             durable.write_json(run.path / name, obj)
 
 
-def _write_outputs(run: RunFolder, gates, metrics, tm, cost, headline, job, capacity) -> None:
+def _write_outputs(run: RunFolder, gates, metrics, tm, cost, headline, job, capacity,
+                   frontier, what_if) -> None:
     run_dir = run.path
     _write_gates(run_dir, gates)
     write_parquet(metrics, run_dir / "derived_metrics.parquet")
     if tm is not None:
         write_parquet(tm, run_dir / "telemetry_metrics.parquet")
     write_workload_outputs(run, job, capacity)
-    for name, table in zip(COST_FILES, (cost, headline), strict=True):
+    write_parquet(frontier, run_dir / "frontier.parquet")
+    # a stale copy of a withheld output (a re-analysis now rejects the run) is removed
+    for name, table in zip((*COST_FILES, "cost_what_if.parquet"), (cost, headline, what_if),
+                           strict=True):
         if table is not None:
             write_parquet(table, run_dir / name)
         else:
@@ -134,10 +127,12 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
             cost = headline = None
             if accepted and run.has_bill:
                 cost, headline = cost_tables(run, metrics, slos)
-            job = workloads.job(run.manifest, metrics, cost)
-            capacity = workloads.slo_capacity(run.manifest, metrics)
+            job = workload_outputs.job(run.manifest, metrics, cost)
+            capacity = workload_outputs.slo_capacity(run.manifest, metrics)
             if headline is not None:
-                headline = workloads.with_slo_cost(headline, capacity, cost)
+                headline = workload_outputs.with_slo_cost(headline, capacity, cost)
+            frontier = frontier_mod.frontier(run, metrics, cost)
+            what_if = frontier_mod.what_if(run, metrics) if accepted else None
         except (duckdb.Error, pa.ArrowException, OSError) as exc:
             # a corrupt page passes the schema check and fails only when scanned: malformed
             # input, named by file; nothing has been written yet
@@ -145,7 +140,8 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                             manifest=run.manifest)
         if write:
             try:
-                _write_outputs(run, gates, metrics, tm, cost, headline, job, capacity)
+                _write_outputs(run, gates, metrics, tm, cost, headline, job, capacity,
+                               frontier, what_if)
             except OSError as exc:
                 if not durable.is_disk_full(exc):
                     raise
@@ -158,4 +154,4 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                    if failed else "accepted")
         return Analysis(run_dir, REJECTED if failed else ACCEPTED, message, run.manifest,
                         [g.as_dict() for g in gates], metrics, cost, headline, run.partial, tm,
-                        job, capacity)
+                        job, capacity, frontier, what_if)

@@ -91,7 +91,7 @@ def flags_of(s: dict, utils: list[dict]) -> list[str]:
 def for_run_dir(run_dir: Path) -> pa.Table | None:
     """telemetry_metrics of a run folder without running the gates (the steady-state asset's
     metadata); None when the run has no telemetry."""
-    from resources.analysis.analyze import step_metrics
+    from resources.analysis.metrics import step_metrics
     from resources.analysis.rundir import open_run
 
     telemetry = read_telemetry(run_dir)

@@ -13,6 +13,7 @@ from typing import Any
 
 from resources.contract import durable
 from resources.contract.accelerators import ACCELERATORS
+from resources.contract.schemas import PRICE_BASES, PRICE_SOURCES
 from resources.contract.timestamps import format_ts, parse_ts
 
 RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -39,12 +40,16 @@ STEP_KEYS = {"step": STR, "load_mode": STR, "target": FLOAT, "client_limited": B
 NOT_NULL = {"run_id", "source", "created_at", "instance_ids", "phases", "steps"}
 # Keys a manifest may leave out (an older manifest without them reads as null): `workers`,
 # written only by runs whose load came from several workers; the accelerator and its count
-# per node; `sweep`, when the candidate is one combination of a sweep.
+# per node; `sweep`, when the candidate is one combination of a sweep; the what-if
+# `price_bases`.
 OPTIONAL_KEYS = {"workers": "list", "accelerator": STR, "accelerators_per_node": INT,
-                 "sweep": DICT}
+                 "sweep": DICT, "price_bases": "list"}
 SWEEP_KEYS = {"name": STR, "settings": DICT}
 WORKER_KEYS = {"name": STR, "status": STR, "reason": STR}
 WORKER_STATUSES = ("ok", "failed")
+# contract §2.1/§4.1: the what-if prices looked up when the run was made
+PRICE_BASIS_KEYS = {"basis": STR, "hourly_usd_per_node": FLOAT, "price_source": STR,
+                    "retrieved_on": STR, "region": STR}
 
 
 class ManifestError(ValueError):
@@ -126,6 +131,7 @@ def validate(m: Any, where: str = "manifest") -> dict:
         if worker["status"] not in WORKER_STATUSES:
             raise ManifestError(f"{where}.workers[{i}].status: {_short(worker['status'])} is not "
                                 f"one of {WORKER_STATUSES}")
+    _check_price_bases(m.get("price_bases") or [], f"{where}.price_bases")
     return m
 
 
@@ -137,6 +143,24 @@ def _check_accelerators(m: dict, where: str) -> None:
         raise ManifestError(f"{where}.accelerators_per_node: must be >= 1")
     if m.get("sweep") is not None:
         _check_object(m["sweep"], SWEEP_KEYS, f"{where}.sweep", {"name", "settings"})
+
+
+def _check_price_bases(bases: list, where: str) -> None:
+    """Each entry a known basis from a known source at a positive hourly price; one entry per
+    basis, so a what-if row is named by its step and basis."""
+    seen: set[str] = set()
+    for i, entry in enumerate(bases):
+        at = f"{where}[{i}]"
+        _check(entry, DICT, at)
+        _check_object(entry, PRICE_BASIS_KEYS, at, {"basis", "hourly_usd_per_node", "price_source"})
+        for key, allowed in (("basis", PRICE_BASES), ("price_source", PRICE_SOURCES)):
+            if entry[key] not in allowed:
+                raise ManifestError(f"{at}.{key}: {_short(entry[key])} is not one of {allowed}")
+        if entry["hourly_usd_per_node"] <= 0:
+            raise ManifestError(f"{at}.hourly_usd_per_node: must be > 0")
+        if entry["basis"] in seen:
+            raise ManifestError(f"{at}.basis: {entry['basis']!r} given twice")
+        seen.add(entry["basis"])
 
 
 MAX_BYTES = 16 << 20  # a manifest is a few KiB; a bigger file is not one

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from resources.contract.candidate import Candidate, LoadPlan
 from resources.loadgen.scenarios.spec import BATCH_INPUT_TOKENS, BATCH_OUTPUT_TOKENS
 
 
@@ -23,7 +24,7 @@ class LoadGenerator:
     workers: int | None = None                   # override every candidate's load.workers
     progress: str = "log"   # "log" (Dagster log) or "terminal" (live display)
 
-    def plan(self, candidate):
+    def plan(self, candidate: Candidate) -> LoadPlan:
         """The candidate's plan with this generator's overrides; steps given here (the demo's
         quick ones) replace a ladder too."""
         p = candidate.load
@@ -36,7 +37,7 @@ class LoadGenerator:
             else p.warmup_requests,
             workers=self.workers if self.workers is not None else getattr(p, "workers", 1))
 
-    def run(self, candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
+    def run(self, candidate: Candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
             progress=True, judge=None, api_key_env: str | None = None):
         """`api_key_env`: the deployment's key variable, when the engine needs a key."""
         from resources.loadgen import LoadConfig, run_load
@@ -61,7 +62,7 @@ class LoadGenerator:
         return run_load(cfg, run_dir, progress=progress, judge=judge)
 
 
-def ladder_of(gen, candidate) -> dict | None:
+def ladder_of(gen, candidate: Candidate) -> dict | None:
     """The candidate's load ladder (`load.ladder`), unless the load generator replaces the
     candidate's steps with its own (the demo's quick steps do)."""
     ladder = candidate.load.ladder

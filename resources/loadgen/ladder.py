@@ -12,22 +12,18 @@ it was valid and what output tokens/s it reached. The ladder stops after the ste
 
 So the high-throughput end of a frontier is measured, one step past the bend, never guessed.
 The load generator only records: the throughput and the validity are the analysis' figures.
+This module is the ladder itself (what the config names); ladder_steps.py runs its steps.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
-import time
 from dataclasses import dataclass
 
-from resources.loadgen.config import step_name
 from resources.loadgen.errors import LoadConfigError
-from resources.loadgen.schedule import rate_steps
 
 OVER = ("concurrency", "rate")
 KEYS = ("over", "start", "factor", "max", "min_gain")
-_now = time.perf_counter_ns
 
 
 @dataclass(frozen=True)
@@ -84,33 +80,3 @@ def stop_reason(ladder: Ladder, valid: bool, tok_s: float | None,
         return (f"output throughput {tok_s:,.1f} tok/s gained less than "
                 f"{ladder.min_gain:.0%} over {before:,.1f} tok/s")
     return None
-
-
-async def steady(run) -> None:
-    cfg, ladder = run.cfg, run.cfg.ladder
-    closed = ladder.over == "concurrency"
-    before: float | None = None
-    for k, load in enumerate(ladder.targets()):
-        name = step_name(ladder.over, load)
-        if closed:
-            async def drive(c=int(load)):
-                return await run.closed("steady", c, cfg.requests_per_step, cfg.duration_s)
-
-            expected = cfg.requests_per_step
-        else:
-            offsets = rate_steps([load], cfg.arrival, cfg.seed + k, cfg.requests_per_step,
-                                 cfg.duration_s)[0]
-
-            async def drive(name=name, rate=load, offsets=offsets) -> None:
-                await run.open("steady", [(name, rate, 0, offsets)], _now())
-
-            expected = len(offsets)
-        await run.run_step(name, ladder.over, float(load), expected, drive)
-        run.rec.flush()
-        valid, tok_s = await asyncio.to_thread(run.judge, name)
-        why = stop_reason(ladder, valid, tok_s, before)
-        if why is not None:
-            run.ladder_stop = f"stopped after {name}: {why}"
-            return
-        before = tok_s
-    run.ladder_stop = f"reached the ladder's maximum {ladder.max:g}"

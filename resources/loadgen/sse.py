@@ -24,6 +24,16 @@ MAX_EVENT_BYTES = 1 << 20  # one SSE event; a longer one is a protocol_error
 _COMPLETION = re.compile(rb'"completion_tokens"\s*:\s*(\d{1,10})\s*[,}]')
 _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d{1,10})\s*[,}]')
 _CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d{1,10})\s*[,}]')
+# The fast path's shape check: `choices`, when present, opens a list whose first element is
+# an object, or an empty list. Anything else (`[1]`, `null`, a string) goes to the checked
+# slow path, which refuses it: usage beside a broken chunk is never counted as tokens.
+_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*[{\]]')
+# Events per request: a token per chunk at most, plus role, usage-only and keep-alive
+# events; a stream past CHUNK_FACTOR x max_tokens + CHUNK_SLACK is no honest answer, and
+# without a bound one hostile stream grows memory and the chunk log without end.
+CHUNK_FACTOR = 4
+CHUNK_SLACK = 16
+DEFAULT_MAX_EVENTS = CHUNK_FACTOR * 131072 + CHUNK_SLACK  # a body without max_tokens
 # Error text keeps this much of what the server sent: redaction runs on all of it before
 # the message is cut to its short length, so a secret is never cut in half first.
 SNIP = 1024
@@ -33,6 +43,15 @@ class Malformed(Exception):
     """The server's bytes are not a valid OpenAI stream: the request is a protocol_error."""
 
 
+_MAX_TOKENS_FIELD = re.compile(rb'"max_tokens"\s*:\s*(\d{1,10})\s*[,}]')
+
+
+def max_events(body: bytes) -> int:
+    """The event bound of one request from its body's `max_tokens` (the default without)."""
+    m = _MAX_TOKENS_FIELD.search(body)
+    return DEFAULT_MAX_EVENTS if m is None else CHUNK_FACTOR * int(m.group(1)) + CHUNK_SLACK
+
+
 def _count(value, name: str) -> int:
     if type(value) is not int or not 0 <= value <= MAX_TOKENS:
         raise Malformed(f"usage.{name} is not a token count: {str(value)[:40]}")
@@ -40,10 +59,10 @@ def _count(value, name: str) -> int:
 
 
 def _has_content(obj: dict) -> bool:
-    choices = obj.get("choices")
-    if choices is None:
-        return False
-    if not isinstance(choices, list):
+    if "choices" not in obj:
+        return False  # a usage-only chunk
+    choices = obj["choices"]
+    if not isinstance(choices, list):  # null included: a list of objects, or empty
         raise Malformed(f"choices is a {type(choices).__name__}, not a list")
     found = False
     for choice in choices:
@@ -82,6 +101,9 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
         return True
     m = _COMPLETION.search(payload)
     if m is not None and payload[:1] == b"{" and payload[-1:] == b"}":
+        c = payload.find(b'"choices"')
+        if c >= 0 and _CHOICES.match(payload, c) is None:
+            return _on_json(req, payload, at)  # a shape the fast path does not take
         if req.input_tokens is None and b'"prompt_tokens"' in payload:
             p = _PROMPT.search(payload)
             if p is None:
@@ -197,10 +219,12 @@ class Events:
     where the last one stopped, so an event that trickles in is scanned once.
     """
 
-    __slots__ = ("req", "buf", "scan", "cr", "done")
+    __slots__ = ("req", "buf", "scan", "cr", "done", "n", "max_events")
 
-    def __init__(self, req: Request) -> None:
+    def __init__(self, req: Request, max_events: int = DEFAULT_MAX_EVENTS) -> None:
         self.req = req
+        self.n = 0  # events so far
+        self.max_events = max_events
         self.buf = bytearray()
         self.scan = 0
         self.cr = False  # the last piece ended in "\r": its "\n" may start the next one
@@ -225,6 +249,10 @@ class Events:
                 break
             done = _on_event(req, data[start:i], at)
             start = scan = i + 2
+            self.n += 1
+            if self.n > self.max_events:
+                raise Malformed(f"more than {self.max_events} SSE events for one request "
+                                f"({CHUNK_FACTOR} x max_tokens + {CHUNK_SLACK})")
             if done:
                 self.done = True
                 return True

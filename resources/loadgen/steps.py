@@ -79,7 +79,7 @@ class Run(LoadLoops):
         self.save()
         if cfg.scenario is not None and cfg.scenario.kind != "fixed" or cfg.ladder is not None:
             if cfg.ladder is not None:
-                from resources.loadgen.ladder import steady as ladder_steady
+                from resources.loadgen.ladder_steps import steady as ladder_steady
 
                 await ladder_steady(self)
             else:

@@ -1,4 +1,5 @@
-"""Fixtures: moto's real server on 127.0.0.1 (started here), dummy credentials only."""
+"""Fixtures: moto's real server on 127.0.0.1 (tests/conftest.py starts it once), reset
+before each test, with dummy credentials only."""
 
 from __future__ import annotations
 
@@ -10,14 +11,8 @@ from tests.support.eks.aws import (
     DUMMY_SECRET,
     DUMMY_SESSION_TOKEN,
     REGION,
-    run_moto_server,
     teach_moto_nodegroup_tags,
 )
-
-
-@pytest.fixture(scope="session")
-def moto_server():
-    yield from run_moto_server()
 
 
 @pytest.fixture

@@ -101,7 +101,7 @@ def test_the_running_server_queues_beyond_max_num_seqs(tmp_path):
 
 
 def test_the_embedded_default_passes_a_candidates_engine_args_to_the_emulator(tmp_path):
-    from pipelines.config import Candidate
+    from resources.contract.candidate import Candidate
     from resources.model_server.emulator import EmulatorModelServer, not_modelled
 
     c = Candidate(name="c", instance_type="p5.48xlarge", model="meta-llama/Llama-4-Scout",

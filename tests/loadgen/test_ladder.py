@@ -9,7 +9,7 @@ import pytest
 
 from emulator import process
 from resources.analysis.analyze import analyze_run
-from resources.analysis.workloads import throughput_reading
+from resources.analysis.workload_outputs import throughput_reading
 from resources.contract import manifest as mf
 from resources.loadgen import run_load
 from resources.loadgen.errors import LoadConfigError

@@ -8,8 +8,9 @@ import itertools
 
 import pytest
 
+from pipelines.catalog import load_candidates, load_sweeps
 from pipelines.cli import main as cli
-from pipelines.config import DEFAULT_FILE, ConfigError, load_candidates, load_sweeps
+from pipelines.config import DEFAULT_FILE, ConfigError
 from pipelines.sweeps import derived_name, shape
 from resources.contract import manifest as mf
 
@@ -88,25 +89,35 @@ def test_each_kind_of_combination_that_cannot_run_is_skipped_with_its_reason(tmp
         "           tensor_parallel: 8, max_model_len: 4096}\n"
         "    matrix:\n"
         "      tensor_parallel: [8, 16]\n"
-        "      engine: [vllm, vllm-neuron]\n"
+        "      engine: [vllm, sglang]\n"
         "      engine_args.kv_cache_dtype: [auto, fp8]\n"
         "      scenario: [1k/1k, 8k/1k]\n"))
     (sweep,) = load_sweeps(p)
     reasons = {s.name: s.reason for s in sweep.skipped}
     assert len(sweep.members) + len(sweep.skipped) == 16
-    assert reasons["s-vllm-neuron-tp8-kvfp8-1k1k"] == "engine vllm-neuron has no kv_cache_dtype setting"
     assert reasons["s-vllm-tp8-kvauto-8k1k"] == ("input_tokens + output_tokens = 9,216 does not "
                                                   "fit max_model_len 4,096")
     assert reasons["s-vllm-tp16-kvauto-1k1k"] == ("pre-flight fit check: tensor_parallel 16 > 8 "
                                                    "accelerators per p5.48xlarge node (TP stays "
                                                    "within one node)")
     assert {m.name for m in sweep.members} == {"s-vllm-tp8-kvauto-1k1k", "s-vllm-tp8-kvfp8-1k1k",
-                                               "s-vllm-neuron-tp8-kvauto-1k1k"}
-    # the engine gets the setting in its own spelling
+                                               "s-sglang-tp8-kvauto-1k1k", "s-sglang-tp8-kvfp8-1k1k"}
+    # the engine gets the setting in its own spelling (engines/<engine>.py)
     from resources.model_server.engine_args import flags
     fp8 = next(m for m in sweep.members if m.name == "s-vllm-tp8-kvfp8-1k1k")
     assert flags(fp8.engine, fp8.engine_args) == ["--kv-cache-dtype", "fp8"]
     assert flags("sglang", fp8.engine_args) == ["--kv-cache-dtype", "fp8_e4m3"]
+    # an engine without the setting: the combination is skipped, named with the setting
+    local = write(tmp_path, (
+        "  l:\n    base: {engine: llama.cpp, instance_type: local.host, model: google/gemma-3-270m-it,\n"
+        "           precision: q4_k_m, tensor_parallel: 1, max_model_len: 2048,\n"
+        "           scenario: {input_tokens: 64, output_tokens: 16},\n"
+        "           llamacpp: {model_file: gemma-3-270m-q4_k_m.gguf}}\n"
+        "    matrix:\n      engine_args.max_num_seqs: [4]\n"
+        "      engine_args.max_num_batched_tokens: [256]\n"))
+    (sweep,) = load_sweeps(local)
+    assert [(s.name, s.reason) for s in sweep.skipped] == [
+        ("l-seqs4-mbt256", "engine llama.cpp has no max_num_seqs setting")]
 
 
 def test_the_kv_cache_of_max_model_len_counts_in_the_fit_and_fp8_halves_it(tmp_path):
@@ -227,14 +238,17 @@ def test_each_engine_gets_a_members_engine_args_in_its_own_spelling():
     gpu = replace(trn2, instance_type="p5.48xlarge", engine="sglang", tensor_parallel=8,
                   image_digest=digest, engine_args={"max_num_seqs": 64, "kv_cache_dtype": "fp8",
                                                     "max_num_batched_tokens": 4096,
-                                                    "speculative": {"method": "ngram",
-                                                                    "num_speculative_tokens": 3}})
+                                                    "speculative": {"algorithm": "NGRAM",
+                                                                    "num_draft_tokens": 3}})
     args = _container(engine_spec_for(gpu, "r1", "ng"))["args"]
     joined = " ".join(args)
     assert "--max-running-requests 64" in joined and "--kv-cache-dtype fp8_e4m3" in joined
     assert "--chunked-prefill-size 4096" in joined
     assert "--speculative-algorithm NGRAM --speculative-num-draft-tokens 3" in joined
-    args = _container(engine_spec_for(replace(gpu, engine="vllm"), "r1", "ng"))["args"]
+    # vLLM takes its speculative config as one JSON mapping
+    vllm_args = {**gpu.engine_args, "speculative": {"method": "ngram", "num_speculative_tokens": 3}}
+    args = _container(engine_spec_for(replace(gpu, engine="vllm", engine_args=vllm_args),
+                                      "r1", "ng"))["args"]
     assert args[args.index("--speculative-config") + 1] == (
         '{"method": "ngram", "num_speculative_tokens": 3}')
     assert args[args.index("--max-num-batched-tokens") + 1] == "4096"
