@@ -26,6 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "publish": ("pipelines.cli.publish", "copy a run folder to s3://…/runs/<run_id>, marker last "
                 "(a rerun completes a partial publish)"),
     "engine": ("pipelines.cli.engine", "the real local engine: prepare derived models, status"),
+    "import": ("pipelines.cli.peer_import", "another tool's result (aiperf, guidellm, "
+               "inference-perf, vllm) as a run folder"),
+    "export": ("pipelines.cli.peer_export", "a run folder's records in a peer's format "
+               "(aiperf, csv)"),
 }
 
 

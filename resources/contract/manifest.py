@@ -41,15 +41,21 @@ NOT_NULL = {"run_id", "source", "created_at", "instance_ids", "phases", "steps"}
 # Keys a manifest may leave out (an older manifest without them reads as null): `workers`,
 # written only by runs whose load came from several workers; the accelerator and its count
 # per node; `sweep`, when the candidate is one combination of a sweep; the what-if
-# `price_bases`.
+# `price_bases`; `import`, for a run imported from another tool.
 OPTIONAL_KEYS = {"workers": "list", "accelerator": STR, "accelerators_per_node": INT,
-                 "sweep": DICT, "price_bases": "list"}
+                 "sweep": DICT, "price_bases": "list", "import": DICT}
 SWEEP_KEYS = {"name": STR, "settings": DICT}
 WORKER_KEYS = {"name": STR, "status": STR, "reason": STR}
 WORKER_STATUSES = ("ok", "failed")
 # contract §2.1/§4.1: the what-if prices looked up when the run was made
 PRICE_BASIS_KEYS = {"basis": STR, "hourly_usd_per_node": FLOAT, "price_source": STR,
                     "retrieved_on": STR, "region": STR}
+# A run imported from another benchmark tool's result (docs/import.md): which tool and
+# version, the files read, whether the chunk times are the tool's own or rebuilt from its
+# inter-token latencies, where its token counts came from, and what the import noticed.
+IMPORT_KEYS = {"peer": STR, "peer_version": STR, "files": LIST_STR, "files_sha256": LIST_STR,
+               "chunk_times": STR, "output_tokens": STR, "notes": LIST_STR}
+IMPORT_CHUNK_TIMES = ("recorded", "reconstructed_from_itl", "first_and_last")
 
 
 class ManifestError(ValueError):
@@ -132,6 +138,13 @@ def validate(m: Any, where: str = "manifest") -> dict:
             raise ManifestError(f"{where}.workers[{i}].status: {_short(worker['status'])} is not "
                                 f"one of {WORKER_STATUSES}")
     _check_price_bases(m.get("price_bases") or [], f"{where}.price_bases")
+    if m.get("import") is not None:
+        imp = m["import"]
+        _check_object(imp, IMPORT_KEYS, f"{where}.import",
+                      {"peer", "files", "chunk_times", "output_tokens", "notes"})
+        if imp["chunk_times"] not in IMPORT_CHUNK_TIMES:
+            raise ManifestError(f"{where}.import.chunk_times: {_short(imp['chunk_times'])} is "
+                                f"not one of {IMPORT_CHUNK_TIMES}")
     return m
 
 
