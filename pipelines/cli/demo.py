@@ -155,6 +155,11 @@ def main(argv: list[str]) -> int:
     label = "MEASURED on this host" if args.real else "EMULATED"
     print_headline(run_dirs, label)
     print_levels(run_dirs + [d for _, d in quality_dirs if d not in run_dirs], label, args.levels)
+    if args.sweep:
+        from pipelines.cli import sweep_frontier
+
+        print("\n" + sweep_frontier.text(run_dirs + [d for _, d in quality_dirs
+                                                    if d not in run_dirs], label))
     if args.real:
         print_quality(quality_dirs)
     for name, why in failures:
