@@ -252,3 +252,39 @@ def test_each_engine_gets_a_members_engine_args_in_its_own_spelling():
     assert args[args.index("--speculative-config") + 1] == (
         '{"method": "ngram", "num_speculative_tokens": 3}')
     assert args[args.index("--max-num-batched-tokens") + 1] == "4096"
+
+
+def test_the_sweeps_frontier_pools_its_members_and_leaves_parity_failures_unranked(tmp_path):
+    """Hand-computed: A c=1 (5 tok/s/user, 2.0 tok/s/accel), A c=2 (4, 2.1), B c=1 (6, 1.5)
+    beat each other on one axis only, so all three are on the sweep's frontier; B c=2 (7, 3)
+    is invalid and C c=1 (10, 10) failed quality parity: shown, never on it."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipelines.cli.sweep_frontier import rows
+    from resources.contract.schemas import FRONTIER
+
+    def member(name: str, steps: list[tuple[str, bool, float, float]], passed: bool | None):
+        d = tmp_path / name
+        d.mkdir()
+        m = mf.empty(f"run-{name}", "measured", 0)
+        m.update(candidate=name, instance_type="local.host", node_count=1)
+        mf.dump(m, d / "manifest.json")
+        pq.write_table(pa.Table.from_pylist([
+            {"run_id": f"run-{name}", "candidate": name, "step": s, "source": "measured",
+             "valid": ok, "accelerators": 1, "interactivity_tok_s": x,
+             "output_tok_s_per_accel": y, "on_frontier": ok} for s, ok, x, y in steps],
+            schema=FRONTIER), d / "frontier.parquet")
+        if passed is not None:
+            (d / "quality_parity.json").write_text(json.dumps({"passed": passed}))
+        return str(d)
+
+    dirs = [member("a", [("c=1", True, 5.0, 2.0), ("c=2", True, 4.0, 2.1)], True),
+            member("b", [("c=1", True, 6.0, 1.5), ("c=2", False, 7.0, 3.0)], True),
+            member("c", [("c=1", True, 10.0, 10.0)], False)]
+    got = {(r["candidate"], r["step"]): (r["sweep_frontier"], r["parity"]) for r in rows(dirs)}
+    assert got == {("a", "c=1"): (True, "pass"), ("a", "c=2"): (True, "pass"),
+                   ("b", "c=1"): (True, "pass"), ("b", "c=2"): (False, "pass"),
+                   ("c", "c=1"): (False, "FAILED (unranked)")}
