@@ -46,10 +46,11 @@ engine: $(STAMP)
 	$(VENV)/bin/servingbench engine prepare
 
 # the real engine's sweep (pipelines/candidates_real.yaml `local-cpu`): weights x threads,
-# each loaded until its throughput stops rising; `servingbench demo --real` alone runs the
-# file's two candidates (the quality-parity proof)
+# each loaded until its throughput stops rising, its frontier read at levels a CPU reaches
+# (tok/s one user sees); `servingbench demo --real` alone runs the file's two candidates
+# (the quality-parity proof)
 demo-real: engine
-	$(VENV)/bin/servingbench demo --real --sweep local-cpu
+	$(VENV)/bin/servingbench demo --real --sweep local-cpu --levels 1,2,3,4,5
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
