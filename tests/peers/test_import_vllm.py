@@ -158,3 +158,9 @@ def test_anchor_is_refused_for_a_peer_that_keeps_wall_clock_times(tmp_path, caps
     assert cli(["import", "aiperf", str(tmp_path), "--out", str(tmp_path / "run"),
                 "--anchor", "2026-11-30T18:00:00Z"]) == 2
     assert "--anchor: only for vllm and inference-perf" in capsys.readouterr().err
+
+
+def test_analyze_flag_runs_the_analyzer_and_returns_its_status(tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    assert cli(["import", "vllm", str(FIXTURE), "--out", str(out), "--analyze"]) == 0
+    assert (out / "gates.json").exists() and (out / "derived_metrics.parquet").exists()
