@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import sys
 import time
@@ -218,7 +219,6 @@ def failure(result) -> str:
 
 def print_quality(quality_dirs: list[tuple[str, str]]) -> None:
     """Accuracy and the parity verdict of every real candidate, ranked or not."""
-    import json
 
     print("\nQuality parity — MEASURED on this host (same evaluation set, temperature 0)")
     print(f"  {'candidate':<28} {'accuracy':>9}  {'95 % CI':<15} {'n':>4}  verdict")
@@ -236,10 +236,17 @@ def print_quality(quality_dirs: list[tuple[str, str]]) -> None:
         print(f"  {name:<28} {s['accuracy']:>9.3f}  {ci:<15} {s['n']:>4}  {verdict}")
 
 
+def _parity_failed(run_dir: Path) -> bool:
+    """Whether the run's quality trails its reference (quality_parity.json says so)."""
+    path = run_dir / "quality_parity.json"
+    return path.exists() and json.loads(path.read_text()).get("passed") is False
+
+
 def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from resources.analysis.ranking import Standing, rank
     from resources.analysis.summary import (
         ADVICE,
         headline_columns,
@@ -255,10 +262,13 @@ def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
     # promoted: a headline written before the optional search columns existed lacks them
     rows = pa.concat_tables([pq.read_table(Path(d) / "headline.parquet") for d in run_dirs],
                             promote_options="default").to_pylist()
-    # met first (cheapest first), then "meets no step", then not measured: a run with no
-    # valid step is not a verdict on its hardware, so it never sorts as a failure
-    order = {True: 0, False: 1, None: 2}
-    rows.sort(key=lambda r: (order[r["meets_slo"]], r["cost_per_1m_output_usd"] or float("inf")))
+    failed_parity = {mf.load(Path(d) / "manifest.json")["run_id"] for d in run_dirs
+                     if _parity_failed(Path(d))}
+    # the comparison report's order (resources/analysis/ranking.py): met first, cheapest
+    # first, then "meets no step" or failed quality parity, then not measured (a run with
+    # no valid step is not a verdict on its hardware, so it never sorts as a failure)
+    rows = [s.ref for s, _ in rank(Standing(r["candidate"], r, r["source"] == "emulated",
+                                            r["run_id"] in failed_parity, ref=r) for r in rows)]
     print(f"SLO headline — {label} (cheapest per 1M output tokens first, among steps meeting "
           "the SLO)")
     print(table(headline_rows(rows), headline_columns(rows)))
@@ -277,7 +287,6 @@ def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
 
 def print_workloads(run_dirs: list[str]) -> None:
     """job.json (contract §3.4) and slo_capacity.json (§3.5) of the runs that have them."""
-    import json
 
     import pyarrow.parquet as pq
 

@@ -16,11 +16,11 @@ from resources.analysis import frontier as frontier_mod
 from resources.analysis import sqlfiles, workload_outputs
 from resources.analysis.gates import Gate, run_gates
 from resources.analysis.metrics import DEFAULT_SLO, step_metrics
-from resources.analysis.rundir import RunFolder, locate_unreadable, open_run
+from resources.analysis.rundir import RunFolder, is_disk_full, locate_unreadable, open_run
 from resources.analysis.telemetry import read_telemetry, telemetry_metrics
 from resources.contract import durable
 from resources.contract.manifest import ManifestError
-from resources.contract.schemas import SchemaError, write_parquet
+from resources.contract.schemas import SchemaError, check_output, write_parquet
 
 ACCEPTED, MALFORMED, REJECTED = 0, 2, 3
 NO_ROOM = 74  # sysexits' EX_IOERR: the outputs did not fit on the disk (the input is fine)
@@ -77,7 +77,8 @@ def _write_gates(run_dir: Path, gates: list[Gate]) -> None:
 
 def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | None) -> None:
     """contract §3.1 always; §3.4 for a batch job, §3.5 for an SLO search."""
-    write_parquet(workload_outputs.by_cache(run), run.path / "derived_metrics_by_cache.parquet")
+    write_parquet(check_output(workload_outputs.by_cache(run), "derived_metrics_by_cache"),
+                  run.path / "derived_metrics_by_cache.parquet")
     for name, obj in (("job.json", job), ("slo_capacity.json", capacity)):
         if obj is not None:
             durable.write_json(run.path / name, obj)
@@ -87,18 +88,24 @@ def _write_outputs(run: RunFolder, gates, metrics, tm, cost, headline, job, capa
                    frontier, what_if) -> None:
     run_dir = run.path
     _write_gates(run_dir, gates)
-    write_parquet(metrics, run_dir / "derived_metrics.parquet")
+    write_parquet(check_output(metrics, "derived_metrics"), run_dir / "derived_metrics.parquet")
     if tm is not None:
-        write_parquet(tm, run_dir / "telemetry_metrics.parquet")
+        write_parquet(check_output(tm, "telemetry_metrics"), run_dir / "telemetry_metrics.parquet")
     write_workload_outputs(run, job, capacity)
-    write_parquet(frontier, run_dir / "frontier.parquet")
+    write_parquet(check_output(frontier, "frontier"), run_dir / "frontier.parquet")
     # a stale copy of a withheld output (a re-analysis now rejects the run) is removed
     for name, table in zip((*COST_FILES, "cost_what_if.parquet"), (cost, headline, what_if),
                            strict=True):
         if table is not None:
-            write_parquet(table, run_dir / name)
+            write_parquet(check_output(table, name.removesuffix(".parquet")), run_dir / name)
         else:
             (run_dir / name).unlink(missing_ok=True)
+
+
+def _no_scratch(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return (f"disk full: DuckDB could not spill to the temporary directory ({text}); nothing "
+            "was written: free space under TMPDIR (or point TMPDIR elsewhere) and analyze again")
 
 
 def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
@@ -114,6 +121,10 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
         run = open_run(run_dir)
     except (ManifestError, SchemaError) as exc:
         return Analysis(run_dir, MALFORMED, message=str(exc))
+    except (duckdb.Error, OSError) as exc:
+        if not is_disk_full(exc):
+            raise
+        return Analysis(run_dir, NO_ROOM, message=_no_scratch(exc))
     with run:
         try:
             telemetry = read_telemetry(run_dir)
@@ -134,6 +145,8 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
             frontier = frontier_mod.frontier(run, metrics, cost)
             what_if = frontier_mod.what_if(run, metrics) if accepted else None
         except (duckdb.Error, pa.ArrowException, OSError) as exc:
+            if is_disk_full(exc):
+                return Analysis(run_dir, NO_ROOM, message=_no_scratch(exc), manifest=run.manifest)
             # a corrupt page passes the schema check and fails only when scanned: malformed
             # input, named by file; nothing has been written yet
             return Analysis(run_dir, MALFORMED, message=str(locate_unreadable(run_dir, exc)),

@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from resources.analysis import sqlfiles
 from resources.analysis.rundir import RunFolder
+from resources.contract.schemas import check_output
 
 DEFAULT_SLO = (2.0, 0.1)  # p99 TTFT s, p99 TPOT s
 
@@ -23,5 +24,6 @@ def _manifest_steps(manifest: dict) -> pa.Table:
 def step_metrics(run: RunFolder, slo: tuple[float, float] = DEFAULT_SLO) -> pa.Table:
     """contract §3 for every step of the steady phase."""
     run.con.register("manifest_steps", _manifest_steps(run.manifest))
-    return sqlfiles.query(run.con, "step_metrics", run_id=run.manifest["run_id"],
-                          source=run.manifest["source"], slo_ttft_s=slo[0], slo_tpot_s=slo[1])
+    return check_output(sqlfiles.query(run.con, "step_metrics", run_id=run.manifest["run_id"],
+                                       source=run.manifest["source"], slo_ttft_s=slo[0],
+                                       slo_tpot_s=slo[1]), "derived_metrics")
