@@ -54,6 +54,9 @@ class Options:
     emulated_header: bool = True
     reject_continuous: bool = False
     api_key: str | None = None
+    # engine settings a sweep varies (None: the spec's default, vLLM's)
+    max_num_batched_tokens: int | None = None
+    kv_cache_dtype: str = "auto"  # auto (bf16) | fp8
 
 
 class App:
@@ -63,7 +66,7 @@ class App:
         self.served_model = opts.served_model_name or cfg.model.hf_id
         self.auth = f"Bearer {opts.api_key}" if opts.api_key else None
         self.clock = Clock()
-        self.model = PerfModel(cfg)
+        self.model = PerfModel(cfg, 1.0 if opts.kv_cache_dtype == "fp8" else 2.0)
         kv_tokens = self.model.kv_capacity_tokens(opts.fit.kv_capacity_gb)
         self.max_model_len = min(opts.max_model_len or int(cfg.serving["default_max_model_len"]),
                                  kv_tokens, cfg.model.max_context)
@@ -75,8 +78,8 @@ class App:
         if opts.fixed_timing is not None:
             self.engine: FixedEngine | ModelEngine = FixedEngine(loop, self.metrics, *opts.fixed_timing)
         else:
-            sched = Scheduler(self.model, max_seqs, int(cfg.serving["max_num_batched_tokens"]),
-                              kv_tokens)
+            budget = opts.max_num_batched_tokens or int(cfg.serving["max_num_batched_tokens"])
+            sched = Scheduler(self.model, max_seqs, budget, kv_tokens)
             self.engine = ModelEngine(loop, self.metrics, sched, opts.time_scale)
             self.metrics.devices = DeviceModel(cfg, opts.fit.overhead_gb / cfg.tp, kv_tokens,
                                                self.model.kv_bytes_per_token)
@@ -107,6 +110,9 @@ class App:
         o = self.opts
         config = {**o.cfg.describe(), "served_model_name": self.served_model,
                   "time_scale": o.time_scale, "seed": o.seed, "max_num_seqs": self.max_num_seqs,
+                  "max_num_batched_tokens": (o.max_num_batched_tokens
+                                             or int(o.cfg.serving["max_num_batched_tokens"])),
+                  "kv_cache_dtype": o.kv_cache_dtype,
                   "max_model_len": self.max_model_len,
                   "fixed_timing_ms": list(o.fixed_timing) if o.fixed_timing else None,
                   "continuous_usage": o.continuous_usage, "usage": o.usage,

@@ -91,7 +91,6 @@ TELEMETRY = pa.schema(
         ("value", pa.float64()),
     ]
 )
-TELEMETRY_SOURCES = ("dcgm", "neuron_monitor", "engine_metrics", "host", "emulated")
 TELEMETRY_METRICS = ("accel_util", "accel_mem_used_bytes", "accel_mem_total_bytes", "power_w",
                      "energy_j", "kv_cache_usage", "requests_running", "requests_waiting",
                      "host_cpu_util", "host_mem_used_bytes", "sample_error")
@@ -249,11 +248,9 @@ def record_path(run_dir: Path, name: str) -> Path | None:
 MERGED_SHARDS_KEY = b"servingbench.merged_shards"
 
 
-def merged_workers(path: Path | None) -> set[str]:
-    """The workers whose shards a merged parquet file already holds (its schema metadata).
-
-    A merge writes the merged file first and removes the shards after; a merge cut off
-    between the two leaves both, and the shards it names are then not read twice."""
+def merged_entries(path: Path | None) -> set[str]:
+    """The shard file names a merged parquet file lists in its schema metadata
+    `servingbench.merged_shards` (§6: comma-separated file names); empty for none."""
     if path is None or path.name.endswith(PARTIAL_SUFFIX):
         return set()
     try:
@@ -262,7 +259,31 @@ def merged_workers(path: Path | None) -> set[str]:
     except (pa.ArrowException, OSError):
         return set()  # an unreadable file is named when it is read
     raw = meta.get(MERGED_SHARDS_KEY)
-    return set(raw.decode().split(",")) - {""} if raw else set()
+    return set(raw.decode("utf-8", "replace").split(",")) - {""} if raw else set()
+
+
+def merged_workers(path: Path | None) -> set[str]:
+    """The workers whose shards a merged parquet file already holds (its schema metadata).
+
+    A merge writes the merged file first and removes the shards after; a merge cut off
+    between the two leaves both, and the shards it lists are then not read twice; a shard
+    it does not list is read (a repeated request then fails rule 3). An entry is a shard's
+    file name, `<log>.<worker>.parquet` or `<log>.<worker>.partial.arrows`; a bare worker
+    name (what merges wrote before §6 named files) is read as that worker's shards."""
+    if path is None:
+        return set()
+    log = path.name.removesuffix(".parquet")
+    workers = set()
+    for entry in merged_entries(path):
+        for suffix in (".parquet", PARTIAL_SUFFIX):
+            if entry.startswith(f"{log}.") and entry.endswith(suffix):
+                worker = entry[len(log) + 1:-len(suffix)]
+                break
+        else:
+            worker = entry
+        if _WORKER.fullmatch(worker):
+            workers.add(worker)
+    return workers
 
 
 def shard_paths(run_dir: Path, name: str, skip: set[str] | None = None) -> list[Path]:

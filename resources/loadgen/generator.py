@@ -25,9 +25,11 @@ class LoadGenerator:
     progress: str = "log"   # "log" (Dagster log) or "terminal" (live display)
 
     def plan(self, candidate: Candidate) -> LoadPlan:
+        """The candidate's plan with this generator's overrides; steps given here (the demo's
+        quick ones) replace a ladder too."""
         p = candidate.load
         return replace(
-            p,
+            p, ladder=ladder_of(self, candidate),
             concurrency=self.concurrency if self.concurrency is not None else p.concurrency,
             rates=self.rates if self.rates is not None else p.rates,
             requests_per_step=self.requests_per_step or p.requests_per_step,
@@ -39,6 +41,7 @@ class LoadGenerator:
             progress=True, judge=None, api_key_env: str | None = None):
         """`api_key_env`: the deployment's key variable, when the engine needs a key."""
         from resources.loadgen import LoadConfig, run_load
+        from resources.loadgen.ladder import Ladder
         from resources.loadgen.scenarios.spec import from_mapping
 
         plan = self.plan(candidate)
@@ -54,5 +57,16 @@ class LoadGenerator:
             input_tokens=self.input_tokens or targets.get("input_tokens") or 512,
             output_tokens=self.output_tokens or targets.get("output_tokens") or 128,
             seed=self.seed, api_key_env=api_key_env or self.api_key_env, run_id=run_id,
-            scenario=None if scenario.kind == "fixed" else scenario, workers=plan.workers)
+            scenario=None if scenario.kind == "fixed" else scenario, workers=plan.workers,
+            ladder=Ladder(**plan.ladder) if plan.ladder else None)
         return run_load(cfg, run_dir, progress=progress, judge=judge)
+
+
+def ladder_of(gen, candidate: Candidate) -> dict | None:
+    """The candidate's load ladder (`load.ladder`), unless the load generator replaces the
+    candidate's steps with its own (the demo's quick steps do)."""
+    ladder = candidate.load.ladder
+    if ladder is None or getattr(gen, "concurrency", None) is not None or getattr(
+            gen, "rates", None) is not None:
+        return None
+    return ladder

@@ -13,6 +13,23 @@ from resources.contract.scope import ClusterInfo
 from resources.contract.timestamps import format_ts
 from resources.model_server.interface import Deployment, ModelServer
 
+# The engine arguments the emulator models (docs/emulator.md), in its own (vLLM's) spelling.
+# Speculative decoding is not modelled: such a candidate runs as if it were off, and says so.
+MODELLED = {"max_num_seqs": "--max-num-seqs", "max_num_batched_tokens": "--max-num-batched-tokens",
+            "kv_cache_dtype": "--kv-cache-dtype"}
+
+
+def emulator_flags(engine_args: dict) -> list[str]:
+    out = []
+    for key, flag in MODELLED.items():
+        if engine_args.get(key) is not None:
+            out += [flag, str(engine_args[key])]
+    return out
+
+
+def not_modelled(engine_args: dict) -> list[str]:
+    return [k for k, v in engine_args.items() if k not in MODELLED and v not in (None, False)]
+
 
 class EmulatorModelServer(ModelServer):
     """Starts the local engine emulator as a subprocess on a free loopback port. Its numbers
@@ -31,7 +48,7 @@ class EmulatorModelServer(ModelServer):
                 "--ground-truth", str(run_dir / "emulator_ground_truth.jsonl")]
         if self.cold_start_s is not None:
             args += ["--cold-start-s", str(self.cold_start_s)]
-        return args + list(self.extra_args)
+        return args + emulator_flags(candidate.engine_args or {}) + list(self.extra_args)
 
     @contextlib.contextmanager
     def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
@@ -47,7 +64,10 @@ class EmulatorModelServer(ModelServer):
                     phases[name] = status["phases"][name]
             durable.write_json(run_dir / "deployment.json",
                                {"endpoint": emu.base_url, "pid": emu.pid, "emulated": True,
-                                "config": status.get("config")})
+                                "config": status.get("config"),
+                                "engine_args": dict(candidate.engine_args or {}),
+                                "engine_args_not_modelled": not_modelled(
+                                    candidate.engine_args or {})})
             yield Deployment(
                 endpoint=emu.base_url, served_model=candidate.model,
                 facts={"engine": f"servingbench-emulator ({candidate.engine})",
