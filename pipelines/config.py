@@ -132,7 +132,7 @@ _TYPES: dict[str, tuple[Any, str]] = {
     "engine": (str, f"one of {', '.join(ENGINES)}"),
     "image_digest": ((str, type(None)), "an image reference pinned by digest, or null"),
     "max_model_len": (int, "a positive integer"),
-    "scenario": (dict, "a mapping: kind (fixed, multi_turn, trace, batch, slo_search) and its keys"),
+    "scenario": (dict, "a mapping: kind (fixed, multi_turn, agentic, trace, batch, slo_search) and its keys"),
     "load": (dict, "a mapping with concurrency, rates, requests_per_step, warmup_requests, workers"),
     "price": (dict, "a mapping with region, purchase_option, sheet"),
     "pool": ((str, type(None)), "a name from `pools` (default: the instance family, e.g. p5)"),
@@ -292,6 +292,14 @@ def _check_sizes(scenario: dict, max_model_len: int, where: str) -> None:
         if total > max_model_len:
             raise ConfigError(f"{where}: input_tokens + output_tokens = {total:,} does not fit "
                               f"max_model_len {max_model_len:,}")
+    if scenario.get("kind") == "agentic":
+        from resources.loadgen.scenarios.spec import AGENTIC_MAX_CONTEXT
+
+        context = scenario.get("max_context_tokens", AGENTIC_MAX_CONTEXT)
+        if _is_int(context) and context > max_model_len:
+            raise ConfigError(f"{where}.max_context_tokens: {context:,} does not fit "
+                              f"max_model_len {max_model_len:,} (a session would be refused "
+                              "before it ends)")
     dataset = scenario.get("dataset")
     if dataset is not None and not (isinstance(dataset, str) and DATASET.fullmatch(dataset)):
         raise ConfigError(f"{where}.dataset: expected null or a dataset id, got {_short(dataset)}")

@@ -15,7 +15,7 @@ import pyarrow as pa
 from resources.analysis import sqlfiles, workloads
 from resources.analysis.gates import Gate, run_gates
 from resources.analysis.rundir import RunFolder, locate_unreadable, open_run
-from resources.analysis.telemetry import read_telemetry, telemetry_metrics
+from resources.analysis.telemetry import read_telemetry, telemetry_metrics, with_spec_acceptance
 from resources.contract import durable
 from resources.contract.manifest import ManifestError
 from resources.contract.schemas import SchemaError, write_parquet
@@ -40,6 +40,7 @@ class Analysis:
     telemetry: pa.Table | None = None  # contract §3.2, when the run has telemetry.parquet
     job: dict | None = None            # contract §3.4, a batch run's job.json
     slo_capacity: dict | None = None   # contract §3.5, an SLO-search run's slo_capacity.json
+    context: pa.Table | None = None    # ttft_by_context.parquet: TTFT by context length
 
     @property
     def accepted(self) -> bool:
@@ -57,11 +58,14 @@ def _manifest_steps(manifest: dict) -> pa.Table:
                                                 pa.bool_())})
 
 
-def step_metrics(run: RunFolder, slo: tuple[float, float] = DEFAULT_SLO) -> pa.Table:
-    """contract §3 for every step of the steady phase."""
+def step_metrics(run: RunFolder, slo: tuple[float, float] = DEFAULT_SLO,
+                 telemetry: pa.Table | None = None) -> pa.Table:
+    """contract §3 for every step of the steady phase; `spec_acceptance_rate` from the
+    telemetry's speculative-decoding counters (null without them)."""
     run.con.register("manifest_steps", _manifest_steps(run.manifest))
-    return sqlfiles.query(run.con, "step_metrics", run_id=run.manifest["run_id"],
-                          source=run.manifest["source"], slo_ttft_s=slo[0], slo_tpot_s=slo[1])
+    metrics = sqlfiles.query(run.con, "step_metrics", run_id=run.manifest["run_id"],
+                             source=run.manifest["source"], slo_ttft_s=slo[0], slo_tpot_s=slo[1])
+    return with_spec_acceptance(run, metrics, telemetry)
 
 
 def cost_tables(run: RunFolder, metrics: pa.Table,
@@ -86,21 +90,26 @@ def _write_gates(run_dir: Path, gates: list[Gate]) -> None:
     durable.write_json(run_dir / "gates.json", [g.as_dict() for g in gates])
 
 
-def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | None) -> None:
-    """contract §3.1 always; §3.4 for a batch job, §3.5 for an SLO search."""
+def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | None,
+                           context: pa.Table | None = None) -> None:
+    """contract §3.1 always, with TTFT by context length; §3.4 for a batch job, §3.5 for an
+    SLO search."""
     write_parquet(workloads.by_cache(run), run.path / "derived_metrics_by_cache.parquet")
+    write_parquet(context if context is not None else workloads.by_context(run),
+                  run.path / "ttft_by_context.parquet")
     for name, obj in (("job.json", job), ("slo_capacity.json", capacity)):
         if obj is not None:
             durable.write_json(run.path / name, obj)
 
 
-def _write_outputs(run: RunFolder, gates, metrics, tm, cost, headline, job, capacity) -> None:
+def _write_outputs(run: RunFolder, gates, metrics, tm, cost, headline, job, capacity,
+                   context) -> None:
     run_dir = run.path
     _write_gates(run_dir, gates)
     write_parquet(metrics, run_dir / "derived_metrics.parquet")
     if tm is not None:
         write_parquet(tm, run_dir / "telemetry_metrics.parquet")
-    write_workload_outputs(run, job, capacity)
+    write_workload_outputs(run, job, capacity, context)
     for name, table in zip(COST_FILES, (cost, headline), strict=True):
         if table is not None:
             write_parquet(table, run_dir / name)
@@ -128,7 +137,7 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
             return Analysis(run_dir, MALFORMED, message=str(exc), manifest=run.manifest)
         try:
             gates = run_gates(run)
-            metrics = step_metrics(run, slos[0])
+            metrics = step_metrics(run, slos[0], telemetry)
             tm = None if telemetry is None else telemetry_metrics(run, metrics, telemetry)
             accepted = all(g.passed is not False for g in gates)
             cost = headline = None
@@ -136,6 +145,7 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                 cost, headline = cost_tables(run, metrics, slos)
             job = workloads.job(run.manifest, metrics, cost)
             capacity = workloads.slo_capacity(run.manifest, metrics)
+            context = workloads.by_context(run)
             if headline is not None:
                 headline = workloads.with_slo_cost(headline, capacity, cost)
         except (duckdb.Error, pa.ArrowException, OSError) as exc:
@@ -145,7 +155,7 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                             manifest=run.manifest)
         if write:
             try:
-                _write_outputs(run, gates, metrics, tm, cost, headline, job, capacity)
+                _write_outputs(run, gates, metrics, tm, cost, headline, job, capacity, context)
             except OSError as exc:
                 if not durable.is_disk_full(exc):
                     raise
@@ -158,4 +168,4 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                    if failed else "accepted")
         return Analysis(run_dir, REJECTED if failed else ACCEPTED, message, run.manifest,
                         [g.as_dict() for g in gates], metrics, cost, headline, run.partial, tm,
-                        job, capacity)
+                        job, capacity, context)

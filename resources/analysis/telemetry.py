@@ -42,6 +42,22 @@ def telemetry_metrics(run: RunFolder, metrics: pa.Table, telemetry: pa.Table) ->
     return out.cast(TELEMETRY_METRICS)
 
 
+def with_spec_acceptance(run: RunFolder, metrics: pa.Table,
+                         telemetry: pa.Table | None) -> pa.Table:
+    """`metrics` with contract §3's `spec_acceptance_rate` (sql/spec_acceptance.sql) placed
+    before `valid`; all null when the run has no telemetry or no speculative counters."""
+    rates: dict[str, float | None] = {}
+    if telemetry is not None and metrics.num_rows:
+        run.con.register("telemetry", telemetry)
+        run.con.register("metrics", metrics)
+        out = sqlfiles.query(run.con, "spec_acceptance")
+        rates = dict(zip(out.column("step").to_pylist(),
+                         out.column("spec_acceptance_rate").to_pylist(), strict=True))
+    column = pa.array([rates.get(s) for s in metrics.column("step").to_pylist()], pa.float64())
+    return metrics.add_column(metrics.schema.get_field_index("valid"),
+                              pa.field("spec_acceptance_rate", pa.float64()), column)
+
+
 def step_summary(tm: pa.Table) -> list[dict]:
     """Per step: peak memory used and its headroom, mean and peak utilization, mean power,
     peak KV usage, energy per 1M output tokens, sample errors, and the flags."""
@@ -98,4 +114,4 @@ def for_run_dir(run_dir: Path) -> pa.Table | None:
     if telemetry is None:
         return None
     with open_run(Path(run_dir)) as run:
-        return telemetry_metrics(run, step_metrics(run), telemetry)
+        return telemetry_metrics(run, step_metrics(run, telemetry=telemetry), telemetry)

@@ -61,6 +61,7 @@ class Request:
         "input_tokens", "usage_total", "usage_cum", "no_usage_content", "chunk_at", "chunk_tokens",
         "status", "http_status", "error", "emulated",
         "session_id", "turn", "cached_tokens", "text",
+        "chunk_reasoning", "reasoning_usage", "input_images",
     )
 
     def __init__(self, request_id: str, phase: str, step: str, load_mode: str, target: float,
@@ -82,6 +83,11 @@ class Request:
         # multi-turn sessions need the answer's text for the next turn's history; None
         # keeps the hot path free of JSON decoding for every other workload
         self.text: list[str] | None = None
+        # reasoning models: one byte per chunk (1: a reasoning delta), None until the first
+        # reasoning chunk; and the server's usage.completion_tokens_details.reasoning_tokens
+        self.chunk_reasoning: bytearray | None = None
+        self.reasoning_usage: int | None = None
+        self.input_images: int | None = None  # images sent in the prompt
 
     # --- derived at record time -------------------------------------------------------
     @property
@@ -93,6 +99,26 @@ class Request:
         if self.output_tokens_source == "usage":
             return self.usage_total
         return len(self.chunk_at) if self.chunk_at or self.status == "ok" else None
+
+    @property
+    def reasoning_tokens_total(self) -> int | None:
+        """contract §2.2: the server's count, else the reasoning chunks' tokens, else null."""
+        if self.reasoning_usage is not None:
+            return self.reasoning_usage
+        flags = self.chunk_reasoning
+        if flags is None:
+            return None
+        return sum(t for t, r in zip(self.chunk_tokens, flags, strict=False) if r)
+
+    @property
+    def first_answer_at(self) -> int | None:
+        """The first chunk carrying answer (not reasoning) tokens; without reasoning, the
+        first chunk."""
+        flags = self.chunk_reasoning
+        if flags is None:
+            return self.chunk_at[0] if self.chunk_at else None
+        i = flags.find(0)
+        return self.chunk_at[i] if 0 <= i < len(self.chunk_at) else None
 
 
 class Malformed(Exception):
@@ -115,30 +141,50 @@ def _count(value, name: str) -> int:
     return value
 
 
-def _has_content(obj: dict) -> bool:
+REASONING_FIELDS = ("reasoning_content", "reasoning")  # vLLM's older and newer spelling
+
+
+def _has_content(obj: dict) -> tuple[bool, bool]:
+    """(answer, reasoning): whether the chunk carries answer text, and reasoning text (a
+    `reasoning_content` or `reasoning` string, in a chat delta or beside a completion's
+    text, as vLLM's and SGLang's reasoning parsers send it). Every field is type-checked."""
     choices = obj.get("choices")
     if choices is None:
-        return False
+        return False, False
     if not isinstance(choices, list):
         raise Malformed(f"choices is a {type(choices).__name__}, not a list")
-    found = False
+    answer = reasoning = False
     for choice in choices:
         if not isinstance(choice, dict):
             raise Malformed(f"a choice is a {type(choice).__name__}, not an object")
-        text = choice.get("text")
         delta = choice.get("delta") or choice.get("message")
         if delta is not None and not isinstance(delta, dict):
             raise Malformed(f"choice delta is a {type(delta).__name__}, not an object")
-        parts = [text] + ([delta.get("content"), delta.get("reasoning_content"),
-                           delta.get("reasoning")] if delta else [])
-        for part in parts:
-            if part is not None and not isinstance(part, str):
-                raise Malformed(f"choice content is a {type(part).__name__}, not a string")
-            found = found or bool(part)
-    return found
+        for where in (choice, delta or {}):
+            for key in ("text", "content", *REASONING_FIELDS):
+                part = where.get(key)
+                if part is not None and not isinstance(part, str):
+                    raise Malformed(f"choice {key} is a {type(part).__name__}, not a string")
+                if part:
+                    if key in REASONING_FIELDS:
+                        reasoning = True
+                    else:
+                        answer = True
+    return answer, reasoning
 
 
-def _add_usage(req: Request, total: int, at: int) -> None:
+def _add_chunk(req: Request, at: int, tokens: int, reasoning: bool) -> None:
+    """One content chunk; its kind is kept once the request has streamed any reasoning."""
+    req.chunk_at.append(at)
+    req.chunk_tokens.append(tokens)
+    if req.chunk_reasoning is not None:
+        req.chunk_reasoning.append(reasoning)
+    elif reasoning:  # the first reasoning chunk: every chunk before it was an answer
+        req.chunk_reasoning = bytearray(len(req.chunk_at) - 1)
+        req.chunk_reasoning.append(1)
+
+
+def _add_usage(req: Request, total: int, at: int, reasoning: bool = False) -> None:
     """One cumulative `completion_tokens`: the increase is this chunk's token count."""
     req.usage_total = total
     if req.no_usage_content:
@@ -146,8 +192,7 @@ def _add_usage(req: Request, total: int, at: int) -> None:
     delta = total - req.usage_cum
     if delta > 0:
         req.usage_cum = total
-        req.chunk_at.append(at)
-        req.chunk_tokens.append(delta)
+        _add_chunk(req, at, delta, reasoning)
     elif delta < 0:
         raise Malformed(f"usage.completion_tokens went down from {req.usage_cum} to {total}")
 
@@ -156,12 +201,14 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
     """Handle one `data:` payload; True on `[DONE]`."""
     if payload == b"[DONE]":
         return True
+    if b'"reasoning' in payload:  # a reasoning model's chunk: which kind it is needs JSON
+        return _on_json(req, payload, at)
     m = _COMPLETION.search(payload)
     if m is not None and payload[:1] == b"{" and payload[-1:] == b"}":
         if req.input_tokens is None and b'"prompt_tokens"' in payload:
             p = _PROMPT.search(payload)
-            if p is None:
-                return _on_json(req, payload, at)  # a prompt count the fast path cannot read
+            if p is None or b'"image' in payload:  # a count the fast path cannot read or check
+                return _on_json(req, payload, at)
             req.input_tokens = _count(int(p.group(1)), "prompt_tokens")
             if b'"cached_tokens"' in payload:
                 c = _CACHED.search(payload)
@@ -183,6 +230,8 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
             req.usage_cum = total
             req.chunk_at.append(at)
             req.chunk_tokens.append(delta)
+            if req.chunk_reasoning is not None:  # an answer chunk after reasoning ones
+                req.chunk_reasoning.append(0)
         elif delta < 0:
             raise Malformed(f"usage.completion_tokens went down from {req.usage_cum} to {total}")
         return False
@@ -202,29 +251,42 @@ def _on_json(req: Request, payload: bytes, at: int) -> bool:
     usage = obj.get("usage")
     if usage is not None and not isinstance(usage, dict):
         raise Malformed(f"usage is a {type(usage).__name__}, not an object")
-    total = prompt = cached = None
+    total = prompt = cached = thought = None
     if usage:
         if usage.get("completion_tokens") is not None:
             total = _count(usage["completion_tokens"], "completion_tokens")
         if usage.get("prompt_tokens") is not None:
             prompt = _count(usage["prompt_tokens"], "prompt_tokens")
         details = usage.get("prompt_tokens_details")
-        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+        if details is not None and not isinstance(details, dict):
+            raise Malformed(f"usage.prompt_tokens_details is a {type(details).__name__}")
+        if details and details.get("cached_tokens") is not None:
             cached = _count(details["cached_tokens"], "cached_tokens")
-    content = _has_content(obj)  # every field checked before any is kept
+        if details and details.get("image_tokens") is not None:  # checked, not recorded
+            _count(details["image_tokens"], "prompt_tokens_details.image_tokens")
+        out = usage.get("completion_tokens_details")
+        if out is not None and not isinstance(out, dict):
+            raise Malformed(f"usage.completion_tokens_details is a {type(out).__name__}")
+        if out and out.get("reasoning_tokens") is not None:
+            thought = _count(out["reasoning_tokens"], "completion_tokens_details.reasoning_tokens")
+    answer, reasoning = _has_content(obj)  # every field checked before any is kept
     if req.text is not None:
         req.text.append(_content(obj))
     if prompt is not None and req.input_tokens is None:
         req.input_tokens = prompt
     if cached is not None:
         req.cached_tokens = cached
-    if total is not None and not content:
-        _add_usage(req, total, at)  # a cumulative-usage chunk the fast path did not take
+    if thought is not None:
+        req.reasoning_usage = thought
+    # a chunk with any answer text is an answer chunk (its first token may follow reasoning
+    # in the same delta); one with reasoning text only is a reasoning chunk
+    thinking = reasoning and not answer
+    if total is not None and (not req.no_usage_content or not (answer or reasoning)):
+        _add_usage(req, total, at, thinking)  # a cumulative-usage chunk
         return False
-    if content:
+    if answer or reasoning:
         req.no_usage_content = True
-        req.chunk_at.append(at)
-        req.chunk_tokens.append(1)
+        _add_chunk(req, at, 1, thinking)
     if total is not None:
         req.usage_total = total
     return False

@@ -9,6 +9,7 @@ import pandas as pd
 
 from resources.report import sections as s
 from resources.report import telemetry
+from resources.report import workloads as wl
 from resources.report.html import (
     Cell,
     badge,
@@ -279,6 +280,9 @@ def render(runs: list[RunData], plots: dict[str, Path], slo: tuple[float, float]
         *([section("Workloads: SLO capacity searches and batch jobs",
                    workloads_table(latest), "workloads")]
           if any(r.slo_capacity or r.job for r in latest) else []),
+        *([section("Reasoning and speculative decoding", wl.comparison_table(
+            latest, lambda r: (headline_row(r, slo) or {}).get("step")), "reasoning")]
+          if wl.comparison_applies(latest) else []),
         section("Repeatability (steps run several times)", repeatability_table(spreads),
                 "repeatability"),
         section("Regression check (latest run vs earlier runs)",

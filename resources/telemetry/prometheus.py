@@ -61,6 +61,10 @@ ENGINE_GAUGES = {
                          "llamacpp:requests_processing"),
     "requests_waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs",
                          "llamacpp:requests_deferred"),
+    # speculative decoding's cumulative counters (vLLM V1; SGLang exports only a mean accept
+    # length gauge, not counters, so its acceptance rate stays unknown)
+    "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
+    "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
 }
 
 

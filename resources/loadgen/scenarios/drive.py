@@ -7,6 +7,8 @@ async def scenario_steady(run) -> None:
     kind = run.cfg.scenario.kind
     if kind == "multi_turn":
         from resources.loadgen.scenarios.multi_turn import steady
+    elif kind == "agentic":
+        from resources.loadgen.scenarios.agentic import steady
     elif kind == "trace":
         from resources.loadgen.scenarios.trace import steady
     elif kind == "batch":
