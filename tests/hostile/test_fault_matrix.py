@@ -39,7 +39,7 @@ MATRIX = {
     "reasoning_int": "protocol_error",
     "reasoning_object": "protocol_error",
     "reasoning_tokens_str": "protocol_error",
-    "reasoning_details_list": "protocol_error",
+    "reasoning_tokens_negative": "protocol_error",
     "image_tokens_negative": "protocol_error",
     "trickle": "timeout",
     "headers_then_silence": "timeout",

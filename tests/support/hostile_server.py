@@ -226,8 +226,8 @@ MODES = {
                              b'"usage":{"completion_tokens":2}}'),
     "reasoning_tokens_str": _bad(b'{"choices":[],"usage":{"completion_tokens":1,'
                                  b'"completion_tokens_details":{"reasoning_tokens":"x"}}}'),
-    "reasoning_details_list": _bad(b'{"choices":[],"usage":{"completion_tokens":1,'
-                                   b'"completion_tokens_details":[1]}}'),
+    "reasoning_tokens_negative": _bad(b'{"choices":[],"usage":{"completion_tokens":1,'
+                                      b'"completion_tokens_details":{"reasoning_tokens":-2}}}'),
     "image_tokens_negative": _bad(b'{"choices":[{"text":"a"}],"usage":{"prompt_tokens":3,'
                                   b'"completion_tokens":1,"prompt_tokens_details":'
                                   b'{"image_tokens":-1}}}', first=True),
