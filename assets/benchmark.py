@@ -23,6 +23,7 @@ from assets.partitions import candidate_of, run_value
 from assets.pools import pool_slot
 from resources.contract import durable
 from resources.contract import manifest as mf
+from resources.contract.candidate import Candidate
 from resources.loadgen import LoadConfigError, LoadError
 
 # The Dagster run carries the servingbench run id under this tag, so the reaper can ask
@@ -45,7 +46,7 @@ def slo_judge(scenario: dict, run_dir: Path):
     """An SLO search asks the analysis whether each probe met the SLO."""
     if scenario.get("kind") != "slo_search":
         return None
-    from resources.analysis.workloads import judge
+    from resources.analysis.workload_outputs import judge
 
     slo = {k: float(v) for k, v in scenario["slo"].items()}
     return lambda step: judge(run_dir, step, slo)
@@ -54,7 +55,7 @@ def slo_judge(scenario: dict, run_dir: Path):
 RESOURCES = {"cluster", "model_server", "load_generator", "storage", "candidates"}
 
 
-def initial_manifest(candidate, run_id: str, source: str) -> dict:
+def initial_manifest(candidate: Candidate, run_id: str, source: str) -> dict:
     m = mf.empty(run_id, source, time.time_ns())
     m.update(candidate=candidate.name, model=candidate.model, model_revision=candidate.model_revision,
              precision=candidate.precision, tensor_parallel=candidate.tensor_parallel,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import dagster as dg
 
 from resources.cluster.interface import Cluster, ClusterInfo
+from resources.contract.candidate import Candidate
 
 
-def preflight(candidate) -> dict:
+def preflight(candidate: Candidate) -> dict:
     """Weights + a minimal KV cache vs accelerator memory, before anything is provisioned.
     Raises dg.Failure with the arithmetic when the model cannot load."""
     from emulator.fit import fit_check
@@ -24,7 +25,7 @@ def preflight(candidate) -> dict:
     return {"fit": fit.message}
 
 
-def provision(cluster: Cluster, candidate, run_id: str) -> ClusterInfo:
+def provision(cluster: Cluster, candidate: Candidate, run_id: str) -> ClusterInfo:
     return cluster.provision(candidate, run_id)
 
 

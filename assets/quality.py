@@ -17,6 +17,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.partitions import run_value
+from resources.contract.candidate import Candidate
 from resources.quality import QualityError, evaluate, find_reference, load_summary, parity
 from resources.quality.evalset import EvalSetError, build
 
@@ -28,7 +29,7 @@ DESCRIPTION = ("Accuracy on a fixed evaluation set at temperature 0, on the run'
                "endpoint after the steady phase (contract §3.3); null for emulated runs.")
 
 
-def run_quality(candidate, endpoint: str, served_model: str, run_id: str, run_dir: Path,
+def run_quality(candidate: Candidate, endpoint: str, served_model: str, run_id: str, run_dir: Path,
                 emulated: bool) -> tuple[dict, dict]:
     """(asset value, metadata). Raises dg.Failure when the evaluation cannot run."""
     plan = candidate.quality

@@ -9,13 +9,15 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from resources.contract.candidate import Candidate, LlamaCppPlan, LoadPlan, PriceBasis, QualityPlan
 from resources.loadgen.config import MAX_TOKENS
+from resources.model_server import engines
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_FILE = REPO / "pipelines" / "candidates.yaml"
@@ -34,89 +36,13 @@ MAXIMA = {"tensor_parallel": 128, "node_count": 64, "max_model_len": MAX_TOKENS,
           "hourly_usd_per_node": 10_000}
 REAL_FILE = REPO / "pipelines" / "candidates_real.yaml"
 PRECISIONS = ("bf16", "fp8", "int4", "q4_k_m", "q2_k")
-# llama.cpp: the real local engine (llama-cpp-python's server on this host, `make engine`).
-ENGINES = ("vllm", "vllm-neuron", "sglang", "llama.cpp")
+# Every engine has its file in resources/model_server/engines/ (llama.cpp: the real local
+# engine, llama-cpp-python's server on this host, `make engine`).
+ENGINES = engines.names()
 
 
 class ConfigError(ValueError):
     """The candidates file or price sheet is malformed; the message names the key."""
-
-
-@dataclass(frozen=True)
-class LoadPlan:
-    concurrency: tuple[int, ...] = (1, 4, 8, 16, 32)
-    rates: tuple[float, ...] = ()
-    requests_per_step: int = 64
-    warmup_requests: int = 8
-    workers: int = 1  # load worker processes sharing each step (resources/loadgen/share.py)
-
-
-@dataclass(frozen=True)
-class PriceBasis:
-    region: str
-    purchase_option: str
-    retrieved_on: str
-    source: str
-    hourly_usd_per_node: float | None
-
-    def as_manifest(self) -> dict:
-        return {"region": self.region, "purchase_option": self.purchase_option,
-                "retrieved_on": self.retrieved_on, "source": self.source,
-                "hourly_usd_per_node": self.hourly_usd_per_node}
-
-
-@dataclass(frozen=True)
-class LlamaCppPlan:
-    """How the local llama.cpp server runs a candidate. `model_file` is a GGUF file name in
-    the model cache (~/.cache/servingbench/models) or a path; `requantize_from` names the
-    GGUF it is derived from by llama.cpp's own quantize API (built on first use)."""
-    model_file: str
-    threads: int | None = None          # None: every core of this host
-    parallel: int = 1                   # llama-cpp-python's server serves one request at a time
-    requantize_from: str | None = None
-
-
-@dataclass(frozen=True)
-class QualityPlan:
-    """Quality parity: the evaluation set and the candidate this one must match."""
-    reference: str | None = None        # candidate name; None: no parity check
-    margin: float = 0.05                # accuracy may trail the reference by at most this
-    items: int = 60                     # items of the default (generated) set
-    seed: int = 0
-    dataset: str | None = None          # extra JSONL of {"prompt", "answer"}
-    max_tokens: int = 16
-
-
-@dataclass(frozen=True)
-class Candidate:
-    name: str
-    instance_type: str
-    model: str
-    precision: str
-    tensor_parallel: int
-    node_count: int = 1
-    model_revision: str | None = None
-    expert_parallel: bool = False
-    engine: str = "vllm"
-    image_digest: str | None = None
-    max_model_len: int = 8192
-    scenario: dict = field(default_factory=lambda: {"input_tokens": 512, "output_tokens": 128,
-                                                    "dataset": None})
-    load: LoadPlan = LoadPlan()
-    price: PriceBasis | None = None
-    pool: str | None = None         # the Dagster concurrency pool its runs draw from (quota)
-    pool_limit: int | None = None   # that pool's limit, from the file's `pools`
-    llamacpp: LlamaCppPlan | None = None
-    quality: QualityPlan | None = None
-
-    @property
-    def model_key(self) -> str:
-        """The emulator's name for the model family (scout | maverick)."""
-        low = self.model.lower()
-        for key in ("scout", "maverick"):
-            if key in low:
-                return key
-        return low.rsplit("/", 1)[-1]
 
 
 # key -> (type check, description)
@@ -148,7 +74,7 @@ _PRICE_KEYS = {"region", "purchase_option", "sheet"}
 def _check_scenario(scenario, base: Path, where: str) -> None:
     """Any workload of docs/workloads.md, checked by the load generator's own rules; a trace
     path is relative to the candidates file."""
-    from resources.loadgen.config import LoadConfigError
+    from resources.loadgen.errors import LoadConfigError
     from resources.loadgen.scenarios.spec import from_mapping
 
     if isinstance(scenario, dict) and isinstance(scenario.get("trace"), str):

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from resources.billing.interface import BillSource
 from resources.cluster.interface import Cluster, ClusterInfo
 from resources.contract import manifest as mf
+from resources.contract.candidate import Candidate
 from resources.contract.schemas import read_records, write_parquet
 from resources.model_server.interface import Deployment, ModelServer
 
@@ -36,7 +37,7 @@ class ReplayCluster(Cluster):
     recording: Path
     emulated = False
 
-    def provision(self, candidate, run_id: str) -> ClusterInfo:
+    def provision(self, candidate: Candidate, run_id: str) -> ClusterInfo:
         m = mf.load(Path(self.recording) / "manifest.json")
         return ClusterInfo({k: m[k] for k in SCOPE},
                            {k: v for k, v in m["phases"].items() if k == "provision"})
@@ -50,7 +51,7 @@ class ReplayModelServer(ModelServer):
     recording: Path
 
     @contextlib.contextmanager
-    def deploy(self, candidate, cluster, run_dir: Path):
+    def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path):
         m = mf.load(Path(self.recording) / "manifest.json")
         yield Deployment(endpoint=f"replay://{Path(self.recording).name}", served_model=m["model"] or "",
                          facts={k: m[k] for k in ("engine", "engine_version", "image_digest")},
@@ -72,7 +73,7 @@ class ReplayLoad:
     recording: Path
     progress: str = "log"
 
-    def run(self, candidate, endpoint, served_model, run_dir: Path, run_id: str, progress=None,
+    def run(self, candidate: Candidate, endpoint, served_model, run_dir: Path, run_id: str, progress=None,
             judge=None, api_key_env=None):
         # `judge` (the chain's SLO judge for capacity searches) has nothing to decide here:
         # a replay's steps were recorded, never searched.

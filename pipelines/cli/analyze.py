@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 
 from pipelines.cli.argtypes import positive_floats
-from resources.analysis.analyze import DEFAULT_SLO, MALFORMED, NO_ROOM, analyze_run
+from resources.analysis.analyze import MALFORMED, NO_ROOM, analyze_run
+from resources.analysis.metrics import DEFAULT_SLO
 from resources.analysis.summary import render
 from resources.storage.runstore import RunStoreError, fetch, is_remote, publish
 

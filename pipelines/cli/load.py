@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pipelines.cli.argtypes import finite, int_or, positive, positive_floats
 from resources.contract.manifest import ManifestError
-from resources.loadgen.config import LoadConfig, LoadConfigError
-from resources.loadgen.errors import DiskFullError, LoadError, RunExistsError
+from resources.loadgen.config import LoadConfig
+from resources.loadgen.errors import DiskFullError, LoadConfigError, LoadError, RunExistsError
 from resources.loadgen.scenarios.spec import (
     AGENTIC_INPUT_TOKENS,
     AGENTIC_MAX_CONTEXT,
@@ -242,7 +242,7 @@ def config_from_args(a: argparse.Namespace) -> LoadConfig:
 def _n_workers(a: argparse.Namespace) -> int:
     if a.workers != "auto":
         return a.workers
-    from resources.loadgen.workers import auto_workers
+    from resources.loadgen.workers.local import auto_workers
 
     return auto_workers(a.endpoint)
 
@@ -250,7 +250,7 @@ def _n_workers(a: argparse.Namespace) -> int:
 def pod_share(a: argparse.Namespace):
     """The Share of one worker of several (`--worker-index`), or None; LoadConfigError names
     the flag."""
-    from resources.loadgen.share import WORKER_NAME, Share
+    from resources.loadgen.workers.share import WORKER_NAME, Share
 
     pod_flags = [f for f, v in (("--worker-count", a.worker_count), ("--start-at", a.start_at),
                                 ("--worker-name", a.worker_name), ("--barrier-uri", a.barrier_uri),
@@ -290,7 +290,7 @@ def _judge(cfg: LoadConfig, run_dir: Path):
     """An SLO search asks the analysis whether each probe met the SLO."""
     if cfg.scenario is None or cfg.scenario.kind != "slo_search":
         return None
-    from resources.analysis.workloads import judge
+    from resources.analysis.workload_outputs import judge
 
     slo = dict(cfg.scenario.slo)
     return lambda step: judge(run_dir, step, slo)
@@ -303,8 +303,8 @@ def pod_sync(cfg: LoadConfig, args: argparse.Namespace, share):
     """A pod's barrier: the meetings before every step over `--barrier-uri` (podsync.py),
     or, alone, without a place to meet or with a single step, `--start-at` (and then back
     to back)."""
-    from resources.loadgen.podsync import PodSync, bounds, has_meetings
-    from resources.loadgen.workers import StartAt
+    from resources.loadgen.workers.barriers import StartAt
+    from resources.loadgen.workers.podsync import PodSync, bounds, has_meetings
 
     if args.barrier_uri is None or share.count == 1 or not has_meetings(cfg):
         return StartAt(share.start_at_ns)
@@ -320,8 +320,7 @@ def pod_sync(cfg: LoadConfig, args: argparse.Namespace, share):
 
 
 def _run_pod(cfg: LoadConfig, args: argparse.Namespace, share) -> int:
-    from resources.loadgen.runner import run_worker
-    from resources.loadgen.workers import write_summary
+    from resources.loadgen.workers.worker import run_worker, write_summary
 
     sync = pod_sync(cfg, args, share)
     try:

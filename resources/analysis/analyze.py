@@ -12,17 +12,17 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from resources.analysis import sqlfiles, workloads
+from resources.analysis import sqlfiles, workload_outputs
 from resources.analysis.gates import Gate, run_gates
+from resources.analysis.metrics import DEFAULT_SLO, step_metrics
 from resources.analysis.rundir import RunFolder, locate_unreadable, open_run
-from resources.analysis.telemetry import read_telemetry, telemetry_metrics, with_spec_acceptance
+from resources.analysis.telemetry import read_telemetry, telemetry_metrics
 from resources.contract import durable
 from resources.contract.manifest import ManifestError
 from resources.contract.schemas import SchemaError, write_parquet
 
 ACCEPTED, MALFORMED, REJECTED = 0, 2, 3
 NO_ROOM = 74  # sysexits' EX_IOERR: the outputs did not fit on the disk (the input is fine)
-DEFAULT_SLO = (2.0, 0.1)
 COST_FILES = ("cost_per_1m.parquet", "headline.parquet")
 
 
@@ -51,23 +51,6 @@ class Analysis:
         return [g for g in self.gates if g["passed"] is False]
 
 
-def _manifest_steps(manifest: dict) -> pa.Table:
-    steps = manifest["steps"]
-    return pa.table({"step": pa.array([s["step"] for s in steps], pa.string()),
-                     "client_limited": pa.array([bool(s["client_limited"]) for s in steps],
-                                                pa.bool_())})
-
-
-def step_metrics(run: RunFolder, slo: tuple[float, float] = DEFAULT_SLO,
-                 telemetry: pa.Table | None = None) -> pa.Table:
-    """contract §3 for every step of the steady phase; `spec_acceptance_rate` from the
-    telemetry's speculative-decoding counters (null without them)."""
-    run.con.register("manifest_steps", _manifest_steps(run.manifest))
-    metrics = sqlfiles.query(run.con, "step_metrics", run_id=run.manifest["run_id"],
-                             source=run.manifest["source"], slo_ttft_s=slo[0], slo_tpot_s=slo[1])
-    return with_spec_acceptance(run, metrics, telemetry)
-
-
 def cost_tables(run: RunFolder, metrics: pa.Table,
                 slos: list[tuple[float, float]]) -> tuple[pa.Table, pa.Table]:
     """contract §4: the cost per 1M output tokens per step, and the SLO headline."""
@@ -94,8 +77,8 @@ def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | No
                            context: pa.Table | None = None) -> None:
     """contract §3.1 always, with TTFT by context length; §3.4 for a batch job, §3.5 for an
     SLO search."""
-    write_parquet(workloads.by_cache(run), run.path / "derived_metrics_by_cache.parquet")
-    write_parquet(context if context is not None else workloads.by_context(run),
+    write_parquet(workload_outputs.by_cache(run), run.path / "derived_metrics_by_cache.parquet")
+    write_parquet(context if context is not None else workload_outputs.by_context(run),
                   run.path / "ttft_by_context.parquet")
     for name, obj in (("job.json", job), ("slo_capacity.json", capacity)):
         if obj is not None:
@@ -143,11 +126,11 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
             cost = headline = None
             if accepted and run.has_bill:
                 cost, headline = cost_tables(run, metrics, slos)
-            job = workloads.job(run.manifest, metrics, cost)
-            capacity = workloads.slo_capacity(run.manifest, metrics)
-            context = workloads.by_context(run)
+            job = workload_outputs.job(run.manifest, metrics, cost)
+            capacity = workload_outputs.slo_capacity(run.manifest, metrics)
+            context = workload_outputs.by_context(run)
             if headline is not None:
-                headline = workloads.with_slo_cost(headline, capacity, cost)
+                headline = workload_outputs.with_slo_cost(headline, capacity, cost)
         except (duckdb.Error, pa.ArrowException, OSError) as exc:
             # a corrupt page passes the schema check and fails only when scanned: malformed
             # input, named by file; nothing has been written yet

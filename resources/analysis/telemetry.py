@@ -42,22 +42,6 @@ def telemetry_metrics(run: RunFolder, metrics: pa.Table, telemetry: pa.Table) ->
     return out.cast(TELEMETRY_METRICS)
 
 
-def with_spec_acceptance(run: RunFolder, metrics: pa.Table,
-                         telemetry: pa.Table | None) -> pa.Table:
-    """`metrics` with contract §3's `spec_acceptance_rate` (sql/spec_acceptance.sql) placed
-    before `valid`; all null when the run has no telemetry or no speculative counters."""
-    rates: dict[str, float | None] = {}
-    if telemetry is not None and metrics.num_rows:
-        run.con.register("telemetry", telemetry)
-        run.con.register("metrics", metrics)
-        out = sqlfiles.query(run.con, "spec_acceptance")
-        rates = dict(zip(out.column("step").to_pylist(),
-                         out.column("spec_acceptance_rate").to_pylist(), strict=True))
-    column = pa.array([rates.get(s) for s in metrics.column("step").to_pylist()], pa.float64())
-    return metrics.add_column(metrics.schema.get_field_index("valid"),
-                              pa.field("spec_acceptance_rate", pa.float64()), column)
-
-
 def step_summary(tm: pa.Table) -> list[dict]:
     """Per step: peak memory used and its headroom, mean and peak utilization, mean power,
     peak KV usage, energy per 1M output tokens, sample errors, and the flags."""
@@ -107,7 +91,7 @@ def flags_of(s: dict, utils: list[dict]) -> list[str]:
 def for_run_dir(run_dir: Path) -> pa.Table | None:
     """telemetry_metrics of a run folder without running the gates (the steady-state asset's
     metadata); None when the run has no telemetry."""
-    from resources.analysis.analyze import step_metrics
+    from resources.analysis.metrics import step_metrics
     from resources.analysis.rundir import open_run
 
     telemetry = read_telemetry(run_dir)

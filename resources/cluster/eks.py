@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from resources.cluster.eks_api import EksNodegroups, Heartbeat, NodegroupInfo, NodegroupSpec
 from resources.cluster.interface import Cluster, ClusterInfo
+from resources.contract.candidate import Candidate
 from resources.contract.timestamps import format_ts
+from resources.model_server import engines
 
 
-def accelerator_of(candidate) -> str:
-    return "neuron" if candidate.engine == "vllm-neuron" else "nvidia"
+def accelerator_of(candidate: Candidate) -> str:
+    """The node group's accelerator for the candidate's engine (nvidia | neuron)."""
+    engine = engines.get(candidate.engine)
+    if engine.where != "eks":
+        raise ValueError(f"candidate {candidate.name}: engine {engine.name} runs on this host "
+                         f"only (the local profile), not on eks")
+    return engine.accelerator
 
 
 class EksNodegroupCluster(Cluster):
@@ -23,7 +30,7 @@ class EksNodegroupCluster(Cluster):
         self.capacity_type, self.capacity_reservation_id = capacity_type, capacity_reservation_id
         self.heartbeats: dict[str, Heartbeat] = {}
 
-    def provision(self, candidate, run_id: str) -> ClusterInfo:
+    def provision(self, candidate: Candidate, run_id: str) -> ClusterInfo:
         spec = NodegroupSpec(candidate.name, candidate.instance_type, candidate.node_count,
                              accelerator=accelerator_of(candidate),
                              capacity_type=self.capacity_type,

@@ -8,26 +8,20 @@ phase's times; `teardown` always runs, also when a later step fails.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
 
-
-@dataclass
-class ClusterInfo:
-    facts: dict                      # manifest keys: account_id, region, ... instance_ids
-    phases: dict = field(default_factory=dict)  # {"provision": {started_at, ended_at}}
-    host: dict = field(default_factory=dict)    # where the benchmark ran (metadata only)
-    handle: object = None            # what teardown needs (e.g. a node group name)
+from resources.contract.candidate import Candidate
+from resources.contract.scope import ClusterInfo
 
 
 class Cluster(ABC):
     emulated: bool = False
 
-    def emulated_for(self, candidate) -> bool:
+    def emulated_for(self, candidate: Candidate) -> bool:
         """Whether runs of `candidate` on this cluster are emulated (their `source`)."""
         return self.emulated
 
     @abstractmethod
-    def provision(self, candidate, run_id: str) -> ClusterInfo: ...
+    def provision(self, candidate: Candidate, run_id: str) -> ClusterInfo: ...
 
     @abstractmethod
     def teardown(self, info: ClusterInfo) -> None: ...

@@ -11,9 +11,9 @@ import time
 
 from resources.cluster.host import describe_host, host_facts
 from resources.cluster.interface import Cluster, ClusterInfo
+from resources.contract.candidate import Candidate
 from resources.contract.timestamps import format_ts
-
-REAL_LOCAL_ENGINES = ("llama.cpp",)
+from resources.model_server import engines
 
 
 class LocalHostCluster(Cluster):
@@ -24,10 +24,10 @@ class LocalHostCluster(Cluster):
 
     emulated = True
 
-    def emulated_for(self, candidate) -> bool:
-        return candidate.engine not in REAL_LOCAL_ENGINES
+    def emulated_for(self, candidate: Candidate) -> bool:
+        return not engines.local(candidate.engine)
 
-    def provision(self, candidate, run_id: str) -> ClusterInfo:
+    def provision(self, candidate: Candidate, run_id: str) -> ClusterInfo:
         now = format_ts(time.time_ns())
         phases = {"provision": {"started_at": now, "ended_at": now}}
         if not self.emulated_for(candidate):

@@ -7,8 +7,8 @@ The load side only records (contract §2.2/§2.3); metrics come from `resources.
 `run_load` and `LoadResult` are imported on first use (pyarrow is heavy).
 """
 
-from resources.loadgen.config import LoadConfig, LoadConfigError
-from resources.loadgen.errors import DiskFullError, LoadError, RunExistsError
+from resources.loadgen.config import LoadConfig
+from resources.loadgen.errors import DiskFullError, LoadConfigError, LoadError, RunExistsError
 
 __all__ = ["DiskFullError", "LoadConfig", "LoadConfigError", "LoadError", "LoadResult", "RunExistsError", "run_load"]
 

@@ -10,16 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from resources.loadgen.errors import LoadConfigError
+
 if TYPE_CHECKING:
     from resources.loadgen.scenarios.spec import Scenario
 
 # The largest prompt or output a config may ask for (10 Mi tokens, Llama 4 Scout's context):
 # prompts are built in memory, so an absurd value is refused instead of exhausting it.
 MAX_TOKENS = 10 * 1024 * 1024
-
-
-class LoadConfigError(ValueError):
-    """A load configuration that cannot run; the message says which field and why."""
 
 
 def jsonl(path: Path) -> Iterator[tuple[int, object]]:

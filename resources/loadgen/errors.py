@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 
+class LoadConfigError(ValueError):
+    """A load configuration that cannot run; the message says which field and why."""
+
+
 class LoadError(RuntimeError):
     """The run cannot start or go on (unreachable endpoint, refused auth, bad model...)."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from resources.contract.candidate import Candidate, LoadPlan
 from resources.loadgen.images import parse_size
 from resources.loadgen.scenarios.spec import (
     AGENTIC_INPUT_TOKENS,
@@ -29,7 +30,7 @@ class LoadGenerator:
     workers: int | None = None                   # override every candidate's load.workers
     progress: str = "log"   # "log" (Dagster log) or "terminal" (live display)
 
-    def plan(self, candidate):
+    def plan(self, candidate: Candidate) -> LoadPlan:
         p = candidate.load
         return replace(
             p,
@@ -40,7 +41,7 @@ class LoadGenerator:
             else p.warmup_requests,
             workers=self.workers if self.workers is not None else getattr(p, "workers", 1))
 
-    def run(self, candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
+    def run(self, candidate: Candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
             progress=True, judge=None, api_key_env: str | None = None):
         """`api_key_env`: the deployment's key variable, when the engine needs a key."""
         from resources.loadgen import LoadConfig, run_load

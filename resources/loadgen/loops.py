@@ -9,14 +9,15 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 
-from resources.loadgen import client
+from resources.loadgen import pool
 from resources.loadgen.clock import Clock
 from resources.loadgen.config import LoadConfig, step_name
 from resources.loadgen.probe import api_url
 from resources.loadgen.recorder import Recorder
+from resources.loadgen.records import Request, fail
 from resources.loadgen.selfwatch import InFlight, SelfWatch
 from resources.loadgen.server_metrics import ServerMetrics
-from resources.loadgen.share import Share
+from resources.loadgen.workers.share import Share
 from resources.loadgen.workload import Item, Workload
 
 _now = time.perf_counter_ns
@@ -42,7 +43,7 @@ class LoadLoops:
         self.mismatch = 0
         self.tokens = 0  # steady output tokens received (a parent's progress line)
         self.watch: SelfWatch | None = None
-        self.session: client.Pool | None = None  # the keep-alive connections
+        self.session: pool.Pool | None = None  # the keep-alive connections
         self.save: Callable[[], None] = lambda: None  # writes the manifest so far
         self.server: ServerMetrics | None = None  # the engine's /metrics around each step
         self.judge = None  # SLO search: (run_dir, step) -> (valid, met), from the analysis
@@ -66,13 +67,13 @@ class LoadLoops:
             self.mismatch += 1
 
     async def send(self, phase: str, step: str, mode: str, target: float, scheduled: int,
-                   item: Item | None, tag=None, body: bytes | None = None) -> client.Request:
+                   item: Item | None, tag=None, body: bytes | None = None) -> Request:
         """Send and record one request: `item`, or the workload's next one when None;
         `tag(req)` may mark it first (session, turn, text); `body`, when given, is the request
         body built ahead of its send time (and `item` is not used). Whatever happens, it is
         recorded."""
         rid = str(uuid.uuid4())
-        req = client.Request(rid, phase, step, mode, target, scheduled)
+        req = Request(rid, phase, step, mode, target, scheduled)
         try:
             if body is None and item is None:
                 item = self.wl.next_item()
@@ -84,18 +85,18 @@ class LoadLoops:
                 body = self.wl.body(item, self.stream_options)
             headers = dict(self.headers)
             headers["X-Request-ID"] = rid
-            await client.send(self.session, self.url, body,
+            await pool.send(self.session, self.url, body,
                               headers, req, self.cfg.first_token_timeout_s,
                               self.cfg.total_timeout_s, self.secrets)
         except Exception as exc:  # noqa: BLE001 - a worker never dies silently
-            client.fail(req, exc, self.secrets)
+            fail(req, exc, self.secrets)
         finally:
             # Also on cancellation: the request is recorded, then the CancelledError
             # goes on and stops its worker.
             self._record(req)
         return req
 
-    def _record(self, req: client.Request) -> None:
+    def _record(self, req: Request) -> None:
         if req.emulated:
             self.emulated = True
         if self.watch is not None and req.sent is not None:

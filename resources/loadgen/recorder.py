@@ -29,9 +29,9 @@ from resources.contract.schemas import (
     shard_paths,
     write_parquet,
 )
-from resources.loadgen.client import Request
 from resources.loadgen.clock import Clock
 from resources.loadgen.errors import DiskFullError, RunExistsError
+from resources.loadgen.records import Request
 
 NAMES = ("warmup_log", "steady_state_request_log", "chunk_log")
 _TS_COLS = ("scheduled_at", "sent_at", "first_token_at", "last_token_at", "finished_at",

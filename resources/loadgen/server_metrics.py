@@ -1,7 +1,7 @@
-"""The engine's own counters around each steady step: scrape Prometheus `/metrics` (vLLM
-names, which the emulator serves too, or llama.cpp's: `llamacpp:tokens_predicted_total`,
-`llamacpp:prompt_tokens_total`, plus the finished-requests counter servingbench's llama.cpp
-launcher adds, `servingbench:requests_finished_total{status}`) before and after a step and keep the deltas in
+"""The engine's own counters around each steady step: scrape Prometheus `/metrics` (each
+engine's names are in its file, model_server/engines/<engine>.py `counters`: vLLM's, which
+the emulator serves too, or llama.cpp's plus the finished-requests counter servingbench's
+llama.cpp launcher adds) before and after a step and keep the deltas in
 `server_metrics.json` (shape: docs/report.md). Control plane only (httpx, between steps,
 never while a step's requests stream). A server without `/metrics` is recorded as
 unavailable; it never fails a run.
@@ -18,16 +18,14 @@ from resources.contract import durable
 from resources.http import control
 from resources.http.prometheus import parse
 from resources.loadgen.redact import redact, short_error
+from resources.model_server import engines
 
 FILE = "server_metrics.json"
 SCHEMA_VERSION = 1
-GEN = "vllm:generation_tokens_total"
-PROMPT = "vllm:prompt_tokens_total"
-SUCCESS = "vllm:request_success_total"
-TTFT = "vllm:time_to_first_token_seconds"
-LLAMACPP_GEN = "llamacpp:tokens_predicted_total"
-LLAMACPP_PROMPT = "llamacpp:prompt_tokens_total"
-LLAMACPP_FINISHED = "servingbench:requests_finished_total"
+DIALECTS = engines.counters()  # every engine's counter names, the emulator's (vLLM's) first
+# reasons a finished request was not ok: each engine's own (vLLM's abort), and the
+# `http_<status>` a dialect counting by HTTP status maps a non-200 to
+FAILED = frozenset(r for d in DIALECTS for r in d.failed_reasons)
 SCRAPE_TIMEOUT_S = 5.0
 SCRAPE_MAX_BYTES = 16 << 20  # vLLM's /metrics is a few hundred KiB with many models
 
@@ -40,24 +38,29 @@ def snapshot(text: str) -> dict:
     """The counters reconciliation needs, summed over engines/models (one server)."""
     s = parse(text)
     success: dict[str, float] = {}
-    for labels, v in s.get(SUCCESS, []):
-        reason = labels.get("finished_reason", "")
-        success[reason] = success.get(reason, 0.0) + v
-    for labels, v in s.get(LLAMACPP_FINISHED, []):
-        # by HTTP status: 200 finished normally, anything else is not an ok request
-        status = labels.get("status", "")
-        reason = "ok" if status == "200" else f"http_{status}"
-        success[reason] = success.get(reason, 0.0) + v
-    gen, prompt = _total(s, GEN), _total(s, PROMPT)
-    if gen is None and prompt is None:
-        gen, prompt = _total(s, LLAMACPP_GEN), _total(s, LLAMACPP_PROMPT)
+    for d in DIALECTS:
+        for labels, v in s.get(d.finished, []) if d.finished else ():
+            reason = d.reason(labels)
+            success[reason] = success.get(reason, 0.0) + v
+    gen = prompt = None
+    for d in DIALECTS:  # the first dialect the server speaks
+        gen, prompt = _total(s, d.generation_tokens), _total(s, d.prompt_tokens)
+        if gen is not None or prompt is not None:
+            break
     buckets: dict[str, float] = {}
-    for labels, v in s.get(f"{TTFT}_bucket", []):
-        if "le" in labels:
-            buckets[labels["le"]] = buckets.get(labels["le"], 0.0) + v
+    ttft_count = ttft_sum = None
+    for d in DIALECTS:
+        if d.ttft is None:
+            continue
+        for labels, v in s.get(f"{d.ttft}_bucket", []):
+            if "le" in labels:
+                buckets[labels["le"]] = buckets.get(labels["le"], 0.0) + v
+        ttft_count, ttft_sum = _total(s, f"{d.ttft}_count"), _total(s, f"{d.ttft}_sum")
+        if buckets or ttft_count is not None:
+            break
     return {"generation_tokens": gen, "prompt_tokens": prompt,
             "request_success": success or None, "ttft_buckets": buckets or None,
-            "ttft_count": _total(s, f"{TTFT}_count"), "ttft_sum": _total(s, f"{TTFT}_sum"),
+            "ttft_count": ttft_count, "ttft_sum": ttft_sum,
             "emulated": "# EMULATED" in text}
 
 
@@ -86,7 +89,7 @@ def delta(before: dict, after: dict) -> dict:
         out["request_success"] = by
         out["requests_finished"] = sum(by.values())
         out["requests_ok"] = sum(v for k, v in by.items()
-                                 if k != "abort" and not k.startswith("http_"))
+                                 if k not in FAILED and not k.startswith("http_"))
     else:
         out["request_success"] = out["requests_finished"] = out["requests_ok"] = None
     bb, ba = before.get("ttft_buckets"), after.get("ttft_buckets")
@@ -126,7 +129,8 @@ class Scraper:
             return None, f"compressed /metrics answer ({r.headers['content-encoding'][:20]}) not read"
         snap = snapshot(raw.decode("utf-8", "replace"))
         if snap["generation_tokens"] is None and snap["request_success"] is None:
-            return None, "no vLLM or llama.cpp counters in the /metrics answer"
+            return None, "no engine counters (" + ", ".join(
+                sorted({d.generation_tokens.split(":")[0] for d in DIALECTS})) + ") in the /metrics answer"
         return snap, None
 
 

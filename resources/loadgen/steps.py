@@ -1,21 +1,27 @@
 """A run's phases and steps on top of the load loops: warm-up, the steady steps (closed,
 open, profile, or a scenario's), the self-watch verdict and the engine's counters around
-each step, the periodic flush, and the event loop's signal handling."""
+each step, the periodic flush, and the event loop's signal handling. `drive` runs one on
+its own event loop, the one way a run and a worker of several share."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
+from resources.contract import durable
 from resources.contract import manifest as mf
-from resources.loadgen import client
+from resources.loadgen import pool
 from resources.loadgen.config import step_name
-from resources.loadgen.errors import DiskFullError
+from resources.loadgen.errors import DiskFullError, LeftBehind
 from resources.loadgen.loops import LoadLoops
+from resources.loadgen.recorder import Recorder
 from resources.loadgen.scenarios.drive import scenario_steady
 from resources.loadgen.schedule import profile_schedule, rate_steps
 from resources.loadgen.selfwatch import InFlight, SelfWatch
+from resources.loadgen.signals import SavedSignals, event_loop_runner
 
 FLUSH_S = 0.25
 
@@ -140,7 +146,7 @@ class Run(LoadLoops):
             # inside a transport callback, where the loop logs it and runs on
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, me.cancel)
-        async with client.Pool(self.url, self.cfg.connect_timeout_s) as self.session:
+        async with pool.Pool(self.url, self.cfg.connect_timeout_s) as self.session:
             flusher = loop.create_task(self._flush_loop(me))
             try:
                 await self.warmup()
@@ -161,3 +167,48 @@ class Run(LoadLoops):
                 self.rec.flush()
         if self.rec.full is not None:
             raise self.rec.full
+
+
+def _save_last(save: Callable[..., None], recorder: Recorder) -> None:
+    """The final manifest (phases closed at the moment the run stopped). After a full disk it
+    is written into the space the recorder held back; should even that fail, the manifest
+    of the last boundary stays (complete and valid) and the error says so."""
+    try:
+        save(final=True)
+    except OSError as exc:
+        if recorder.full is None or not durable.is_disk_full(exc):
+            raise
+        recorder.full.manifest_kept = False
+
+
+def drive(run: Run, recorder: Recorder, save: Callable[..., None] | None = None) -> bool:
+    """Run `run.main()` on its own event loop and stop it the one way a run and a worker
+    share; returns whether SIGINT/SIGTERM interrupted it.
+
+    However it ends, the records are finalized and (a run, `save`) the final manifest is
+    written. A full disk stops it: the flushed records stay as partial streams, and
+    finalize raises DiskFullError with what was kept and what was not written."""
+    interrupted = False
+    saved = SavedSignals()
+    try:
+        with event_loop_runner() as runner:
+            runner.run(run.main())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        interrupted = True
+    except OSError as exc:  # the manifest or server_metrics.json did not fit on the disk
+        if not durable.is_disk_full(exc):
+            raise
+        recorder.stop(Path(exc.filename or recorder.run_dir), exc)
+    except DiskFullError:
+        pass  # the recorder knows; finalize raises it again with the counts
+    except LeftBehind:
+        pass  # (a pod) the others went on without this one: it stops here, its summary says why
+    finally:
+        saved.restore()
+        try:
+            recorder.finalize()
+        finally:
+            run.progress.close()
+            if save is not None:
+                _save_last(save, recorder)
+    return interrupted

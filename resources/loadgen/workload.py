@@ -18,7 +18,8 @@ import httpx
 
 from resources.http import control
 from resources.loadgen import images
-from resources.loadgen.config import LoadConfig, LoadConfigError, jsonl
+from resources.loadgen.config import LoadConfig, jsonl
+from resources.loadgen.errors import LoadConfigError
 
 VOCAB = (
     "time year people way day man thing woman life child world school state family student "

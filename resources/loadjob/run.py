@@ -24,9 +24,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from resources.contract import manifest as mf
+from resources.contract.candidate import Candidate
 from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
-from resources.loadgen.config import LoadConfigError
-from resources.loadgen.errors import LoadError
+from resources.loadgen.errors import LoadConfigError, LoadError
 from resources.loadgen.generator import LoadGenerator
 from resources.loadgen.scenarios.spec import from_mapping
 from resources.loadjob.job import LoadJob, PodOutcome
@@ -52,7 +52,7 @@ class JobLoadResult:
         return [w for w in self.workers if w["status"] == "failed"]
 
 
-def load_args(gen: LoadGenerator, candidate, endpoint: str, served_model: str,
+def load_args(gen: LoadGenerator, candidate: Candidate, endpoint: str, served_model: str,
               run_id: str) -> list[str]:
     """The candidate's plan as `servingbench load` flags (the part every pod shares)."""
     scenario, targets = from_mapping(candidate.scenario, f"{candidate.name}.scenario")
@@ -112,7 +112,7 @@ class KubeJobLoadGenerator:
     progress: str = "log"
     clock: Callable[[], int] = time.time_ns
 
-    def run(self, candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
+    def run(self, candidate: Candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
             progress=True, judge=None, api_key_env: str | None = None) -> JobLoadResult:
         if judge is not None:
             raise LoadConfigError("an SLO search is not supported with load pods: each probe "
@@ -217,7 +217,7 @@ def _merge(run_dir: Path) -> None:
     """Merge the shards into the three record files when the load generator's merge is
     there; readers treat a file and its shards as one record set either way (contract §6)."""
     try:
-        from resources.loadgen.shards import merge_shards
+        from resources.loadgen.workers.shards import merge_shards
     except ImportError:
         return
     merge_shards(run_dir)

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from resources.contract import durable
+from resources.contract.candidate import Candidate
+from resources.contract.scope import ClusterInfo
 from resources.contract.timestamps import format_ts
 from resources.model_server.interface import Deployment, ModelServer
 
@@ -21,7 +23,7 @@ class EmulatorModelServer(ModelServer):
         self.time_scale, self.cold_start_s, self.seed = time_scale, cold_start_s, seed
         self.ready_timeout_s, self.extra_args = ready_timeout_s, tuple(extra_args)
 
-    def args(self, candidate, run_dir: Path) -> list[str]:
+    def args(self, candidate: Candidate, run_dir: Path) -> list[str]:
         args = ["--candidate", candidate.instance_type, "--model", candidate.model_key,
                 "--precision", candidate.precision, "--tp", str(candidate.tensor_parallel),
                 "--time-scale", str(self.time_scale), "--seed", str(self.seed),
@@ -32,7 +34,7 @@ class EmulatorModelServer(ModelServer):
         return args + list(self.extra_args)
 
     @contextlib.contextmanager
-    def deploy(self, candidate, cluster, run_dir: Path) -> Iterator[Deployment]:
+    def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
         from emulator.process import EmulatorProcess
 
         started = time.time_ns()

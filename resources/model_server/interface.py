@@ -12,6 +12,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from resources.contract.candidate import Candidate
+from resources.contract.scope import ClusterInfo
+
 
 @dataclass
 class Deployment:
@@ -31,5 +34,5 @@ class Deployment:
 
 class ModelServer(ABC):
     @abstractmethod
-    def deploy(self, candidate, cluster, run_dir: Path) -> contextlib.AbstractContextManager[Deployment]:
+    def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> contextlib.AbstractContextManager[Deployment]:
         ...

@@ -30,7 +30,10 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from resources.contract.candidate import Candidate
+from resources.contract.scope import ClusterInfo
 from resources.contract.timestamps import format_ts
+from resources.model_server import engines
 from resources.model_server.interface import Deployment, ModelServer
 
 ENGINE = "llama.cpp (llama-cpp-python server)"
@@ -107,7 +110,7 @@ def requantize(src: Path, dst: Path, ftype: str, threads: int | None = None) -> 
     return dst
 
 
-def model_file_for(candidate) -> Path:
+def model_file_for(candidate: Candidate) -> Path:
     """The candidate's GGUF, requantized first when it is derived and not built yet."""
     plan = candidate.llamacpp
     path = resolve_model(plan.model_file)
@@ -239,6 +242,10 @@ class LlamaCppProcess:
         return rc
 
 
+def _threads(candidate: Candidate) -> int:
+    return candidate.llamacpp.threads or os.cpu_count() or 1
+
+
 class LlamaCppModelServer(ModelServer):
     """Starts llama.cpp's server for a `engine: llama.cpp` candidate; measured, never
     emulated."""
@@ -246,19 +253,12 @@ class LlamaCppModelServer(ModelServer):
     def __init__(self, ready_timeout_s: float = 180):
         self.ready_timeout_s = ready_timeout_s
 
-    def args(self, candidate, model_file: Path) -> list[str]:
-        plan = candidate.llamacpp
-        threads = plan.threads or os.cpu_count() or 1
-        return ["--model", str(model_file), "--model_alias", candidate.model,
-                "--n_ctx", str(candidate.max_model_len), "--n_threads", str(threads),
-                "--n_threads_batch", str(threads),
-                # queue concurrent requests instead of cutting the stream in progress
-                "--interrupt_requests", "False",
-                # llama.cpp's load log (weights, context) stays in the process output
-                "--verbose", "True"]
+    def args(self, candidate: Candidate, model_file: Path) -> list[str]:
+        return engines.get("llama.cpp").launch(candidate, model_file, _threads(candidate))
 
     @contextlib.contextmanager
-    def deploy(self, candidate, cluster, run_dir: Path) -> Iterator[Deployment]:
+    def deploy(self, candidate: Candidate, cluster: ClusterInfo | None,
+               run_dir: Path) -> Iterator[Deployment]:
         why = engine_available()
         if why is not None:
             raise EngineNotInstalled(why)
@@ -277,10 +277,10 @@ class LlamaCppModelServer(ModelServer):
                 # ready: from weights in memory to the first answer of /v1/models
                 phases["ready"] = {"started_at": format_ts(wl1["at_ns"]),
                                    "ended_at": format_ts(ended)}
-            host = (getattr(cluster, "host", None) or {}) if cluster is not None else {}
+            host = cluster.host if cluster is not None else {}
             details = {"pid": proc.proc.pid, "port": proc.port, "args": args,
                        "model_file": str(model_file), "model_sha256": sha,
-                       "threads": args[args.index("--n_threads") + 1], "parallel": 1}
+                       "threads": str(_threads(candidate)), "parallel": 1}
             (run_dir / "deployment.json").write_text(json.dumps(
                 {"endpoint": proc.base_url, "emulated": False, "engine": ENGINE,
                  "engine_version": engine_version(), "host": host, **details}, indent=2))

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from resources.contract.candidate import Candidate
+from resources.contract.scope import ClusterInfo
+from resources.model_server import engines
 from resources.model_server.interface import ModelServer
-
-REAL_LOCAL_ENGINES = ("llama.cpp",)
 
 
 class LocalModelServers(ModelServer):
@@ -15,8 +16,8 @@ class LocalModelServers(ModelServer):
         self.emulator = emulator
         self.llamacpp = llamacpp
 
-    def deploy(self, candidate, cluster, run_dir: Path):
-        if candidate.engine in REAL_LOCAL_ENGINES:
+    def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path):
+        if engines.local(candidate.engine):
             if self.llamacpp is None:
                 # imported on first use: the emulated demo never loads the engine's adapter
                 from resources.model_server.llamacpp import LlamaCppModelServer

@@ -49,8 +49,8 @@ def section(rec: dict | None) -> str:
                      cell(pct(r["request_gap"], 2)), state, cell(r["reason"])])
         classes.append("bad" if r["flagged"] else "")
     note = (f"Client: the steady request log (output tokens of ok requests, every request "
-            f"sent). Server: the engine's /metrics counters (vllm:generation_tokens_total, "
-            f"vllm:request_success_total) scraped before and after each step. Gap = "
+            f"sent). Server: the engine's own /metrics counters (tokens generated, requests "
+            f"finished) scraped before and after each step. Gap = "
             f"(server - client) / client; a step is flagged when a gap exceeds "
             f"{rec['tolerance']:.0%}.")
     if rec.get("emulated"):

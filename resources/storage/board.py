@@ -1,4 +1,4 @@
-"""Where the load pods meet (resources/loadgen/podsync.py): a folder of empty objects whose
+"""Where the load pods meet (resources/loadgen/workers/podsync.py): a folder of empty objects whose
 names say who arrived when, under the run's prefix (`s3://…/runs/<id>/barrier`) or a local
 folder. Only names are listed and written, nothing is read back.
 

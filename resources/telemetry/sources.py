@@ -13,7 +13,7 @@ import httpx
 
 from resources.http.prometheus import parse
 from resources.telemetry import neuron
-from resources.telemetry.prometheus import Row, dcgm_rows, engine_rows
+from resources.telemetry.name_maps import Row, dcgm_rows, engine_rows
 
 MAX_BYTES = 4 << 20  # a DCGM exposition of 8 GPUs is ~40 KB; anything far larger is not one
 

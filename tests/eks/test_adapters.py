@@ -9,11 +9,11 @@ import os
 import httpx
 import pytest
 
-from pipelines.config import Candidate
 from resources.billing.refresh import CostExplorerBill
 from resources.cluster.eks import EksNodegroupCluster
 from resources.cluster.eks_api import EksNodegroups
 from resources.contract import manifest as mf
+from resources.contract.candidate import Candidate
 from resources.model_server.kube.client import KubeClient
 from resources.model_server.kube.deploy import EngineDeployment
 from resources.model_server.kube.server import LOAD_API_KEY_ENV, KubeModelServer, engine_spec_for

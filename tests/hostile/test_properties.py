@@ -7,21 +7,21 @@ from __future__ import annotations
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from resources.loadgen import client
+from resources.loadgen import records, sse
 from resources.loadgen.redact import redact, short_error
 
 
-def consume(pieces: list[bytes]) -> client.Request:
+def consume(pieces: list[bytes]) -> records.Request:
     """The pieces fed one at a time, as the connection's `data_received` feeds the body
     (the real connection is exercised over loopback in test_fault_matrix)."""
-    req = client.Request("r", "steady", "c=1", "concurrency", 1.0, 0)
-    events = client.Events(req)
+    req = records.Request("r", "steady", "c=1", "concurrency", 1.0, 0)
+    events = sse.Events(req)
     try:
         for k, piece in enumerate(p for p in pieces if p):
             if events.feed(piece, k):
                 break
         events.close(())
-    except client.Malformed as exc:
+    except sse.Malformed as exc:
         req.status, req.error = "protocol_error", str(exc)
     return req
 
@@ -37,9 +37,9 @@ def test_any_bytes_end_with_a_status(pieces):
     req = consume(pieces)
     assert req.status in ("ok", "protocol_error", "disconnect")
     assert len(req.chunk_at) == len(req.chunk_tokens)
-    assert all(0 < t <= client.MAX_TOKENS for t in req.chunk_tokens)
+    assert all(0 < t <= sse.MAX_TOKENS for t in req.chunk_tokens)
     for n in (req.usage_total, req.input_tokens):
-        assert n is None or 0 <= n <= client.MAX_TOKENS
+        assert n is None or 0 <= n <= sse.MAX_TOKENS
 
 
 @st.composite
@@ -68,7 +68,7 @@ def test_splits_never_change_the_counts(stream, cuts):
 
 
 def test_an_event_past_the_cap_is_a_protocol_error():
-    big = b'data: {"x":"' + b"a" * client.MAX_EVENT_BYTES
+    big = b'data: {"x":"' + b"a" * sse.MAX_EVENT_BYTES
     req = consume([big[i:i + 65536] for i in range(0, len(big), 65536)])
     assert req.status == "protocol_error" and "exceeds" in req.error
 

@@ -7,9 +7,9 @@ import pytest
 
 from resources.contract.schemas import read_records
 from resources.loadgen import LoadConfig, LoadConfigError
-from resources.loadgen.client import Request
 from resources.loadgen.clock import Clock
 from resources.loadgen.recorder import Recorder
+from resources.loadgen.records import Request
 from tests.support.loadgen import run_cli
 
 

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from resources.loadgen import client
+from resources.loadgen import pool as client
 
 _perf = time.perf_counter_ns
 MS = 1_000_000

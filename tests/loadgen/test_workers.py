@@ -26,8 +26,8 @@ from resources.analysis.analyze import analyze_run
 from resources.contract import manifest as mf
 from resources.contract.schemas import SchemaError, read_records
 from resources.loadgen import LoadConfigError, run_load
-from resources.loadgen.shards import merge_shards
-from resources.loadgen.share import Share
+from resources.loadgen.workers.shards import merge_shards
+from resources.loadgen.workers.share import Share
 from tests.support.loadgen import ROOT, config, ns, rows
 
 TTFT_MS = 50

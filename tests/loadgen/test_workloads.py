@@ -12,7 +12,7 @@ import pytest
 from emulator import process, specs
 from emulator.model import PerfModel
 from resources.analysis.analyze import analyze_run
-from resources.analysis.workloads import judge
+from resources.analysis.workload_outputs import judge
 from resources.contract import manifest as mf
 from resources.loadgen import run_load
 from resources.loadgen.scenarios.slo_search import next_concurrency, next_rate

@@ -1,4 +1,4 @@
-"""Load pods meet before every step (resources/loadgen/podsync.py), through moto's S3
+"""Load pods meet before every step (resources/loadgen/workers/podsync.py), through moto's S3
 server: two `servingbench loadpod` processes against the fixed-timing server on 127.0.0.1
 never run two steps at once, even when one pod's share of a step is much longer; a pod that
 never comes is left behind after the bound and named, one that comes too late stops and
@@ -22,7 +22,7 @@ import pytest
 from resources.contract import manifest as mf
 from resources.loadgen.clock import Clock
 from resources.loadgen.errors import LeftBehind
-from resources.loadgen.podsync import (
+from resources.loadgen.workers.podsync import (
     LATE_START_S,
     MARGIN_S,
     WINDOW_S,

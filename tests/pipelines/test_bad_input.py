@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from pipelines.cli import main as cli
 from pipelines.config import ConfigError, load_candidates
-from resources.loadgen.config import LoadConfig, LoadConfigError
+from resources.loadgen.config import LoadConfig
+from resources.loadgen.errors import LoadConfigError
 
 GOOD = ("name: c1, instance_type: p5.48xlarge, "
         "model: meta-llama/Llama-4-Scout-17B-16E-Instruct, precision: bf16, tensor_parallel: 8")

@@ -12,7 +12,7 @@ import difflib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from resources.loadgen.config import LoadConfigError
+from resources.loadgen.errors import LoadConfigError
 
 KINDS = ("fixed", "multi_turn", "agentic", "trace", "batch", "slo_search")
 TRACE_FORMATS = ("mooncake", "azure")

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from resources.loadgen.config import LoadConfigError, jsonl, step_name
+from resources.loadgen.config import jsonl, step_name
+from resources.loadgen.errors import LoadConfigError
 from resources.loadgen.workload import Item, filler_words
 
 MOONCAKE_BLOCK = 512

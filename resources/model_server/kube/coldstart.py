@@ -8,29 +8,17 @@
 
 Resolution: conditions and core/v1 event timestamps are whole seconds; kubelet log
 timestamps are nanoseconds. A phase whose boundary is missing is None (unknown), never
-guessed. Engine log markers differ per engine and version; they are listed in MARKERS.
+guessed. Engine log markers differ per engine and version; each engine's file lists its
+own (model_server/engines/<engine>.py `markers`).
 """
 
 from __future__ import annotations
 
 from resources.contract.timestamps import format_ts, parse_ts
+from resources.model_server import engines
 
 Span = tuple[int, int] | None
 
-MARKERS: dict[str, dict[str, tuple[str, ...]]] = {
-    "vllm": {
-        "weights_loaded": ("Model loading took", "Loading weights took"),
-        "compiled": ("Graph capturing finished", "init engine (profile, create kv cache, warmup model) took"),
-    },
-    "vllm-neuron": {
-        "weights_loaded": ("Finished loading model", "Loading weights took", "Model loading took"),
-        "compiled": ("Finished compiling model", "Compilation took", "Neuron model loaded"),
-    },
-    "sglang": {
-        "weights_loaded": ("Load weight end",),
-        "compiled": ("Capture cuda graph end", "Capture CUDA graph end"),
-    },
-}
 MANIFEST_PHASES = ("image_pull", "weights_load", "compile", "ready")
 
 
@@ -75,7 +63,7 @@ def _span(start: int | None, end: int | None) -> Span:
 def cold_start_phases(pod: dict, events: list[dict], log_lines: list[str],
                       engine: str) -> dict[str, Span]:
     """Sub-phases of one pod's cold start; unknown spans are None."""
-    markers = MARKERS[engine]
+    markers = engines.get(engine).markers
     created = _ts(pod.get("metadata", {}).get("creationTimestamp"))
     started = None
     for cs in pod.get("status", {}).get("containerStatuses", []):

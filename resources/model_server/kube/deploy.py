@@ -64,8 +64,7 @@ class EngineDeployment:
             name = pod["metadata"]["name"]
             events = self.kube.list("Event", field_selector=f"involvedObject.name={name}")
             lines = self.kube.pod_log(name, "engine")
-            engine = "vllm-neuron" if self.spec.accelerator == "neuron" else self.spec.engine
-            phases = cold_start_phases(pod, events, lines, engine)
+            phases = cold_start_phases(pod, events, lines, self.spec.runtime.name)
         log.info("engine %s ready; phases %s", self.spec.name,
                  {k: (None if v is None else round((v[1] - v[0]) / 1e9, 1)) for k, v in phases.items()})
         return DeployedEngine(self.spec.name, pod and pod["metadata"]["name"], self.endpoint,

@@ -1,5 +1,6 @@
-"""Deployment + Service + NetworkPolicy manifests for one candidate: vLLM on GPU, SGLang on
-GPU, vLLM on Neuron. Plain dicts (the API's JSON); `to_yaml` gives the stable text the golden
+"""Deployment + Service + NetworkPolicy manifests for one candidate: any engine of
+model_server/engines/ that runs on Kubernetes (vLLM on GPU, SGLang on GPU, vLLM on Neuron),
+which gives its command, arguments and environment. Plain dicts (the API's JSON); `to_yaml` gives the stable text the golden
 files hold.
 
 Images are pinned by digest (a tag can move under a benchmark). The Hugging Face token
@@ -18,15 +19,15 @@ from __future__ import annotations
 
 import copy
 import ipaddress
-import json
 import re
 from dataclasses import dataclass, field
 
 import yaml
 
+from resources.model_server import engines
+
 DIGEST = re.compile(r"^[a-z0-9][^@\s]*@sha256:[0-9a-f]{64}$")
 LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]")
-ENGINES = {("vllm", "nvidia"), ("sglang", "nvidia"), ("vllm", "neuron")}
 PORT = 8000
 API_KEY_ENV = "ENGINE_API_KEY"  # in the container; expanded into --api-key by Kubernetes
 LOADGEN_LABELS = {"app.kubernetes.io/name": "servingbench-loadgen"}  # an in-cluster load Job
@@ -39,7 +40,7 @@ class EngineSpec:
     run_id: str
     candidate: str
     nodegroup: str
-    engine: str  # vllm | sglang
+    engine: str  # the server program: vllm | sglang (an engine's `family`)
     accelerator: str  # nvidia | neuron
     image: str  # repo@sha256:<64 hex>
     model: str
@@ -55,6 +56,9 @@ class EngineSpec:
     memory_gib: int = 512
     startup_timeout_s: int = 3600  # weights load + compile; Neuron compiles take long
     neuron_config: dict = field(default_factory=dict)  # vLLM --override-neuron-config
+    # swept engine settings by their common name (max_num_batched_tokens, speculative, ...);
+    # the engine's file spells them (engines/<engine>.py SETTINGS)
+    settings: dict = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()
     namespace: str = "servingbench"
     # How the load generator reaches the engine: "cluster_ip" (an in-cluster Job) or
@@ -69,9 +73,8 @@ class EngineSpec:
     run_as_user: int | None = None  # None: the image's user (root for the stock engines)
 
     def __post_init__(self) -> None:
-        if (self.engine, self.accelerator) not in ENGINES:
-            raise ValueError(f"unsupported engine/accelerator {self.engine}/{self.accelerator}; "
-                             f"supported: {sorted(ENGINES)}")
+        engines.on_kubernetes(self.engine, self.accelerator)  # ValueError if none runs there
+        self.runtime.setting_args(self.swept)  # ValueError for a setting it does not have
         if not DIGEST.match(self.image):
             raise ValueError(f"image {self.image!r} must be pinned by digest (repo@sha256:<64 hex>)")
         if self.tensor_parallel < 1 or self.devices < 1 or self.max_model_len < 1:
@@ -106,46 +109,30 @@ class EngineSpec:
     def api_key_secret(self) -> str:
         return f"{self.name[:55].rstrip('-')}-api-key"
 
+    @property
+    def runtime(self) -> engines.Engine:
+        """The engine this spec runs (engines/<engine>.py)."""
+        return engines.on_kubernetes(self.engine, self.accelerator)
 
-def _vllm_args(s: EngineSpec) -> list[str]:
-    args = [s.model, "--host", "0.0.0.0", "--port", str(PORT), "--served-model-name", s.model,
-            "--tensor-parallel-size", str(s.tensor_parallel),
-            "--max-model-len", str(s.max_model_len),
-            # usage.prompt_tokens_details.cached_tokens: prefix-cache hits, recorded per request
-            "--enable-prompt-tokens-details"]
-    if s.expert_parallel:
-        args.append("--enable-expert-parallel")
-    if s.quantization:
-        args += ["--quantization", s.quantization]
-    if s.kv_cache_dtype:
-        args += ["--kv-cache-dtype", s.kv_cache_dtype]
-    if s.max_num_seqs:
-        args += ["--max-num-seqs", str(s.max_num_seqs)]
-    if s.accelerator == "neuron" and s.neuron_config:
-        args += ["--override-neuron-config", json.dumps(s.neuron_config, sort_keys=True)]
-    return args + ["--api-key", f"$({API_KEY_ENV})"] + list(s.extra_args)
+    @property
+    def port(self) -> int:
+        return PORT
 
+    @property
+    def api_key_ref(self) -> str:
+        """The API key argument: the container's variable, expanded by Kubernetes."""
+        return f"$({API_KEY_ENV})"
 
-def _sglang_args(s: EngineSpec) -> list[str]:
-    args = ["--model-path", s.model, "--served-model-name", s.model, "--host", "0.0.0.0",
-            "--port", str(PORT), "--tp-size", str(s.tensor_parallel),
-            "--context-length", str(s.max_model_len), "--enable-metrics"]
-    if s.expert_parallel:
-        args += ["--ep-size", str(s.tensor_parallel)]
-    if s.quantization:
-        args += ["--quantization", s.quantization]
-    if s.kv_cache_dtype:
-        args += ["--kv-cache-dtype", s.kv_cache_dtype]
-    if s.max_num_seqs:
-        args += ["--max-running-requests", str(s.max_num_seqs)]
-    return args + ["--api-key", f"$({API_KEY_ENV})"] + list(s.extra_args)
+    @property
+    def swept(self) -> dict:
+        """Every setting the engine is launched with, by its common name, in launch order."""
+        return {"quantization": self.quantization, "kv_cache_dtype": self.kv_cache_dtype,
+                "max_num_seqs": self.max_num_seqs, **self.settings}
 
 
 def _container(s: EngineSpec) -> dict:
-    if s.engine == "sglang":
-        command, args = ["python3", "-m", "sglang.launch_server"], _sglang_args(s)
-    else:
-        command, args = ["vllm", "serve"], _vllm_args(s)
+    engine = s.runtime
+    command, args = list(engine.command), engine.launch(s)
     device = "nvidia.com/gpu" if s.accelerator == "nvidia" else "aws.amazon.com/neuron"
     limits = {device: str(s.devices), "cpu": s.cpu, "memory": f"{s.memory_gib}Gi"}
     env = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
@@ -153,9 +140,7 @@ def _container(s: EngineSpec) -> dict:
         {"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {
             "name": s.api_key_secret, "key": "key"}}},
         {"name": "HF_HOME", "value": "/models/hf"}]
-    if s.accelerator == "neuron":
-        env += [{"name": "VLLM_NEURON_FRAMEWORK", "value": "neuronx-distributed-inference"},
-                {"name": "NEURON_COMPILED_ARTIFACTS", "value": "/models/neuron-compiled"}]
+    env += [dict(e) for e in engine.env]
     period = 10
     return {
         "name": "engine", "image": s.image, "imagePullPolicy": "IfNotPresent",

@@ -1,6 +1,7 @@
-"""The eks profile's model server: the candidate's engine (vLLM / SGLang on GPU, vLLM on
-Neuron) as a Kubernetes Deployment on its node group. `engine_spec_for` maps a candidate
-(pipelines/candidates.yaml) to the engine's manifest settings."""
+"""The eks profile's model server: the candidate's engine (any of model_server/engines/ that
+runs on Kubernetes: vLLM / SGLang on GPU, vLLM on Neuron) as a Kubernetes Deployment on its
+node group. `engine_spec_for` maps a candidate (pipelines/candidates.yaml) to the engine's
+manifest settings."""
 
 from __future__ import annotations
 
@@ -13,48 +14,44 @@ from pathlib import Path
 
 import httpx
 
-from resources.cluster.eks import accelerator_of
-from resources.cluster.interface import ClusterInfo
+from resources.contract.candidate import Candidate
+from resources.contract.scope import ClusterInfo
 from resources.contract.timestamps import format_ts
 from resources.http import control
+from resources.model_server import engines
 from resources.model_server.interface import Deployment, ModelServer
 from resources.model_server.kube.client import KubeClient, RolloutError
 from resources.model_server.kube.coldstart import manifest_phases
 from resources.model_server.kube.deploy import EngineDeployment
 from resources.model_server.kube.render import PORT, EngineSpec
 
-# Logical NeuronCores per Neuron chip: vLLM's --tensor-parallel-size counts cores, the
-# candidates count chips (trn2 with the default logical-NeuronCore size 2: 8 / 2).
-NEURON_CORES_PER_CHIP = {"trn2": 4, "trn1": 2, "inf2": 2}
-QUANTIZATION = {"bf16": None, "fp8": "fp8"}
 # Where the load generator finds the engine's API key while the engine is deployed (the
 # load generator reads keys from the environment only; removed again after the block).
 LOAD_API_KEY_ENV = "SERVINGBENCH_ENGINE_API_KEY"
 
 
-def engine_spec_for(candidate, run_id: str, nodegroup: str, **expose) -> EngineSpec:
+def engine_spec_for(candidate: Candidate, run_id: str, nodegroup: str, **expose) -> EngineSpec:
     """The candidate's engine settings; a clear ValueError for what eks cannot run."""
     if not candidate.image_digest:
         raise ValueError(f"candidate {candidate.name}: image_digest is null; the eks profile "
                          f"needs the engine image pinned by digest (repo@sha256:…)")
-    if candidate.precision not in QUANTIZATION:
+    engine = engines.get(candidate.engine)
+    if engine.where != "eks":
+        raise ValueError(f"candidate {candidate.name}: engine {engine.name} runs on this host "
+                         f"only (the local profile), not on eks")
+    if candidate.precision not in engine.quantization:
         raise ValueError(f"candidate {candidate.name}: precision {candidate.precision!r} needs a "
                          f"pre-quantized checkpoint as `model`; not supported on eks yet")
-    neuron = accelerator_of(candidate) == "neuron"
-    tp = candidate.tensor_parallel
-    if neuron:
-        family = candidate.instance_type.split(".")[0]
-        if family not in NEURON_CORES_PER_CHIP:
-            raise ValueError(f"candidate {candidate.name}: {candidate.instance_type} is not a "
-                             f"Neuron instance ({', '.join(NEURON_CORES_PER_CHIP)})")
-        tp = candidate.tensor_parallel * NEURON_CORES_PER_CHIP[family]
+    try:
+        tp = engine.tensor_parallel(candidate.instance_type, candidate.tensor_parallel)
+    except ValueError as exc:
+        raise ValueError(f"candidate {candidate.name}: {exc}") from None
     return EngineSpec(
         run_id=run_id, candidate=candidate.name, nodegroup=nodegroup,
-        engine="sglang" if candidate.engine == "sglang" else "vllm",
-        accelerator="neuron" if neuron else "nvidia", image=candidate.image_digest,
+        engine=engine.family, accelerator=engine.accelerator, image=candidate.image_digest,
         model=candidate.model, tensor_parallel=tp, devices=candidate.tensor_parallel,
         max_model_len=candidate.max_model_len, expert_parallel=candidate.expert_parallel,
-        quantization=QUANTIZATION[candidate.precision], **expose)
+        quantization=engine.quantization[candidate.precision], **expose)
 
 
 class KubeModelServer(ModelServer):
@@ -73,7 +70,7 @@ class KubeModelServer(ModelServer):
                        "run_as_user": run_as_user}
 
     @contextlib.contextmanager
-    def deploy(self, candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
+    def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
         run_id = Path(run_dir).name  # storage names each run folder by its run id
         spec = engine_spec_for(candidate, run_id, cluster.facts["nodegroup"], **self.expose)
         kube = self.kube()

@@ -1,6 +1,6 @@
 """The two name maps the sampler reads a Prometheus exposition with (parsed by
-resources/http/prometheus.py): DCGM exporter fields and the engines' own gauges (vLLM,
-SGLang, llama.cpp).
+resources/http/prometheus.py): DCGM exporter fields and the engines' own gauges (each
+engine's file in model_server/engines/ names its own).
 
 Units are converted here, once, to contract §2.5's: DCGM reports framebuffer in MiB,
 utilization in percent and energy in millijoules since boot (dcgm-exporter
@@ -11,6 +11,7 @@ etc/default-counters.csv, 4.x: `DCGM_FI_DEV_FB_USED` MiB, `DCGM_FI_DEV_GPU_UTIL`
 from __future__ import annotations
 
 from resources.http.prometheus import Samples
+from resources.model_server import engines
 
 MIB = 1 << 20
 
@@ -53,19 +54,9 @@ def dcgm_rows(samples: Samples) -> list[Row]:
     return rows
 
 
-# engine gauge → contract metric; the first name present wins (vLLM renamed its KV gauge)
-ENGINE_GAUGES = {
-    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
-                       "sglang:token_usage", "llamacpp:kv_cache_usage_ratio"),
-    "requests_running": ("vllm:num_requests_running", "sglang:num_running_reqs",
-                         "llamacpp:requests_processing"),
-    "requests_waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs",
-                         "llamacpp:requests_deferred"),
-    # speculative decoding's cumulative counters (vLLM V1; SGLang exports only a mean accept
-    # length gauge, not counters, so its acceptance rate stays unknown)
-    "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
-    "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
-}
+# contract metric → every engine's gauge names; the first name present wins (vLLM renamed
+# its KV gauge)
+ENGINE_GAUGES = engines.gauges()
 
 
 def engine_rows(samples: Samples) -> list[Row]:

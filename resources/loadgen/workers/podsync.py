@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from resources.contract.timestamps import format_ts
 from resources.loadgen.errors import LeftBehind
 from resources.loadgen.loops import CANCEL_GRACE_S
-from resources.loadgen.workers import StartAt, sleep_until
+from resources.loadgen.workers.barriers import StartAt, sleep_until
 
 _now = time.perf_counter_ns
 POLL_S = 0.3      # between two listings of a meeting's folder

@@ -1,22 +1,6 @@
-"""Several load workers for one run: local worker processes (`--workers N`), or one worker
-of several started elsewhere (a Kubernetes pod: `--worker-index I --worker-count N
---start-at T`).
-
-Local workers are spawned processes (the `spawn` start method: no forked event loop or
-open sockets), each with its own event loop, clock and self-watch, writing its own shards.
-Before each step every worker meets the others at a barrier: it sends the parent what it
-recorded of the last step and waits for a start instant in UTC, which it maps onto its own
-perf_counter clock (once per run) and sleeps until. The parent scrapes the engine's
-/metrics once around each step (not once per worker), merges the workers' verdicts (a step
-is client-limited if any worker was, or if a worker died during it or before it), and at the end merges
-the shards into the run's files (shards.py). A worker that dies is named in the manifest's
-`workers` list and its records up to its last flush (every 0.25 s) are kept.
-
-A pod has no parent to meet: it starts its first step at `--start-at` (StartAt), and
-before every later step it meets the other pods through the run's S3 prefix
-(`--barrier-uri`, podsync.PodSync), so no pod starts a step while another still runs the
-one before. Without `--barrier-uri` (or alone) it runs its later steps back to back.
-"""
+"""Local worker processes for one run (`--workers N`): the parent that spawns them, meets
+them at a barrier before every step, scrapes the engine's /metrics around each step once,
+merges their verdicts and, at the end, their shards (the package docstring says how)."""
 
 from __future__ import annotations
 
@@ -37,71 +21,19 @@ from resources.loadgen.clock import Clock
 from resources.loadgen.config import LoadConfig
 from resources.loadgen.errors import DiskFullError, LoadError
 from resources.loadgen.progress import make_progress
-from resources.loadgen.share import Share
+from resources.loadgen.result import LoadResult
+from resources.loadgen.workers.barriers import PipeSync
+from resources.loadgen.workers.share import Share
 
-_now = time.perf_counter_ns
 START_MARGIN_S = 0.25  # first barrier: every worker is past its imports and probe already
 STEP_MARGIN_S = 0.05   # later barriers: a message each way on one machine
 STOP_GRACE_S = 60.0    # a stopped worker records its cancelled requests and writes its shards
 
 
-async def sleep_until(target: int) -> int:
-    while (now := _now()) < target:
-        await asyncio.sleep((target - now) / 1e9)
-    return target
-
-
-class StartAt:
-    """The first step starts at the absolute instant, the rest back to back: a pod alone or
-    without a place to meet; PodSync uses it for its first step."""
-
-    def __init__(self, start_at_ns: int) -> None:
-        self.start_at_ns, self.done = start_at_ns, False
-        self.late_s: float | None = None
-        # what a pod's summary says of its meetings (PodSync's): none without a place to meet
-        self.meetings: list[dict] = []
-        self.left_behind: dict | None = None
-
-    def leave(self) -> None:
-        """Nothing to tell: no other pod waits for this one (PodSync.leave does)."""
-
-    async def __call__(self, run, label: str) -> int:
-        if self.done:
-            return _now()
-        self.done = True
-        target = self.start_at_ns - run.clock.offset_ns
-        self.late_s = max(0.0, (_now() - target) / 1e9)
-        return await sleep_until(target)
-
-
-class PipeSync:
-    """A local worker's barrier: report to the parent, wait for its start instant."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn, self.sent = conn, 0
-
-    async def __call__(self, run, label: str) -> int:
-        new, self.sent = run.steps[self.sent:], len(run.steps)
-        done = sum(run.statuses.values())
-        tally = (done, done - run.statuses.get("ok", 0), run.tokens)
-        self.conn.send(("sync", label, new, dict(run.phases), bool(run.emulated), tally))
-        loop = asyncio.get_running_loop()
-        ready = loop.create_future()
-        fd = self.conn.fileno()
-        # the loop waits on the pipe (a blocking recv in a thread would outlive a cancel)
-        loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
-        try:
-            await ready
-        finally:
-            loop.remove_reader(fd)
-        msg = self.conn.recv()
-        return await sleep_until(msg[1] - run.clock.offset_ns)
-
-
 def _child(conn: Connection, cfg: LoadConfig, run_dir: str, run_id: str, index: int, count: int,
            probed) -> None:
     """A local worker process's entry point (spawned)."""
-    from resources.loadgen.runner import run_worker
+    from resources.loadgen.workers.worker import run_worker
 
     try:
         summary = run_worker(cfg, Path(run_dir), Share(index, count, f"w{index}"), run_id,
@@ -383,19 +315,14 @@ class _Parent:
 
 def run_workers(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None, progress):
     """`run_load` with `cfg.workers` local worker processes; see the module docstring."""
-    from resources.loadgen import runner
-    from resources.loadgen.probe import probe
-    from resources.loadgen.recorder import refuse_existing
+    from resources.loadgen.prepare import prepare
     from resources.loadgen.server_metrics import Scraper, ServerMetrics
-    from resources.loadgen.workload import Tokenizer, Workload
 
     run_dir = Path(run_dir)
-    refuse_existing(run_dir)
-    clock = Clock.start()
-    m = runner._manifest(run_dir, manifest_base, cfg.run_id, clock)
-    headers, secrets = runner.auth_headers(cfg)
-    probed = probe(cfg, headers, secrets)
-    workload = Workload(cfg, Tokenizer(cfg.base_url, cfg.model, dict(headers), cfg.use_tokenize))
+    # the workers size their own prompts: the parent sends no request
+    p = prepare(cfg, run_dir, manifest_base=manifest_base, size=False)
+    clock, m, workload, headers, secrets = p.clock, p.manifest, p.workload, p.headers, p.secrets
+    probed = (p.stream_options, p.emulated)
     m["model"] = m.get("model") or cfg.model
     m["scenario"] = workload.scenario(probed[0])
     m["scenario"]["workers"] = cfg.workers
@@ -439,14 +366,14 @@ def run_workers(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None, prog
             parent.full.manifest_kept = False
     if parent.full is not None:
         from resources.loadgen.recorder import NAMES
-        from resources.loadgen.shards import rows_on_disk
+        from resources.loadgen.workers.shards import rows_on_disk
 
         parent.full.unwritten = parent.unwritten
         parent.full.kept = {name: rows_on_disk(run_dir, name) for name in NAMES}
         raise parent.full
     statuses, n, n_warmup = _counts(run_dir)
     interrupted = parent.stopping or any((w.summary or {}).get("interrupted") for w in parent.workers)
-    result = runner.LoadResult(
+    result = LoadResult(
         run_id=m["run_id"], run_dir=run_dir, source=m["source"], n_requests=n, n_warmup=n_warmup,
         steps=parent.steps, statuses=statuses,
         prompt_token_mismatches=sum((w.summary or {}).get("mismatch", 0) for w in parent.workers),
@@ -460,7 +387,7 @@ def run_workers(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None, prog
 
 
 def _seal_and_merge(run_dir: Path, workers: list[_Worker]) -> None:
-    from resources.loadgen.shards import merge_shards, seal
+    from resources.loadgen.workers.shards import merge_shards, seal
 
     for w in workers:
         seal(run_dir, w.name)  # a killed worker's streams become its shards
@@ -477,11 +404,3 @@ def _counts(run_dir: Path) -> tuple[dict[str, int], int, int]:
         for row in steady.column("status").value_counts().to_pylist():
             statuses[row["values"]] = row["counts"]
     return (statuses, 0 if steady is None else steady.num_rows, 0 if warm is None else warm.num_rows)
-
-
-def write_summary(run_dir: Path, summary: dict) -> Path:
-    """A pod's account of its part (`worker.<name>.json`): its steps' self-watch verdicts,
-    phases, statuses, for the collector that merges the shards and writes the manifest."""
-    path = Path(run_dir) / f"worker.{summary['name']}.json"
-    durable.write_json(path, summary, indent=1)
-    return path

@@ -121,7 +121,7 @@ def with_slo_cost(headline: pa.Table, capacity: dict | None, cost: pa.Table | No
 
 def judge(run_dir: Path, step: str, slo: dict) -> tuple[bool, bool]:
     """The verdict on one probe of a search still running (its records flushed so far)."""
-    from resources.analysis.analyze import step_metrics
+    from resources.analysis.metrics import step_metrics
 
     with open_run(Path(run_dir)) as run:
         rows = [r for r in step_metrics(run).to_pylist() if r["step"] == step]

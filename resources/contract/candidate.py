@@ -1,0 +1,85 @@
+"""What the benchmark measures, as every room sees it: a candidate (an instance type, a model,
+its precision and engine), the load plan it is driven with and the price basis its cost is
+read against. `pipelines/config.py` builds them from candidates.yaml and the price sheet,
+validated; every resource that takes a candidate takes this type."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    concurrency: tuple[int, ...] = (1, 4, 8, 16, 32)
+    rates: tuple[float, ...] = ()
+    requests_per_step: int = 64
+    warmup_requests: int = 8
+    workers: int = 1  # load worker processes sharing each step (resources/loadgen/workers/)
+
+
+@dataclass(frozen=True)
+class PriceBasis:
+    region: str
+    purchase_option: str
+    retrieved_on: str
+    source: str
+    hourly_usd_per_node: float | None
+
+    def as_manifest(self) -> dict:
+        return {"region": self.region, "purchase_option": self.purchase_option,
+                "retrieved_on": self.retrieved_on, "source": self.source,
+                "hourly_usd_per_node": self.hourly_usd_per_node}
+
+
+@dataclass(frozen=True)
+class LlamaCppPlan:
+    """How the local llama.cpp server runs a candidate. `model_file` is a GGUF file name in
+    the model cache (~/.cache/servingbench/models) or a path; `requantize_from` names the
+    GGUF it is derived from by llama.cpp's own quantize API (built on first use)."""
+    model_file: str
+    threads: int | None = None          # None: every core of this host
+    parallel: int = 1                   # llama-cpp-python's server serves one request at a time
+    requantize_from: str | None = None
+
+
+@dataclass(frozen=True)
+class QualityPlan:
+    """Quality parity: the evaluation set and the candidate this one must match."""
+    reference: str | None = None        # candidate name; None: no parity check
+    margin: float = 0.05                # accuracy may trail the reference by at most this
+    items: int = 60                     # items of the default (generated) set
+    seed: int = 0
+    dataset: str | None = None          # extra JSONL of {"prompt", "answer"}
+    max_tokens: int = 16
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    instance_type: str
+    model: str
+    precision: str
+    tensor_parallel: int
+    node_count: int = 1
+    model_revision: str | None = None
+    expert_parallel: bool = False
+    engine: str = "vllm"
+    image_digest: str | None = None
+    max_model_len: int = 8192
+    scenario: dict = field(default_factory=lambda: {"input_tokens": 512, "output_tokens": 128,
+                                                    "dataset": None})
+    load: LoadPlan = LoadPlan()
+    price: PriceBasis | None = None
+    pool: str | None = None         # the Dagster concurrency pool its runs draw from (quota)
+    pool_limit: int | None = None   # that pool's limit, from the file's `pools`
+    llamacpp: LlamaCppPlan | None = None
+    quality: QualityPlan | None = None
+
+    @property
+    def model_key(self) -> str:
+        """The emulator's name for the model family (scout | maverick)."""
+        low = self.model.lower()
+        for key in ("scout", "maverick"):
+            if key in low:
+                return key
+        return low.rsplit("/", 1)[-1]

@@ -1,0 +1,149 @@
+"""Every engine the benchmark runs, one file each: `engines/<engine>.py` defines `ENGINE`.
+
+An engine file holds everything servingbench knows about that engine: how it is launched
+(the command and its arguments, with the swept settings in the engine's own spelling), the
+log lines that mark its cold-start sub-phases, and the names of the metrics it exposes
+(the gauges the telemetry sampler reads, the counters the load generator reconciles
+against). Everything else asks this package (`get`, `names`, `all_engines`, ...) and never
+spells an engine's flag, log line or metric itself, so adding an engine is adding one file.
+
+This package imports nothing of servingbench: the load generator, the telemetry sampler,
+the cluster and the model servers all read it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+# A swept setting's value -> the engine's arguments for it (e.g. 256 -> ["--max-num-seqs", "256"]).
+Setting = Callable[[object], list[str]]
+
+
+def flag(name: str) -> Setting:
+    """A setting spelled as one flag and its value."""
+    return lambda value: [name, str(value)]
+
+
+@dataclass(frozen=True)
+class Counters:
+    """An engine's /metrics counters that the load generator reconciles its own counts with
+    (loadgen/server_metrics.py): tokens generated and prefilled, finished requests (each
+    mapped to a reason: what finished normally and what did not), the TTFT histogram."""
+
+    generation_tokens: str
+    prompt_tokens: str
+    finished: str | None = None  # a counter of finished requests, labelled
+    reason: Callable[[dict[str, str]], str] = lambda labels: ""  # its labels -> a reason
+    failed_reasons: tuple[str, ...] = ()  # reasons that are not an ok request
+    ttft: str | None = None  # a histogram's base name (`_bucket`, `_count`, `_sum`)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine, as `candidates.yaml`'s `engine` names it."""
+
+    name: str
+    accelerator: str  # nvidia | neuron | cpu: what it runs on
+    where: str  # "eks" (a Kubernetes Deployment) | "local" (a process on this host)
+    family: str  # the server program (vllm, sglang, llama.cpp): several engines may share one
+    # the container's command, and `spec -> arguments` (the kube EngineSpec, or for a local
+    # engine what its model server passes); the swept settings come from `settings`
+    command: tuple[str, ...] = ()
+    launch: Callable[..., list[str]] | None = None
+    env: tuple[dict, ...] = ()  # extra container environment
+    # a swept setting's name (max_num_seqs, max_num_batched_tokens, kv_cache_dtype,
+    # speculative, quantization, ...) -> its arguments in this engine's own spelling
+    settings: Mapping[str, Setting] = field(default_factory=dict)
+    # the precision a candidate asks for -> the engine's quantization (None: none needed)
+    quantization: Mapping[str, str | None] = field(default_factory=dict)
+    # cold-start log markers: "weights_loaded" and "compiled" -> substrings of a log line
+    markers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # the contract's engine gauges (kv_cache_usage, requests_running, requests_waiting) ->
+    # this engine's metric names; the first one present wins (engines rename theirs)
+    gauges: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    counters: Counters | None = None
+    # the candidate's tensor_parallel (accelerators) for an instance type -> the engine's
+    # --tensor-parallel-size (vLLM on Neuron counts NeuronCores); ValueError if it cannot run there
+    tensor_parallel: Callable[[str, int], int] = lambda instance_type, n: n
+
+    def setting_args(self, settings: Mapping[str, object]) -> list[str]:
+        """The arguments for the swept `settings` (None values skipped), in their order;
+        a setting this engine does not have is a ValueError naming it."""
+        args: list[str] = []
+        for name, value in settings.items():
+            if value is None:
+                continue
+            if name not in self.settings:
+                raise ValueError(f"engine {self.name}: no setting {name!r} (it has "
+                                 f"{', '.join(sorted(self.settings)) or 'none'})")
+            args += self.settings[name](value)
+        return args
+
+
+def _load() -> dict[str, Engine]:
+    found: dict[str, Engine] = {}
+    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        engine = importlib.import_module(f"{__name__}.{mod.name}").ENGINE
+        found[engine.name] = engine
+    return found
+
+
+_ENGINES = _load()
+# the order candidates.yaml's messages list them in: the cloud engines first
+ORDER = tuple(sorted(_ENGINES, key=lambda n: (_ENGINES[n].where != "eks", n)))
+
+
+def names() -> tuple[str, ...]:
+    return ORDER
+
+
+def all_engines() -> list[Engine]:
+    return [_ENGINES[n] for n in ORDER]
+
+
+def get(name: str) -> Engine:
+    try:
+        return _ENGINES[name]
+    except KeyError:
+        raise ValueError(f"unknown engine {name!r}; one of {', '.join(ORDER)}") from None
+
+
+def local(name: str) -> bool:
+    """Whether the engine runs on this host (the local profile measures it) rather than on a
+    cloud instance (the local profile stands in for it with the emulator)."""
+    return name in _ENGINES and _ENGINES[name].where == "local"
+
+
+def on_kubernetes(family: str, accelerator: str) -> Engine:
+    """The engine a Kubernetes Deployment runs: `family` on `accelerator`."""
+    for e in all_engines():
+        if e.where == "eks" and (e.family, e.accelerator) == (family, accelerator):
+            return e
+    raise ValueError(f"unsupported engine/accelerator {family}/{accelerator}; supported: "
+                     f"{sorted(kube_pairs())}")
+
+
+def kube_pairs() -> set[tuple[str, str]]:
+    return {(e.family, e.accelerator) for e in all_engines() if e.where == "eks"}
+
+
+def gauges() -> dict[str, tuple[str, ...]]:
+    """Every engine's names for each contract gauge, without repeats: a server exposes one
+    engine's, and within it the first name present wins."""
+    out: dict[str, tuple[str, ...]] = {}
+    for e in all_engines():
+        for metric, gauge_names in e.gauges.items():
+            out[metric] = out.get(metric, ()) + tuple(n for n in gauge_names if n not in out.get(metric, ()))
+    return out
+
+
+def counters() -> list[Counters]:
+    """Every engine's counter dialect, without repeats (engines of one family share one)."""
+    out: list[Counters] = []
+    for e in all_engines():
+        if e.counters is not None and e.counters not in out:
+            out.append(e.counters)
+    return out

@@ -1,0 +1,52 @@
+"""SGLang on NVIDIA GPUs (`python3 -m sglang.launch_server`): launch arguments, cold-start
+markers, gauge names. Its counters are not reconciled (server_metrics reads none)."""
+
+from __future__ import annotations
+
+from resources.model_server.engines import Engine, flag
+
+
+def _speculative(value) -> list[str]:
+    """{"algorithm": "EAGLE", "draft_model_path": ..., "num_steps": 3, ...}: one
+    `--speculative-<key>` flag each, as SGLang spells them."""
+    args: list[str] = []
+    for key, v in value.items():
+        args += [f"--speculative-{key.replace('_', '-')}", str(v)]
+    return args
+
+
+SETTINGS = {
+    "quantization": flag("--quantization"),
+    "kv_cache_dtype": flag("--kv-cache-dtype"),
+    "max_num_seqs": flag("--max-running-requests"),
+    # vLLM's per-step token budget is, with chunked prefill, SGLang's prefill chunk size
+    "max_num_batched_tokens": flag("--chunked-prefill-size"),
+    "speculative": _speculative,
+}
+
+
+def launch(s) -> list[str]:
+    """`sglang.launch_server` arguments for a kube EngineSpec `s`."""
+    args = ["--model-path", s.model, "--served-model-name", s.model, "--host", "0.0.0.0",
+            "--port", str(s.port), "--tp-size", str(s.tensor_parallel),
+            "--context-length", str(s.max_model_len), "--enable-metrics"]
+    if s.expert_parallel:
+        args += ["--ep-size", str(s.tensor_parallel)]
+    args += s.runtime.setting_args(s.swept)
+    return args + ["--api-key", s.api_key_ref] + list(s.extra_args)
+
+
+ENGINE = Engine(
+    name="sglang", accelerator="nvidia", where="eks", family="sglang",
+    command=("python3", "-m", "sglang.launch_server"), launch=launch, settings=SETTINGS,
+    quantization={"bf16": None, "fp8": "fp8"},
+    markers={
+        "weights_loaded": ("Load weight end",),
+        "compiled": ("Capture cuda graph end", "Capture CUDA graph end"),
+    },
+    gauges={
+        "kv_cache_usage": ("sglang:token_usage",),
+        "requests_running": ("sglang:num_running_reqs",),
+        "requests_waiting": ("sglang:num_queue_reqs",),
+    },
+)
