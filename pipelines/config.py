@@ -15,7 +15,14 @@ from typing import Any
 
 import yaml
 
-from resources.contract.candidate import Candidate, LlamaCppPlan, LoadPlan, PriceBasis, QualityPlan
+from resources.contract.candidate import (
+    Candidate,
+    LlamaCppPlan,
+    LoadPlan,
+    PriceBasis,
+    QualityPlan,
+    SpeculativePlan,
+)
 from resources.loadgen.config import MAX_TOKENS
 from resources.model_server import engines
 
@@ -64,9 +71,13 @@ _TYPES: dict[str, tuple[Any, str]] = {
     "pool": ((str, type(None)), "a name from `pools` (default: the instance family, e.g. p5)"),
     "llamacpp": (dict, "a mapping with model_file, threads, parallel, requantize_from"),
     "quality": (dict, "a mapping with reference, margin, items, seed, dataset, max_tokens"),
+    "speculative": (dict, "a mapping with method (eagle3, eagle, ngram, mtp), draft_tokens, "
+                    "draft_model, acceptance"),
 }
 _LLAMACPP_KEYS = {"model_file", "threads", "parallel", "requantize_from"}
 _QUALITY_KEYS = {"reference", "margin", "items", "seed", "dataset", "max_tokens"}
+_SPECULATIVE_KEYS = {"method", "draft_tokens", "draft_model", "acceptance"}
+SPECULATIVE_METHODS = ("eagle3", "eagle", "ngram", "mtp")
 _LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests", "workers"}
 _PRICE_KEYS = {"region", "purchase_option", "sheet"}
 
@@ -285,8 +296,30 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
                           f"only (got {load.workers})")
     llamacpp = _llamacpp_plan(merged.pop("llamacpp", None), merged, f"{where}.llamacpp")
     quality = _quality_plan(merged.pop("quality", None), f"{where}.quality")
+    speculative = _speculative_plan(merged.pop("speculative", None), f"{where}.speculative")
     return Candidate(**{**merged, "scenario": dict(scenario), "load": load, "price": basis,
-                        "llamacpp": llamacpp, "quality": quality})
+                        "llamacpp": llamacpp, "quality": quality, "speculative": speculative})
+
+
+def _speculative_plan(raw: dict | None, where: str) -> SpeculativePlan | None:
+    if raw is None:
+        return None
+    _check_keys(raw, _SPECULATIVE_KEYS, where)
+    method = raw.get("method")
+    if method not in SPECULATIVE_METHODS:
+        raise ConfigError(f"{where}.method: {method!r} is not one of {', '.join(SPECULATIVE_METHODS)}")
+    k = raw.get("draft_tokens")
+    if not _is_int(k) or not 1 <= k <= 16:
+        raise ConfigError(f"{where}.draft_tokens: expected an integer 1..16, got {_short(k)}")
+    model = raw.get("draft_model")
+    if model is not None and not (isinstance(model, str) and model):
+        raise ConfigError(f"{where}.draft_model: expected a model id or null")
+    if method in ("eagle", "eagle3") and model is None:
+        raise ConfigError(f"{where}.draft_model: method {method} needs the drafter's checkpoint")
+    p = raw.get("acceptance", 0.7)
+    if not _is_number(p) or not 0 <= p <= 1:
+        raise ConfigError(f"{where}.acceptance: expected a probability in [0, 1], got {_short(p)}")
+    return SpeculativePlan(method=method, draft_tokens=k, draft_model=model, acceptance=float(p))
 
 
 def _llamacpp_plan(raw: dict | None, merged: dict, where: str) -> LlamaCppPlan | None:

@@ -54,6 +54,24 @@ class QualityPlan:
 
 
 @dataclass(frozen=True)
+class SpeculativePlan:
+    """Speculative decoding, in servingbench's words; each engine file spells it its own way
+    (`engines/<engine>.py`, the `speculative` setting). `acceptance` is for the emulator
+    only (its modelled per-position acceptance probability): a real engine measures it."""
+    method: str                         # eagle3 | eagle | ngram | mtp
+    draft_tokens: int                   # tokens drafted (and verified) per decode step
+    draft_model: str | None = None      # the drafter's checkpoint (eagle, eagle3)
+    acceptance: float = 0.7
+
+    def as_setting(self) -> dict:
+        """The engine-neutral `speculative` setting value the engine files translate."""
+        out = {"method": self.method, "draft_tokens": self.draft_tokens}
+        if self.draft_model is not None:
+            out["draft_model"] = self.draft_model
+        return out
+
+
+@dataclass(frozen=True)
 class Candidate:
     name: str
     instance_type: str
@@ -74,6 +92,7 @@ class Candidate:
     pool_limit: int | None = None   # that pool's limit, from the file's `pools`
     llamacpp: LlamaCppPlan | None = None
     quality: QualityPlan | None = None
+    speculative: SpeculativePlan | None = None
 
     @property
     def model_key(self) -> str:

@@ -31,6 +31,10 @@ class EmulatorModelServer(ModelServer):
                 "--ground-truth", str(run_dir / "emulator_ground_truth.jsonl")]
         if self.cold_start_s is not None:
             args += ["--cold-start-s", str(self.cold_start_s)]
+        spec = candidate.speculative
+        if spec is not None:  # the emulator models the drafts; its acceptance is the plan's
+            args += ["--spec-draft-tokens", str(spec.draft_tokens),
+                     "--spec-acceptance", str(spec.acceptance)]
         return args + list(self.extra_args)
 
     @contextlib.contextmanager

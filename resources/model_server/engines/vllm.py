@@ -14,9 +14,25 @@ SETTINGS = {
     "kv_cache_dtype": flag("--kv-cache-dtype"),
     "max_num_seqs": flag("--max-num-seqs"),
     "max_num_batched_tokens": flag("--max-num-batched-tokens"),
-    # {"method": "eagle", "model": ..., "num_speculative_tokens": 3}, as vLLM takes it
-    "speculative": lambda value: ["--speculative-config", json.dumps(value, sort_keys=True)],
+    # {"method": "eagle", "model": ..., "num_speculative_tokens": 3}, as vLLM takes it, or a
+    # candidate's engine-neutral {"method", "draft_tokens", "draft_model"} (speculative())
+    "speculative": lambda value: ["--speculative-config",
+                                  json.dumps(speculative(value), sort_keys=True)],
 }
+
+
+def speculative(value: dict) -> dict:
+    """vLLM's --speculative-config from servingbench's {"method", "draft_tokens",
+    "draft_model"} (a value already in vLLM's words passes through): EAGLE / EAGLE-3 with
+    their drafter, n-gram prompt lookup, or the model's own MTP layers."""
+    if "draft_tokens" not in value:
+        return value
+    out = {"method": value["method"], "num_speculative_tokens": value["draft_tokens"]}
+    if value.get("draft_model"):
+        out["model"] = value["draft_model"]
+    if value["method"] == "ngram":
+        out.update(prompt_lookup_min=2, prompt_lookup_max=4)
+    return out
 QUANTIZATION = {"bf16": None, "fp8": "fp8"}
 
 

@@ -51,7 +51,9 @@ def engine_spec_for(candidate: Candidate, run_id: str, nodegroup: str, **expose)
         engine=engine.family, accelerator=engine.accelerator, image=candidate.image_digest,
         model=candidate.model, tensor_parallel=tp, devices=candidate.tensor_parallel,
         max_model_len=candidate.max_model_len, expert_parallel=candidate.expert_parallel,
-        quantization=engine.quantization[candidate.precision], **expose)
+        quantization=engine.quantization[candidate.precision],
+        settings=({"speculative": candidate.speculative.as_setting()}
+                  if candidate.speculative else {}), **expose)
 
 
 class KubeModelServer(ModelServer):
