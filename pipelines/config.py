@@ -21,6 +21,7 @@ from resources.contract.candidate import (
     LoadPlan,
     PriceBasis,
     QualityPlan,
+    ReasoningPlan,
     SpeculativePlan,
 )
 from resources.loadgen.config import MAX_TOKENS
@@ -73,10 +74,13 @@ _TYPES: dict[str, tuple[Any, str]] = {
     "quality": (dict, "a mapping with reference, margin, items, seed, dataset, max_tokens"),
     "speculative": (dict, "a mapping with method (eagle3, eagle, ngram, mtp), draft_tokens, "
                     "draft_model, acceptance"),
+    "reasoning": (dict, "a mapping with parser (the engine's reasoning parser) and "
+                  "emulated_tokens (N or [LO, HI])"),
 }
 _LLAMACPP_KEYS = {"model_file", "threads", "parallel", "requantize_from"}
 _QUALITY_KEYS = {"reference", "margin", "items", "seed", "dataset", "max_tokens"}
 _SPECULATIVE_KEYS = {"method", "draft_tokens", "draft_model", "acceptance"}
+_REASONING_KEYS = {"parser", "emulated_tokens"}
 SPECULATIVE_METHODS = ("eagle3", "eagle", "ngram", "mtp")
 _LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests", "workers"}
 _PRICE_KEYS = {"region", "purchase_option", "sheet"}
@@ -297,8 +301,27 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
     llamacpp = _llamacpp_plan(merged.pop("llamacpp", None), merged, f"{where}.llamacpp")
     quality = _quality_plan(merged.pop("quality", None), f"{where}.quality")
     speculative = _speculative_plan(merged.pop("speculative", None), f"{where}.speculative")
+    reasoning = _reasoning_plan(merged.pop("reasoning", None), f"{where}.reasoning")
     return Candidate(**{**merged, "scenario": dict(scenario), "load": load, "price": basis,
-                        "llamacpp": llamacpp, "quality": quality, "speculative": speculative})
+                        "llamacpp": llamacpp, "quality": quality, "speculative": speculative,
+                        "reasoning": reasoning})
+
+
+def _reasoning_plan(raw: dict | None, where: str) -> ReasoningPlan | None:
+    if raw is None:
+        return None
+    _check_keys(raw, _REASONING_KEYS, where)
+    parser = raw.get("parser")
+    if not (isinstance(parser, str) and NAME.fullmatch(parser)):
+        raise ConfigError(f"{where}.parser: expected the engine's reasoning parser name "
+                          f"(e.g. deepseek_r1), got {_short(parser)}")
+    n = raw.get("emulated_tokens", [256, 1024])
+    pair = [n, n] if _is_int(n) else n
+    if (not isinstance(pair, list) or len(pair) != 2 or not all(_is_int(v) and v >= 0 for v in pair)
+            or pair[0] > pair[1]):
+        raise ConfigError(f"{where}.emulated_tokens: expected N or [LO, HI] with 0 <= LO <= HI, "
+                          f"got {_short(n)}")
+    return ReasoningPlan(parser=parser, emulated_tokens=(pair[0], pair[1]))
 
 
 def _speculative_plan(raw: dict | None, where: str) -> SpeculativePlan | None:

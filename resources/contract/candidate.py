@@ -72,6 +72,14 @@ class SpeculativePlan:
 
 
 @dataclass(frozen=True)
+class ReasoningPlan:
+    """A reasoning model: the engine's reasoning parser splits its thinking into reasoning
+    deltas. `emulated_tokens` (LO, HI) is for the emulator only: reasoning tokens per answer."""
+    parser: str                         # the engine's --reasoning-parser (deepseek_r1, qwen3, ...)
+    emulated_tokens: tuple[int, int] = (256, 1024)
+
+
+@dataclass(frozen=True)
 class Candidate:
     name: str
     instance_type: str
@@ -93,6 +101,7 @@ class Candidate:
     llamacpp: LlamaCppPlan | None = None
     quality: QualityPlan | None = None
     speculative: SpeculativePlan | None = None
+    reasoning: ReasoningPlan | None = None
 
     @property
     def model_key(self) -> str:

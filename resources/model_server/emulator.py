@@ -35,6 +35,9 @@ class EmulatorModelServer(ModelServer):
         if spec is not None:  # the emulator models the drafts; its acceptance is the plan's
             args += ["--spec-draft-tokens", str(spec.draft_tokens),
                      "--spec-acceptance", str(spec.acceptance)]
+        if candidate.reasoning is not None:  # a reasoning model: thinking first, as modelled
+            lo, hi = candidate.reasoning.emulated_tokens
+            args += ["--reasoning-tokens", f"{lo}:{hi}"]
         return args + list(self.extra_args)
 
     @contextlib.contextmanager

@@ -105,3 +105,20 @@ def test_speculative_mistakes_name_the_key(tmp_path, spec, message):
     p.write_text(f"candidates:\n  - {{{GOOD}, speculative: {spec}}}\n")
     with pytest.raises(ConfigError, match=r"candidates\[0\]\." + message):
         load_candidates(p)
+
+
+def test_a_reasoning_model_names_its_parser(tmp_path):
+    from resources.model_server.emulator import EmulatorModelServer
+    from resources.model_server.engines import get
+
+    p = tmp_path / "candidates.yaml"
+    p.write_text(f"candidates:\n  - {{{GOOD}, reasoning: {{parser: deepseek_r1, "
+                 "emulated_tokens: [100, 400]}}\n")
+    (c,) = load_candidates(p)
+    assert get("vllm").setting_args({"reasoning_parser": c.reasoning.parser}) == [
+        "--reasoning-parser", "deepseek_r1"]
+    args = EmulatorModelServer().args(c, tmp_path)
+    assert args[args.index("--reasoning-tokens") + 1] == "100:400"
+    p.write_text(f"candidates:\n  - {{{GOOD}, reasoning: {{parser: x, emulated_tokens: [5, 1]}}}}\n")
+    with pytest.raises(ConfigError, match=r"reasoning\.emulated_tokens: expected N or \[LO, HI\]"):
+        load_candidates(p)

@@ -32,6 +32,8 @@ SETTINGS = {
     "max_num_seqs": flag("--max-running-requests"),
     # vLLM's per-step token budget is, with chunked prefill, SGLang's prefill chunk size
     "max_num_batched_tokens": flag("--chunked-prefill-size"),
+    # a reasoning model's parser: its thinking streams as reasoning deltas
+    "reasoning_parser": flag("--reasoning-parser"),
     "speculative": _speculative,
 }
 

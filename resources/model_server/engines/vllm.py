@@ -14,6 +14,8 @@ SETTINGS = {
     "kv_cache_dtype": flag("--kv-cache-dtype"),
     "max_num_seqs": flag("--max-num-seqs"),
     "max_num_batched_tokens": flag("--max-num-batched-tokens"),
+    # a reasoning model's parser: its thinking streams as reasoning deltas
+    "reasoning_parser": flag("--reasoning-parser"),
     # {"method": "eagle", "model": ..., "num_speculative_tokens": 3}, as vLLM takes it, or a
     # candidate's engine-neutral {"method", "draft_tokens", "draft_model"} (speculative())
     "speculative": lambda value: ["--speculative-config",

@@ -52,8 +52,10 @@ def engine_spec_for(candidate: Candidate, run_id: str, nodegroup: str, **expose)
         model=candidate.model, tensor_parallel=tp, devices=candidate.tensor_parallel,
         max_model_len=candidate.max_model_len, expert_parallel=candidate.expert_parallel,
         quantization=engine.quantization[candidate.precision],
-        settings=({"speculative": candidate.speculative.as_setting()}
-                  if candidate.speculative else {}), **expose)
+        settings={**({"speculative": candidate.speculative.as_setting()}
+                      if candidate.speculative else {}),
+                  **({"reasoning_parser": candidate.reasoning.parser}
+                     if candidate.reasoning else {})}, **expose)
 
 
 class KubeModelServer(ModelServer):
