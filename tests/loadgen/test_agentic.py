@@ -10,9 +10,11 @@ import pytest
 
 from emulator.process import EmulatorProcess
 from resources.analysis.analyze import analyze_run
+from resources.analysis.summary import render
 from resources.contract import manifest as mf
 from resources.loadgen import run_load
 from resources.loadgen.scenarios.spec import Scenario
+from resources.report import write_run_report
 from tests.support.emulator import SCOUT
 from tests.support.loadgen import config, ns, rows
 
@@ -70,3 +72,7 @@ def test_agentic_sessions_grow_and_fall_off_a_ttft_cliff_at_the_kv_capacity(smal
     assert by[("c=6", 4096, "miss")]["n_ok"] >= 1
     m = mf.load(run_dir / "manifest.json")
     assert m["scenario"]["kind"] == "agentic" and m["scenario"]["max_context_tokens"] == MAX_CONTEXT
+    assert "TTFT by context length" in render(analysis) and "4,096-8,192" in render(analysis)
+    html = write_run_report(run_dir).read_text()
+    assert "TTFT by context length (ttft_by_context.parquet)" in html
+    assert (run_dir / "plots" / "ttft_by_context.png").stat().st_size > 0
