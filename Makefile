@@ -1,9 +1,12 @@
 # servingbench — every target bootstraps what it needs on a fresh machine.
 #   make demo   set up, then run the main job on the embedded default (emulated)
 #   make test   set up, then run lint + the whole test suite (what CI runs)
+#   make check  the inner loop: lint + the fast tests on parallel workers (under 2 minutes)
 #   make ui     set up, then start the Dagster UI on http://127.0.0.1:3000
 #   make engine      build (once, cached) and install llama.cpp's server; fetch and check the model
 #   make demo-real   set up + engine, then run the chain on the real engine (measured on this host)
+#   make peers       install AIPerf, guidellm and inference-perf, each into its own cached
+#                    virtualenv (~/.cache/servingbench/peers/<name>-<version>/; never a dependency)
 SHELL := /bin/bash
 PYTHON ?= python3
 UV_VERSION := 0.13.9
@@ -12,7 +15,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 STAMP := $(VENV)/.servingbench-synced
 
-.PHONY: setup demo demo-real engine test lint ui bench clean chromium
+.PHONY: setup demo demo-real engine test check lint ui bench clean chromium peers
 
 setup: $(STAMP)
 
@@ -57,10 +60,36 @@ chromium:
 	  || echo "note: could not install chromium with apt-get; the browser tests will skip"; \
 	fi
 
-test: $(STAMP) engine chromium
+# The benchmark peers whose results `servingbench import` reads (docs/import.md): the tests
+# run them against the emulator. Installed once per machine (minutes), then kept; a peer that
+# cannot be installed is one line, and its tests skip with their reason.
+peers:
+	@bash scripts/peers_setup.sh
+
+# The suite in two passes, every test in exactly one (the marker expressions are each
+# other's complement): the independent tests on parallel workers (pytest-xdist; most of
+# their time is spent waiting on servers and child processes, so more workers than cores
+# pays), then the timing-sensitive ones (marker `serial`: measured latencies, wall-clock
+# deadlines that pods and meetings must meet) alone, so no other test's load moves their
+# clocks. A test file stays on one worker (--dist loadfile), so a module's server (the
+# real engine's, the hostile one) starts once. Each pass fails `make` on any non-zero exit,
+# 5 (no tests collected) included.
+PYTEST := $(VENV)/bin/python -m pytest
+TEST_WORKERS ?= 4
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+
+test: $(STAMP) engine chromium peers
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
-	$(VENV)/bin/python -m pytest
+	$(PYTEST) -m "not serial" $(PARALLEL)
+	$(PYTEST) -m serial
+
+# The inner loop: what `make test` lints, and the tests not marked slow or serial (no
+# engine, no browser install, no chain of several processes).
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
+	$(PYTEST) -m "not slow and not serial" $(PARALLEL) --durations=10
 
 ui: $(STAMP)
 	$(VENV)/bin/servingbench ui

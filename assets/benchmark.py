@@ -64,6 +64,10 @@ def initial_manifest(candidate: Candidate, run_id: str, source: str) -> dict:
              instance_type=candidate.instance_type, node_count=candidate.node_count,
              scenario=dict(candidate.scenario),
              price_basis=candidate.price.as_manifest() if candidate.price else None)
+    if candidate.price and candidate.price.bases:
+        # the price sheet's what-if bases (unverified); the eks profile replaces them with
+        # looked-up prices when it fetches the bill (assets/bill.py)
+        m["price_bases"] = [dict(b) for b in candidate.price.bases]
     return m
 
 

@@ -22,6 +22,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
         run_dir = Path(steady_state_request_log["run_dir"])
         manifest = mf.load(run_dir / "manifest.json")
         bill = context.resources.bill_source.fetch_bill(manifest)
+        _record_price_bases(context.resources.bill_source, manifest, run_dir)
         write_parquet(bill, run_dir / "bill.parquet")
         rows = bill.to_pylist()
         return dg.Output(
@@ -35,3 +36,17 @@ def build(partitions_def) -> dg.AssetsDefinition:
             })
 
     return cost_explorer_bill
+
+
+def _record_price_bases(bill_source, manifest: dict, run_dir: Path) -> None:
+    """The what-if prices of the run's scope (contract §4.1), looked up once with the bill
+    and kept in the manifest so that every later analysis prices the same; a refetch never
+    replaces prices already looked up. Without a lookup the price sheet's stay."""
+    current = manifest.get("price_bases") or []
+    if any(b["price_source"] != "price_sheet" for b in current):
+        return
+    looked = bill_source.price_bases(manifest)
+    if looked is None:
+        return
+    manifest["price_bases"] = looked
+    mf.dump(manifest, run_dir / "manifest.json")

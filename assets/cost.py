@@ -9,10 +9,15 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from assets.partitions import run_value
+from resources.analysis.analyze import DEFAULT_SLO
+from resources.analysis.frontier import levels_of_folders
 from resources.analysis.summary import (
     COST_COLUMNS,
+    FRONTIER_COLUMNS,
+    WHAT_IF_COLUMNS,
     headline_columns,
     headline_rows,
+    levels_text,
     not_measured,
     table,
 )
@@ -32,8 +37,10 @@ def build(partitions_def) -> dg.AssetsDefinition:
             raise dg.Failure(description="the run was rejected by a gate: its cost is withheld "
                                          f"(see {run_dir / 'gates.json'})")
         tables = {name: pq.read_table(run_dir / f"{name}.parquet")
-                  for name in ("derived_metrics", "cost_per_1m", "headline", "telemetry_metrics")
-                  if name != "telemetry_metrics" or (run_dir / f"{name}.parquet").exists()}
+                  for name in ("derived_metrics", "cost_per_1m", "headline", "telemetry_metrics",
+                               "frontier", "cost_what_if")
+                  if name in ("derived_metrics", "cost_per_1m", "headline")
+                  or (run_dir / f"{name}.parquet").exists()}
         manifest = mf.load(run_dir / "manifest.json")
         storage = context.resources.storage
         storage.publish(derived_metrics["run_id"], str(context.partition_key), manifest, tables)
@@ -45,6 +52,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
             headline_md += "\n\n**Not measured** (no valid step):\n\n" + "\n".join(
                 f"- {line}" for line in not_measured(tables["derived_metrics"].to_pylist(),
                                                      manifest))
+        frontier_md = _frontier_metadata(storage, tables, headline, title)
         return dg.Output(
             run_value(derived_metrics["run_id"], run_dir,
                       bill_status=sorted({r["bill_status"] for r in cost})),
@@ -57,6 +65,30 @@ def build(partitions_def) -> dg.AssetsDefinition:
                 "duckdb": dg.MetadataValue.path(str(storage.duckdb_path)),
                 "run_dir": dg.MetadataValue.path(str(run_dir)),
                 "parquet": dg.MetadataValue.path(str(run_dir / "cost_per_1m.parquet")),
-            })
+            } | frontier_md)
 
     return cost_per_1m_output_tokens
+
+
+def _frontier_metadata(storage, tables: dict, headline: list[dict], title: str) -> dict:
+    """The run's frontier and its what-if costs (contract §3.6, §4.1), and the interactivity
+    levels across the latest accepted run of every candidate in the data folder, which also
+    replace the DuckDB table `frontier_levels`."""
+    md = {}
+    if "frontier" in tables:
+        md["frontier"] = dg.MetadataValue.md(
+            f"{title}frontier (steps on it: on_frontier)\n\n"
+            + table(tables["frontier"].to_pylist(), FRONTIER_COLUMNS, markdown=True))
+    if "cost_what_if" in tables:
+        md["cost_what_if"] = dg.MetadataValue.md(
+            f"{title}WHAT-IF cost per 1M output tokens at other price bases (not billed)\n\n"
+            + table(tables["cost_what_if"].to_pylist(), WHAT_IF_COLUMNS, markdown=True))
+    slo_ttft = headline[0]["slo_ttft_s"] if headline else DEFAULT_SLO[0]
+    dirs = sorted(p.parent for p in storage.runs_dir.glob("*/manifest.json"))
+    levels = levels_of_folders(dirs, slo_ttft, skip_broken=True)
+    storage.replace_levels(levels)
+    md["interactivity_levels"] = dg.MetadataValue.md(
+        f"{title}cheapest candidate at each interactivity level (p99 TTFT <= {slo_ttft:g} s), "
+        f"latest accepted run of each candidate\n\n" + levels_text(levels.to_pylist(),
+                                                                     markdown=True))
+    return md

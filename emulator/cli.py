@@ -16,7 +16,7 @@ from pathlib import Path
 
 from emulator import faults, latency, specs
 from emulator.fit import fit_of
-from emulator.httpproto import HttpConnection
+from emulator.httpproto import HEAD_TIMEOUT_S, HttpConnection
 from emulator.server import App, Options
 
 
@@ -88,6 +88,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--time-scale", type=_positive(float), default=1.0,
                    help="multiplies modelled times (cold start, tokens); 0.05 = 20x faster")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--head-timeout-s", type=_positive(float), default=HEAD_TIMEOUT_S,
+                   help="a request head not complete this long after its first byte: 408, closed")
     p.add_argument("--ground-truth", type=Path, default=None, help="JSONL, one line per request")
     p.add_argument("--max-num-seqs", type=_positive(int), default=None)
     p.add_argument("--max-model-len", type=_positive(int), default=None)
@@ -157,7 +159,7 @@ async def _watch_parent(parent_pid: int, stop: asyncio.Event) -> None:
 
 
 async def serve(opts: Options, host: str, port: int, port_file: Path | None,
-                parent_pid: int | None = None) -> int:
+                parent_pid: int | None = None, head_timeout_s: float = HEAD_TIMEOUT_S) -> int:
     loop = asyncio.get_running_loop()
     if parent_pid is not None and os.getppid() != parent_pid:
         return 0  # the parent died before we started: nobody to serve
@@ -167,7 +169,8 @@ async def serve(opts: Options, host: str, port: int, port_file: Path | None,
         print(f"servingbench emulator: cannot open the ground-truth log: {exc}", file=sys.stderr)
         return 2
     try:
-        server = await loop.create_server(lambda: HttpConnection(app.handle, _perf_ns, opts.emulated_header),
+        server = await loop.create_server(lambda: HttpConnection(app.handle, _perf_ns, opts.emulated_header,
+                                                                 head_timeout_s),
                                           host, port,
                                           reuse_address=True, backlog=1024)
     except OSError as exc:
@@ -233,4 +236,4 @@ def main(argv: list[str] | None = None) -> int:
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a pinned dependency
         runner = asyncio.run
-    return runner(serve(opts, a.host, a.port, a.port_file, a.parent_pid))
+    return runner(serve(opts, a.host, a.port, a.port_file, a.parent_pid, a.head_timeout_s))

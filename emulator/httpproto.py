@@ -5,7 +5,9 @@ wait in a short queue. Every response carries the emulated header (unless the se
 started without it, to stand in for an unknown engine).
 
 What a client can make this server hold is bounded: a request head over MAX_HEADER is
-answered 431, a body over MAX_BODY 413, and while a response is in progress the connection
+answered 431, a head not complete within `head_timeout_s` (HEAD_TIMEOUT_S) 408 and the
+connection closed (a half-sent head would otherwise hold it forever), a body over MAX_BODY
+413, and while a response is in progress the connection
 stops reading once MAX_BUFFERED bytes of later requests wait (TCP backpressure, nothing
 dropped). Header values echoed back (X-Request-ID) are copied only when they are printable
 ASCII, so a CR or LF sent by a client can never split a response header.
@@ -30,6 +32,7 @@ MAX_HEADER = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024
 MAX_BUFFERED = 1024 * 1024  # bytes of pipelined requests held while one is being answered
 MAX_PIPELINED = 32
+HEAD_TIMEOUT_S = 10.0  # from a request's first byte to the end of its headers
 MAX_ECHO = 256  # longest header value copied back into a response
 PRINTABLE = re.compile(r"[\x20-\x7e]*")
 
@@ -94,7 +97,9 @@ class HttpConnection(asyncio.Protocol):
     with `respond` or `start_stream` … `write_chunk` … `end_stream` (or `abort`)."""
 
     def __init__(self, handler: Callable[[HttpConnection, Request], None], clock_ns: Callable[[], int],
-                 emulated_header: bool = True):
+                 emulated_header: bool = True, head_timeout_s: float = HEAD_TIMEOUT_S):
+        self.head_timeout_s = head_timeout_s
+        self._head_timer: asyncio.TimerHandle | None = None
         self.handler = handler
         self.clock_ns = clock_ns
         # off (--no-emulated-header): the server looks like an unknown engine to a client
@@ -160,6 +165,8 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._head_timer is not None:
+            self._head_timer.cancel()
         cb, self.on_lost = self.on_lost, None
         if cb is not None:
             cb()
@@ -167,6 +174,8 @@ class HttpConnection(asyncio.Protocol):
     # --- httptools callbacks -----------------------------------------------------------------
     def on_message_begin(self) -> None:
         self._in_head, self._head_open, self._head_read_bytes, self._head_bytes = True, False, 0, 0
+        self._head_timer = asyncio.get_running_loop().call_later(self.head_timeout_s,
+                                                                 self._head_late)
         self._url, self._headers, self._body = b"", {}, bytearray()
         self._arrival = self.clock_ns()
 
@@ -183,6 +192,9 @@ class HttpConnection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
         length = self._headers.get("content-length")
         if length is not None and int(length) > MAX_BODY:  # llhttp has checked it is a number
             raise _Reject(413, "request body too large")
@@ -204,6 +216,14 @@ class HttpConnection(asyncio.Protocol):
         self.pending.append(req)
         self.pending_bytes += len(req.body)
         self._body = bytearray()
+
+    def _head_late(self) -> None:
+        """The head begun `head_timeout_s` ago is still not complete: 408, then close."""
+        self._head_timer = None
+        if self._in_head and not (self.broken or self.closed):
+            self._broken(_Reject(408, f"request head not complete within "
+                                      f"{self.head_timeout_s:g} s"))
+            self._dispatch()
 
     # --- dispatch --------------------------------------------------------------------------
     def _broken(self, reject: _Reject) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from resources.billing.price_bases import sheet_bases
 from resources.contract.candidate import (
     Candidate,
     LlamaCppPlan,
@@ -24,6 +25,7 @@ from resources.contract.candidate import (
     ReasoningPlan,
     SpeculativePlan,
 )
+from resources.contract.schemas import PRICE_BASES
 from resources.loadgen.config import MAX_TOKENS
 from resources.model_server import engines
 
@@ -200,16 +202,23 @@ def _read_yaml(path: Path, missing: str):
         raise ConfigError(f"{path}: nested too deeply to be a config file") from None
 
 
-def load_price_sheet(path: Path, where: str) -> dict:
-    sheet = _read_yaml(path, f"{where}: price sheet {path} not found")
-    _check_keys(sheet, {"region", "purchase_option", "retrieved_on", "hourly_usd_per_node"},
-                str(Path(path).name))
-    prices = sheet.get("hourly_usd_per_node")
+def _check_prices(prices, path: Path, key: str) -> None:
     if not isinstance(prices, dict) or not all(
             isinstance(k, str) and INSTANCE_TYPE.fullmatch(k) and _is_number(v) and 0 < v
             <= MAXIMA["hourly_usd_per_node"] for k, v in prices.items()):
-        raise ConfigError(f"{path}: hourly_usd_per_node must map instance types to finite "
+        raise ConfigError(f"{path}: {key} must map instance types to finite "
                           f"positive prices (at most {MAXIMA['hourly_usd_per_node']:,})")
+
+
+def load_price_sheet(path: Path, where: str) -> dict:
+    sheet = _read_yaml(path, f"{where}: price sheet {path} not found")
+    _check_keys(sheet, {"region", "purchase_option", "retrieved_on", "hourly_usd_per_node",
+                        "price_bases"}, str(Path(path).name))
+    _check_prices(sheet.get("hourly_usd_per_node"), path, "hourly_usd_per_node")
+    bases = sheet.get("price_bases") or {}
+    _check_keys(bases, PRICE_BASES, f"{Path(path).name}: price_bases")
+    for basis, prices in bases.items():
+        _check_prices(prices, path, f"price_bases.{basis}")
     for key in ("region", "purchase_option"):
         if key in sheet and not isinstance(sheet[key], str):
             raise ConfigError(f"{path}: {key}: expected a string, got {_short(sheet[key])}")
@@ -293,7 +302,8 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
             region=price.get("region", sheet.get("region")),
             purchase_option=price.get("purchase_option", sheet.get("purchase_option")),
             retrieved_on=str(sheet.get("retrieved_on")), source="price_sheet",
-            hourly_usd_per_node=(sheet.get("hourly_usd_per_node") or {}).get(merged["instance_type"]))
+            hourly_usd_per_node=(sheet.get("hourly_usd_per_node") or {}).get(merged["instance_type"]),
+            bases=tuple(sheet_bases(sheet, merged["instance_type"])))
     load = _load_plan(merged.pop("load", {}), f"{where}.load")
     if load.workers > 1 and isinstance(scenario, dict) and scenario.get("kind") in ("batch", "slo_search"):
         raise ConfigError(f"{where}.load.workers: scenario {scenario['kind']} runs with one worker "

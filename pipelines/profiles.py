@@ -21,6 +21,7 @@ import dagster as dg
 from pipelines.config import DEFAULT_FILE, REPO, ConfigError, load_candidates
 from resources.aws.caller import Caller
 from resources.billing.cost_explorer import CostExplorerApi
+from resources.billing.price_bases import PriceBasesLookup
 from resources.billing.price_list import PriceListApi
 from resources.billing.price_sheet import PriceSheetBill
 from resources.billing.refresh import CostExplorerBill
@@ -28,6 +29,7 @@ from resources.cluster.eks import EksNodegroupCluster
 from resources.cluster.eks_api import EksNodegroups, check_owner
 from resources.cluster.local import LocalHostCluster
 from resources.cluster.reaper import EksReaper, NothingToReap
+from resources.contract.digits import is_digits
 from resources.loadgen.generator import LoadGenerator
 from resources.loadjob.run import KubeJobLoadGenerator
 from resources.model_server.emulator import EmulatorModelServer
@@ -178,7 +180,7 @@ class EksSettings:
             return tuple(x.strip() for x in env.get(f"SERVINGBENCH_EKS_{name}", "").split(",")
                          if x.strip())
 
-        allow_public = _flag(env, "SERVINGBENCH_EKS_ALLOW_PUBLIC")
+        allow_public = _public_consent(env)
         source_ranges = split("SOURCE_RANGES")
         lb_scheme = env.get("SERVINGBENCH_EKS_LB_SCHEME", "internal")
         _check_exposure(source_ranges, lb_scheme, allow_public)
@@ -207,7 +209,7 @@ def _load_settings(env: Mapping[str, str]) -> dict:
         return env.get(f"SERVINGBENCH_EKS_LOAD_{name}", "").strip()
 
     pods = text("PODS") or "0"
-    if not pods.isdigit() or int(pods) > 10_000:
+    if not is_digits(pods) or int(pods) > 10_000:
         raise ValueError(f"SERVINGBENCH_EKS_LOAD_PODS={pods!r}: expected a pod count 0..10000")
     selector = []
     for part in filter(None, (x.strip() for x in text("NODE_SELECTOR").split(","))):
@@ -260,24 +262,44 @@ def _uid(env: Mapping[str, str], name: str) -> int | None:
     value = env.get(name, "")
     if not value:
         return None
-    if not value.isdigit() or int(value) < 1:
+    if not is_digits(value) or int(value) < 1:
         raise ValueError(f"{name}={value!r}: expected a non-root uid (an integer >= 1)")
     return int(value)
 
 
+# The consent value names the risk it accepts: the load balancer has no TLS listener, so the
+# engine's API key crosses the network as a plain-HTTP bearer token.
+PUBLIC_CONSENT = "plaintext-api-key"
+_CONSENT = (f"set SERVINGBENCH_EKS_ALLOW_PUBLIC={PUBLIC_CONSENT} to accept that the engine's API "
+            "key then crosses the internet as a plain-HTTP bearer token")
+
+
+def _public_consent(env: Mapping[str, str]) -> bool:
+    value = env.get("SERVINGBENCH_EKS_ALLOW_PUBLIC", "")
+    if value in ("", "0"):
+        return False
+    if value != PUBLIC_CONSENT:
+        raise ValueError(f"SERVINGBENCH_EKS_ALLOW_PUBLIC={value!r}: the consent must name the risk "
+                         f"it accepts: {PUBLIC_CONSENT} (the load balancer serves plain HTTP, so "
+                         "the engine's API key is readable on the way)")
+    return True
+
+
 def _check_exposure(source_ranges: tuple[str, ...], lb_scheme: str, allow_public: bool) -> None:
-    """An engine open to the internet only by explicit consent, named in the message."""
+    """An engine reachable from outside private address space only by explicit consent,
+    named in the message: any range that is not wholly private (not only /0: 0.0.0.0/1 and
+    128.0.0.0/1 together are everyone too), or an internet-facing load balancer."""
     for cidr in source_ranges:
         try:
             net = ipaddress.ip_network(cidr)
         except ValueError:
             raise ValueError(f"SERVINGBENCH_EKS_SOURCE_RANGES: {cidr!r} is not a CIDR") from None
-        if net.prefixlen == 0 and not allow_public:
-            raise ValueError(f"SERVINGBENCH_EKS_SOURCE_RANGES={cidr} opens the engine to the "
-                             f"whole internet; set SERVINGBENCH_EKS_ALLOW_PUBLIC=1 to allow it")
+        if not net.is_private and not allow_public:
+            raise ValueError(f"SERVINGBENCH_EKS_SOURCE_RANGES={cidr} is not a private range: it "
+                             f"opens the engine beyond the VPC; {_CONSENT}")
     if lb_scheme == "internet-facing" and not allow_public:
         raise ValueError("SERVINGBENCH_EKS_LB_SCHEME=internet-facing puts the engine on the "
-                         "internet; set SERVINGBENCH_EKS_ALLOW_PUBLIC=1 to allow it")
+                         f"internet; {_CONSENT}")
 
 
 @dataclass
@@ -320,7 +342,8 @@ class EksResources:
                                             owner=s.owner, run_as_user=s.run_as_user,
                                             timeout_s=s.deploy_timeout_s,
                                             telemetry=s.telemetry()),
-            "bill_source": CostExplorerBill(self.billing),
+            "bill_source": CostExplorerBill(self.billing, PriceBasesLookup.from_session(
+                self.session, endpoint_url=s.endpoint_url, caller=self.caller)),
         }
 
     def kube(self) -> KubeClient:

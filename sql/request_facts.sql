@@ -1,27 +1,39 @@
 -- name: request_facts
 -- contract §5 rules 1, 2 and 4: one row per steady request with the chunk-level facts the
 -- gates validate (chunk work stays here, in DuckDB; only per-request rows leave).
--- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql)
+-- inputs (views): steady (request log, phase = steady), steady_req (steady_req.sql),
+--                 chunk_gaps (chunk_gaps.sql)
 -- params: none
 -- order_violation names every broken pair of scheduled ≤ sent ≤ first ≤ last ≤ finished.
-WITH per_request AS (
-    SELECT request_id,
+-- Chunks are counted per request number first (chunk_gaps holds no ids), then per request_id:
+-- a request_id that appears twice in the log (rule 3's business) counts the chunks of both.
+WITH per_no AS (
+    SELECT req_no,
            count(*) AS n_chunks,
            sum(tokens) AS chunk_tokens,
            count(*) FILTER (WHERE gap_ns < 0) AS chunks_out_of_order,
            count(*) FILTER (WHERE outside) AS chunks_outside
     FROM chunk_gaps
-    GROUP BY request_id
+    GROUP BY req_no
+),
+per_request AS (
+    SELECT r.request_id,
+           sum(p.n_chunks) AS n_chunks,
+           sum(p.chunk_tokens) AS chunk_tokens,
+           sum(p.chunks_out_of_order) AS chunks_out_of_order,
+           sum(p.chunks_outside) AS chunks_outside
+    FROM per_no p JOIN steady_req r USING (req_no)
+    GROUP BY r.request_id
 )
 SELECT
     row_number() OVER () - 1 AS _row,
     s.request_id, s.status, s.output_tokens_source,
     s.scheduled_at, s.sent_at, s.first_token_at, s.last_token_at, s.finished_at,
     s.output_tokens,
-    coalesce(p.n_chunks, 0) AS n_chunks,
+    CAST(coalesce(p.n_chunks, 0) AS BIGINT) AS n_chunks,
     CAST(coalesce(p.chunk_tokens, 0) AS BIGINT) AS chunk_tokens,
-    coalesce(p.chunks_out_of_order, 0) AS chunks_out_of_order,
-    coalesce(p.chunks_outside, 0) AS chunks_outside,
+    CAST(coalesce(p.chunks_out_of_order, 0) AS BIGINT) AS chunks_out_of_order,
+    CAST(coalesce(p.chunks_outside, 0) AS BIGINT) AS chunks_outside,
     -- contract §5 rule 2 over every pair of the chain whose both sides are present
     -- (a null side is rule 1's business), so a failed request's sent/finished still count.
     NULLIF(concat_ws('; ',

@@ -1,6 +1,7 @@
 -- name: step_metrics
 -- contract §3: one row per step of the steady phase → derived_metrics.parquet.
--- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql),
+-- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql) and
+--                 steady_req (steady_req.sql),
 --                 manifest_steps (step, client_limited) from the manifest's steps[]
 -- params: $run_id, $source (manifest source), $slo_ttft_s, $slo_tpot_s (goodput thresholds)
 -- Durations are float64 seconds from integer nanoseconds: (epoch_ns(a) - epoch_ns(b)) / 1e9.
@@ -68,8 +69,9 @@ steps AS (
 -- Per-token ITL: chunk seq >= 1 of an ok request gives (at[seq] - at[seq-1]) / tokens,
 -- counted `tokens` times, so a chunk bundling k tokens weighs k.
 gaps AS (
-    SELECT step, tokens, itl_s AS itl
-    FROM chunk_gaps WHERE ok AND seq >= 1
+    SELECT r.step, g.tokens, g.itl_s AS itl
+    FROM chunk_gaps g JOIN steady_req r USING (req_no)
+    WHERE r.ok AND g.seq >= 1
 ),
 token_gaps AS (
     SELECT step, itl FROM gaps, range(tokens) WHERE itl IS NOT NULL

@@ -21,7 +21,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ui": ("pipelines.cli.ui", "start the Dagster UI on 127.0.0.1"),
     "eks": ("pipelines.cli.eks", "reap expired node groups / refetch a run's bill (eks)"),
     "report": ("pipelines.cli.report", "write HTML reports of run folders"),
+    "publish": ("pipelines.cli.publish", "copy a run folder to s3://…/runs/<run_id>, marker last "
+                "(a rerun completes a partial publish)"),
     "engine": ("pipelines.cli.engine", "the real local engine: prepare derived models, status"),
+    "import": ("pipelines.cli.peer_import", "another tool's result (aiperf, guidellm, "
+               "inference-perf, vllm) as a run folder"),
+    "export": ("pipelines.cli.peer_export", "a run folder's records in a peer's format "
+               "(aiperf, csv)"),
 }
 
 

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from pipelines.cli.argtypes import positive_floats
+from resources.analysis import gx
 from resources.analysis.analyze import MALFORMED, NO_ROOM, analyze_run
 from resources.analysis.metrics import DEFAULT_SLO
 from resources.analysis.summary import render
@@ -46,6 +47,7 @@ def main(argv: list[str]) -> int:
                   "of SLOs", file=sys.stderr)
             return MALFORMED
     slos = list(zip(ttft, tpot, strict=True))
+    gx.preload()  # Great Expectations imports (seconds) while DuckDB opens and scans the run
     if is_remote(args.run_dir):
         result = _analyze_remote(args.run_dir, slos)
         if result is None:
@@ -54,7 +56,7 @@ def main(argv: list[str]) -> int:
         result = analyze_run(args.run_dir, slos=slos)
     if args.json:
         doc = {"exit_code": result.exit_code, "message": result.message, "gates": result.gates}
-        for name in ("metrics", "cost", "headline"):
+        for name in ("metrics", "cost", "headline", "frontier", "what_if"):
             table = getattr(result, name)
             doc[name] = None if table is None else table.to_pylist()
         print(json.dumps(doc, indent=2, default=str))

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipelines.cli.argtypes import non_negative, positive, positive_int
+from pipelines.cli.argtypes import non_negative, positive, positive_floats, positive_int
 from pipelines.config import DEFAULT_FILE, REAL_FILE, REPO, ConfigError, load_candidates
 
 REAL_BANNER = ("=" * 78 + "\nMEASURED ON THIS HOST — llama.cpp's server and a real model on this "
@@ -60,6 +60,9 @@ def parser() -> argparse.ArgumentParser:
                    help="output tokens (default 64; with --real the scenario's)")
     p.add_argument("--cold-start-s", type=non_negative, default=1.0,
                    help="emulated cold start, shortened for the demo (default 1 s)")
+    p.add_argument("--levels", type=positive_floats, default=[5, 10, 20, 50, 100, 200],
+                   help="interactivity levels (tok/s one user sees) of the frontier table "
+                        "(default 5,10,20,50,100,200)")
     return p
 
 
@@ -138,7 +141,9 @@ def main(argv: list[str]) -> int:
             failures.append((name, why))
             print(f"    FAILED: {why}", flush=True)
     print(f"\n{banner}\n", flush=True)
-    print_headline(run_dirs, "MEASURED on this host" if args.real else "EMULATED")
+    label = "MEASURED on this host" if args.real else "EMULATED"
+    print_headline(run_dirs, label)
+    print_levels(run_dirs + [d for _, d in quality_dirs if d not in run_dirs], label, args.levels)
     if args.real:
         print_quality(quality_dirs)
     for name, why in failures:
@@ -154,17 +159,36 @@ def main(argv: list[str]) -> int:
     shown = run_dirs + [d for _, d in quality_dirs if d not in run_dirs
                         and (Path(d) / "headline.parquet").exists()]
     if shown:
-        _print_comparison(shown, Path(args.data_dir) / "comparison.html",
-                          "MEASURED on this host" if args.real else "EMULATED")
+        _print_comparison(shown, Path(args.data_dir) / "comparison.html", label, args.levels)
     return 0 if run_dirs else 1
 
 
-def _print_comparison(run_dirs: list[str], out: Path, label: str) -> None:
+def print_levels(run_dirs: list[str], label: str, levels) -> None:
+    """contract §3.6 in the terminal: at each interactivity level, the cheapest candidate and
+    its runner-up (the comparison writes the same rows to frontier_levels.parquet)."""
+    from resources.analysis.analyze import DEFAULT_SLO
+    from resources.analysis.frontier import levels_of_folders
+    from resources.analysis.summary import levels_text
+
+    if not run_dirs:
+        return
+    table = levels_of_folders([Path(d) for d in run_dirs], DEFAULT_SLO[0], levels,
+                              skip_broken=True)
+    print(f"\nInteractivity levels — {label} (at each level of tok/s one user sees, the "
+          f"cheapest candidate per 1M output tokens\namong its valid steps that reach it with "
+          f"p99 TTFT <= {DEFAULT_SLO[0]:g} s; the runner-up and how much dearer it is)")
+    print(levels_text(table.to_pylist()))
+    print("What-if prices at other bases (spot, reserved, savings plans, Capacity Blocks; "
+          "never billed):\ncost_what_if.parquet in each run folder, and the comparison's "
+          "cost plot.")
+
+
+def _print_comparison(run_dirs: list[str], out: Path, label: str, levels) -> None:
     """The comparison report across the run folders this demo just produced."""
     from resources.report import ReportError, write_comparison_report
 
     try:
-        path = write_comparison_report([Path(d) for d in run_dirs], out)
+        path = write_comparison_report([Path(d) for d in run_dirs], out, levels=levels)
     except (ReportError, OSError) as exc:
         print(f"comparison report not written: {exc}")
         return

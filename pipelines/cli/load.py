@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from pipelines.cli.argtypes import finite, int_or, positive, positive_floats
+from resources.contract.digits import is_digits
 from resources.contract.manifest import ManifestError
 from resources.loadgen.config import LoadConfig
 from resources.loadgen.errors import DiskFullError, LoadConfigError, LoadError, RunExistsError
@@ -270,7 +271,7 @@ def pod_share(a: argparse.Namespace):
     index, from_env = a.worker_index, a.worker_index == "env"
     if from_env:
         raw = os.environ.get("JOB_COMPLETION_INDEX", "")
-        if not raw.isdigit():
+        if not is_digits(raw):
             raise LoadConfigError(f"--worker-index env: JOB_COMPLETION_INDEX is {raw[:20]!r}, "
                                   "not an integer >= 0")
         index = int(raw)

@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from resources.contract.digits import is_digits
 from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
 from resources.storage import runstore
 
@@ -74,7 +75,7 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     index = os.environ.get(INDEX_ENV, "")
-    if not index.isdigit():
+    if not is_digits(index):
         print(f"servingbench loadpod: {INDEX_ENV}={index!r}: expected the pod's index (an "
               "Indexed Job sets it)", file=sys.stderr)
         return 2

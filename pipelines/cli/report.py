@@ -14,6 +14,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from pipelines.cli.argtypes import positive_floats
+from resources.analysis.frontier import DEFAULT_LEVELS
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -28,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--slo-ttft-s", type=float, default=None,
                    help="SLO lines and headline row to show (default: the runs' headline SLO)")
     p.add_argument("--slo-tpot-s", type=float, default=None)
+    p.add_argument("--levels", type=positive_floats, default=list(DEFAULT_LEVELS),
+                   help="interactivity levels (tok/s one user sees) of the comparison's "
+                        "frontier_levels.parquet and table (default 5,10,20,50,100,200)")
     return p
 
 
@@ -69,7 +75,9 @@ def main(argv: list[str]) -> int:
             print(f"run report: {write_run_report(run_dir, out, slo)}")
         if compare:
             out = args.out or run_dirs[0].resolve().parent / "comparison.html"
-            print(f"comparison report: {write_comparison_report(run_dirs, out, slo)}")
+            path = write_comparison_report(run_dirs, out, slo, args.levels)
+            print(f"comparison report: {path}")
+            print(f"frontier levels: {path.parent / 'frontier_levels.parquet'}")
     except (ReportError, ReconcileError) as exc:
         print(f"servingbench report: {exc}", file=sys.stderr)
         return 2

@@ -12,10 +12,11 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
+from resources.analysis import frontier as frontier_mod
 from resources.analysis import sqlfiles, workload_outputs
 from resources.analysis.gates import Gate, run_gates
 from resources.analysis.metrics import DEFAULT_SLO, step_metrics
-from resources.analysis.rundir import RunFolder, locate_unreadable, open_run
+from resources.analysis.rundir import RunFolder, is_disk_full, locate_unreadable, open_run
 from resources.analysis.telemetry import read_telemetry, telemetry_metrics
 from resources.contract import durable
 from resources.contract.manifest import ManifestError
@@ -40,6 +41,8 @@ class Analysis:
     telemetry: pa.Table | None = None  # contract §3.2, when the run has telemetry.parquet
     job: dict | None = None            # contract §3.4, a batch run's job.json
     slo_capacity: dict | None = None   # contract §3.5, an SLO-search run's slo_capacity.json
+    frontier: pa.Table | None = None   # contract §3.6, every readable run
+    what_if: pa.Table | None = None    # contract §4.1, a run not rejected with price_bases
     context: pa.Table | None = None    # ttft_by_context.parquet: TTFT by context length
 
     @property
@@ -86,18 +89,27 @@ def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | No
 
 
 def _write_outputs(run: RunFolder, gates, metrics, tm, cost, headline, job, capacity,
-                   context) -> None:
+                   frontier, what_if, context) -> None:
     run_dir = run.path
     _write_gates(run_dir, gates)
     write_parquet(metrics, run_dir / "derived_metrics.parquet")
     if tm is not None:
         write_parquet(tm, run_dir / "telemetry_metrics.parquet")
     write_workload_outputs(run, job, capacity, context)
-    for name, table in zip(COST_FILES, (cost, headline), strict=True):
+    write_parquet(frontier, run_dir / "frontier.parquet")
+    # a stale copy of a withheld output (a re-analysis now rejects the run) is removed
+    for name, table in zip((*COST_FILES, "cost_what_if.parquet"), (cost, headline, what_if),
+                           strict=True):
         if table is not None:
             write_parquet(table, run_dir / name)
         else:
             (run_dir / name).unlink(missing_ok=True)
+
+
+def _no_scratch(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return (f"disk full: DuckDB could not spill to the temporary directory ({text}); nothing "
+            "was written: free space under TMPDIR (or point TMPDIR elsewhere) and analyze again")
 
 
 def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
@@ -113,6 +125,10 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
         run = open_run(run_dir)
     except (ManifestError, SchemaError) as exc:
         return Analysis(run_dir, MALFORMED, message=str(exc))
+    except (duckdb.Error, OSError) as exc:
+        if not is_disk_full(exc):
+            raise
+        return Analysis(run_dir, NO_ROOM, message=_no_scratch(exc))
     with run:
         try:
             telemetry = read_telemetry(run_dir)
@@ -131,14 +147,19 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
             context = workload_outputs.by_context(run)
             if headline is not None:
                 headline = workload_outputs.with_slo_cost(headline, capacity, cost)
+            frontier = frontier_mod.frontier(run, metrics, cost)
+            what_if = frontier_mod.what_if(run, metrics) if accepted else None
         except (duckdb.Error, pa.ArrowException, OSError) as exc:
+            if is_disk_full(exc):
+                return Analysis(run_dir, NO_ROOM, message=_no_scratch(exc), manifest=run.manifest)
             # a corrupt page passes the schema check and fails only when scanned: malformed
             # input, named by file; nothing has been written yet
             return Analysis(run_dir, MALFORMED, message=str(locate_unreadable(run_dir, exc)),
                             manifest=run.manifest)
         if write:
             try:
-                _write_outputs(run, gates, metrics, tm, cost, headline, job, capacity, context)
+                _write_outputs(run, gates, metrics, tm, cost, headline, job, capacity,
+                               frontier, what_if, context)
             except OSError as exc:
                 if not durable.is_disk_full(exc):
                     raise
@@ -151,4 +172,4 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                    if failed else "accepted")
         return Analysis(run_dir, REJECTED if failed else ACCEPTED, message, run.manifest,
                         [g.as_dict() for g in gates], metrics, cost, headline, run.partial, tm,
-                        job, capacity, context)
+                        job, capacity, frontier, what_if, context)

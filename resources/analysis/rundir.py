@@ -3,13 +3,21 @@ DuckDB connection with one view per record set (`steady`, `warmup`, `chunks`, `b
 the table `chunk_gaps` (sql/chunk_gaps.sql) that the gates and the metrics share.
 
 Parquet files are scanned by DuckDB by their exact paths (only their schema is read here), so
-a 12.8M-row chunk log never passes through Python; a path DuckDB would read as a pattern
-goes through an Arrow dataset instead. A run killed half-way is read from its
+a 128M-row chunk log never passes through Python or Arrow; a path DuckDB would read as a
+pattern goes through an Arrow dataset instead. A run killed half-way is read from its
 `.partial.arrows` streams.
+
+DuckDB works within a memory limit (`SERVINGBENCH_ANALYZE_MEMORY`, default 4GB) and spills
+what does not fit into a private folder under the system's temporary directory (TMPDIR),
+removed when the run is closed: its defaults would take 80 % of the machine's memory and
+spill into `.tmp` in the working directory.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +27,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from resources.analysis import sqlfiles
+from resources.contract import durable
 from resources.contract import manifest as manifest_mod
 from resources.contract.schemas import (
     PARTIAL_SUFFIX,
@@ -41,9 +50,14 @@ class RunFolder:
     con: duckdb.DuckDBPyConnection
     has_bill: bool
     partial: list[str] = field(default_factory=list)  # record sets read from a partial stream
+    scratch: Path | None = None  # DuckDB's spill folder, removed on close
 
     def close(self) -> None:
-        self.con.close()
+        try:
+            self.con.close()
+        finally:
+            if self.scratch is not None:
+                shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> RunFolder:
         return self
@@ -120,13 +134,36 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
+MEMORY_ENV = "SERVINGBENCH_ANALYZE_MEMORY"
+DEFAULT_MEMORY = "4GB"
+
+
+def connect(duckdb_path: str = ":memory:") -> tuple[duckdb.DuckDBPyConnection, Path]:
+    """A DuckDB connection bounded in memory, spilling into a new private folder (returned;
+    the caller removes it). The limit covers DuckDB's buffers (tables, sorts, hash tables),
+    not the Python process around it."""
+    scratch = Path(tempfile.mkdtemp(prefix="servingbench-duckdb-"))
+    try:
+        con = duckdb.connect(duckdb_path, config={
+            "memory_limit": os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY,
+            "temp_directory": str(scratch),
+        })
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return con, scratch
+
+
 def open_run(path: Path, duckdb_path: str = ":memory:") -> RunFolder:
     """Open and check a run folder. Raises ManifestError or SchemaError (→ exit 2)."""
     path = Path(path)
     if not path.is_dir():
         raise SchemaError(f"{path}: not a run folder (no such directory)")
     manifest = manifest_mod.load(path / "manifest.json")
-    con = duckdb.connect(duckdb_path)
+    try:
+        con, scratch = connect(duckdb_path)
+    except duckdb.Error as exc:
+        raise SchemaError(f"{MEMORY_ENV}: {_first_line(exc)}") from None
     con.execute("SET TimeZone = 'UTC'")
     partial: list[str] = []
     has_bill = False
@@ -141,11 +178,25 @@ def open_run(path: Path, duckdb_path: str = ":memory:") -> RunFolder:
             if how == "partial":
                 partial.append(name)
         # chunk gaps are needed by both the gates and the metrics: compute them once
-        con.sql(sqlfiles.load("chunk_gaps")).create("chunk_gaps")
+        for table in ("steady_req", "chunk_gaps"):
+            con.sql(sqlfiles.load(table)).create(table)
     except (duckdb.Error, pa.ArrowException, OSError) as exc:
         con.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+        if is_disk_full(exc):
+            raise
         raise locate_unreadable(path, exc) from None
-    except Exception:
+    except BaseException:
         con.close()
+        shutil.rmtree(scratch, ignore_errors=True)
         raise
-    return RunFolder(path=path, manifest=manifest, con=con, has_bill=has_bill, partial=partial)
+    return RunFolder(path=path, manifest=manifest, con=con, has_bill=has_bill, partial=partial,
+                     scratch=scratch)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """A full disk, met writing an output or by DuckDB spilling (which reports it as an
+    IOException naming the OS error, not as an OSError)."""
+    if durable.is_disk_full(exc):
+        return True
+    return isinstance(exc, duckdb.Error) and "No space left on device" in str(exc)

@@ -244,6 +244,20 @@ def gate_rows(gates: list[dict]) -> list[dict]:
     return [{**g, "result": verdict[g["passed"]], "examples": g["examples"][:3]} for g in gates]
 
 
+FRONTIER_COLUMNS = [
+    ("step", "step", ""), ("valid", "valid", ""), ("interactivity_tok_s", "tok/s/user", ",.1f"),
+    ("output_tok_s_per_accel", "out tok/s/accel", ",.2f"),
+    ("cost_per_1m_output_usd", "USD / 1M out", ",.4f"),
+    ("cost_per_1m_total_usd", "USD / 1M total", ",.4f"), ("on_frontier", "frontier", ""),
+]
+WHAT_IF_COLUMNS = [
+    ("step", "step", ""), ("basis", "what-if basis", ""), ("price_source", "price source", ""),
+    ("hourly_usd_per_node", "USD / node-h", ",.4f"),
+    ("cost_per_1m_output_usd", "what-if USD / 1M out", ",.4f"),
+    ("cost_per_1m_total_usd", "what-if USD / 1M total", ",.4f"),
+]
+
+
 def render(a: Analysis) -> str:
     """The human summary `servingbench analyze` prints."""
     if a.exit_code == 2:
@@ -287,6 +301,12 @@ def render(a: Analysis) -> str:
         out += ["", "Cost table WITHHELD: the run was rejected; raw records are kept."]
     else:
         out += ["", "No bill in this run folder: no cost table."]
+    if a.frontier is not None:
+        out += ["", "Frontier (contract §3.6, frontier.parquet; interactivity = 1 / p50 TPOT)",
+                table(a.frontier.to_pylist(), FRONTIER_COLUMNS)]
+    if a.what_if is not None:
+        out += ["", "WHAT-IF cost at other price bases (contract §4.1, cost_what_if.parquet; "
+                "never billed)", table(a.what_if.to_pylist(), WHAT_IF_COLUMNS)]
     if a.job is not None:
         out += ["", "Batch job (contract §3.4, job.json)", job_text(a.job)]
     if a.slo_capacity is not None:
@@ -298,3 +318,50 @@ def render(a: Analysis) -> str:
     verdict = {0: "ACCEPTED", 3: "REJECTED"}[a.exit_code]
     out += ["", f"{verdict}{' (EMULATED)' if emulated else ''}: {a.message}  [{a.run_dir}]"]
     return "\n".join(out)
+
+
+def cheapest_by_level(levels: Sequence[Mapping]) -> list[dict]:
+    """frontier_levels rows (contract §3.6) as one row per level and source: the cheapest
+    candidate (rank 1), the runner-up (the next ranked row) and how much dearer it is. Measured
+    and emulated are ranked apart, so each level has a row per source present."""
+    groups: dict[tuple, list[Mapping]] = {}
+    for r in levels:
+        groups.setdefault((r["level_tok_s"], r["source"]), []).append(r)
+    out = []
+    for (level, source), rows in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        ranked = sorted((r for r in rows if r.get("rank") is not None),
+                        key=lambda r: (r["rank"], r["candidate"]))
+        first = ranked[0] if ranked else None
+        second = ranked[1] if len(ranked) > 1 else None
+        ratio = None
+        if first and second and first["cost_per_1m_output_usd"]:
+            ratio = second["cost_per_1m_output_usd"] / first["cost_per_1m_output_usd"]
+        out.append({
+            "level_tok_s": level, "source": source,
+            "reached": sum(r.get("step") is not None for r in rows), "of": len(rows),
+            "cheapest": first["candidate"] if first else None,
+            "step": first["step"] if first else None,
+            "cost_per_1m_output_usd": first["cost_per_1m_output_usd"] if first else None,
+            "runner_up": second["candidate"] if second else None,
+            "runner_up_cost_per_1m_output_usd": (second["cost_per_1m_output_usd"]
+                                                 if second else None),
+            "ratio": ratio})
+    return out
+
+
+LEVEL_COLUMNS = [
+    ("level_tok_s", ">= tok/s/user", "g"), ("source", "source", ""),
+    ("reached", "reach", ""), ("cheapest", "cheapest", ""), ("step", "step", ""),
+    ("cost_per_1m_output_usd", "USD / 1M out", ",.4f"), ("runner_up", "runner-up", ""),
+    ("runner_up_cost_per_1m_output_usd", "runner-up USD / 1M", ",.4f"),
+    ("ratio", "x dearer", ".2f"),
+]
+
+
+def levels_text(levels: Sequence[Mapping], markdown: bool = False) -> str:
+    """The interactivity-level table: at each level, the cheapest candidate among the valid
+    steps that reach it within the SLO's TTFT, and its runner-up."""
+    rows = cheapest_by_level(levels)
+    for r in rows:
+        r["reached"] = f"{r['reached']}/{r['of']}"
+    return table(rows, LEVEL_COLUMNS, markdown)

@@ -15,3 +15,8 @@ class BillSource(ABC):
     @abstractmethod
     def fetch_bill(self, manifest: dict) -> pa.Table:
         """The bill rows for the run's scope and steady phase, in the BILL schema."""
+
+    def price_bases(self, manifest: dict) -> list[dict] | None:
+        """What-if prices (contract §4.1) looked up for the run, or None when this source
+        looks up none (the embedded default's come from its price sheet)."""
+        return None

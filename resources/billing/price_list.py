@@ -42,7 +42,7 @@ def _filters(instance_type: str, region: str) -> list[dict]:
     return [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in terms.items()]
 
 
-def _on_demand_hourly(product: dict) -> tuple[float, str | None]:
+def on_demand_hourly(product: dict) -> tuple[float, str | None]:
     for term in product.get("terms", {}).get("OnDemand", {}).values():
         for dim in term.get("priceDimensions", {}).values():
             if dim.get("unit") == "Hrs" and "USD" in dim.get("pricePerUnit", {}):
@@ -64,8 +64,9 @@ class PriceListApi:
                      caller: Caller | None = None) -> PriceListApi:
         return cls(make_client(session, "pricing", PRICING_REGION, endpoint_url), caller=caller)
 
-    def quote(self, instance_type: str, region: str) -> PriceQuote:
-        """The on-demand Linux shared-tenancy hourly price of one node."""
+    def product(self, instance_type: str, region: str) -> dict:
+        """The one Linux shared-tenancy EC2 product of `instance_type` in `region`, with
+        its terms (on-demand and reserved)."""
         products: list[dict] = []
         token: str | None = None
         while True:
@@ -84,11 +85,16 @@ class PriceListApi:
         if len(products) > 1:
             raise BillError(f"price list: {len(products)} products match {instance_type} in "
                             f"{region} (SKUs {', '.join(skus)}); expected one")
-        product = products[0]
+        return products[0]
+
+    def quote(self, instance_type: str, region: str) -> PriceQuote:
+        """The on-demand Linux shared-tenancy hourly price of one node."""
+        product = self.product(instance_type, region)
+        sku = product.get("product", {}).get("sku", "?")
         attrs = product.get("product", {}).get("attributes", {})
-        usd, effective = _on_demand_hourly(product)
-        log.info("price list: %s in %s = $%.4f/h (sku %s)", instance_type, region, usd, skus[0])
-        return PriceQuote(instance_type, region, usd, skus[0], attrs.get("usagetype"),
+        usd, effective = on_demand_hourly(product)
+        log.info("price list: %s in %s = $%.4f/h (sku %s)", instance_type, region, usd, sku)
+        return PriceQuote(instance_type, region, usd, sku, attrs.get("usagetype"),
                           attrs.get("servicename"), effective)
 
     def fetch_bill(self, run_id: str, instance_type: str, region: str, node_count: int,

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from resources.billing.cost_explorer import CostExplorerApi, FetchReport
 from resources.billing.interface import BillSource
+from resources.billing.price_bases import PriceBasesLookup
 from resources.contract import manifest as mf
 from resources.contract.schemas import write_parquet
 
@@ -57,8 +58,12 @@ class CostExplorerBill(BillSource):
 
     source = "cost_explorer"
 
-    def __init__(self, billing: CostExplorerApi):
+    def __init__(self, billing: CostExplorerApi, price_bases: PriceBasesLookup | None = None):
         self.billing = billing
+        self.lookup = price_bases
+
+    def price_bases(self, manifest: dict) -> list[dict] | None:
+        return None if self.lookup is None else self.lookup.lookup(manifest)
 
     def fetch_bill(self, manifest: dict) -> pa.Table:
         start, end = billing_window(manifest)

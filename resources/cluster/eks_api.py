@@ -18,7 +18,6 @@ failure on one group never stops it from reaping the others.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import re
@@ -32,6 +31,8 @@ from typing import Any, Protocol
 import botocore.exceptions
 
 from resources.aws.caller import THROTTLING, TRANSIENT, AwsCallError, Caller, make_client
+from resources.contract.digits import is_digits
+from resources.contract.scope import nodegroup_name
 
 log = logging.getLogger("servingbench.eks")
 
@@ -143,13 +144,6 @@ def _alive_reason(alive: Alive | None, run_id: str) -> str | None:
         return alive(run_id)
     except Exception as exc:  # noqa: BLE001 - any failure of the lookup means "keep"
         return f"its run status could not be read ({type(exc).__name__}); kept"
-
-
-def nodegroup_name(run_id: str) -> str:
-    """A valid, unique node group name (≤ 63 chars) for `run_id`."""
-    digest = hashlib.sha256(run_id.encode()).hexdigest()[:8]
-    slug = re.sub(r"[^a-z0-9-]", "-", run_id.lower())[:40].strip("-") or "run"
-    return f"sb-{slug}-{digest}"
 
 
 class EksNodegroups:
@@ -357,7 +351,7 @@ class EksNodegroups:
         if age_s <= ttl_s:
             return f"age {age_s:.0f}s within the TTL {ttl_s:.0f}s"
         beat = tags.get(HEARTBEAT_TAG, "")
-        if beat.isdigit() and now_ns / 1e9 - int(beat) < heartbeat_stale_s:
+        if is_digits(beat) and now_ns / 1e9 - int(beat) < heartbeat_stale_s:
             return f"its run is alive (heartbeat {now_ns / 1e9 - int(beat):.0f}s ago)"
         return _alive_reason(alive, run_id)
 

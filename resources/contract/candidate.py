@@ -24,6 +24,9 @@ class PriceBasis:
     retrieved_on: str
     source: str
     hourly_usd_per_node: float | None
+    # the sheet's what-if bases for this instance type (contract §4.1, price_source
+    # price_sheet): manifest `price_bases` entries
+    bases: tuple[dict, ...] = ()
 
     def as_manifest(self) -> dict:
         return {"region": self.region, "purchase_option": self.purchase_option,

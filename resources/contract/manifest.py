@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from resources.contract import durable
+from resources.contract.schemas import PRICE_BASES, PRICE_SOURCES
 from resources.contract.timestamps import format_ts, parse_ts
 
 RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -37,9 +38,18 @@ STEP_KEYS = {"step": STR, "load_mode": STR, "target": FLOAT, "client_limited": B
              "client_cpu_share": FLOAT, "loop_lag_p99_s": FLOAT}
 NOT_NULL = {"run_id", "source", "created_at", "instance_ids", "phases", "steps"}
 # Keys a manifest may leave out: written only by runs whose load came from several workers.
-OPTIONAL_KEYS = {"workers": "list"}
+OPTIONAL_KEYS = {"workers": "list", "price_bases": "list", "import": DICT}
 WORKER_KEYS = {"name": STR, "status": STR, "reason": STR}
 WORKER_STATUSES = ("ok", "failed")
+# contract §2.1/§4.1: the what-if prices looked up when the run was made
+PRICE_BASIS_KEYS = {"basis": STR, "hourly_usd_per_node": FLOAT, "price_source": STR,
+                    "retrieved_on": STR, "region": STR}
+# A run imported from another benchmark tool's result (docs/import.md): which tool and
+# version, the files read, whether the chunk times are the tool's own or rebuilt from its
+# inter-token latencies, where its token counts came from, and what the import noticed.
+IMPORT_KEYS = {"peer": STR, "peer_version": STR, "files": LIST_STR, "files_sha256": LIST_STR,
+               "chunk_times": STR, "output_tokens": STR, "notes": LIST_STR}
+IMPORT_CHUNK_TIMES = ("recorded", "reconstructed_from_itl", "first_and_last")
 
 
 class ManifestError(ValueError):
@@ -120,7 +130,33 @@ def validate(m: Any, where: str = "manifest") -> dict:
         if worker["status"] not in WORKER_STATUSES:
             raise ManifestError(f"{where}.workers[{i}].status: {_short(worker['status'])} is not "
                                 f"one of {WORKER_STATUSES}")
+    _check_price_bases(m.get("price_bases") or [], f"{where}.price_bases")
+    if m.get("import") is not None:
+        imp = m["import"]
+        _check_object(imp, IMPORT_KEYS, f"{where}.import",
+                      {"peer", "files", "chunk_times", "output_tokens", "notes"})
+        if imp["chunk_times"] not in IMPORT_CHUNK_TIMES:
+            raise ManifestError(f"{where}.import.chunk_times: {_short(imp['chunk_times'])} is "
+                                f"not one of {IMPORT_CHUNK_TIMES}")
     return m
+
+
+def _check_price_bases(bases: list, where: str) -> None:
+    """Each entry a known basis from a known source at a positive hourly price; one entry per
+    basis, so a what-if row is named by its step and basis."""
+    seen: set[str] = set()
+    for i, entry in enumerate(bases):
+        at = f"{where}[{i}]"
+        _check(entry, DICT, at)
+        _check_object(entry, PRICE_BASIS_KEYS, at, {"basis", "hourly_usd_per_node", "price_source"})
+        for key, allowed in (("basis", PRICE_BASES), ("price_source", PRICE_SOURCES)):
+            if entry[key] not in allowed:
+                raise ManifestError(f"{at}.{key}: {_short(entry[key])} is not one of {allowed}")
+        if entry["hourly_usd_per_node"] <= 0:
+            raise ManifestError(f"{at}.hourly_usd_per_node: must be > 0")
+        if entry["basis"] in seen:
+            raise ManifestError(f"{at}.basis: {entry['basis']!r} given twice")
+        seen.add(entry["basis"])
 
 
 MAX_BYTES = 16 << 20  # a manifest is a few KiB; a bigger file is not one

@@ -106,6 +106,63 @@ TELEMETRY_METRICS = ("accel_util", "accel_mem_used_bytes", "accel_mem_total_byte
                      "requests_running", "requests_waiting", "host_cpu_util",
                      "host_mem_used_bytes", "sample_error")
 
+# contract §3.6: frontier.parquet, one row per step of a run.
+FRONTIER = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("candidate", pa.string()),
+        ("step", pa.string()),
+        ("source", pa.string()),
+        ("valid", pa.bool_()),
+        ("accelerators", pa.int64()),
+        ("interactivity_tok_s", pa.float64()),
+        ("output_tok_s_per_accel", pa.float64()),
+        ("total_tok_s_per_accel", pa.float64()),
+        ("ttft_s_p99", pa.float64()),
+        ("tpot_s_p99", pa.float64()),
+        ("cost_per_1m_output_usd", pa.float64()),
+        ("bill_status", pa.string()),
+        ("cost_per_1m_total_usd", pa.float64()),
+        ("on_frontier", pa.bool_()),
+    ]
+)
+
+# contract §3.6: frontier_levels.parquet, one row per interactivity level × candidate.
+FRONTIER_LEVELS = pa.schema(
+    [
+        ("level_tok_s", pa.float64()),
+        ("candidate", pa.string()),
+        ("run_id", pa.string()),
+        ("step", pa.string()),
+        ("interactivity_tok_s", pa.float64()),
+        ("output_tok_s_per_accel", pa.float64()),
+        ("cost_per_1m_output_usd", pa.float64()),
+        ("bill_status", pa.string()),
+        ("source", pa.string()),
+        ("rank", pa.int64()),
+    ]
+)
+
+# contract §4.1: cost_what_if.parquet, one row per step × price basis of the manifest. Its
+# figures are what-if prices, never the bill; `source` (§1: on every row) is the run's.
+COST_WHAT_IF = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("step", pa.string()),
+        ("basis", pa.string()),
+        ("hourly_usd_per_node", pa.float64()),
+        ("price_source", pa.string()),
+        ("retrieved_on", pa.string()),
+        ("region", pa.string()),
+        ("cost_per_1m_output_usd", pa.float64()),
+        ("cost_per_1m_total_usd", pa.float64()),
+        ("source", pa.string()),
+    ]
+)
+PRICE_BASES = ("on_demand", "spot", "reserved_1yr", "reserved_3yr", "savings_plan_1yr",
+               "savings_plan_3yr", "capacity_block")
+PRICE_SOURCES = ("price_list", "spot_price_history", "capacity_block_offering", "price_sheet")
+
 STATUSES = ("ok", "http_error", "timeout", "disconnect", "protocol_error", "cancelled")
 PHASES = ("warmup", "steady")
 BILL_SOURCES = ("cost_explorer", "price_list", "price_sheet", "fixture")

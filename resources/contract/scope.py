@@ -5,7 +5,18 @@ reads it without reaching into the cluster's room."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass, field
+
+
+def nodegroup_name(run_id: str) -> str:
+    """A valid, unique node group name (≤ 63 chars) for `run_id`: the EKS profile names a
+    run's node group so, and labels every Kubernetes object of the run with it, which is how
+    the reaper proves an object belongs to a run."""
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:8]
+    slug = re.sub(r"[^a-z0-9-]", "-", run_id.lower())[:40].strip("-") or "run"
+    return f"sb-{slug}-{digest}"
 
 
 @dataclass

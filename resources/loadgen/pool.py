@@ -32,7 +32,7 @@ import httptools
 
 from resources.loadgen.records import Request, fail
 from resources.loadgen.redact import short_error
-from resources.loadgen.sse import SNIP, Events, Malformed
+from resources.loadgen.sse import DEFAULT_MAX_EVENTS, SNIP, Events, Malformed, max_events
 
 MAX_HEAD_BYTES = 1 << 16  # a response's status line and headers; more is a protocol_error
 ERROR_BODY_BYTES = 4096  # what a non-200 answer's error text is read from
@@ -55,11 +55,12 @@ class _Exchange:
                  "timed", "resolved", "by_stream", "drain_timer")
 
     def __init__(self, conn: _Conn, req: Request, waiter: asyncio.Future, tm: asyncio.Timeout,
-                 total_deadline: float, secrets: tuple[str, ...]) -> None:
+                 total_deadline: float, secrets: tuple[str, ...],
+                 max_events: int = DEFAULT_MAX_EVENTS) -> None:
         self.conn, self.req, self.waiter, self.tm = conn, req, waiter, tm
         self.total_deadline, self.secrets = total_deadline, secrets
         self.parser = httptools.HttpResponseParser(self)
-        self.events = Events(req)
+        self.events = Events(req, max_events)
         self.at = 0
         self.head_bytes = 0
         self.headers_done = False
@@ -412,7 +413,8 @@ async def send(pool: Pool, url: str, body: bytes, headers: dict[str, str], req: 
         async with asyncio.timeout_at(min(start + first_token_timeout_s, total_deadline)) as tm:
             conn = await pool.acquire()
             waiter = loop.create_future()
-            ex = conn.ex = _Exchange(conn, req, waiter, tm, total_deadline, secrets)
+            ex = conn.ex = _Exchange(conn, req, waiter, tm, total_deadline, secrets,
+                                     max_events(body))
             ex.start(message)
             await waiter
     except TimeoutError:

@@ -26,6 +26,16 @@ MAX_EVENT_BYTES = 1 << 20  # one SSE event; a longer one is a protocol_error
 _COMPLETION = re.compile(rb'"completion_tokens"\s*:\s*(\d{1,10})\s*[,}]')
 _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d{1,10})\s*[,}]')
 _CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d{1,10})\s*[,}]')
+# The fast path's shape check: `choices`, when present, opens a list whose first element is
+# an object, or an empty list. Anything else (`[1]`, `null`, a string) goes to the checked
+# slow path, which refuses it: usage beside a broken chunk is never counted as tokens.
+_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*[{\]]')
+# Events per request: a token per chunk at most, plus role, usage-only and keep-alive
+# events; a stream past CHUNK_FACTOR x max_tokens + CHUNK_SLACK is no honest answer, and
+# without a bound one hostile stream grows memory and the chunk log without end.
+CHUNK_FACTOR = 4
+CHUNK_SLACK = 16
+DEFAULT_MAX_EVENTS = CHUNK_FACTOR * 131072 + CHUNK_SLACK  # a body without max_tokens
 # Error text keeps this much of what the server sent: redaction runs on all of it before
 # the message is cut to its short length, so a secret is never cut in half first.
 SNIP = 1024
@@ -33,6 +43,15 @@ SNIP = 1024
 
 class Malformed(Exception):
     """The server's bytes are not a valid OpenAI stream: the request is a protocol_error."""
+
+
+_MAX_TOKENS_FIELD = re.compile(rb'"max_tokens"\s*:\s*(\d{1,10})\s*[,}]')
+
+
+def max_events(body: bytes) -> int:
+    """The event bound of one request from its body's `max_tokens` (the default without)."""
+    m = _MAX_TOKENS_FIELD.search(body)
+    return DEFAULT_MAX_EVENTS if m is None else CHUNK_FACTOR * int(m.group(1)) + CHUNK_SLACK
 
 
 def _count(value, name: str) -> int:
@@ -48,10 +67,10 @@ def _has_content(obj: dict) -> tuple[bool, bool]:
     """(answer, reasoning): whether the chunk carries answer text, and reasoning text (a
     `reasoning_content` or `reasoning` string, in a chat delta or beside a completion's
     text, as vLLM's and SGLang's reasoning parsers send it). Every field is type-checked."""
-    choices = obj.get("choices")
-    if choices is None:
-        return False, False
-    if not isinstance(choices, list):
+    if "choices" not in obj:
+        return False, False  # a usage-only chunk
+    choices = obj["choices"]
+    if not isinstance(choices, list):  # null included: a list of objects, or empty
         raise Malformed(f"choices is a {type(choices).__name__}, not a list")
     answer = reasoning = False
     for choice in choices:
@@ -105,6 +124,9 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
         return _on_json(req, payload, at)
     m = _COMPLETION.search(payload)
     if m is not None and payload[:1] == b"{" and payload[-1:] == b"}":
+        c = payload.find(b'"choices"')
+        if c >= 0 and _CHOICES.match(payload, c) is None:
+            return _on_json(req, payload, at)  # a shape the fast path does not take
         if req.input_tokens is None and b'"prompt_tokens"' in payload:
             p = _PROMPT.search(payload)
             if p is None or b'"image' in payload:  # a count the fast path cannot read or check
@@ -235,10 +257,12 @@ class Events:
     where the last one stopped, so an event that trickles in is scanned once.
     """
 
-    __slots__ = ("req", "buf", "scan", "cr", "done")
+    __slots__ = ("req", "buf", "scan", "cr", "done", "n", "max_events")
 
-    def __init__(self, req: Request) -> None:
+    def __init__(self, req: Request, max_events: int = DEFAULT_MAX_EVENTS) -> None:
         self.req = req
+        self.n = 0  # events so far
+        self.max_events = max_events
         self.buf = bytearray()
         self.scan = 0
         self.cr = False  # the last piece ended in "\r": its "\n" may start the next one
@@ -263,6 +287,10 @@ class Events:
                 break
             done = _on_event(req, data[start:i], at)
             start = scan = i + 2
+            self.n += 1
+            if self.n > self.max_events:
+                raise Malformed(f"more than {self.max_events} SSE events for one request "
+                                f"({CHUNK_FACTOR} x max_tokens + {CHUNK_SLACK})")
             if done:
                 self.done = True
                 return True

@@ -18,7 +18,7 @@ import httpx
 
 from resources.http import control
 from resources.loadgen import images
-from resources.loadgen.config import LoadConfig, jsonl
+from resources.loadgen.config import MAX_TOKENS, LoadConfig, jsonl
 from resources.loadgen.errors import LoadConfigError
 
 VOCAB = (
@@ -39,6 +39,9 @@ def filler_words(rng: random.Random, n_words: int) -> list[str]:
     """`n_words` vocabulary words drawn from `rng`: the one prompt filler (prefixes and
     fixed-length prompts here, the trace replay's blocks and unique prompts)."""
     return [rng.choice(VOCAB) for _ in range(max(n_words, 0))]
+
+
+MAX_PROMPT_CHARS = 8 * MAX_TOKENS  # a few characters per token, generously
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,13 @@ def _row_images(row: dict, path: Path, n: int) -> tuple:
     return tuple(out)
 
 
+def _length(v) -> bool:
+    return type(v) is int and 1 <= v <= MAX_TOKENS
+
+
 def load_dataset(path: Path) -> list[dict]:
+    """The rows of a JSONL dataset; every length is 1..MAX_TOKENS (a huge one would build a
+    prompt that exhausts memory) and every prompt at most MAX_PROMPT_CHARS."""
     rows = []
     for n, row in jsonl(path):
         ok_prompt = isinstance(row, dict) and isinstance(row.get("prompt"), str)
@@ -75,6 +84,13 @@ def load_dataset(path: Path) -> list[dict]:
                 f"{path}:{n}: expected {{\"prompt\": str[, \"output_tokens\": int]}} "
                 "or {\"input_tokens\": int, \"output_tokens\": int}"
             )
+        for key in ("input_tokens", "output_tokens"):
+            if key in row and not _length(row[key]):
+                raise LoadConfigError(f"{path}:{n}: {key}: expected an integer from 1 to "
+                                      f"{MAX_TOKENS:,}, got {str(row[key])[:40]!r}")
+        if ok_prompt and len(row["prompt"]) > MAX_PROMPT_CHARS:
+            raise LoadConfigError(f"{path}:{n}: prompt: {len(row['prompt']):,} characters, "
+                                  f"above the maximum {MAX_PROMPT_CHARS:,}")
         if "images" in row:
             row = {**row, "images": _row_images(row, path, n)}
         rows.append(row)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from resources.contract.digits import is_digits
 from resources.loadjob.render import LoadJobSpec, api_key_secret, render
 from resources.model_server.kube.client import FATAL_WAITING, KubeClient
 
@@ -122,7 +123,7 @@ def _finished(status: dict) -> str | None:
 def _index(pod: dict) -> int | None:
     meta = pod.get("metadata") or {}
     text = (meta.get("annotations") or {}).get(INDEX) or (meta.get("labels") or {}).get(INDEX)
-    return int(text) if text is not None and str(text).isdigit() else None
+    return int(text) if text is not None and is_digits(str(text)) else None
 
 
 def _stuck(pods: list[dict]) -> dict[int, str]:

@@ -19,10 +19,12 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from resources.contract.scope import nodegroup_name
 from resources.model_server.kube.render import (
     DIGEST,
     LABEL_VALUE,
     LOADGEN_LABELS,
+    NODEGROUP_LABEL,
     container_security,
     key_secret,
     to_yaml,
@@ -89,8 +91,11 @@ def job_name(run_id: str) -> str:
 
 
 def labels(s: LoadJobSpec) -> dict[str, str]:
+    # the node-group label is the reaper's proof that an object belongs to a run (with the
+    # run-id annotation): without it an orphaned Job or key Secret is never removed
     out = {**LOADGEN_LABELS, "app.kubernetes.io/instance": s.name,
-           "servingbench/run-id": LABEL_VALUE.sub("-", s.run_id)[:63].strip("-._")}
+           "servingbench/run-id": LABEL_VALUE.sub("-", s.run_id)[:63].strip("-._"),
+           NODEGROUP_LABEL: nodegroup_name(s.run_id)}
     if s.owner:
         out["servingbench/owner"] = s.owner
     return out

@@ -3,18 +3,23 @@ and, where a candidate was run several times, the spread of its steps (repeatabi
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
+from resources.analysis.frontier import DEFAULT_LEVELS, levels_of_folders
+from resources.contract.schemas import write_parquet
+from resources.report import frontier_section, telemetry
 from resources.report import sections as s
-from resources.report import telemetry
 from resources.report import workloads as wl
 from resources.report.html import (
     Cell,
     badge,
     cell,
     emulated_banner,
+    esc,
     image,
     num,
     page,
@@ -90,8 +95,26 @@ def _rank_key(item: tuple[RunData, dict | None]) -> tuple:
     return (1 if run.emulated else 0, float("inf") if pd.isna(cost) else float(cost), run.candidate)
 
 
+def short_id(run_id: str) -> str:
+    """`20261129T020000Z-p5.48xlarge-p5-scout-bf16-tp8-7f3a` -> `20261129T020000Z…7f3a`: the
+    time it was made and its random tail, enough to tell runs apart on one line."""
+    if len(run_id) <= 24:
+        return run_id
+    return f"{run_id[:16]}\u2026{run_id[-4:]}"
+
+
+def run_link(run: RunData, page_dir: Path | None) -> Cell:
+    """The run's short id, linking to its own report (report.html in its folder) relative to
+    the comparison page; the full id is the link's title."""
+    code = f"<code>{esc(short_id(run.run_id))}</code>"
+    if page_dir is None:
+        return Cell(code)
+    href = os.path.relpath(Path(run.run_dir).resolve() / "report.html", page_dir.resolve())
+    return Cell(f'<a href="{esc(Path(href).as_posix())}" title="{esc(run.run_id)}">{code}</a>')
+
+
 def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataFrame,
-                   slo: tuple[float, float]) -> str:
+                   slo: tuple[float, float], page_dir: Path | None = None) -> str:
     counts = pd.Series([r.candidate for r in runs]).value_counts().to_dict()
     items = sorted(((run, headline_row(run, slo)) for run in latest), key=_rank_key)
     rows, classes, rank = [], [], 0
@@ -111,7 +134,7 @@ def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataF
                     _spread_text(spreads, run, h["step"], "output_tok_s", False),
                     _spread_text(spreads, run, h["step"], "cost_per_1m_output_usd", True)]
         rows.append([cell(rank if ranked else None), cell(run.candidate), s.source_cell(run),
-                     cell(run.manifest.get("instance_type")), cell(run.run_id),
+                     cell(run.manifest.get("instance_type")), run_link(run, page_dir),
                      cell(counts.get(run.candidate, 1)), s.status(run), *tail,
                      *_quality_cells(run)])
         bad = h is None or s.meets(h["meets_slo"]) is False or run.failed_parity
@@ -262,7 +285,8 @@ def runs_table(runs: list[RunData], latest: list[RunData]) -> str:
     return table(("candidate", "run", "created_at", "source", "status", "", "folder"), rows)
 
 
-def render(runs: list[RunData], plots: dict[str, Path], slo: tuple[float, float]) -> str:
+def render(runs: list[RunData], plots: dict[str, Path], slo: tuple[float, float],
+           levels=None, page_dir: Path | None = None) -> str:
     latest = latest_per_candidate(runs)
     spreads = step_spreads(runs)
     any_emulated = any(r.emulated for r in latest)
@@ -271,7 +295,10 @@ def render(runs: list[RunData], plots: dict[str, Path], slo: tuple[float, float]
         f'<p class="sub">{len(latest)} candidates, {len(runs)} runs; the latest run of each '
         "candidate is compared.</p>",
         section("Headline: cost at the SLO operating point",
-                headline_table(latest, runs, spreads, slo), "headline"),
+                headline_table(latest, runs, spreads, slo, page_dir), "headline"),
+        *([section("Frontier: what each level of interactivity costs",
+                   frontier_section.section_body(levels, plots, slo[0]), "frontier")]
+          if levels is not None else []),
         section("Plots", image(plots["latency_throughput"], "latency vs throughput",
                                "Every candidate's steps; dotted lines are the SLO.")
                 + image(plots["cost_per_1m"], "cost per 1M output tokens",
@@ -312,14 +339,23 @@ def unique_runs(runs: list[RunData]) -> list[RunData]:
     return list(seen.values())
 
 
+LEVELS_FILE = "frontier_levels.parquet"
+
+
 def write_comparison_report(run_dirs: list[Path | str], out_path: Path | str,
-                            slo: tuple[float, float] | None = None) -> Path:
+                            slo: tuple[float, float] | None = None,
+                            levels: Sequence[float] = DEFAULT_LEVELS) -> Path:
     """Write one self-contained HTML comparing the latest run of each candidate among
-    `run_dirs` (plots beside it in `<stem>_plots/`); returns `out_path`."""
+    `run_dirs` (plots beside it in `<stem>_plots/`), and `frontier_levels.parquet` beside
+    it (contract §3.6, at interactivity `levels`); returns `out_path`."""
     if not run_dirs:
         raise ReportError("no run folders given")
     all_runs = unique_runs([load_run(d, raw=False) for d in run_dirs])
     slo = slo or slo_of(latest_per_candidate(all_runs))
     out = Path(out_path)
-    plots = write_comparison_plots(all_runs, out.parent / f"{out.stem}_plots", *slo)
-    return write_html(render(all_runs, plots, slo), out)
+    plot_dir = out.parent / f"{out.stem}_plots"
+    plots = write_comparison_plots(all_runs, plot_dir, *slo)
+    table = levels_of_folders([r.run_dir for r in all_runs], slo[0], levels)
+    plots |= frontier_section.write_plots(latest_per_candidate(all_runs), plot_dir, levels)
+    write_parquet(table, out.parent / LEVELS_FILE)
+    return write_html(render(all_runs, plots, slo, table, out.parent), out)

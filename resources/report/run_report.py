@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from resources.analysis.summary import measured_host
+from resources.report import frontier_section, telemetry
 from resources.report import reconciliation as recon
 from resources.report import sections as s
-from resources.report import telemetry
 from resources.report import workloads as wl
 from resources.report.html import emulated_banner, image, page, para, section, write_html
 from resources.report.plots import save, write_run_plots
@@ -76,6 +76,8 @@ def render_run(run: RunData, plots: dict[str, Path], reconciliation: dict | None
         *_workload_sections(run),
         section("Invalid steps and why", s.invalid_steps(run), "invalid"),
         section("Cost per 1M output tokens, per step", s.cost(run), "cost"),
+        section("Frontier and what-if prices (not billed)", frontier_section.run_section(run),
+                "frontier"),
         *([section("Batch job (job.json)", s.job(run), "job")] if run.job else []),
         *([section("SLO capacity search (slo_capacity.json)", s.slo_search(run), "slo-search")]
           if run.slo_capacity else []),

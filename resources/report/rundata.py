@@ -15,8 +15,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from resources.analysis.frontier import read_frontier
 from resources.contract import manifest as manifest_mod
-from resources.contract.schemas import SchemaError, read_records
+from resources.contract.schemas import COST_WHAT_IF, SchemaError, read_records
 
 STATS = ("p50", "p90", "p95", "p99", "mean", "min", "max", "n")
 
@@ -50,7 +51,8 @@ GATE_KEYS = ("rule", "name", "passed", "offending_rows", "examples", "message")
 
 _STRINGS = {"run_id", "step", "load_mode", "source", "invalid_reason", "candidate",
             "instance_type", "bill_source", "bill_status", "cross_check_note", "price_region",
-            "purchase_option", "retrieved_on", "device", "metric"}
+            "purchase_option", "retrieved_on", "device", "metric", "basis", "price_source",
+            "region"}
 _TIMESTAMPS = {"window_start", "window_end"}
 _BOOLS = {"valid", "meets_slo"}
 _LISTS = {"included", "excluded_items"}
@@ -92,6 +94,8 @@ class RunData:
     parity: dict | None = None      # quality_parity.json: the verdict against the reference
     job: dict | None = None         # job.json (contract §3.4): a batch run
     slo_capacity: dict | None = None  # slo_capacity.json (contract §3.5): an SLO-search run
+    frontier: pd.DataFrame | None = None  # frontier.parquet (contract §3.6), or derived
+    what_if: pd.DataFrame | None = None   # cost_what_if.parquet (contract §4.1)
 
     @property
     def failed_parity(self) -> bool:
@@ -251,6 +255,12 @@ def load_run(run_dir: Path | str, raw: bool = True) -> RunData:
         job=_read_job(run_dir / "job.json"),
         slo_capacity=_read_capacity(run_dir / "slo_capacity.json"),
     )
+    try:
+        table = read_frontier(run_dir, manifest)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise ReportError(f"{run_dir / 'frontier.parquet'}: unreadable ({exc})") from None
+    run.frontier = None if table is None else table.to_pandas()
+    run.what_if = _read_frame(run_dir / "cost_what_if.parquet", tuple(COST_WHAT_IF.names))
     if raw:
         try:
             run.requests = read_records(run_dir, "steady_state_request_log")

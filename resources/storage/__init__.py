@@ -1,6 +1,7 @@
 """Where outputs live: one data folder of run folders (contract §6) and one DuckDB file with the
 tables people query across runs (`runs`, `derived_metrics`, `cost_per_1m`, `headline`,
-`telemetry_metrics`)."""
+`telemetry_metrics`, `frontier`, `cost_what_if`, and `frontier_levels` across the latest
+accepted run of each candidate)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import pyarrow as pa
 
 from resources.contract.timestamps import format_ts
 
-TABLES = ("derived_metrics", "cost_per_1m", "headline", "telemetry_metrics")
+TABLES = ("derived_metrics", "cost_per_1m", "headline", "telemetry_metrics", "frontier",
+          "cost_what_if")
 LOCK_WAIT_S = 120.0  # parallel runs publish one after another: each holds the file briefly
 
 
@@ -112,6 +114,18 @@ class Storage:
         finally:
             con.close()
 
+    def replace_levels(self, table: pa.Table) -> None:
+        """contract §3.6: `frontier_levels` is across runs, so it is replaced whole (one
+        transaction) each time a run is added."""
+        con = connect(self.duckdb_path)
+        try:
+            con.register("incoming", table)
+            con.execute("BEGIN")
+            con.execute("CREATE OR REPLACE TABLE frontier_levels AS SELECT * FROM incoming")
+            con.execute("COMMIT")
+        finally:
+            con.close()
+
     def query(self, sql_name: str, **params) -> pa.Table:
         from resources.analysis import sqlfiles
 
@@ -140,4 +154,6 @@ _DELETE = {  # table names are fixed identifiers; values go through bind paramet
     "cost_per_1m": "DELETE FROM cost_per_1m WHERE run_id = $run_id",
     "headline": "DELETE FROM headline WHERE run_id = $run_id",
     "telemetry_metrics": "DELETE FROM telemetry_metrics WHERE run_id = $run_id",
+    "frontier": "DELETE FROM frontier WHERE run_id = $run_id",
+    "cost_what_if": "DELETE FROM cost_what_if WHERE run_id = $run_id",
 }

@@ -4,14 +4,20 @@ AWS_ENDPOINT_URL, credentials from the usual AWS chain, never from here).
 
 A run folder is published by copying its files and then writing the completion marker
 last; listings and readers skip a folder without it, so a half-written run is never read
-as complete. Readers scan parquet across runs as pyarrow datasets, which DuckDB queries
-directly (its httpfs extension is not needed).
+as complete, and publishing again completes a publish that died halfway. Every object is
+written under a temporary key (`<run>/_tmp/…`) and copied into place only once whole, so an
+error mid-copy never leaves a truncated object under a real name. Keys read from a listing
+are checked before they name a local file: `..`, empty or absolute parts are refused.
+Readers scan parquet across runs as pyarrow datasets, which DuckDB queries directly (its
+httpfs extension is not needed); one run with a malformed marker or manifest is left out
+of the index, never the reason the others cannot be listed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -22,7 +28,9 @@ import pyarrow.fs as pafs
 from resources.contract.timestamps import format_ts
 
 MARKER = "_COMPLETE"
+TMP = "_tmp"  # objects being written, under the run's own prefix (never listed as files)
 CHUNK = 8 << 20
+MAX_DOC_BYTES = 16 << 20  # a marker, manifest or partition document larger than this is not one
 
 
 class RunStoreError(ValueError):
@@ -53,26 +61,98 @@ def filesystem(uri: str | Path, env=None, timeout_s: float | None = None) -> tup
     return pafs.S3FileSystem(**kwargs), f"{parts.netloc}{parts.path}".rstrip("/")
 
 
-def _copy(src_fs, src: str, dst_fs, dst: str) -> None:
-    with src_fs.open_input_stream(src) as i, dst_fs.open_output_stream(dst) as o:
-        while chunk := i.read(CHUNK):
-            o.write(chunk)
+def check_key(name: str, where: str = "") -> str:
+    """`name` if it is a plain relative key (parts separated by `/`, none empty, `.` or `..`,
+    no backslash); else RunStoreError naming the key (the CLI's exit 2)."""
+    parts = name.split("/")
+    if not name or name.startswith("/") or "\\" in name or any(p in ("", ".", "..") for p in parts):
+        raise RunStoreError(f"{where + ': ' if where else ''}key {name!r} is not a plain relative "
+                            "path (empty, absolute, `.` or `..` parts): refused")
+    return name
+
+
+def _local_target(local_dir: Path, name: str) -> Path:
+    root = Path(local_dir).resolve()
+    target = (root / check_key(name, str(local_dir))).resolve()
+    if root not in target.parents:  # a symlink inside the folder pointing out of it
+        raise RunStoreError(f"{local_dir}: key {name!r} leads outside the folder: refused")
+    return target
+
+
+def _write(fs, base: str, name: str, fill) -> None:
+    """Write `base/name` through a temporary object: `fill(stream)` writes the bytes; only a
+    stream closed without error is moved (a local rename) or copied (S3: CopyObject) into
+    place, and the temporary object is deleted either way."""
+    check_key(name, base)
+    token = secrets.token_hex(8)
+    local = isinstance(fs, pafs.LocalFileSystem)
+    if local:  # beside the target: the rename stays on one filesystem
+        fs.create_dir(f"{base}/{name}".rsplit("/", 1)[0], recursive=True)
+        tmp = f"{base}/{name}.{TMP}-{token}"
+    else:
+        tmp = f"{base}/{TMP}/{token}"
+    try:
+        with fs.open_output_stream(tmp) as out:
+            fill(out)
+        if local:
+            fs.move(tmp, f"{base}/{name}")
+        else:
+            fs.copy_file(tmp, f"{base}/{name}")
+    finally:
+        try:
+            if fs.get_file_info(tmp).type == pafs.FileType.File:
+                fs.delete_file(tmp)
+        except OSError:
+            pass  # a leftover under _tmp/ is never listed, and the next publish ignores it
+
+
+def _copy(src_fs, src: str, dst_fs, dst_base: str, name: str) -> None:
+    def fill(out) -> None:
+        with src_fs.open_input_stream(src) as i:
+            while chunk := i.read(CHUNK):
+                out.write(chunk)
+    _write(dst_fs, dst_base, name, fill)
 
 
 def _files(fs, path: str) -> list[str]:
-    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
-    return sorted(i.path[len(path) + 1:] for i in infos if i.type == pafs.FileType.File)
+    """The files under `path`, as keys relative to it, checked (RunStoreError for a key
+    that is not a plain relative path), without the objects being written (`_tmp/`)."""
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    except ValueError as exc:  # pyarrow refuses a listed key with an empty part (`a//b`)
+        raise RunStoreError(f"{path}: a key under it is not a plain relative path ({exc})") from None
+    names = []
+    for i in infos:
+        if i.type != pafs.FileType.File:
+            continue
+        name = i.path[len(path) + 1:] if i.path.startswith(path + "/") else i.path
+        if name.startswith(f"{TMP}/") or f".{TMP}-" in name.rsplit("/", 1)[-1]:
+            continue  # an object being written (or left by a write that died)
+        names.append(check_key(name, path))
+    return sorted(names)
+
+
+def _read_doc(fs, path: str) -> dict:
+    """A small JSON object (marker, manifest, partition); ValueError for anything else."""
+    with fs.open_input_stream(path) as i:
+        raw = i.read(MAX_DOC_BYTES + 1)
+    if len(raw) > MAX_DOC_BYTES:
+        raise ValueError(f"{path}: larger than {MAX_DOC_BYTES} bytes")
+    doc = json.loads(raw or b"{}")
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return doc
 
 
 def put(local_dir: Path, uri: str, names: dict[str, str]) -> None:
     """Copy files of `local_dir` to `uri` as {local name: remote name}, no marker: what a
-    load pod uploads into a run prefix the pipeline publishes later."""
+    load pod uploads into a run prefix the pipeline publishes later. Only objects under
+    `uri` are written (no bucket or directory call): the pods' policy grants no more."""
     fs, base = filesystem(uri)
     local = pafs.LocalFileSystem()
-    src = str(Path(local_dir).resolve())
-    fs.create_dir(base, recursive=True)
+    src = Path(local_dir).resolve()
     for name, remote in names.items():
-        _copy(local, f"{src}/{name}", fs, f"{base}/{remote}")
+        _copy(local, str(_local_target(src, name)), fs, base, check_key(remote, uri))
 
 
 def get(uri: str, names: list[str], local_dir: Path) -> list[str]:
@@ -83,13 +163,26 @@ def get(uri: str, names: list[str], local_dir: Path) -> list[str]:
     local = pafs.LocalFileSystem()
     found = []
     for name in names:
+        target = _local_target(local_dir, name)
         if fs.get_file_info(f"{base}/{name}").type != pafs.FileType.File:
             continue
-        target = Path(local_dir).resolve() / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        _copy(fs, f"{base}/{name}", local, str(target))
+        _copy(fs, f"{base}/{name}", local, str(target.parent), target.name)
         found.append(name)
     return found
+
+
+def download(uri: str, local_dir: Path) -> list[str]:
+    """Copy every file under `uri` (a folder or an S3 prefix) into `local_dir`, keeping the
+    layout; no marker is asked for: this brings in files other tools wrote (peer results)."""
+    fs, base = filesystem(uri)
+    local = pafs.LocalFileSystem()
+    names = _files(fs, base)
+    for name in names:
+        target = _local_target(local_dir, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _copy(fs, f"{base}/{name}", local, str(target.parent), target.name)
+    return names
 
 
 STATUSES = ("accepted", "rejected", "failed")
@@ -111,26 +204,29 @@ def publish(local_dir: Path, uri: str, names: list[str] | None = None,
     fs, base = filesystem(uri)
     local = pafs.LocalFileSystem()
     src = str(Path(local_dir).resolve())
-    names = [n for n in (names if names is not None else _files(local, src)) if n != MARKER]
-    fs.create_dir(base, recursive=True)
+    names = [check_key(n, str(local_dir))
+             for n in (names if names is not None else _files(local, src)) if n != MARKER]
     if fs.get_file_info(f"{base}/{MARKER}").type == pafs.FileType.File:
         fs.delete_file(f"{base}/{MARKER}")
     remove(uri, list(drop))
     for name in names:
-        _copy(local, f"{src}/{name}", fs, f"{base}/{name}")
-    with fs.open_output_stream(f"{base}/{MARKER}") as o:
-        o.write(json.dumps({"published_at": format_ts(time.time_ns()), "status": status,
-                            "files": sorted(set(_files(fs, base)) - {MARKER})}).encode())
+        _copy(local, f"{src}/{name}", fs, base, name)
+    doc = json.dumps({"published_at": format_ts(time.time_ns()), "status": status,
+                      "files": sorted(set(_files(fs, base)) - {MARKER})}).encode()
+    _write(fs, base, MARKER, lambda out: out.write(doc))
 
 
 def marker(uri: str) -> dict | None:
-    """The completion marker's content (None: no marker). Markers written before `status`
-    existed were only ever written for finished runs: read as accepted."""
+    """The completion marker's content (None: no marker; RunStoreError: a marker that is
+    not a JSON object). Markers written before `status` existed were only ever written for
+    finished runs: read as accepted."""
     fs, base = filesystem(uri)
     if fs.get_file_info(f"{base}/{MARKER}").type != pafs.FileType.File:
         return None
-    with fs.open_input_stream(f"{base}/{MARKER}") as i:
-        data = json.loads(i.read(1 << 20) or b"{}")
+    try:
+        data = _read_doc(fs, f"{base}/{MARKER}")
+    except ValueError as exc:
+        raise RunStoreError(f"{uri}/{MARKER}: malformed marker ({exc})") from None
     return {"status": "accepted", **data}
 
 
@@ -138,7 +234,7 @@ def remove(uri: str, names: list[str]) -> None:
     """Delete files of a published run (a re-analysis that now withholds the cost tables)."""
     fs, base = filesystem(uri)
     for name in names:
-        if fs.get_file_info(f"{base}/{name}").type == pafs.FileType.File:
+        if fs.get_file_info(f"{base}/{check_key(name, uri)}").type == pafs.FileType.File:
             fs.delete_file(f"{base}/{name}")
 
 
@@ -148,24 +244,30 @@ def is_complete(uri: str) -> bool:
 
 
 def fetch(uri: str, local_dir: Path) -> Path:
-    """Copy a complete run folder to `local_dir`; a folder without its marker is refused."""
+    """Copy a complete run folder to `local_dir`; a folder without its marker is refused,
+    and so is any key that would land outside `local_dir` (all checked before one file is
+    written)."""
     fs, base = filesystem(uri)
     if not is_complete(uri):
         raise RunStoreError(f"{uri}: no {MARKER} marker (the run is not finished, or this "
-                            "is not a run folder)")
+                            "is not a run folder); `servingbench publish` completes a publish "
+                            "that stopped halfway")
     local = pafs.LocalFileSystem()
-    for name in _files(fs, base):
-        if name != MARKER:
-            (Path(local_dir) / name).parent.mkdir(parents=True, exist_ok=True)
-            _copy(fs, f"{base}/{name}", local, str(Path(local_dir).resolve() / name))
+    names = [n for n in _files(fs, base) if n != MARKER]
+    targets = {n: _local_target(local_dir, n) for n in names}
+    for name, target in targets.items():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _copy(fs, f"{base}/{name}", local, str(target.parent), target.name)
     return Path(local_dir)
 
 
 def complete_runs(runs_uri: str) -> list[str]:
-    """Run ids under `runs_uri` whose folder carries the completion marker."""
+    """Run ids under `runs_uri` whose folder carries the completion marker (folders whose
+    name is not a plain key are skipped: they are no run of ours)."""
     fs, base = filesystem(runs_uri)
     infos = fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
-    runs = sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
+    runs = sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory
+                  and i.base_name not in ("", ".", "..", TMP))
     return [r for r in runs
             if fs.get_file_info(f"{base}/{r}/{MARKER}").type == pafs.FileType.File]
 
@@ -193,19 +295,24 @@ def runs_index(runs_uri: str):
     fs, base = filesystem(runs_uri)
     rows = []
     for run in complete_runs(runs_uri):
-        mark = marker(f"{runs_uri.rstrip('/')}/{run}") or {}
-        docs = {}
-        for name in ("manifest.json", "partition.json"):
-            try:
-                with fs.open_input_stream(f"{base}/{run}/{name}") as i:
-                    docs[name] = json.loads(i.read(16 << 20))
+        docs: dict[str, dict | None] = {}
+        for name in (MARKER, "manifest.json", "partition.json"):
+            try:  # one malformed document leaves its fields empty, never the index
+                docs[name] = _read_doc(fs, f"{base}/{run}/{name}")
             except (OSError, ValueError):
-                docs[name] = {}
-        m = docs["manifest.json"]
-        rows.append({"run_id": run, "status": mark.get("status"),
-                     "partition": docs["partition.json"].get("partition"),
-                     "candidate": m.get("candidate"), "instance_type": m.get("instance_type"),
-                     "source": m.get("source"), "created_at": m.get("created_at"),
+                docs[name] = None
+        m = docs["manifest.json"] or {}
+        # a marker from before `status` existed means accepted; an unreadable one, unknown
+        mark = {} if docs[MARKER] is None else {"status": "accepted", **docs[MARKER]}
+
+        def text(doc: dict, key: str) -> str | None:
+            v = doc.get(key)
+            return v if isinstance(v, str) else None
+
+        rows.append({"run_id": run, "status": text(mark, "status"),
+                     "partition": text(docs["partition.json"] or {}, "partition"),
+                     "candidate": text(m, "candidate"), "instance_type": text(m, "instance_type"),
+                     "source": text(m, "source"), "created_at": text(m, "created_at"),
                      "manifest": json.dumps(m) if m else None})
     schema = pa.schema([(k, pa.string()) for k in ("run_id", "status", "partition", "candidate",
                                                    "instance_type", "source", "created_at",

@@ -7,6 +7,11 @@ read"), so a slow read shifts nothing after it; a tick missed because a read ove
 skipped, not caught up. A source that fails (timeout, HTTP error, garbage, a dead process)
 gives one `sample_error` row for that tick and is read again at the next one: sampling
 never stops a run. Times come from one perf_counter clock mapped to UTC once (contract §2).
+
+`stop()` is bounded (`STOP_TIMEOUT_S`): teardown of the engine and the nodes waits on it,
+and paid nodes must not outlive the load because an exporter misbehaves in a way no read
+bound catches (headers trickled byte by byte). A loop that does not finish in time is
+abandoned: it can write nothing more, and the file keeps every tick written until then.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from resources.telemetry.sources import HostProcessSource, NeuronMonitorSource, 
 NAME = "telemetry"
 _USERINFO = re.compile(r"//[^/@\s]+@")  # credentials in a URL never reach a log
 DEFAULT_INTERVAL_S = 1.0
+# the loop's closing tick reads every source once more, each bounded by its own deadline
+# (0.8 s by default); past this the loop is abandoned
+STOP_TIMEOUT_S = 5.0
 
 
 def sources_from(specs: list[dict], timeout_s: float | None = None) -> list:
@@ -69,6 +77,8 @@ class Sampler:
         self.ticks = self.errors = self.rows = 0
         self.last_error: str | None = None
         self.write_failed = False
+        self.abandoned = False
+        self.lock = threading.Lock()  # the writer: the loop's ticks against stop()'s close
         perf0, utc, perf1 = time.perf_counter_ns(), time.time_ns(), time.perf_counter_ns()
         self.offset_ns = utc - (perf0 + perf1) // 2
         self.partial = self.run_dir / f"{NAME}{PARTIAL_SUFFIX}"
@@ -78,23 +88,31 @@ class Sampler:
         # Arrow's first tz-aware conversion loads its kernels (seconds on a busy host): pay
         # it here, before the load starts, rather than inside the first tick.
         _batch({n: [0] if n == "at" else [None] for n in TELEMETRY.names})
-        self.sink = pa.OSFile(str(self.partial), "wb")
+        # exclusively: a second sampler of the same run must fail, not truncate the first's
+        self.sink = pa.PythonFile(open(self.partial, "xb"), mode="w")  # noqa: SIM115
         self.writer = ipc.new_stream(self.sink, TELEMETRY)
         self.thread = threading.Thread(target=self._loop, name="telemetry-sampler", daemon=True)
         self.thread.start()
         return self
 
-    def stop(self) -> Path | None:
-        """Stop after the current tick, write telemetry.parquet, return its path."""
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> Path | None:
+        """Stop after the current tick (at most `timeout_s`), write telemetry.parquet, return
+        its path. A loop still reading after `timeout_s` is left behind, writing nothing."""
         if self.thread is None:
             return None
         self.stop_event.set()
-        self.thread.join()
-        self.thread = None
-        self.writer.close()
-        self.sink.close()
-        for s in self.sources:
-            s.close()
+        self.thread.join(timeout_s)
+        with self.lock:
+            if self.thread.is_alive():
+                self.abandoned = True
+                self.last_error = (f"sampler stopped after {timeout_s:g} s with a read still "
+                                   "running: its tick is not recorded")
+            self.thread = None
+            self.writer.close()
+            self.sink.close()
+        if not self.abandoned:  # an abandoned loop may still be using its clients
+            for s in self.sources:
+                s.close()
         final = self.run_dir / f"{NAME}.parquet"
         write_parquet(read_partial_stream(self.partial), final)
         self.partial.unlink()
@@ -119,6 +137,8 @@ class Sampler:
         self.tick()  # the closing sample: the last step's window ends inside it
 
     def tick(self) -> None:
+        if self.abandoned:  # stop() has closed the file and gone on: read nothing more
+            return
         cols: dict[str, list] = {n: [] for n in TELEMETRY.names}
         for src in self.sources:
             at = time.perf_counter_ns() + self.offset_ns
@@ -136,15 +156,18 @@ class Sampler:
                 cols["device"].append(device)
                 cols["metric"].append(metric)
                 cols["value"].append(value)
-        self.ticks += 1
-        if cols["run_id"] and not self.write_failed:
-            try:
-                self.writer.write_batch(_batch(cols))
-                self.sink.flush()
-                self.rows += len(cols["run_id"])
-            except OSError as exc:  # a full disk ends the sampling, not the run
-                self.write_failed = True
-                self.last_error = f"writing {self.partial}: {exc}"
+        with self.lock:
+            if self.abandoned:  # stop() has closed the file and gone on
+                return
+            self.ticks += 1
+            if cols["run_id"] and not self.write_failed:
+                try:
+                    self.writer.write_batch(_batch(cols))
+                    self.sink.flush()
+                    self.rows += len(cols["run_id"])
+                except OSError as exc:  # a full disk ends the sampling, not the run
+                    self.write_failed = True
+                    self.last_error = f"writing {self.partial}: {exc}"
 
     def summary(self) -> dict:
         return {"ticks": self.ticks, "rows": self.rows, "sample_errors": self.errors,

@@ -1,8 +1,9 @@
 """What the sampler reads, one class per kind of endpoint. Each `sample()` returns rows
 `(device, metric, value)` or raises; the sampler turns a raise into a `sample_error` row.
 
-Every HTTP read has its own short timeout and a byte cap, so a hung or flooding exporter
-costs one tick at most and never the run.
+Every HTTP read goes through the project's bounded control reads (resources/http/control.py):
+an overall deadline, a byte cap and no decompression, so a trickling, silent, flooding or
+gzip-bombing exporter costs one tick at most and never the run (nor its teardown).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 
 import httpx
 
+from resources.http import control
 from resources.http.prometheus import parse
 from resources.telemetry import neuron
 from resources.telemetry.name_maps import Row, dcgm_rows, engine_rows
@@ -22,16 +24,18 @@ class SourceError(RuntimeError):
     pass
 
 
-def _get(client: httpx.Client, url: str) -> bytes:
-    with client.stream("GET", url) as resp:
-        if resp.status_code != 200:
-            raise SourceError(f"GET {url}: HTTP {resp.status_code}")
-        body = bytearray()
-        for chunk in resp.iter_bytes():
-            body += chunk
-            if len(body) > MAX_BYTES:
-                raise SourceError(f"GET {url}: body over {MAX_BYTES} bytes")
-        return bytes(body)
+def _get(client: httpx.Client, url: str, deadline_s: float) -> bytes:
+    try:
+        resp, body = control.request(client, "GET", url, max_bytes=MAX_BYTES,
+                                     deadline_s=deadline_s)
+    except control.ControlError as exc:
+        raise SourceError(f"GET {exc}") from None
+    if resp.status_code != 200:
+        raise SourceError(f"GET {url}: HTTP {resp.status_code}")
+    if resp.headers.get("content-encoding", "identity").lower() not in ("", "identity"):
+        # asked for identity: a compressed answer is refused, never inflated
+        raise SourceError(f"GET {url}: {resp.headers['content-encoding']}-encoded answer")
+    return body
 
 
 class PrometheusSource:
@@ -42,10 +46,11 @@ class PrometheusSource:
                  timeout_s: float = 0.8):
         self.url, self.source, self.dcgm, self.engine = url, source, dcgm, engine
         self.error_device = "engine" if engine and not dcgm else "all"
+        self.deadline_s = timeout_s
         self.client = httpx.Client(timeout=httpx.Timeout(timeout_s), trust_env=False)
 
     def sample(self) -> list[Row]:
-        samples = parse(_get(self.client, self.url).decode("utf-8", "replace"))
+        samples = parse(_get(self.client, self.url, self.deadline_s).decode("utf-8", "replace"))
         rows = (dcgm_rows(samples) if self.dcgm else []) + (engine_rows(samples) if self.engine else [])
         if not rows:
             raise SourceError(f"GET {self.url}: none of the expected metrics")
@@ -63,12 +68,12 @@ class NeuronMonitorSource:
     error_device = "all"
 
     def __init__(self, url: str, timeout_s: float = 0.8):
-        self.url = url
+        self.url, self.deadline_s = url, timeout_s
         self.client = httpx.Client(timeout=httpx.Timeout(timeout_s), trust_env=False)
 
     def sample(self) -> list[Row]:
         try:
-            report = json.loads(_get(self.client, self.url))
+            report = json.loads(_get(self.client, self.url, self.deadline_s))
         except ValueError as exc:
             raise SourceError(f"GET {self.url}: not a JSON report ({exc})") from None
         rows = neuron.rows(report)

@@ -1,4 +1,5 @@
-"""Fixtures: moto's real server on 127.0.0.1 (started here), dummy credentials only."""
+"""Fixtures: moto's real server on 127.0.0.1 (tests/conftest.py starts it once), reset
+before each test, with dummy credentials only."""
 
 from __future__ import annotations
 
@@ -10,14 +11,8 @@ from tests.support.eks.aws import (
     DUMMY_SECRET,
     DUMMY_SESSION_TOKEN,
     REGION,
-    run_moto_server,
     teach_moto_nodegroup_tags,
 )
-
-
-@pytest.fixture(scope="session")
-def moto_server():
-    yield from run_moto_server()
 
 
 @pytest.fixture
@@ -47,5 +42,6 @@ def moto(moto_server, aws_env, shared_session, monkeypatch):
     import httpx
 
     teach_moto_nodegroup_tags(monkeypatch)
-    httpx.post(f"{moto_server}/moto-api/reset").raise_for_status()
+    # a reset can take seconds on a loaded machine (httpx waits 5 s by default)
+    httpx.post(f"{moto_server}/moto-api/reset", timeout=60).raise_for_status()
     return moto_server, shared_session

@@ -111,3 +111,18 @@ def test_a_rejected_token_is_a_clear_error_without_the_token(aws_env):
         with pytest.raises(KubeError, match="HTTP 401: Unauthorized: unexpected credential") as err:
             kube.get("Deployment", "x")
         assert err.value.status == 401 and "k8s-aws-v1" not in str(err.value)
+
+
+def test_a_failed_service_delete_does_not_skip_the_rest(aws_env):
+    session = boto3.Session()
+    with Api(cluster="bench", key_id=DUMMY_KEY_ID) as api:
+        kube = client(api, session)
+        dep = EngineDeployment(kube, VLLM_GPU, clock=lambda: 5 * NS)
+        dep.apply()
+        service = next(p for p, o in api.objects.items() if o["kind"] == "Service")
+        api.fail_delete.add(service)
+        with pytest.raises(KubeError, match=r"teardown incomplete.*Service/.*HTTP 500"):
+            dep.delete()
+        assert sorted(o["kind"] for o in api.objects.values()) == ["Service"]
+        assert sorted(d.split("/")[0] for d in api.deleted) == [
+            "Deployment", "NetworkPolicy", "Secret"]

@@ -115,11 +115,18 @@ def test_engine_pods_are_locked_down(spec):
         assert "runAsNonRoot" not in sc
     else:
         assert sc["runAsNonRoot"] is True and sc["runAsUser"] == spec.run_as_user
-    # the API key: from the per-run Secret, expanded into --api-key, never a literal
+    # the API key: from the per-run Secret, never a literal; an engine that reads it from
+    # its environment (vLLM: VLLM_API_KEY) never sees it as an argument, which some engine
+    # versions print at start; only an engine without such a variable gets --api-key
     c = pod["containers"][0]
-    key_env = next(e for e in c["env"] if e["name"] == API_KEY_ENV)
+    env_name = spec.runtime.api_key_env or API_KEY_ENV
+    key_env = next(e for e in c["env"] if e["name"] == env_name)
     assert key_env["valueFrom"]["secretKeyRef"] == {"name": spec.api_key_secret, "key": "key"}
-    assert c["args"][c["args"].index("--api-key") + 1] == f"$({API_KEY_ENV})"
+    if spec.runtime.api_key_env:
+        assert "--api-key" not in c["args"] and not any("API_KEY" in a for a in c["args"])
+        assert spec.engine.startswith("vllm") and env_name == "VLLM_API_KEY"
+    else:
+        assert c["args"][c["args"].index("--api-key") + 1] == f"$({API_KEY_ENV})"
     assert c["readinessProbe"]["httpGet"]["path"] == "/health"  # a probe cannot send the key
     # ingress to the engine only from the load generator
     assert policy["kind"] == "NetworkPolicy" and policy["spec"]["policyTypes"] == ["Ingress"]
@@ -135,8 +142,10 @@ def test_engine_pods_are_locked_down(spec):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"expose": "load_balancer", "source_ranges": ("0.0.0.0/0",)}, "whole internet"),
-    ({"expose": "load_balancer", "source_ranges": ("::/0",)}, "whole internet"),
+    ({"expose": "load_balancer", "source_ranges": ("0.0.0.0/0",)}, "not a private range"),
+    ({"expose": "load_balancer", "source_ranges": ("::/0",)}, "not a private range"),
+    ({"expose": "load_balancer", "source_ranges": ("10.0.0.0/8", "128.0.0.0/1")},
+     "128.0.0.0/1 is not a private range"),
     ({"expose": "load_balancer", "source_ranges": ("10.0.0.0/8",), "lb_scheme": "internet-facing"},
      "SERVINGBENCH_EKS_ALLOW_PUBLIC"),
     ({"expose": "load_balancer", "source_ranges": ("not-a-cidr",)}, "not a CIDR"),

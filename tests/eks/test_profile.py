@@ -82,11 +82,19 @@ BASE_ENV = {"SERVINGBENCH_EKS_CLUSTER": "bench", "SERVINGBENCH_EKS_REGION": REGI
     ({"SERVINGBENCH_EKS_OWNER": ""}, "needs SERVINGBENCH_EKS_OWNER"),
     ({"SERVINGBENCH_EKS_OWNER": "Team A"}, "SERVINGBENCH_EKS_OWNER='Team A'"),
     ({"SERVINGBENCH_EKS_SOURCE_RANGES": "10.0.0.0/16,0.0.0.0/0"},
-     "SERVINGBENCH_EKS_SOURCE_RANGES=0.0.0.0/0 .* SERVINGBENCH_EKS_ALLOW_PUBLIC=1"),
-    ({"SERVINGBENCH_EKS_SOURCE_RANGES": "::/0"}, "SERVINGBENCH_EKS_ALLOW_PUBLIC=1"),
+     "SERVINGBENCH_EKS_SOURCE_RANGES=0.0.0.0/0 .* SERVINGBENCH_EKS_ALLOW_PUBLIC=plaintext-api-key"),
+    ({"SERVINGBENCH_EKS_SOURCE_RANGES": "::/0"}, "SERVINGBENCH_EKS_ALLOW_PUBLIC=plaintext-api-key"),
+    # everyone without a /0: two halves, or any range that is not private
+    ({"SERVINGBENCH_EKS_SOURCE_RANGES": "0.0.0.0/1,128.0.0.0/1"},
+     "SERVINGBENCH_EKS_SOURCE_RANGES=0.0.0.0/1 is not a private range"),
+    ({"SERVINGBENCH_EKS_SOURCE_RANGES": "10.0.0.0/16,8.8.8.0/24"},
+     "8.8.8.0/24 is not a private range"),
+    ({"SERVINGBENCH_EKS_SOURCE_RANGES": "10.0.0.0/7"}, "10.0.0.0/7 is not a private range"),
+    # a bare "1" names no risk: refused, saying which one it would accept
+    ({"SERVINGBENCH_EKS_ALLOW_PUBLIC": "1"}, "must name the risk it accepts: plaintext-api-key"),
     ({"SERVINGBENCH_EKS_SOURCE_RANGES": "everyone"}, "SERVINGBENCH_EKS_SOURCE_RANGES: 'everyone'"),
     ({"SERVINGBENCH_EKS_LB_SCHEME": "internet-facing"},
-     "SERVINGBENCH_EKS_LB_SCHEME=internet-facing .* SERVINGBENCH_EKS_ALLOW_PUBLIC=1"),
+     "SERVINGBENCH_EKS_LB_SCHEME=internet-facing .* SERVINGBENCH_EKS_ALLOW_PUBLIC=plaintext-api-key"),
     ({"SERVINGBENCH_EKS_ALLOW_PUBLIC": "yes"}, "SERVINGBENCH_EKS_ALLOW_PUBLIC='yes'"),
     ({"SERVINGBENCH_EKS_RUN_AS_USER": "0"}, "SERVINGBENCH_EKS_RUN_AS_USER='0'"),
 ])
@@ -98,7 +106,7 @@ def test_unsafe_or_malformed_eks_settings_are_refused_naming_the_variable(change
 def test_public_exposure_with_explicit_consent():
     s = EksSettings.from_env({**BASE_ENV, "SERVINGBENCH_EKS_SOURCE_RANGES": "0.0.0.0/0",
                               "SERVINGBENCH_EKS_LB_SCHEME": "internet-facing",
-                              "SERVINGBENCH_EKS_ALLOW_PUBLIC": "1",
+                              "SERVINGBENCH_EKS_ALLOW_PUBLIC": "plaintext-api-key",
                               "SERVINGBENCH_EKS_RUN_AS_USER": "1000"})
     assert s.allow_public and s.lb_scheme == "internet-facing" and s.run_as_user == 1000
 
@@ -112,5 +120,5 @@ def test_servingbench_run_refuses_an_open_engine_with_exit_2(tmp_path, monkeypat
         monkeypatch.setenv(k, v)
     assert cli(["run", "--candidate", "p5-scout-bf16-tp8"]) == 2
     err = capsys.readouterr().err
-    assert "SERVINGBENCH_EKS_ALLOW_PUBLIC=1" in err and "Traceback" not in err
+    assert "SERVINGBENCH_EKS_ALLOW_PUBLIC=plaintext-api-key" in err and "Traceback" not in err
     assert not (tmp_path / "data" / "runs").exists()  # nothing was started

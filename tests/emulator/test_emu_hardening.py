@@ -127,3 +127,16 @@ def test_a_clean_stop_still_works_with_the_watchdog():
     with EmulatorProcess(FIXED) as e:
         assert "--parent-pid" in e.proc.args
     assert e.proc.returncode == 0
+
+
+def test_a_half_sent_request_head_is_answered_408_and_closed(tmp_path):
+    """A client that sends part of a head and then nothing holds no connection forever."""
+    with EmulatorProcess(FIXED + ["--head-timeout-s", "0.5"], ready_timeout_s=60) as emu:
+        with socket.create_connection(("127.0.0.1", emu.port), timeout=10) as s:
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le")
+            out = b""
+            while chunk := s.recv(65536):  # the server closes: recv returns b""
+                out += chunk
+        assert _head(out)[0] == b"HTTP/1.1 408 Request Timeout"
+        # a whole request on a fresh connection is still served
+        assert httpx.get(emu.base_url + "/health").status_code == 200

@@ -14,6 +14,9 @@ from emulator.model import PerfModel
 from emulator.process import EmulatorProcess
 from tests.support.emulator import stream
 
+# the modelled step times are checked against when the server wrote: run alone (make test's serial pass)
+pytestmark = pytest.mark.serial
+
 SCALE = 0.01
 
 

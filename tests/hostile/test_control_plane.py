@@ -8,9 +8,10 @@ import json
 
 import pytest
 
+from pipelines.cli import main as cli
 from resources.loadgen import LoadConfig, LoadError, run_load, server_metrics, workload
 from tests.support.hostile import API_KEY, API_KEY_ENV, leaks
-from tests.support.loadgen import rows, run_cli
+from tests.support.loadgen import rows
 
 KW = dict(model="hostile", concurrency=[1], requests_per_step=2, warmup_requests=0,
           input_tokens=8, output_tokens=2, first_token_timeout_s=1, total_timeout_s=3,
@@ -48,16 +49,20 @@ def test_wrong_types_from_tokenize_fall_back_to_estimates(start_hostile, tmp_pat
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("probe", ["close_before_headers", "headers_then_silence", "trickle",
                                    "huge_error_body", "bad_status_line", "http_500_echo"])
-def test_a_hostile_probe_is_exit_2_with_a_message(start_hostile, tmp_path, probe):
+def test_a_hostile_probe_is_exit_2_with_a_message(start_hostile, tmp_path, probe, monkeypatch,
+                                                  capsys, caplog):
+    # in-process: the command's exit status is what main returns (the process boundary is
+    # proven in tests/analysis/test_contract.py); an exception escaping it fails the test
+    monkeypatch.setenv(API_KEY_ENV, API_KEY)
     srv = start_hostile("--probe", probe)
     out = tmp_path / "run"
-    res = run_cli(["--endpoint", srv.base_url, "--model", "m", "--out", str(out),
-                   "--concurrency", "1", "--requests", "1", "--connect-timeout", "2",
-                   "--first-token-timeout", "1", "--api-key-env", API_KEY_ENV, "--no-progress"],
-                  timeout=90, env={API_KEY_ENV: API_KEY})
-    assert res.returncode == 2, (res.returncode, res.stderr)
-    assert "servingbench load: error:" in res.stderr and "Traceback" not in res.stderr
-    assert leaks(tmp_path, {"stderr": res.stderr, "stdout": res.stdout}) == []
+    code = cli(["load", "--endpoint", srv.base_url, "--model", "m", "--out", str(out),
+                "--concurrency", "1", "--requests", "1", "--connect-timeout", "2",
+                "--first-token-timeout", "1", "--api-key-env", API_KEY_ENV, "--no-progress"])
+    said = capsys.readouterr()
+    assert code == 2, (code, said.err)
+    assert "servingbench load: error:" in said.err
+    assert leaks(tmp_path, {"stderr": said.err, "stdout": said.out, "log": caplog.text}) == []
 
 
 def test_the_probe_raises_load_error_in_process(start_hostile, tmp_path):

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from pipelines.cli import main as cli
 from resources.contract.schemas import read_records
 from resources.loadgen import LoadConfig, LoadConfigError
 from resources.loadgen.clock import Clock
 from resources.loadgen.recorder import Recorder
 from resources.loadgen.records import Request
-from tests.support.loadgen import run_cli
 
 
 def _req(rid: str, at: list[int], tokens: list[int], usage: int | None) -> Request:
@@ -51,11 +51,12 @@ def test_an_endpoint_with_credentials_is_refused():
     assert "hunter2-pw" not in str(err.value)
 
 
-def test_the_command_refuses_credentials_with_exit_2(tmp_path):
-    res = run_cli(["--endpoint", "http://admin:hunter2-pw@127.0.0.1:9/", "--model", "m",
-                   "--out", str(tmp_path / "run")])
-    assert res.returncode == 2 and "endpoint" in res.stderr and "--api-key-env" in res.stderr
-    assert "hunter2-pw" not in res.stderr + res.stdout and "Traceback" not in res.stderr
+def test_the_command_refuses_credentials_with_exit_2(tmp_path, capsys, caplog):
+    code = cli(["load", "--endpoint", "http://admin:hunter2-pw@127.0.0.1:9/", "--model", "m",
+                "--out", str(tmp_path / "run")])
+    said = capsys.readouterr()
+    assert code == 2 and "endpoint" in said.err and "--api-key-env" in said.err
+    assert "hunter2-pw" not in said.err + said.out + caplog.text
     assert not (tmp_path / "run").exists()
 
 

@@ -180,6 +180,7 @@ def test_a_worker_process_on_a_full_disk_stops_the_run_cleanly(emulator, disk):
     assert warm is not None and warm.num_rows == 4
 
 
+@pytest.mark.serial  # starts at a wall-clock instant
 @pytest.mark.timeout(240)
 def test_one_worker_of_several_on_a_full_disk_says_so(emulator, disk):
     folder, preexec, reason = disk

@@ -35,6 +35,7 @@ def test_closed_and_open_loop_steps_are_recorded_with_their_names(server, tmp_pa
             <= ns(r["last_token_at"]) <= ns(r["finished_at"])
 
 
+@pytest.mark.serial  # four sends within one 50 ms answer
 def test_closed_loop_keeps_the_target_in_flight(start_server, tmp_path):
     srv = start_server(ttft_ms=50, itl_ms=1)
     run_load(config(srv.base_url, concurrency=[4], requests_per_step=8), tmp_path / "r", progress=False)

@@ -45,6 +45,7 @@ def test_profile_segments_follow_each_other():
     assert segs[2][2][0] == 3.0
 
 
+@pytest.mark.serial  # sends are checked against their schedule
 def test_recorded_scheduled_at_follows_the_precomputed_schedule(server, tmp_path):
     cfg = config(server.base_url, concurrency=[], rates=[50], requests_per_step=20, seed=3)
     run_load(cfg, tmp_path / "run", progress=False)

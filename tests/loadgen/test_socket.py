@@ -18,6 +18,9 @@ import pytest
 
 from resources.loadgen import pool as client
 
+# the order of writes and stamps is set by short sleeps: run alone (make test's serial pass)
+pytestmark = pytest.mark.serial
+
 _perf = time.perf_counter_ns
 MS = 1_000_000
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"

@@ -11,6 +11,9 @@ import pytest
 from resources.loadgen import run_load
 from tests.support.loadgen import config, ns, rows
 
+# measured latencies against the server's ground truth: run alone (make test's serial pass)
+pytestmark = pytest.mark.serial
+
 MS = 1_000_000
 
 

@@ -258,6 +258,7 @@ def test_sigterm_to_the_parent_stops_the_workers_and_keeps_records(emu, tmp_path
     assert not [n for n in os.listdir(run_dir) if ".w" in n]
 
 
+@pytest.mark.serial  # pods start at a wall-clock instant
 def test_pods_write_shards_only_read_the_same_merged_or_not(emu, tmp_path):
     shards = tmp_path / "shards"
     # ahead of the pods' start-up (an import, a probe and a connect: about a second each on

@@ -100,3 +100,45 @@ def test_long_input_scenario(server, tmp_path):
                              concurrency=[2]), tmp_path / "run", progress=False)
     assert {r["input_tokens"] for r in rows(tmp_path / "run")} == {8192}
     assert result.prompt_token_mismatches == 0
+
+
+@pytest.mark.parametrize(("text", "what"), [
+    ('{"input_tokens": 99999999999, "output_tokens": 1}', "input_tokens"),
+    ('{"input_tokens": 5, "output_tokens": 20000000}', "output_tokens"),
+    ('{"input_tokens": 5, "output_tokens": 0}', "output_tokens"),
+    ('{"input_tokens": true, "output_tokens": 1}', "input_tokens"),
+])
+def test_dataset_lengths_are_bounded_and_named(tmp_path, text, what):
+    path = tmp_path / "ds.jsonl"
+    path.write_text('{"input_tokens": 5, "output_tokens": 1}\n' + text + "\n")
+    with pytest.raises(LoadConfigError, match=rf"ds\.jsonl:2: {what}: expected an integer from 1"):
+        load_dataset(path)
+
+
+@pytest.mark.parametrize("length", ["99999999999", '"²"', '"٣"', "-3"])
+def test_trace_lengths_are_bounded_ascii_integers(tmp_path, length):
+    mooncake = tmp_path / "t.jsonl"
+    mooncake.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1}\n'
+                        f'{{"timestamp": 1, "input_length": {length}, "output_length": 1}}\n')
+    with pytest.raises(LoadConfigError, match=r"t\.jsonl:2: input_length: expected an integer"):
+        read_trace(mooncake, "mooncake")
+    azure = tmp_path / "t.csv"
+    azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                     f"2023-11-16 18:15:46.6805900,5,{length.strip(chr(34))}\n")
+    with pytest.raises(LoadConfigError, match=r"t\.csv:2: GeneratedTokens"):
+        read_trace(azure, "azure")
+
+
+def test_ascii_digits_only():
+    from resources.contract.digits import is_digits
+
+    assert is_digits("0123") and not is_digits("") and not is_digits("²")
+    assert not is_digits("٣") and not is_digits("1 ") and not is_digits(None)
+    assert "²".isdigit()  # what str.isdigit() would have let through to int()
+
+
+def test_a_meeting_arrival_with_non_ascii_digits_is_ignored_not_a_crash():
+    from resources.loadgen.workers.podsync import Arrival
+
+    assert Arrival.parse("1.pod-1.1764381600000000000") == Arrival(1, "pod-1", 1764381600000000000)
+    assert Arrival.parse("².pod-1.5") is None and Arrival.parse("1.pod-1.٣") is None

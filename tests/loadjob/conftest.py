@@ -6,18 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.eks.aws import fresh_s3_bucket, run_moto_server
+from tests.support.eks.aws import fresh_s3_bucket
 from tests.support.emulator import FixedTimingServer
 
 
-@pytest.fixture(scope="module")
-def moto_s3_server():
-    yield from run_moto_server()
-
-
 @pytest.fixture
-def s3_bucket(moto_s3_server, monkeypatch):
-    return fresh_s3_bucket(moto_s3_server, monkeypatch)
+def s3_bucket(moto_server, monkeypatch):
+    return fresh_s3_bucket(moto_server, monkeypatch)
 
 
 @pytest.fixture

@@ -112,3 +112,24 @@ def test_names_are_dns_labels_unique_per_run():
 def test_bad_specs_are_refused_by_name(bad, match):
     with pytest.raises(ValueError, match=match):
         spec(**bad)
+
+
+def test_the_job_and_its_secret_carry_what_the_reaper_proves_a_run_by():
+    """Owner label, node-group label derived from the run id and the run-id annotation: an
+    orphaned load Job and its key Secret are removed by the reaper like the engine's
+    objects (resources/model_server/kube/reap.py)."""
+    from resources.contract.scope import nodegroup_name
+    from resources.model_server.kube.reap import KubeRunObjects
+
+    reaper = KubeRunObjects(kube=None, owner="sb-test-install")
+    asked = []
+
+    def dead(group, run_id, created):
+        asked.append((group, run_id))
+        return group == nodegroup_name(run_id)
+
+    s = spec()
+    for obj in (render(s), api_key_secret(s, "not-a-real-key")):
+        assert reaper._ours_and_dead(obj["metadata"], dead), obj["kind"]
+    assert asked == [(nodegroup_name(RUN), RUN)] * 2
+    assert not reaper._ours_and_dead(render(spec(owner="another-install"))["metadata"], dead)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pyarrow.parquet as pq
+import pytest
 
 from pipelines.cli import main as cli
 from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED, read_records
@@ -71,6 +72,7 @@ def test_bad_input_is_exit_2_naming_it(tmp_path, capsys, monkeypatch):
     assert "--upload '/tmp/runs/x': expected s3://" in capsys.readouterr().err
 
 
+@pytest.mark.serial  # a wall-clock start and meeting bound
 def test_a_pod_stopped_by_a_full_disk_says_so_and_uploads_its_streams(server, s3_bucket, tmp_path):
     upload = f"{s3_bucket}/runs/run-9"
     # the start leaves the pod time to import and probe on a busy machine: a pod that reaches

@@ -76,6 +76,7 @@ def _summary(folder: Path, worker: str) -> dict:
     return json.loads((folder / f"worker.{worker}.json").read_text())
 
 
+@pytest.mark.serial  # wall-clock starts and meeting bounds
 def test_no_step_starts_on_any_pod_before_every_pod_finished_the_last(slow_server, s3_bucket,
                                                                       tmp_path):
     upload = f"{s3_bucket}/runs/meet-1"
@@ -117,6 +118,7 @@ def _board(upload: str) -> list[str]:
     return [i.path[len(base) + 1:] for i in infos if i.type == pafs.FileType.File]
 
 
+@pytest.mark.serial  # wall-clock starts and meeting bounds
 def test_a_pod_that_never_comes_is_left_behind_and_one_too_late_stops(slow_server, s3_bucket,
                                                                       tmp_path):
     upload = f"{s3_bucket}/runs/meet-1"
@@ -203,6 +205,7 @@ class _CountingBoard(Board):
         super().put(name, data)
 
 
+@pytest.mark.serial  # wall-clock starts and meeting bounds
 def test_s3_errors_are_retried_until_the_bound_and_name_no_secret(s3_bucket):
     # a bucket that is not there: every write fails; the pod, a second short of the latest
     # start allowed, retries for that second, then runs nothing and says why
@@ -220,6 +223,7 @@ def test_s3_errors_are_retried_until_the_bound_and_name_no_secret(s3_bucket):
     assert sync.left_behind["label"] == "c=1"
 
 
+@pytest.mark.serial  # wall-clock starts and meeting bounds
 def test_a_pod_that_never_started_is_given_up_soon_and_a_very_late_one_runs_nothing(tmp_path):
     board = Board(str(tmp_path / "barrier"))  # the same board over a local folder
     just_in_time = time.time_ns() - int((LATE_START_S - 2) * S)

@@ -1,6 +1,8 @@
 """Asset tests with fixture data: benchmark_job replays recorded run folders from
-tests/fixtures. A good one produces exactly the expected cost rows in DuckDB; each bad one is
-stopped at the check of the rule it breaks, and the cost table never materializes."""
+tests/fixtures. A good one produces exactly the expected cost rows in DuckDB; a bad one is
+stopped at the check of the rule it breaks, and the cost table never materializes. Every
+bad one breaks exactly its rule, proven with the gate functions the checks run (one job run
+is the Dagster part; nine would prove the same blocking nine times)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.support.chain import checks, materialized, replay_resources, run_job
+from resources.analysis.gates import CHECK_NAMES, bill_gates, request_gates
+from resources.analysis.rundir import open_run
+from tests.support.chain import FIXTURES, checks, materialized, replay_resources, run_job
 
 REQUEST = ["steady_requests_are_complete", "request_timestamps_are_ordered",
            "warmup_and_steady_are_separated", "output_tokens_are_counted"]
@@ -18,11 +22,34 @@ REGRESSION = ["headline_has_not_regressed"]
 QUALITY = ["quality_matches_reference"]
 
 
+BAD = {
+    "missing_timestamps": "steady_requests_are_complete",
+    "other_account": "bill_matches_run_scope",
+    "other_region": "bill_matches_run_scope",
+    "other_instance_type": "bill_matches_run_scope",
+    "other_tag_value": "bill_matches_run_scope",
+    "window_not_covered": "bill_matches_run_scope",
+    "instance_hours_off": "bill_matches_run_scope",
+    "non_usd": "bill_matches_run_scope",
+    "mixed_sources": "bill_has_a_single_source",
+}
+
+
+def gate_checks(fixture: str) -> dict[str, bool]:
+    """What the job's gate checks report on a recorded folder: the same gate functions that
+    assets/checks.py runs, under the check names and the pass rule it gives them. The job
+    tests below prove both agree on a passing and a failing fixture."""
+    with open_run(FIXTURES / fixture) as run:
+        gates = [*request_gates(run), *bill_gates(run)]
+    return {CHECK_NAMES[g.rule]: g.passed is not False for g in gates}
+
+
 def test_good_fixture_produces_the_exact_cost_rows(tmp_path):
     result, _ = run_job(tmp_path, resources=replay_resources("good"))
     assert result.success
     found = checks(result)
     assert set(found) == set(REQUEST + BILL + REGRESSION + QUALITY)
+    assert {k: v for k, v in found.items() if k in REQUEST + BILL} == gate_checks("good")
     # an emulated replay has no quality: "not applicable" is never a pass, and never blocks
     assert found.pop("quality_matches_reference") is False
     assert all(found.values())
@@ -50,24 +77,23 @@ def test_good_fixture_produces_the_exact_cost_rows(tmp_path):
     assert (run_dir / "cost_per_1m.parquet").exists() and (run_dir / "gates.json").exists()
 
 
-@pytest.mark.parametrize("fixture, failing", [
-    ("missing_timestamps", "steady_requests_are_complete"),
-    ("other_account", "bill_matches_run_scope"),
-    ("other_region", "bill_matches_run_scope"),
-    ("other_instance_type", "bill_matches_run_scope"),
-    ("other_tag_value", "bill_matches_run_scope"),
-    ("window_not_covered", "bill_matches_run_scope"),
-    ("instance_hours_off", "bill_matches_run_scope"),
-    ("non_usd", "bill_matches_run_scope"),
-    ("mixed_sources", "bill_has_a_single_source"),
-])
-def test_bad_fixture_blocks_the_cost_table_at_its_check(tmp_path, fixture, failing):
-    result, _ = run_job(tmp_path, resources=replay_resources(fixture))
+@pytest.mark.parametrize("fixture", sorted(BAD))
+def test_each_bad_fixture_breaks_exactly_its_rule(fixture):
+    # the job itself runs once, on a failing fixture (next test): every gate check is
+    # blocking (test_definitions), so which gate fails decides where each one stops
+    got = gate_checks(fixture)
+    assert set(got) == set(REQUEST + BILL)
+    assert [name for name, passed in got.items() if not passed] == [BAD[fixture]]
+
+
+def test_a_bad_fixture_blocks_the_cost_table_at_its_check_with_the_evidence(tmp_path):
+    result, _ = run_job(tmp_path, resources=replay_resources("other_account"))
     assert not result.success
     got = checks(result)
     # an emulated replay's quality is not applicable: reported unpassed (WARN), never a block
     got.pop("quality_matches_reference", None)
-    assert [name for name, passed in got.items() if not passed] == [failing]
+    assert got == gate_checks("other_account")
+    assert [name for name, passed in got.items() if not passed] == ["bill_matches_run_scope"]
     md = materialized(result)
     assert "cost_per_1m_output_tokens" not in md and "derived_metrics" not in md
     assert not (tmp_path / "servingbench.duckdb").exists()
@@ -76,10 +102,7 @@ def test_bad_fixture_blocks_the_cost_table_at_its_check(tmp_path, fixture, faili
            "chunk_log.parquet"}
     assert raw <= {p.name for p in run_dir.iterdir()}      # every raw record is kept
     assert not (run_dir / "cost_per_1m.parquet").exists()
-
-
-def test_check_metadata_carries_the_evidence(tmp_path):
-    result, _ = run_job(tmp_path, resources=replay_resources("other_account"))
+    # the check's metadata carries the evidence
     (ev,) = [e.event_specific_data for e in result.all_events
              if e.event_type_value == "ASSET_CHECK_EVALUATION"
              and e.event_specific_data.check_name == "bill_matches_run_scope"]

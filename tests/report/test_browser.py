@@ -37,7 +37,7 @@ def test_reports_load_without_console_errors(reports, tmp_path):
     for name, page in zip(which, loads, strict=True):
         assert page.errors == [], name
         images = page.facts["images"]
-        assert len(images) == (2 if name == "comparison" else 3), name
+        assert len(images) == (4 if name == "comparison" else 3), name
         assert all(complete and w > 500 and h > 300 for complete, w, h in images), images
         assert page.facts["scripts"] == 0 and page.facts["tables"] >= 5
         if name == "measured":

@@ -93,7 +93,7 @@ def test_comparison_report_compares_latest_runs_with_spread(reports):
     assert rep[0][:6] == ["candidate", "source", "step", "figure", "n", "min"]
     assert {r[2] for r in rep[1:]} == {"c=1", "c=2", "c=4"}  # c=8 is invalid: excluded
     assert all(r[0] == "p5-scout-bf16-tp8" and r[4] == "3" for r in rep[1:])
-    assert sum(1 for t, _ in page.tags if t == "img") == 2
+    assert sum(1 for t, _ in page.tags if t == "img") == 4  # two of them the frontier
     assert (out.parent / "comparison_plots" / "cost_per_1m.png").exists()
     runs_tbl = _table_after(html, "runs")
     assert [r[1] for r in runs_tbl[1:] if "earlier" in r] == ["fast-0", "fast-1"]

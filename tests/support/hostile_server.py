@@ -153,6 +153,16 @@ async def trickle(w, echo) -> None:
         await asyncio.sleep(0.05)
 
 
+async def endless_chunks(w, echo) -> None:
+    # a well-formed stream far past 4 x max_tokens events: tokens that were never asked for
+    w.write(head())
+    for n in range(1, 2001):
+        w.write(chunked(GOOD_CHUNK % n))
+        if n % 100 == 0:
+            await w.drain()
+    w.write(DONE)
+
+
 async def close_before_headers(w, echo) -> None:
     w.transport.abort()
 
@@ -204,6 +214,10 @@ async def cut_mid_stream(w, echo) -> None:
 MODES = {
     "good": good,
     "choices_int": _bad(b'{"choices":[1],"echo":"ECHO"}'),
+    # usage beside a broken choices list, mid-stream: the usage fast path must not count it
+    "choices_int_usage": _bad(b'{"choices":[1],"usage":{"prompt_tokens":3,"completion_tokens":2}}'),
+    "choices_null_usage": _bad(b'{"choices":null,"usage":{"prompt_tokens":3,"completion_tokens":2}}'),
+    "endless_chunks": endless_chunks,
     "tokens_str": _bad(b'{"choices":[{"text":"a"}],"usage":{"completion_tokens":"abc"},"echo":"ECHO"}'),
     "tokens_2_63": _bad(b'{"choices":[{"text":"a"}],"usage":{"completion_tokens":9223372036854775808}}'),
     "tokens_10_digits": _bad(b'{"choices":[{"text":"a"}],"usage":{"completion_tokens":9999999999}}'),

@@ -511,12 +511,35 @@ def simulated_run(root: Path, c: Candidate, run_id: str, created_at: str = "2026
         pq.write_table(cost, run_dir / "cost_per_1m.parquet")
         pq.write_table(_headline(c, run_id, metrics, cost, slo_ttft_s, slo_tpot_s),
                        run_dir / "headline.parquet")
+        _write_what_if(run_dir)
     return run_dir
+
+
+def _write_what_if(run_dir: Path) -> None:
+    """cost_what_if.parquet (contract §4.1) by the analyzer's own query, when the manifest
+    has price bases."""
+    import duckdb
+
+    from resources.analysis.frontier import price_what_if
+
+    manifest = mf.load(run_dir / "manifest.json")
+    with duckdb.connect() as con:
+        table = price_what_if(manifest, pq.read_table(run_dir / "derived_metrics.parquet"), con)
+    if table is not None:
+        pq.write_table(table, run_dir / "cost_what_if.parquet")
+
+
+def _bases(**prices: tuple[float, str]) -> list[dict]:
+    return [{"basis": b, "hourly_usd_per_node": p, "price_source": src,
+             "retrieved_on": "2026-11-28", "region": "us-east-1"} for b, (p, src) in prices.items()]
 
 
 # The three candidates of the comparison fixture: a fast measured one with an invalid
 # step, an emulated one, and a slow one that meets the SLO at no step.
-FAST = Candidate("p5-scout-bf16-tp8", "p5.48xlarge", failing_step=8)
+FAST = Candidate("p5-scout-bf16-tp8", "p5.48xlarge", failing_step=8, extra={
+    "price_bases": _bases(on_demand=(55.04, "price_list"), spot=(24.8, "spot_price_history"),
+                          reserved_3yr=(24.77, "price_list"),
+                          capacity_block=(31.46, "capacity_block_offering"))})
 EMULATED = Candidate("g6e-scout-fp8-tp8", "g6e.48xlarge", source="emulated", hourly_usd=30.13,
                      ttft_s=0.3, itl_s=0.025, precision="fp8")
 SLOW = Candidate("inf2-scout-bf16-tp24", "inf2.48xlarge", hourly_usd=12.98, ttft_s=2.6,

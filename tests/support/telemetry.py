@@ -134,3 +134,87 @@ def wait_for(predicate, timeout_s: float = 30.0, poll_s: float = 0.05) -> bool:
             return True
         time.sleep(poll_s)
     return predicate()
+
+
+class HostileTelemetry:
+    """A telemetry endpoint on loopback that never gives a usable answer, one way per path:
+
+    - `/trickle`: a 200 whose body comes one byte every `gap_s`, forever;
+    - `/header-trickle`: the status line, then header bytes one every `gap_s`, forever (no
+      read timeout ever fires: only an overall bound ends it);
+    - `/silent`: the request is read and never answered;
+    - `/gzip-bomb`: 64 MiB of zeros gzip-compressed into about 64 KiB, sent at once.
+
+    Each connection is counted in `hits[path]`; `close()` ends every endless answer."""
+
+    def __init__(self, gap_s: float = 0.2) -> None:
+        import gzip
+        import socket
+
+        self.gap_s = gap_s
+        self.bomb = gzip.compress(b"\0" * (64 << 20), 9)
+        self.stopping = threading.Event()
+        self.hits: dict[str, int] = {}
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn, byte: bytes) -> None:
+        while not self.stopping.wait(self.gap_s):
+            conn.sendall(byte)
+
+    def _serve(self, conn) -> None:
+        try:
+            conn.settimeout(5)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                got = conn.recv(4096)
+                if not got:
+                    return
+                head += got
+            path = head.split(b" ", 2)[1].decode()
+            self.hits[path] = self.hits.get(path, 0) + 1
+            if path == "/trickle":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                             b"Connection: close\r\n\r\n# ")
+                self._drip(conn, b"#")
+            elif path == "/header-trickle":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                self._drip(conn, b"a")
+            elif path == "/silent":
+                self.stopping.wait()
+            elif path == "/gzip-bomb":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: "
+                             b"gzip\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                             % len(self.bomb) + self.bomb)
+            else:
+                conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def specs(self, *paths: str) -> list[dict]:
+        """Sampler sources for `paths` (engine gauges and DCGM fields, as the emulator's)."""
+        return [{"kind": "emulated", "url": f"{self.url}{p}"} for p in paths]
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.sock.close()
+        self.thread.join(timeout=5)
+
+    def __enter__(self) -> HostileTelemetry:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import threading
 
 import httpx
 import pyarrow.parquet as pq
 
+from assets import telemetry as telemetry_link
 from emulator.process import EmulatorProcess
 from pipelines.profiles import Settings
 from resources.contract.timestamps import parse_ts
@@ -72,13 +74,16 @@ class ExtraTelemetry:
             yield dep
 
 
-def test_chain_samples_beside_the_load_and_a_dead_source_never_stops_it(tmp_path):
-    # steps of a few seconds, so each holds several 1 s samples
+def test_chain_samples_beside_the_load_and_a_dead_source_never_stops_it(tmp_path, monkeypatch):
+    # the emulator 5x faster and the chain's sampler every 0.2 s instead of every 1 s: steps
+    # of about a second, each holding several samples, as full-time steps hold 1 s ones
+    monkeypatch.setattr(telemetry_link, "sampling",
+                        functools.partial(telemetry_link.sampling, interval_s=0.2))
     load = LoadGenerator(concurrency=(1, 2), requests_per_step=6, warmup_requests=2,
                         output_tokens=200, input_tokens=64)
-    settings = Settings(data_dir=tmp_path, time_scale=1.0, cold_start_s=0.2, load=load)
+    settings = Settings(data_dir=tmp_path, time_scale=0.2, cold_start_s=0.2, load=load)
     dead = [{"kind": "dcgm", "url": "http://127.0.0.1:9/metrics"}]  # discard port: refused
-    server = ExtraTelemetry(EmulatorModelServer(time_scale=1.0, cold_start_s=0.2), dead)
+    server = ExtraTelemetry(EmulatorModelServer(time_scale=0.2, cold_start_s=0.2), dead)
     result, _ = run_job(tmp_path, settings=settings, resources={"model_server": server})
     assert result.success, [e.event_specific_data.error.message for e in result.all_events
                             if e.is_step_failure]

@@ -11,7 +11,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from resources.telemetry import Sampler, sources_from
-from tests.support.telemetry import MIB, fake_dcgm, fake_neuron_monitor, neuron_report, wait_for
+from tests.support.telemetry import (
+    MIB,
+    HostileTelemetry,
+    fake_dcgm,
+    fake_neuron_monitor,
+    neuron_report,
+    wait_for,
+)
 
 GPU_A = [{"util": 42, "fb_used": 61440, "fb_free": 20000, "power": 512.5, "energy_mj": 123456789},
          {"util": 0, "fb_used": 61000, "fb_free": 20440, "power": 88.25, "energy_mj": 987654321}]
@@ -141,3 +148,44 @@ def test_credentials_in_a_source_url_never_reach_the_error_text(tmp_path):
     assert "HTTP 503" in sampler.summary()["last_error"]
     assert "s3cret-token" not in sampler.summary()["last_error"]
     assert not any("s3cret" in str(v) for r in rows_of(tmp_path) for v in r.values())
+
+
+@pytest.mark.parametrize(("path", "why"), [("/trickle", "no complete answer within"),
+                                           ("/silent", "ReadTimeout"),
+                                           ("/gzip-bomb", "gzip-encoded answer")])
+def test_a_hostile_exporter_costs_a_bounded_read_per_tick(tmp_path, path, why):
+    """A body trickled forever, no answer at all, or a gzip bomb: each tick is a gap of at
+    most the source's deadline, the bomb is never inflated, and stop() finishes normally."""
+    with HostileTelemetry() as bad:
+        sampler = Sampler(tmp_path, "run-1", sources_from(bad.specs(path), timeout_s=0.5),
+                          interval_s=0.1).start()
+        assert wait_for(lambda: sampler.errors >= 3)
+        sampler.stop()
+    assert sampler.abandoned is False
+    assert why in sampler.summary()["last_error"]
+    gaps = [r for r in rows_of(tmp_path) if r["metric"] == "sample_error"]
+    assert len(gaps) >= 3 and {r["source"] for r in gaps} == {"emulated"}
+
+
+def test_stop_is_bounded_when_a_read_never_ends(tmp_path):
+    """Headers trickled one byte at a time keep a read alive with no read timeout firing:
+    stop() gives up on the loop after its bound and still writes a readable file."""
+    with HostileTelemetry() as bad:
+        sampler = Sampler(tmp_path, "run-1", sources_from(bad.specs("/header-trickle"),
+                                                          timeout_s=0.3), interval_s=0.05).start()
+        assert wait_for(lambda: bad.hits.get("/header-trickle", 0) >= 1)
+        assert sampler.stop(timeout_s=0.5) == tmp_path / "telemetry.parquet"
+        assert sampler.abandoned is True
+        assert "read still running" in sampler.summary()["last_error"]
+        ticks = sampler.ticks
+        sampler.tick()  # what the abandoned loop would do next: nothing is written
+        assert sampler.ticks == ticks
+    assert not (tmp_path / "telemetry.partial.arrows").exists()
+    assert rows_of(tmp_path) == []  # the one tick never finished: nothing half-written
+
+
+def test_the_partial_file_is_created_exclusively(tmp_path):
+    (tmp_path / "telemetry.partial.arrows").write_bytes(b"another sampler's ticks")
+    with pytest.raises(FileExistsError):
+        Sampler(tmp_path, "run-1", []).start()
+    assert (tmp_path / "telemetry.partial.arrows").read_bytes() == b"another sampler's ticks"

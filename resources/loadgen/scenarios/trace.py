@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from resources.loadgen.config import jsonl, step_name
+from resources.contract.digits import is_digits
+from resources.loadgen.config import MAX_TOKENS, jsonl, step_name
 from resources.loadgen.errors import LoadConfigError
 from resources.loadgen.workload import Item, filler_words
 
@@ -43,12 +44,15 @@ class TraceRow:
     hash_ids: tuple[int, ...] = ()
 
 
-def _int(path: Path, n: int, row: dict, key: str, lo: int) -> int:
+def _int(path: Path, n: int, row: dict, key: str, lo: int, hi: int = MAX_TOKENS) -> int:
+    """A length of the trace, `lo`..`hi` (the load's token bound: a longer one would make a
+    prompt that exhausts memory before a request is sent)."""
     v = row.get(key)
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+    if isinstance(v, str) and is_digits(v.strip().removeprefix("-")):
         v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise LoadConfigError(f"{path}:{n}: {key}: expected an integer >= {lo}, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise LoadConfigError(f"{path}:{n}: {key}: expected an integer from {lo} to {hi:,}, "
+                              f"got {str(v)[:40]!r}")
     return v
 
 
@@ -75,7 +79,7 @@ def _azure_ts(path: Path, n: int, text: str) -> int:
     head, _, frac = text.strip().partition(".")
     try:
         base = datetime.fromisoformat(head.replace(" ", "T") + "+00:00")
-        if frac and not frac.isdigit():
+        if frac and not is_digits(frac):
             raise ValueError
     except ValueError:
         raise LoadConfigError(f"{path}:{n}: TIMESTAMP: {text!r} is not 'YYYY-MM-DD HH:MM:SS[.f]'") from None

@@ -42,6 +42,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from resources.contract.digits import is_digits
 from resources.contract.timestamps import format_ts
 from resources.loadgen.errors import LeftBehind
 from resources.loadgen.loops import CANCEL_GRACE_S
@@ -74,7 +75,7 @@ class Arrival:
     def parse(cls, key: str) -> Arrival | None:
         """An arrival from its object name; None for anything else."""
         parts = key.split(".")
-        if len(parts) != 3 or not parts[0].isdigit() or not parts[2].isdigit():
+        if len(parts) != 3 or not is_digits(parts[0]) or not is_digits(parts[2]):
             return None
         return cls(int(parts[0]), parts[1], int(parts[2]))
 
@@ -235,7 +236,7 @@ class PodSync:
                 await asyncio.sleep(POLL_S)
                 continue
             arrivals = [a for a in map(Arrival.parse, keys) if a is not None]
-            gone = {int(k.split(".")[0]) for k in gone_keys if k.split(".")[0].isdigit()}
+            gone = {int(k.split(".")[0]) for k in gone_keys if is_digits(k.split(".")[0])}
             if self.started is None and clock.now_utc() >= self.start_at_ns + int(
                     (LATE_START_S + WINDOW_S) * 1e9):
                 # every start written in time is listed by now; no later one runs anything

@@ -54,6 +54,10 @@ class Engine:
     command: tuple[str, ...] = ()
     launch: Callable[..., list[str]] | None = None
     env: tuple[dict, ...] = ()  # extra container environment
+    # the environment variable the engine reads its API key from; None: it takes the key only
+    # as an argument. A variable keeps the key out of the process's arguments, which some
+    # engine versions print at start (and /proc shows to every process of the node).
+    api_key_env: str | None = None
     # a swept setting's name (max_num_seqs, max_num_batched_tokens, kv_cache_dtype,
     # speculative, quantization, ...) -> its arguments in this engine's own spelling
     settings: Mapping[str, Setting] = field(default_factory=dict)

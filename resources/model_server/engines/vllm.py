@@ -51,7 +51,8 @@ def launch(s) -> list[str]:
     args += s.runtime.setting_args(s.swept)
     if s.accelerator == "neuron" and s.neuron_config:
         args += ["--override-neuron-config", json.dumps(s.neuron_config, sort_keys=True)]
-    return args + ["--api-key", s.api_key_ref] + list(s.extra_args)
+    # the API key comes from VLLM_API_KEY (ENGINE.api_key_env), never an argument
+    return args + list(s.extra_args)
 
 
 MARKERS = {
@@ -79,5 +80,5 @@ COUNTERS = Counters(
 ENGINE = Engine(
     name="vllm", accelerator="nvidia", where="eks", family="vllm",
     command=("vllm", "serve"), launch=launch, settings=SETTINGS, quantization=QUANTIZATION,
-    markers=MARKERS, gauges=GAUGES, counters=COUNTERS,
+    markers=MARKERS, gauges=GAUGES, counters=COUNTERS, api_key_env="VLLM_API_KEY",
 )

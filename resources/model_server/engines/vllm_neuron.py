@@ -20,7 +20,7 @@ def tensor_parallel(instance_type: str, chips: int) -> int:
 
 ENGINE = Engine(
     name="vllm-neuron", accelerator="neuron", where="eks", family="vllm",
-    command=vllm.ENGINE.command, launch=vllm.launch,
+    command=vllm.ENGINE.command, launch=vllm.launch, api_key_env=vllm.ENGINE.api_key_env,
     env=({"name": "VLLM_NEURON_FRAMEWORK", "value": "neuronx-distributed-inference"},
          {"name": "NEURON_COMPILED_ARTIFACTS", "value": "/models/neuron-compiled"}),
     settings=vllm.SETTINGS, quantization=vllm.QUANTIZATION,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from resources.model_server.kube.client import KubeClient
+from resources.model_server.kube.client import KubeClient, KubeError
 from resources.model_server.kube.coldstart import Span, cold_start_phases
 from resources.model_server.kube.render import PORT, EngineSpec, api_key_secret, render
 
@@ -72,9 +72,20 @@ class EngineDeployment:
 
     def delete(self) -> None:
         """Delete the Service, the Deployment, the NetworkPolicy and the Secret; missing ones
-        are fine."""
+        are fine. Every object gets its delete even when an earlier one fails (a Service the
+        API would not delete must not leave the GPU Deployment running); the first failure
+        is raised afterwards, naming every object that could not be deleted."""
+        failed: list[str] = []
         for obj in reversed(self.objects):
-            self.kube.delete(obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"])
+            what = f"{obj['kind']}/{obj['metadata']['name']}"
+            try:
+                self.kube.delete(obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"])
+            except Exception as exc:  # noqa: BLE001 - the rest still gets deleted
+                log.warning("delete %s failed: %s", what, exc)
+                failed.append(f"{what}: {exc}")
+        if failed:
+            raise KubeError("engine teardown incomplete (the reaper removes what is left): "
+                            + "; ".join(failed))
 
     @contextmanager
     def deployed(self, *, timeout_s: float = 3600.0, poll_s: float = 5.0) -> Iterator[DeployedEngine]:

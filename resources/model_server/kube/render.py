@@ -66,8 +66,9 @@ class EngineSpec:
     expose: str = "cluster_ip"
     source_ranges: tuple[str, ...] = ()
     lb_scheme: str = "internal"  # internal | internet-facing
-    # An internet-facing load balancer, or a source range of everyone (0.0.0.0/0, ::/0),
-    # only with this explicit consent (SERVINGBENCH_EKS_ALLOW_PUBLIC=1).
+    # An internet-facing load balancer, or any source range that is not wholly private, only
+    # with this explicit consent (SERVINGBENCH_EKS_ALLOW_PUBLIC=plaintext-api-key: the key
+    # travels as a plain-HTTP bearer token).
     allow_public: bool = False
     owner: str | None = None  # the installation id (label, load balancer tag)
     run_as_user: int | None = None  # None: the image's user (root for the stock engines)
@@ -91,12 +92,13 @@ class EngineSpec:
                 net = ipaddress.ip_network(cidr)
             except ValueError:
                 raise ValueError(f"source_ranges: {cidr!r} is not a CIDR") from None
-            if net.prefixlen == 0 and not self.allow_public:
-                raise ValueError(f"source_ranges: {cidr} admits the whole internet; refused "
-                                 f"unless allow_public (SERVINGBENCH_EKS_ALLOW_PUBLIC=1)")
+            if not net.is_private and not self.allow_public:
+                raise ValueError(f"source_ranges: {cidr} is not a private range (the engine's "
+                                 "API key crosses it as plain HTTP); refused unless allow_public "
+                                 "(SERVINGBENCH_EKS_ALLOW_PUBLIC=plaintext-api-key)")
         if self.lb_scheme == "internet-facing" and not self.allow_public:
             raise ValueError("lb_scheme internet-facing is refused unless allow_public "
-                             "(SERVINGBENCH_EKS_ALLOW_PUBLIC=1)")
+                             "(SERVINGBENCH_EKS_ALLOW_PUBLIC=plaintext-api-key)")
         if self.run_as_user is not None and self.run_as_user < 1:
             raise ValueError(f"run_as_user must be a non-root uid (>= 1), got {self.run_as_user}")
 
@@ -137,7 +139,7 @@ def _container(s: EngineSpec) -> dict:
     limits = {device: str(s.devices), "cpu": s.cpu, "memory": f"{s.memory_gib}Gi"}
     env = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
         "name": "hf-token", "key": "token", "optional": True}}},
-        {"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {
+        {"name": engine.api_key_env or API_KEY_ENV, "valueFrom": {"secretKeyRef": {
             "name": s.api_key_secret, "key": "key"}}},
         {"name": "HF_HOME", "value": "/models/hf"}]
     env += [dict(e) for e in engine.env]
