@@ -11,6 +11,7 @@ from emulator import vision
 from resources.analysis.analyze import analyze_run
 from resources.contract import manifest as mf
 from resources.loadgen import run_load
+from resources.loadgen.scenarios.spec import Scenario
 from resources.telemetry import Sampler, sources_from
 from tests.support.loadgen import config, ns, rows
 
@@ -112,3 +113,15 @@ def test_speculative_decoding_acceptance_rate_from_the_engine_counters(start_ser
     assert abs(m["spec_acceptance_rate"] - expected) < 4 * sigma
     assert m["itl_multi_token_share"] > 0.3  # a step emits 1 + accepted tokens in one chunk
     assert analysis.metrics.schema.field("spec_acceptance_rate").type == "double"
+
+
+def test_multi_turn_history_keeps_its_images(server, tmp_path):
+    run_dir = tmp_path / "run"
+    run_load(config(server.base_url, api="chat", images=1, image_size=(336, 336),
+                    requests_per_step=4, concurrency=[2],
+                    scenario=Scenario("multi_turn", turns=2)), run_dir, progress=False)
+    turns = sorted((r["session_id"], r["turn"], r["input_images"], r["input_tokens"])
+                   for r in rows(run_dir))
+    assert [t[2] for t in turns] == [1, 2, 1, 2]  # every turn resends the earlier images
+    for first, second in zip(turns[::2], turns[1::2], strict=True):
+        assert second[3] > first[3] + 147  # the history, a new message and one more tile
