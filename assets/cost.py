@@ -9,8 +9,8 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from assets.partitions import run_value
-from resources.analysis.analyze import DEFAULT_SLO
 from resources.analysis.frontier import levels_of_folders
+from resources.analysis.metrics import DEFAULT_SLO
 from resources.analysis.summary import (
     FRONTIER_COLUMNS,
     WHAT_IF_COLUMNS,

@@ -91,7 +91,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--head-timeout-s", type=_positive(float), default=HEAD_TIMEOUT_S,
                    help="a request head not complete this long after its first byte: 408, closed")
     p.add_argument("--ground-truth", type=Path, default=None, help="JSONL, one line per request")
-    p.add_argument("--max-num-seqs", type=_positive(int), default=None)
+    p.add_argument("--max-num-seqs", type=_positive(int), default=None,
+                   help="sequences batched at once (default: the spec's, vLLM's 256); the rest "
+                   "wait, and their wait shows in TTFT")
+    p.add_argument("--max-num-batched-tokens", type=_positive(int), default=None,
+                   help="token budget of one step (default: the spec's, vLLM V1's 8192)")
+    p.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto",
+                   help="fp8: 1 byte per KV value (twice the tokens held, half the bytes read)")
     p.add_argument("--max-model-len", type=_positive(int), default=None)
     p.add_argument("--fixed-timing", type=_timing, default=None, metavar="TTFT_MS:ITL_MS",
                    help="bypass the model: constant TTFT and ITL in real ms (not scaled)")
@@ -214,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     except specs.SpecError as exc:
         print(f"servingbench emulator: {exc}", file=sys.stderr)
         return 2
-    fit = fit_of(cfg)
+    kv_bytes = 1.0 if a.kv_cache_dtype == "fp8" else 2.0
+    fit = fit_of(cfg, kv_bytes_per_value=kv_bytes)
     if not fit.fits:
         print(f"servingbench emulator: refusing to start: {fit.message}", file=sys.stderr)
         return 3
@@ -229,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
                    reasoning_details=not a.no_reasoning_details,
                    speculative=((a.spec_draft_tokens, a.spec_acceptance)
                                 if a.spec_draft_tokens else None),
-                   kv_cache_tokens=a.kv_cache_tokens)
+                   kv_cache_tokens=a.kv_cache_tokens,
+                   max_num_batched_tokens=a.max_num_batched_tokens,
+                   kv_cache_dtype=a.kv_cache_dtype)
     latency.set_slice(a.sched_slice_us * 1000)
     try:
         import uvloop

@@ -66,6 +66,9 @@ class Options:
     # a KV cache smaller than the memory left after the weights (vLLM's
     # --num-gpu-blocks-override × block size): long sessions then no longer fit
     kv_cache_tokens: int | None = None
+    # engine settings a sweep varies (None: the spec's default, vLLM's)
+    max_num_batched_tokens: int | None = None
+    kv_cache_dtype: str = "auto"  # auto (bf16) | fp8
 
 
 class App:
@@ -75,7 +78,7 @@ class App:
         self.served_model = opts.served_model_name or cfg.model.hf_id
         self.auth = f"Bearer {opts.api_key}" if opts.api_key else None
         self.clock = Clock()
-        self.model = PerfModel(cfg)
+        self.model = PerfModel(cfg, 1.0 if opts.kv_cache_dtype == "fp8" else 2.0)
         kv_tokens = self.model.kv_capacity_tokens(opts.fit.kv_capacity_gb)
         if opts.kv_cache_tokens is not None:
             kv_tokens = min(kv_tokens, opts.kv_cache_tokens)
@@ -93,8 +96,8 @@ class App:
             self.engine: FixedEngine | ModelEngine = FixedEngine(loop, self.metrics,
                                                                  *opts.fixed_timing, spec)
         else:
-            sched = Scheduler(self.model, max_seqs, int(cfg.serving["max_num_batched_tokens"]),
-                              kv_tokens, spec)
+            budget = opts.max_num_batched_tokens or int(cfg.serving["max_num_batched_tokens"])
+            sched = Scheduler(self.model, max_seqs, budget, kv_tokens, spec)
             self.engine = ModelEngine(loop, self.metrics, sched, opts.time_scale)
             self.metrics.devices = DeviceModel(cfg, opts.fit.overhead_gb / cfg.tp, kv_tokens,
                                                self.model.kv_bytes_per_token)
@@ -125,6 +128,9 @@ class App:
         o = self.opts
         config = {**o.cfg.describe(), "served_model_name": self.served_model,
                   "time_scale": o.time_scale, "seed": o.seed, "max_num_seqs": self.max_num_seqs,
+                  "max_num_batched_tokens": (o.max_num_batched_tokens
+                                             or int(o.cfg.serving["max_num_batched_tokens"])),
+                  "kv_cache_dtype": o.kv_cache_dtype,
                   "max_model_len": self.max_model_len,
                   "fixed_timing_ms": list(o.fixed_timing) if o.fixed_timing else None,
                   "continuous_usage": o.continuous_usage, "usage": o.usage,

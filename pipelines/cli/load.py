@@ -136,6 +136,11 @@ def parser() -> argparse.ArgumentParser:
                    help="SLO search over rate: first probe (req/s, default 1)")
     w.add_argument("--start-concurrency", type=int, default=None,
                    help="SLO search over concurrency: first probe (default 1)")
+    w.add_argument("--ladder", default=None, metavar="START:FACTOR:MAX[:MIN_GAIN]",
+                   help="raise the load from START by FACTOR until output throughput gains "
+                   "less than MIN_GAIN (default 0.05) or a step is invalid, at most MAX "
+                   "(docs/sweeps.md); closed loop, or open loop with --ladder-over rate")
+    w.add_argument("--ladder-over", choices=["concurrency", "rate"], default="concurrency")
     k = p.add_argument_group("load workers (docs/workloads.md)")
     k.add_argument("--workers", type=int_or("auto", 1), default=1, metavar="N|auto",
                    help="worker processes sharing the load (default 1; auto: the cores left "
@@ -207,12 +212,34 @@ def scenario_from_args(a: argparse.Namespace):
     return None
 
 
+def ladder_from_args(a: argparse.Namespace):
+    """`--ladder 1:2:64[:0.05]` → a Ladder; LoadConfigError names the flag."""
+    from resources.loadgen.ladder import Ladder
+
+    if a.ladder is None:
+        return None
+    parts = a.ladder.split(":")
+    try:
+        numbers = [float(x) for x in parts]
+    except ValueError:
+        numbers = []
+    if len(parts) not in (3, 4) or len(numbers) != len(parts):
+        raise LoadConfigError(f"--ladder: expected START:FACTOR:MAX[:MIN_GAIN], got {a.ladder!r}")
+    keys = ("start", "factor", "max", "min_gain")
+    try:
+        return Ladder(a.ladder_over, **dict(zip(keys, numbers, strict=False)))
+    except LoadConfigError as exc:
+        raise LoadConfigError(f"--ladder: {exc}") from None
+
+
 def config_from_args(a: argparse.Namespace) -> LoadConfig:
     scenario = scenario_from_args(a)
     kind = scenario.kind if scenario else None
+    ladder = ladder_from_args(a)
     concurrency = a.concurrency
     if concurrency is None:
-        concurrency = [] if (a.rate or a.profile or kind in ("trace", "slo_search")) else [1, 4, 8, 16, 32]
+        concurrency = [] if (a.rate or a.profile or ladder or kind in ("trace", "slo_search")) \
+            else [1, 4, 8, 16, 32]
     requests = a.requests if a.requests is not None else (None if a.duration else 64)
     if kind == "batch":  # the throughput job: long input, short output, unless told otherwise
         a.input_tokens = a.input_tokens or BATCH_INPUT_TOKENS
@@ -235,7 +262,7 @@ def config_from_args(a: argparse.Namespace) -> LoadConfig:
         total_timeout_s=a.total_timeout, drain_timeout_s=a.drain_timeout,
         continuous_usage=not a.no_continuous_usage, use_tokenize=not a.no_tokenize,
         headers=dict(a.header), run_id=a.run_id, scenario=scenario,
-        workers=a.worker_count if a.worker_index is not None else _n_workers(a),
+        workers=a.worker_count if a.worker_index is not None else _n_workers(a), ladder=ladder,
         images=a.images, image_size=a.image_size or (1024, 768),
     )
 
@@ -288,7 +315,12 @@ def pod_share(a: argparse.Namespace):
 
 
 def _judge(cfg: LoadConfig, run_dir: Path):
-    """An SLO search asks the analysis whether each probe met the SLO."""
+    """An SLO search asks the analysis whether each probe met the SLO; a ladder asks for each
+    step's validity and output tokens/s."""
+    if cfg.ladder is not None:
+        from resources.analysis.workload_outputs import throughput_reading
+
+        return lambda step: throughput_reading(run_dir, step)
     if cfg.scenario is None or cfg.scenario.kind != "slo_search":
         return None
     from resources.analysis.workload_outputs import judge
@@ -382,6 +414,8 @@ def main(argv: list[str]) -> int:
     for s in result.steps:
         if s["client_limited"]:
             print(f"  step {s['step']}: CLIENT-LIMITED (the analyzer marks it invalid)")
+    if result.ladder_stop:
+        print(f"  ladder {result.ladder_stop}")
     for w in result.failed_workers:
         print(f"servingbench load: worker {w['name']} failed ({w['reason']}); its records up to "
               f"then are kept, and the steps it was in are marked client-limited", file=sys.stderr)

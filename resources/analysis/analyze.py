@@ -20,7 +20,7 @@ from resources.analysis.rundir import RunFolder, is_disk_full, locate_unreadable
 from resources.analysis.telemetry import read_telemetry, telemetry_metrics
 from resources.contract import durable
 from resources.contract.manifest import ManifestError
-from resources.contract.schemas import SchemaError, write_parquet
+from resources.contract.schemas import SchemaError, check_output, write_parquet
 
 ACCEPTED, MALFORMED, REJECTED = 0, 2, 3
 NO_ROOM = 74  # sysexits' EX_IOERR: the outputs did not fit on the disk (the input is fine)
@@ -80,9 +80,10 @@ def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | No
                            context: pa.Table | None = None) -> None:
     """contract §3.1 always, with TTFT by context length; §3.4 for a batch job, §3.5 for an
     SLO search."""
-    write_parquet(workload_outputs.by_cache(run), run.path / "derived_metrics_by_cache.parquet")
-    write_parquet(context if context is not None else workload_outputs.by_context(run),
-                  run.path / "ttft_by_context.parquet")
+    write_parquet(check_output(workload_outputs.by_cache(run), "derived_metrics_by_cache"),
+                  run.path / "derived_metrics_by_cache.parquet")
+    context = context if context is not None else workload_outputs.by_context(run)
+    write_parquet(check_output(context, "ttft_by_context"), run.path / "ttft_by_context.parquet")
     for name, obj in (("job.json", job), ("slo_capacity.json", capacity)):
         if obj is not None:
             durable.write_json(run.path / name, obj)
@@ -92,16 +93,16 @@ def _write_outputs(run: RunFolder, gates, metrics, tm, cost, headline, job, capa
                    frontier, what_if, context) -> None:
     run_dir = run.path
     _write_gates(run_dir, gates)
-    write_parquet(metrics, run_dir / "derived_metrics.parquet")
+    write_parquet(check_output(metrics, "derived_metrics"), run_dir / "derived_metrics.parquet")
     if tm is not None:
-        write_parquet(tm, run_dir / "telemetry_metrics.parquet")
+        write_parquet(check_output(tm, "telemetry_metrics"), run_dir / "telemetry_metrics.parquet")
     write_workload_outputs(run, job, capacity, context)
-    write_parquet(frontier, run_dir / "frontier.parquet")
+    write_parquet(check_output(frontier, "frontier"), run_dir / "frontier.parquet")
     # a stale copy of a withheld output (a re-analysis now rejects the run) is removed
     for name, table in zip((*COST_FILES, "cost_what_if.parquet"), (cost, headline, what_if),
                            strict=True):
         if table is not None:
-            write_parquet(table, run_dir / name)
+            write_parquet(check_output(table, name.removesuffix(".parquet")), run_dir / name)
         else:
             (run_dir / name).unlink(missing_ok=True)
 

@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from resources.analysis import sqlfiles
 from resources.analysis.rundir import RunFolder
+from resources.contract.schemas import check_output
 
 DEFAULT_SLO = (2.0, 0.1)  # p99 TTFT s, p99 TPOT s
 
@@ -27,7 +28,7 @@ def step_metrics(run: RunFolder, slo: tuple[float, float] = DEFAULT_SLO,
     run.con.register("manifest_steps", _manifest_steps(run.manifest))
     metrics = sqlfiles.query(run.con, "step_metrics", run_id=run.manifest["run_id"],
                              source=run.manifest["source"], slo_ttft_s=slo[0], slo_tpot_s=slo[1])
-    return with_spec_acceptance(run, metrics, telemetry)
+    return check_output(with_spec_acceptance(run, metrics, telemetry), "derived_metrics")
 
 
 def with_spec_acceptance(run: RunFolder, metrics: pa.Table,

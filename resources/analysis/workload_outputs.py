@@ -126,3 +126,16 @@ def judge(run_dir: Path, step: str, slo: dict) -> tuple[bool, bool]:
     with open_run(Path(run_dir)) as run:
         rows = [r for r in step_metrics(run).to_pylist() if r["step"] == step]
     return probe_verdict(rows[0], slo) if rows else (False, False)
+
+
+def throughput_reading(run_dir: Path, step: str) -> tuple[bool, float | None]:
+    """A ladder's question about the step it just ran (records flushed so far): whether it
+    is valid (§3) and its output tokens/s; (False, None) when it has no row."""
+    from resources.analysis.metrics import step_metrics
+
+    with open_run(Path(run_dir)) as run:
+        rows = [r for r in step_metrics(run).to_pylist() if r["step"] == step]
+    if not rows:
+        return False, None
+    tok_s = rows[0]["output_tok_s"]
+    return bool(rows[0]["valid"]), None if tok_s is None or math.isnan(tok_s) else float(tok_s)

@@ -15,6 +15,9 @@ class LoadPlan:
     requests_per_step: int = 64
     warmup_requests: int = 8
     workers: int = 1  # load worker processes sharing each step (resources/loadgen/workers/)
+    # raise the load until output throughput stops rising (resources/loadgen/ladder.py):
+    # {over, start, factor, max, min_gain}; it replaces concurrency and rates
+    ladder: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,11 @@ class Candidate:
     quality: QualityPlan | None = None
     speculative: SpeculativePlan | None = None
     reasoning: ReasoningPlan | None = None
+    # engine settings by their common name (max_num_seqs, max_num_batched_tokens,
+    # kv_cache_dtype, speculative); each engine spells them (model_server/engines/<engine>.py)
+    engine_args: dict = field(default_factory=dict)
+    # {name, settings} when the candidate is one combination of a sweep (pipelines/sweeps.py)
+    sweep: dict | None = None
 
     @property
     def model_key(self) -> str:

@@ -46,7 +46,10 @@ class LoadLoops:
         self.session: pool.Pool | None = None  # the keep-alive connections
         self.save: Callable[[], None] = lambda: None  # writes the manifest so far
         self.server: ServerMetrics | None = None  # the engine's /metrics around each step
-        self.judge = None  # SLO search: (run_dir, step) -> (valid, met), from the analysis
+        # the analysis' verdict on a step just run: an SLO search's (valid, met), a ladder's
+        # (valid, output tok/s)
+        self.judge = None
+        self.ladder_stop: str | None = None  # why a ladder stopped where it did
         self.share = Share()  # this process's part of the load (several workers)
         # Several workers: `await sync(run, label)` meets the others before each step and
         # returns the step's common start (perf_counter ns); None: one process, no wait.

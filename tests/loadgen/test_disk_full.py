@@ -129,7 +129,11 @@ def test_a_disk_that_fills_mid_step_stops_the_run_cleanly(emulator, disk, capsys
     m = mf.load(run_dir / "manifest.json")
     assert m["phases"]["steady"]["ended_at"] is not None
     assert m["phases"]["warmup"]["ended_at"] is not None
-    assert m["steps"] == []  # the one step was cut short by the full disk
+    # the one step was cut short by the full disk: listed, and flagged client-limited (its
+    # load was never fully sent), so its rows never read as a valid step
+    assert m["steps"] == [{"step": "c=8", "load_mode": "concurrency", "target": 8.0,
+                           "client_limited": True, "client_cpu_share": None,
+                           "loop_lag_p99_s": None}]
 
     steady, warm, _ = _kept(done, run_dir)
     assert warm is not None and warm.num_rows == 4
@@ -172,7 +176,8 @@ def test_a_worker_process_on_a_full_disk_stops_the_run_cleanly(emulator, disk):
         assert reason in w["reason"]
     assert {w["name"] for w in m["workers"]} == {"w0", "w1"}
     assert m["phases"]["steady"]["ended_at"] is not None
-    assert m["steps"] == []
+    # the step the full disk cut short: listed, client-limited
+    assert [(s["step"], s["client_limited"]) for s in m["steps"]] == [("c=8", True)]
     # the failed worker's streams stay as its shards, read like any other
     assert [n for n in names if n.endswith(PARTIAL_SUFFIX)], names
     steady, warm, _ = _kept(done, run_dir)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.config import ConfigError, load_candidates
+from pipelines.catalog import load_candidates
+from pipelines.config import ConfigError
 
 GOOD = ("name: c1, instance_type: p5.48xlarge, "
         "model: meta-llama/Llama-4-Scout-17B-16E-Instruct, precision: bf16, tensor_parallel: 8")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from resources.replay import RecordedBill, ReplayCluster, ReplayLoad, ReplayModelServer
 from tests.support.chain import materialized, run_job
+from tests.support.replay import RecordedBill, ReplayCluster, ReplayLoad, ReplayModelServer
 from tests.support.runbuilder import RunBuilder
 
 HOURLY = 55.04

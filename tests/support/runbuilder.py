@@ -36,12 +36,14 @@ from resources.contract.schemas import (
     CHUNK_LOG,
     OPTIONAL_COLUMNS,
     REQUEST_LOG,
+    STATS,
     TELEMETRY,
     TS,
+    required_columns,
     write_parquet,
 )
-from resources.report.rundata import DERIVED_COLUMNS, STATS
 
+DERIVED_COLUMNS = required_columns("derived_metrics")  # what the analyzer writes
 T0 = mf.parse_ts("2026-11-29T02:00:00Z")
 S = 1_000_000_000  # ns per second
 MS = 1_000_000  # ns per millisecond

@@ -28,7 +28,8 @@ def _speculative(value) -> list[str]:
 
 SETTINGS = {
     "quantization": flag("--quantization"),
-    "kv_cache_dtype": flag("--kv-cache-dtype"),
+    # SGLang names the FP8 format (fp8_e4m3 | fp8_e5m2); `fp8` is vLLM's e4m3 default
+    "kv_cache_dtype": lambda value: ["--kv-cache-dtype", {"fp8": "fp8_e4m3"}.get(value, value)],
     "max_num_seqs": flag("--max-running-requests"),
     # vLLM's per-step token budget is, with chunked prefill, SGLang's prefill chunk size
     "max_num_batched_tokens": flag("--chunked-prefill-size"),
