@@ -16,7 +16,15 @@ from typing import Any
 import yaml
 
 from resources.billing.price_bases import sheet_bases
-from resources.contract.candidate import Candidate, LlamaCppPlan, LoadPlan, PriceBasis, QualityPlan
+from resources.contract.candidate import (
+    Candidate,
+    LlamaCppPlan,
+    LoadPlan,
+    PriceBasis,
+    QualityPlan,
+    ReasoningPlan,
+    SpeculativePlan,
+)
 from resources.contract.schemas import PRICE_BASES
 from resources.loadgen.config import MAX_TOKENS
 from resources.model_server import engines
@@ -60,17 +68,24 @@ _TYPES: dict[str, tuple[Any, str]] = {
     "engine": (str, f"one of {', '.join(ENGINES)}"),
     "image_digest": ((str, type(None)), "an image reference pinned by digest, or null"),
     "max_model_len": (int, "a positive integer"),
-    "scenario": (dict, "a mapping: kind (fixed, multi_turn, trace, batch, slo_search) and its keys"),
+    "scenario": (dict, "a mapping: kind (fixed, multi_turn, agentic, trace, batch, slo_search) and its keys"),
     "load": (dict, "a mapping with concurrency, rates, requests_per_step, warmup_requests, workers"),
     "price": (dict, "a mapping with region, purchase_option, sheet"),
     "pool": ((str, type(None)), "a name from `pools` (default: the instance family, e.g. p5)"),
     "llamacpp": (dict, "a mapping with model_file, threads, parallel, requantize_from"),
     "quality": (dict, "a mapping with reference, margin, items, seed, dataset, max_tokens"),
+    "speculative": (dict, "a mapping with method (eagle3, eagle, ngram, mtp), draft_tokens, "
+                    "draft_model, acceptance"),
+    "reasoning": (dict, "a mapping with parser (the engine's reasoning parser) and "
+                  "emulated_tokens (N or [LO, HI])"),
     "engine_args": (dict, "a mapping with max_num_seqs, max_num_batched_tokens, kv_cache_dtype, "
                           "speculative"),
 }
 _LLAMACPP_KEYS = {"model_file", "threads", "parallel", "requantize_from"}
 _QUALITY_KEYS = {"reference", "margin", "items", "seed", "dataset", "max_tokens"}
+_SPECULATIVE_KEYS = {"method", "draft_tokens", "draft_model", "acceptance"}
+_REASONING_KEYS = {"parser", "emulated_tokens"}
+SPECULATIVE_METHODS = ("eagle3", "eagle", "ngram", "mtp")
 _LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests", "workers", "ladder"}
 _PRICE_KEYS = {"region", "purchase_option", "sheet"}
 
@@ -257,6 +272,14 @@ def _check_sizes(scenario: dict, max_model_len: int, where: str) -> None:
         if total > max_model_len:
             raise ConfigError(f"{where}: input_tokens + output_tokens = {total:,} does not fit "
                               f"max_model_len {max_model_len:,}")
+    if scenario.get("kind") == "agentic":
+        from resources.loadgen.scenarios.spec import AGENTIC_MAX_CONTEXT
+
+        context = scenario.get("max_context_tokens", AGENTIC_MAX_CONTEXT)
+        if _is_int(context) and context > max_model_len:
+            raise ConfigError(f"{where}.max_context_tokens: {context:,} does not fit "
+                              f"max_model_len {max_model_len:,} (a session would be refused "
+                              "before it ends)")
     dataset = scenario.get("dataset")
     if dataset is not None and not (isinstance(dataset, str) and DATASET.fullmatch(dataset)):
         raise ConfigError(f"{where}.dataset: expected null or a dataset id, got {_short(dataset)}")
@@ -320,9 +343,15 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
                           f"{scenario['kind']}")
     llamacpp = _llamacpp_plan(merged.pop("llamacpp", None), merged, f"{where}.llamacpp")
     quality = _quality_plan(merged.pop("quality", None), f"{where}.quality")
+    speculative = _speculative_plan(merged.pop("speculative", None), f"{where}.speculative")
+    reasoning = _reasoning_plan(merged.pop("reasoning", None), f"{where}.reasoning")
     engine_args = _engine_args(merged.pop("engine_args", {}), merged, f"{where}.engine_args")
+    if speculative is not None and engine_args.get("speculative") not in (None, False):
+        raise ConfigError(f"{where}.engine_args.speculative: the candidate's `speculative` "
+                          "key already sets it; give one of the two")
     return Candidate(**{**merged, "scenario": dict(scenario), "load": load, "price": basis,
-                        "llamacpp": llamacpp, "quality": quality, "engine_args": engine_args})
+                        "llamacpp": llamacpp, "quality": quality, "engine_args": engine_args,
+                        "speculative": speculative, "reasoning": reasoning})
 
 
 def _engine_args(raw: dict, merged: dict, where: str) -> dict:
@@ -339,6 +368,44 @@ def _engine_args(raw: dict, merged: dict, where: str) -> dict:
     if missing:
         raise ConfigError(f"{where}.{missing[0]}: engine {engine} has no such setting")
     return args
+
+
+def _reasoning_plan(raw: dict | None, where: str) -> ReasoningPlan | None:
+    if raw is None:
+        return None
+    _check_keys(raw, _REASONING_KEYS, where)
+    parser = raw.get("parser")
+    if not (isinstance(parser, str) and NAME.fullmatch(parser)):
+        raise ConfigError(f"{where}.parser: expected the engine's reasoning parser name "
+                          f"(e.g. deepseek_r1), got {_short(parser)}")
+    n = raw.get("emulated_tokens", [256, 1024])
+    pair = [n, n] if _is_int(n) else n
+    if (not isinstance(pair, list) or len(pair) != 2 or not all(_is_int(v) and v >= 0 for v in pair)
+            or pair[0] > pair[1]):
+        raise ConfigError(f"{where}.emulated_tokens: expected N or [LO, HI] with 0 <= LO <= HI, "
+                          f"got {_short(n)}")
+    return ReasoningPlan(parser=parser, emulated_tokens=(pair[0], pair[1]))
+
+
+def _speculative_plan(raw: dict | None, where: str) -> SpeculativePlan | None:
+    if raw is None:
+        return None
+    _check_keys(raw, _SPECULATIVE_KEYS, where)
+    method = raw.get("method")
+    if method not in SPECULATIVE_METHODS:
+        raise ConfigError(f"{where}.method: {method!r} is not one of {', '.join(SPECULATIVE_METHODS)}")
+    k = raw.get("draft_tokens")
+    if not _is_int(k) or not 1 <= k <= 16:
+        raise ConfigError(f"{where}.draft_tokens: expected an integer 1..16, got {_short(k)}")
+    model = raw.get("draft_model")
+    if model is not None and not (isinstance(model, str) and model):
+        raise ConfigError(f"{where}.draft_model: expected a model id or null")
+    if method in ("eagle", "eagle3") and model is None:
+        raise ConfigError(f"{where}.draft_model: method {method} needs the drafter's checkpoint")
+    p = raw.get("acceptance", 0.7)
+    if not _is_number(p) or not 0 <= p <= 1:
+        raise ConfigError(f"{where}.acceptance: expected a probability in [0, 1], got {_short(p)}")
+    return SpeculativePlan(method=method, draft_tokens=k, draft_model=model, acceptance=float(p))
 
 
 def _llamacpp_plan(raw: dict | None, merged: dict, where: str) -> LlamaCppPlan | None:

@@ -250,13 +250,6 @@ def owner_from_env(env: Mapping[str, str]) -> str:
     return check_owner(value, "SERVINGBENCH_EKS_OWNER")
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool:
-    value = env.get(name, "")
-    if value not in ("", "0", "1"):
-        raise ValueError(f"{name}={value!r}: expected 1 or 0")
-    return value == "1"
-
-
 def _uid(env: Mapping[str, str], name: str) -> int | None:
     value = env.get(name, "")
     if not value:

@@ -72,6 +72,10 @@ class LoadConfig:
     scenario: Scenario | None = None
     # load worker processes (or pods) sharing the load; workers/share.py says how it is split
     workers: int = 1
+    # multimodal prompts (chat API): this many generated images of image_size (width,
+    # height) in every prompt; a dataset row's own `images` list wins over them
+    images: int = 0
+    image_size: tuple[int, int] = (1024, 768)
     # raise the load until output throughput stops rising (ladder.py), instead of the
     # fixed concurrency / rate steps
     ladder: Ladder | None = None
@@ -170,6 +174,13 @@ def validate(cfg: LoadConfig) -> None:
         # each probe from the last one's records: neither is split across workers yet
         raise LoadConfigError(f"workers: scenario {cfg.scenario.kind} runs with one worker only "
                               f"(got workers={cfg.workers})")
+    if isinstance(cfg.images, bool) or not isinstance(cfg.images, int) or not 0 <= cfg.images <= 64:
+        raise LoadConfigError(f"images: {cfg.images!r} is not an integer in 0..64")
+    if cfg.images and cfg.api != "chat":
+        raise LoadConfigError("images: image prompts need the chat API (api: chat, --api chat)")
+    if (len(cfg.image_size) != 2 or not all(isinstance(v, int) and 0 < v <= 8192
+                                            for v in cfg.image_size)):
+        raise LoadConfigError(f"image_size: {cfg.image_size!r} is not (width, height) in 1..8192")
     if cfg.dataset is not None and not Path(cfg.dataset).is_file():
         raise LoadConfigError(f"dataset: {cfg.dataset} is not a file")
 

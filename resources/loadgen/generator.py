@@ -7,7 +7,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from resources.contract.candidate import Candidate, LoadPlan
-from resources.loadgen.scenarios.spec import BATCH_INPUT_TOKENS, BATCH_OUTPUT_TOKENS
+from resources.loadgen.images import parse_size
+from resources.loadgen.scenarios.spec import (
+    AGENTIC_INPUT_TOKENS,
+    AGENTIC_OUTPUT_TOKENS,
+    BATCH_INPUT_TOKENS,
+    BATCH_OUTPUT_TOKENS,
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,10 @@ class LoadGenerator:
         if scenario.kind == "batch":
             targets = {"input_tokens": BATCH_INPUT_TOKENS, "output_tokens": BATCH_OUTPUT_TOKENS,
                        **targets}
+        if scenario.kind == "agentic":
+            targets = {"input_tokens": AGENTIC_INPUT_TOKENS,
+                       "output_tokens": AGENTIC_OUTPUT_TOKENS, **targets}
+        images = targets.get("images") or 0
         cfg = LoadConfig(
             endpoint=endpoint, model=served_model, concurrency=list(plan.concurrency),
             rates=list(plan.rates), requests_per_step=plan.requests_per_step,
@@ -58,6 +68,10 @@ class LoadGenerator:
             output_tokens=self.output_tokens or targets.get("output_tokens") or 128,
             seed=self.seed, api_key_env=api_key_env or self.api_key_env, run_id=run_id,
             scenario=None if scenario.kind == "fixed" else scenario, workers=plan.workers,
+            # image prompts go through the chat API (the only one that carries images)
+            api="chat" if images else "completions", images=images,
+            image_size=parse_size(targets.get("image_size") or "1024x768",
+                                  f"{candidate.name}.scenario.image_size"),
             ladder=Ladder(**plan.ladder) if plan.ladder else None)
         return run_load(cfg, run_dir, progress=progress, judge=judge)
 

@@ -78,11 +78,14 @@ class LoadLoops:
         rid = str(uuid.uuid4())
         req = Request(rid, phase, step, mode, target, scheduled)
         try:
+            if body is None and item is None:
+                item = self.wl.next_item()
+            if item is not None and item.images:
+                req.input_images = len(item.images)
             if tag is not None:
                 tag(req)
             if body is None:
-                body = self.wl.body(item if item is not None else self.wl.next_item(),
-                                    self.stream_options)
+                body = self.wl.body(item, self.stream_options)
             headers = dict(self.headers)
             headers["X-Request-ID"] = rid
             await pool.send(self.session, self.url, body,

@@ -76,6 +76,9 @@ def load_args(gen: LoadGenerator, candidate: Candidate, endpoint: str, served_mo
         args += ["--duration", f"{gen.duration_s:g}"]
     if plan.requests_per_step:
         args += ["--requests", str(plan.requests_per_step)]
+    if targets.get("images"):  # image prompts go through the chat API only
+        args += ["--api", "chat", "--images", str(targets["images"]),
+                 "--image-size", str(targets.get("image_size") or "1024x768")]
     return args
 
 

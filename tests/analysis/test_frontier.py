@@ -230,3 +230,11 @@ def test_cheapest_at_each_level_with_its_runner_up():
     assert (w["reached"], w["of"], w["cheapest"]) == (1, 1, None)
     text = levels_text(list(_levels().values()))
     assert "2.08" in text and "3/3" in text
+
+
+def test_the_manifest_accelerators_per_node_wins_in_the_analysis(tmp_path):
+    b = clean_run()
+    b.manifest["accelerators_per_node"] = 4  # e.g. half a node's GPUs given to the engine
+    result = analyze_run(b.write(tmp_path / "run"))
+    (row,) = result.frontier.to_pylist()
+    assert row["accelerators"] == 4 and row["output_tok_s_per_accel"] == pytest.approx(22.5 / 4)

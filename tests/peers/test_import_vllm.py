@@ -126,7 +126,8 @@ def test_an_existing_run_folder_is_never_overwritten(tmp_path: Path, capsys) -> 
 def test_the_manifest_from_a_run_gives_candidate_scope_and_source(tmp_path: Path) -> None:
     base = mf.empty("own-run", "measured", mf.parse_ts("2026-11-30T17:00:00Z"))
     base.update(candidate="p5-scout-bf16-tp8", instance_type="p5.48xlarge", node_count=1,
-                region="us-east-1", account_id="123456789012")
+                region="us-east-1", account_id="123456789012", accelerator="H100",
+                accelerators_per_node=8)
     mf.dump(base, tmp_path / "manifest.json")
     shutil.copy(FIXTURE, tmp_path / "result.json")
     out = tmp_path / "run"
@@ -135,6 +136,8 @@ def test_the_manifest_from_a_run_gives_candidate_scope_and_source(tmp_path: Path
     m = mf.load(out / "manifest.json")
     assert (m["run_id"], m["source"], m["candidate"], m["instance_type"]) == (
         "vllm-import-1", "measured", "p5-scout-bf16-tp8", "p5.48xlarge")
+    assert (m["accelerator"], m["accelerators_per_node"]) == ("H100", 8)
+    assert m["phases"]["steady"]["started_at"] != base["created_at"]  # the peer's times, not its
 
 
 def test_a_listed_candidate_fills_the_manifest_and_an_unlisted_one_only_names_it(tmp_path, capsys) -> None:

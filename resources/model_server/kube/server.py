@@ -52,8 +52,13 @@ def engine_spec_for(candidate: Candidate, run_id: str, nodegroup: str, **expose)
         model=candidate.model, tensor_parallel=tp, devices=candidate.tensor_parallel,
         max_model_len=candidate.max_model_len, expert_parallel=candidate.expert_parallel,
         quantization=engine.quantization[candidate.precision],
-        # a sweep's engine settings by their common name; the engine's file spells them
-        settings=engine_args.active(candidate.engine_args or {}), **expose)
+        # a sweep's engine settings by their common name, and the candidate's speculative
+        # decoding and reasoning parser; the engine's file spells them
+        settings={**engine_args.active(candidate.engine_args or {}),
+                  **({"speculative": candidate.speculative.as_setting()}
+                     if candidate.speculative else {}),
+                  **({"reasoning_parser": candidate.reasoning.parser}
+                     if candidate.reasoning else {})}, **expose)
 
 
 class KubeModelServer(ModelServer):
