@@ -148,7 +148,32 @@ def run_guidellm(tmp: Path, a) -> dict:
             "imported": analyzed(out), "truth": truth_figures(truth, None)}
 
 
-RUNNERS = {"servingbench": run_servingbench, "aiperf": run_aiperf, "guidellm": run_guidellm}
+def run_inference_perf(tmp: Path, a) -> dict:
+    py = peers.python("inference-perf")
+    if py is None:
+        raise RuntimeError("inference-perf is not installed (make peers; it needs Python >= 3.12)")
+    tok = peers.tokenizer(py, tmp / "tok-inference-perf")
+    emu, truth = server(tmp, a)
+    try:
+        reports = peers.run_inference_perf(py, emu.base_url, tmp / "inference-perf", tok,
+                                           concurrency=a.concurrency, requests=a.requests,
+                                           input_tokens=INPUT_TOKENS,
+                                           output_tokens=a.output_tokens, timeout=900)
+    finally:
+        emu.stop()
+    ok = json.loads((reports / "stage_0_lifecycle_metrics.json").read_text())["successes"]
+    own = {"n": ok["count"], "ttft_ms_p50": ok["latency"]["time_to_first_token"]["median"] * 1e3,
+           "itl_ms_p50": ok["latency"]["inter_token_latency"]["median"] * 1e3,
+           "output_tok_s": ok["throughput"]["output_tokens_per_sec"]}
+    out = tmp / "inference-perf-imported"
+    assert cli(["import", "inference-perf", str(reports), "--out", str(out)]) == 0
+    # it sends no request id either: every request the server saw is the run's
+    return {"tool": "inference-perf", "version": peers.VERSIONS["inference-perf"] + " (installed)",
+            "peer": own, "imported": analyzed(out), "truth": truth_figures(truth, None)}
+
+
+RUNNERS = {"servingbench": run_servingbench, "aiperf": run_aiperf, "guidellm": run_guidellm,
+           "inference-perf": run_inference_perf}
 
 
 def err(x: float | None, truth: float) -> str:

@@ -18,7 +18,8 @@ from typing import Any
 
 import dagster as dg
 
-from pipelines.config import DEFAULT_FILE, REPO, ConfigError, load_candidates
+from pipelines.catalog import load_candidates
+from pipelines.config import DEFAULT_FILE, REPO, ConfigError
 from resources.aws.caller import Caller
 from resources.billing.cost_explorer import CostExplorerApi, CostExplorerBill
 from resources.billing.price_bases import PriceBasesLookup

@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("pipelines.cli.demo", "run the chain on the embedded default and print the headline "
              "(--real: llama.cpp on this host)"),
     "run": ("pipelines.cli.run", "benchmark one candidate with the profile of SERVINGBENCH_PROFILE"),
+    "sweep": ("pipelines.cli.sweep", "list a sweep's combinations and the ones the fit check "
+              "skips"),
     "ui": ("pipelines.cli.ui", "start the Dagster UI on 127.0.0.1"),
     "eks": ("pipelines.cli.eks", "reap expired node groups / refetch a run's bill (eks)"),
     "report": ("pipelines.cli.report", "write HTML reports of run folders"),

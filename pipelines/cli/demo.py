@@ -21,8 +21,9 @@ import sys
 import time
 from pathlib import Path
 
+from pipelines.catalog import load_candidates
 from pipelines.cli.argtypes import non_negative, positive, positive_floats, positive_int
-from pipelines.config import DEFAULT_FILE, REAL_FILE, REPO, ConfigError, load_candidates
+from pipelines.config import DEFAULT_FILE, REAL_FILE, REPO, ConfigError
 
 REAL_BANNER = ("=" * 78 + "\nMEASURED ON THIS HOST — llama.cpp's server and a real model on this "
                "machine's CPU;\npriced from this host's hourly price in "
@@ -49,6 +50,8 @@ def parser() -> argparse.ArgumentParser:
                    help="candidates YAML (default: candidates.yaml, or candidates_real.yaml "
                         "with --real)")
     p.add_argument("--only", default=None, help="comma list of candidate names (default: all)")
+    p.add_argument("--sweep", default=None, metavar="NAME",
+                   help="the combinations of this sweep of the file (its skips are listed)")
     p.add_argument("--data-dir", type=Path, default=REPO / "data", help="outputs (default ./data)")
     p.add_argument("--concurrency", default=None,
                    help="closed-loop steps (default 1,4,8; with --real the candidates' plan)")
@@ -88,15 +91,22 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"servingbench demo: {exc}", file=sys.stderr)
         return 2
-    names = [c.name for c in candidates]
+    # the file's own candidates; a sweep's combinations only when asked for (--sweep, --only)
+    names = [c.name for c in candidates if c.sweep is None]
     if args.only:
         wanted = args.only.split(",")
-        unknown = [n for n in wanted if n not in names]
+        unknown = [n for n in wanted if n not in {c.name for c in candidates}]
         if unknown:
             print(f"servingbench demo: unknown candidate {unknown[0]!r}; known: {', '.join(names)}",
                   file=sys.stderr)
             return 2
         names = wanted
+    if args.sweep:
+        from pipelines.cli.sweep import members
+
+        names = members(args.candidates, args.sweep, "servingbench demo")
+        if names is None:
+            return 2
     if args.real:
         from resources.model_server.llamacpp import engine_available
 
@@ -145,6 +155,11 @@ def main(argv: list[str]) -> int:
     label = "MEASURED on this host" if args.real else "EMULATED"
     print_headline(run_dirs, label)
     print_levels(run_dirs + [d for _, d in quality_dirs if d not in run_dirs], label, args.levels)
+    if args.sweep:
+        from pipelines.cli import sweep_frontier
+
+        print("\n" + sweep_frontier.text(run_dirs + [d for _, d in quality_dirs
+                                                    if d not in run_dirs], label))
     if args.real:
         print_quality(quality_dirs)
     for name, why in failures:
@@ -167,8 +182,8 @@ def main(argv: list[str]) -> int:
 def print_levels(run_dirs: list[str], label: str, levels) -> None:
     """contract §3.6 in the terminal: at each interactivity level, the cheapest candidate and
     its runner-up (the comparison writes the same rows to frontier_levels.parquet)."""
-    from resources.analysis.analyze import DEFAULT_SLO
     from resources.analysis.frontier import levels_of_folders
+    from resources.analysis.metrics import DEFAULT_SLO
     from resources.analysis.summary import levels_text
 
     if not run_dirs:

@@ -82,7 +82,8 @@ def base_manifest(args: argparse.Namespace) -> dict:
 
 
 def _candidate(name: str, path: Path) -> dict:
-    from pipelines.config import ConfigError, load_candidates
+    from pipelines.catalog import load_candidates
+    from pipelines.config import ConfigError
 
     try:
         found = {c.name: c for c in load_candidates(path)}

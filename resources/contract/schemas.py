@@ -44,9 +44,14 @@ REQUEST_LOG = pa.schema(
         ("session_id", pa.string()),
         ("turn", pa.int32()),
         ("cached_tokens", pa.int64()),
+        # reasoning models and multimodal prompts (contract §2.2)
+        ("reasoning_tokens", pa.int64()),
+        ("first_answer_at", TS),
+        ("input_images", pa.int32()),
     ]
 )
-OPTIONAL_COLUMNS = frozenset({"worker", "session_id", "turn", "cached_tokens"})
+OPTIONAL_COLUMNS = frozenset({"worker", "session_id", "turn", "cached_tokens", "reasoning_tokens",
+                              "first_answer_at", "input_images"})
 
 CHUNK_LOG = pa.schema(
     [
@@ -55,8 +60,12 @@ CHUNK_LOG = pa.schema(
         ("seq", pa.int64()),
         ("at", TS),
         ("tokens", pa.int64()),
+        # optional (contract §2.3): `reasoning` for a reasoning delta; null or `answer` otherwise
+        ("kind", pa.string()),
     ]
 )
+OPTIONAL_CHUNK_COLUMNS = frozenset({"kind"})
+CHUNK_KINDS = ("answer", "reasoning")
 
 BILL = pa.schema(
     [
@@ -91,10 +100,10 @@ TELEMETRY = pa.schema(
         ("value", pa.float64()),
     ]
 )
-TELEMETRY_SOURCES = ("dcgm", "neuron_monitor", "engine_metrics", "host", "emulated")
 TELEMETRY_METRICS = ("accel_util", "accel_mem_used_bytes", "accel_mem_total_bytes", "power_w",
-                     "energy_j", "kv_cache_usage", "requests_running", "requests_waiting",
-                     "host_cpu_util", "host_mem_used_bytes", "sample_error")
+                     "energy_j", "kv_cache_usage", "spec_draft_tokens", "spec_accepted_tokens",
+                     "requests_running", "requests_waiting", "host_cpu_util",
+                     "host_mem_used_bytes", "sample_error")
 
 # contract §3.6: frontier.parquet, one row per step of a run.
 FRONTIER = pa.schema(
@@ -175,6 +184,9 @@ SHARDED = ("warmup_log", "steady_state_request_log", "chunk_log")
 _WORKER = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
+_OPTIONAL = OPTIONAL_COLUMNS | OPTIONAL_CHUNK_COLUMNS
+
+
 class SchemaError(ValueError):
     """A record file is unreadable or does not match its schema. Names file and column."""
 
@@ -187,7 +199,7 @@ def conform(table: pa.Table, schema: pa.Schema, path: Path | str) -> pa.Table:
     """
     have = {f.name: f.type for f in table.schema}
     for field in schema:
-        if field.name not in have and field.name in OPTIONAL_COLUMNS:
+        if field.name not in have and field.name in _OPTIONAL:
             table = table.append_column(field.name, pa.nulls(table.num_rows, field.type))
             continue
         if field.name not in have:
@@ -392,6 +404,16 @@ DERIVED_METRICS_BY_CACHE = pa.schema(
         *_stats("ttft_s"), *_stats("e2e_s"),
     ]
 )
+# TTFT by context length (agentic sessions), per step × context bucket × cache class
+TTFT_BY_CONTEXT = pa.schema(
+    [
+        ("run_id", pa.string()), ("step", pa.string()), ("context_lo", pa.int64()),
+        ("context_hi", pa.int64()), ("cache", pa.string()), ("n_requests", pa.int64()),
+        ("n_ok", pa.int64()), ("ttft_s_p50", pa.float64()), ("ttft_s_p90", pa.float64()),
+        ("ttft_s_p99", pa.float64()), ("ttft_s_mean", pa.float64()), ("ttft_s_n", pa.int64()),
+        ("cached_share", pa.float64()),
+    ]
+)
 TELEMETRY_STEP_METRICS = pa.schema(
     [
         ("run_id", pa.string()), ("step", pa.string()), ("source", pa.string()),
@@ -429,6 +451,7 @@ HEADLINE = pa.schema(
 OUTPUTS: dict[str, pa.Schema] = {
     "derived_metrics": DERIVED_METRICS,
     "derived_metrics_by_cache": DERIVED_METRICS_BY_CACHE,
+    "ttft_by_context": TTFT_BY_CONTEXT,
     "telemetry_metrics": TELEMETRY_STEP_METRICS,
     "cost_per_1m": COST_PER_1M,
     "headline": HEADLINE,

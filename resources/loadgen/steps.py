@@ -95,8 +95,13 @@ class Run(LoadLoops):
         start = self.clock.now_utc()
         self.phases["steady"] = {"started_at": mf.format_ts(start), "ended_at": None}
         self.save()
-        if cfg.scenario is not None and cfg.scenario.kind != "fixed":
-            await scenario_steady(self)
+        if cfg.scenario is not None and cfg.scenario.kind != "fixed" or cfg.ladder is not None:
+            if cfg.ladder is not None:
+                from resources.loadgen.ladder_steps import steady as ladder_steady
+
+                await ladder_steady(self)
+            else:
+                await scenario_steady(self)
             self.phases["steady"]["ended_at"] = mf.format_ts(self.clock.now_utc())
             return
         for c in cfg.concurrency:

@@ -277,7 +277,10 @@ def manifest_for(run: PeerRun, base: dict, run_id: str, source: str) -> dict:
     if first is None:
         raise PeerFileError(f"{run.files[0]}: no request has a send time")
     m = mf.empty(run_id, source, first)
-    keep = set(mf.TOP_KEYS) - {"run_id", "source", "created_at", "phases", "steps"}
+    # what describes the candidate and its scope (accelerators, price bases included); never
+    # what belongs to the other run (its id, times, steps, workers, an import of its own)
+    keep = (set(mf.TOP_KEYS) | set(mf.OPTIONAL_KEYS)) - {
+        "run_id", "source", "created_at", "phases", "steps", "workers", "import"}
     m.update({k: v for k, v in base.items() if k in keep and v is not None})
     if m["model"] is None:
         m["model"] = run.model

@@ -14,6 +14,7 @@ from resources.analysis.ranking import Standing, rank
 from resources.contract.schemas import check_output, write_parquet
 from resources.report import frontier_section, telemetry
 from resources.report import sections as s
+from resources.report import workloads as wl
 from resources.report.html import (
     Cell,
     badge,
@@ -292,6 +293,9 @@ def render(runs: list[RunData], plots: dict[str, Path], slo: tuple[float, float]
         *([section("Workloads: SLO capacity searches and batch jobs",
                    workloads_table(latest), "workloads")]
           if any(r.slo_capacity or r.job for r in latest) else []),
+        *([section("Reasoning and speculative decoding", wl.comparison_table(
+            latest, lambda r: (headline_row(r, slo) or {}).get("step")), "reasoning")]
+          if wl.comparison_applies(latest) else []),
         section("Repeatability (steps run several times)", repeatability_table(spreads),
                 "repeatability"),
         section("Regression check (latest run vs earlier runs)",

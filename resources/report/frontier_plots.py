@@ -109,7 +109,8 @@ def plot_frontier_throughput(latest: Sequence[RunData], levels: Sequence[float])
         p, front, bad = line.points, pareto(line.points), _invalid(line.points)
         xs += list(p[X].dropna())
         ax.scatter(p[X], p[Y], s=14, color=color, alpha=0.45, zorder=2)
-        ax.plot(front[X], front[Y], color=color, lw=2, marker="o", ms=6, label=line.label,
+        ax.plot(front[X], front[Y], color=color, lw=2, marker="o", ms=6,
+                label=None if front.empty else line.label,
                 ls="--" if line.emulated else "-", zorder=3)
         for x, y, step in zip(front[X], front[Y], front["step"], strict=True):
             ax.annotate(step, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7,

@@ -17,7 +17,12 @@ from pipelines.cli import main as cli
 from resources.analysis import sqlfiles
 from resources.analysis.analyze import analyze_run
 from resources.contract import manifest as mf
-from resources.contract.schemas import CHUNK_LOG, REQUEST_LOG, read_records
+from resources.contract.schemas import (
+    CHUNK_LOG,
+    OPTIONAL_CHUNK_COLUMNS,
+    REQUEST_LOG,
+    read_records,
+)
 from tests.support.runbuilder import clean_run
 
 
@@ -51,8 +56,10 @@ def test_malformed_request_log_exits_2_naming_file_column_and_type(tmp_path, cap
 
 def test_nullability_flags_are_not_checked(tmp_path):
     run_dir = clean_run().write(tmp_path / "run")
-    strict = pa.schema([f.with_nullable(False) for f in CHUNK_LOG])
-    _rewrite(run_dir / "chunk_log.parquet", lambda t: t.cast(strict))
+    # the optional `kind` (all null here) is left out: an absent optional column is allowed
+    strict = pa.schema([f.with_nullable(False) for f in CHUNK_LOG
+                        if f.name not in OPTIONAL_CHUNK_COLUMNS])
+    _rewrite(run_dir / "chunk_log.parquet", lambda t: t.select(strict.names).cast(strict))
     assert analyze_run(run_dir).exit_code == 0
 
 

@@ -9,6 +9,7 @@ so it runs once per module and the tests read copies of its folder.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -165,6 +166,19 @@ def test_export_is_read_by_aiperfs_viewer_and_imports_back(aiperf_run, tmp_path)
     assert seen["n"] == REQUESTS and seen["concurrency"] == 2
     assert seen["ttft"] == pytest.approx(sorted((r["first_token_at"] - r["sent_at"]) / 1e6
                                                 for r in steady))
+    # `aiperf plot`, AIPerf's viewer, draws it: PNGs where a browser renders them (kaleido
+    # drives Chrome; `make chromium` installs Debian's), else it loads the data and says why
+    # it drew nothing
+    plots = tmp_path / "plots"
+    browser = shutil.which("chromium")
+    # its first run writes a plot config under $HOME: a home of the test's own
+    env = {**os.environ, "HOME": str(tmp_path), **({"BROWSER_PATH": browser} if browser else {})}
+    p = subprocess.run([str(py.parent / "aiperf"), "plot", str(step_dir), "--output", str(plots)],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert (plots / "summary.txt").exists()
+    if browser:
+        assert list(plots.glob("*.png")), (plots / "summary.txt").read_text()
     # and servingbench reads its own export back to the same requests
     back = tmp_path / "back"
     assert cli(["import", "aiperf", str(step_dir), "--out", str(back)]) == 0

@@ -16,6 +16,8 @@ from pipelines.profiles import Settings
 from resources.contract import manifest as mf
 from tests.support.eks.aws import fresh_s3_bucket, run_moto_server
 
+pytestmark = pytest.mark.slow  # real Dagster runs (and moto's server): left out of `make check`
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "peers" / "vllm_bench_serve_0.33.0.json"
 
 

@@ -126,7 +126,8 @@ def test_an_existing_run_folder_is_never_overwritten(tmp_path: Path, capsys) -> 
 def test_the_manifest_from_a_run_gives_candidate_scope_and_source(tmp_path: Path) -> None:
     base = mf.empty("own-run", "measured", mf.parse_ts("2026-11-30T17:00:00Z"))
     base.update(candidate="p5-scout-bf16-tp8", instance_type="p5.48xlarge", node_count=1,
-                region="us-east-1", account_id="123456789012")
+                region="us-east-1", account_id="123456789012", accelerator="H100",
+                accelerators_per_node=8)
     mf.dump(base, tmp_path / "manifest.json")
     shutil.copy(FIXTURE, tmp_path / "result.json")
     out = tmp_path / "run"
@@ -135,3 +136,34 @@ def test_the_manifest_from_a_run_gives_candidate_scope_and_source(tmp_path: Path
     m = mf.load(out / "manifest.json")
     assert (m["run_id"], m["source"], m["candidate"], m["instance_type"]) == (
         "vllm-import-1", "measured", "p5-scout-bf16-tp8", "p5.48xlarge")
+    assert (m["accelerator"], m["accelerators_per_node"]) == ("H100", 8)
+    assert m["phases"]["steady"]["started_at"] != base["created_at"]  # the peer's times, not its
+
+
+def test_a_listed_candidate_fills_the_manifest_and_an_unlisted_one_only_names_it(tmp_path, capsys) -> None:
+    out = tmp_path / "listed"
+    assert cli(["import", "vllm", str(FIXTURE), "--out", str(out),
+                "--candidate", "p5-scout-bf16-tp8", "--region", "us-east-1"]) == 0
+    m = mf.load(out / "manifest.json")
+    assert (m["candidate"], m["instance_type"], m["tensor_parallel"], m["region"]) == (
+        "p5-scout-bf16-tp8", "p5.48xlarge", 8, "us-east-1")
+    assert m["model"] == "meta-llama/Llama-4-Scout-17B-16E-Instruct"  # the candidate's, not vLLM's id
+    out = tmp_path / "unlisted"
+    assert cli(["import", "vllm", str(FIXTURE), "--out", str(out), "--candidate", "my-box",
+                "--instance-type", "g6e.xlarge", "--node-count", "2"]) == 0
+    m = mf.load(out / "manifest.json")
+    assert (m["candidate"], m["instance_type"], m["node_count"], m["model"]) == (
+        "my-box", "g6e.xlarge", 2, "fixed")
+    assert "not in" in capsys.readouterr().err
+
+
+def test_anchor_is_refused_for_a_peer_that_keeps_wall_clock_times(tmp_path, capsys) -> None:
+    assert cli(["import", "aiperf", str(tmp_path), "--out", str(tmp_path / "run"),
+                "--anchor", "2026-11-30T18:00:00Z"]) == 2
+    assert "--anchor: only for vllm and inference-perf" in capsys.readouterr().err
+
+
+def test_analyze_flag_runs_the_analyzer_and_returns_its_status(tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    assert cli(["import", "vllm", str(FIXTURE), "--out", str(out), "--analyze"]) == 0
+    assert (out / "gates.json").exists() and (out / "derived_metrics.parquet").exists()
