@@ -9,7 +9,8 @@ with the machine's load).
 `--baseline REF` runs the analyzer as it was at REF (`resources/`, `sql/` extracted with
 `git archive`) on the same run folder, one after the other, up to `--baseline-max` requests.
 Each child reports its peak RSS (getrusage, what `/usr/bin/time -v` calls "Maximum resident
-set size"); the DuckDB spill folder's largest size is sampled every 0.2 s.
+set size", and the child runs under `/usr/bin/time -v` too when it is there); the DuckDB
+scratch folder's largest size (database file and spill files) is sampled every 0.2 s.
 
 Writes benchmarks/out/analyze_scale.json and prints a markdown table for docs/performance.md.
 """
@@ -73,7 +74,8 @@ def run_child(mode: str, run_dir: Path, tree: Path = HERE.parent) -> dict:
     scratch = Path(tempfile.mkdtemp(prefix="sb-scale-tmp-"))
     env = {**os.environ, "PYTHONPATH": str(tree), "TMPDIR": str(scratch)}
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, mode, str(run_dir), str(HERE)],
+    timev = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
+    proc = subprocess.Popen([*timev, sys.executable, "-c", CHILD, mode, str(run_dir), str(HERE)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=tree, env=env)
     spill = 0
@@ -84,9 +86,14 @@ def run_child(mode: str, run_dir: Path, tree: Path = HERE.parent) -> dict:
     wall = time.perf_counter() - t0
     shutil.rmtree(scratch, ignore_errors=True)
     if proc.returncode != 0:
-        return {"error": err.strip().splitlines()[-1] if err.strip() else f"exit {proc.returncode}"}
+        mine = [ln for ln in err.splitlines()  # without /usr/bin/time's own lines
+                if ln.strip() and not ln.startswith("\t") and not ln.startswith("Command ")]
+        return {"error": mine[-1] if mine else f"exit {proc.returncode}"}
     row = json.loads(out.strip().splitlines()[-1])
     row.update(wall_s=wall, spill_peak_mb=spill / 2**20)
+    for line in err.splitlines():
+        if "Maximum resident set size" in line:  # /usr/bin/time -v, in kB
+            row["time_v_max_rss_mb"] = int(line.rsplit(":", 1)[1]) / 1024
     return row
 
 
@@ -156,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             if d is None:
                 continue
             if "error" in d:
-                print(f"| {r['requests']:,} | {r['chunk_rows']:,} | {label} | {d['error']} |")
+                print(f"| {r['requests']:,} | {r['chunk_rows']:,} | {label} | {d['error'][:200]} |")
                 continue
             mine = label == "this tree"
             print(f"| {r['requests']:,} | {r['chunk_rows']:,} | {label} | {d['analyze_s']:.1f} "
