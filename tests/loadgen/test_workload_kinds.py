@@ -162,3 +162,23 @@ def test_reasoning_and_answer_chunks_are_told_apart(payloads, tokens, flags):
     got_tokens, got_flags, _ = _kinds(*payloads)
     assert got_tokens == tokens
     assert (None if got_flags is None else list(got_flags)) == flags
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--images", "1"], "images: image prompts need the chat API"),
+    (["--api", "chat", "--images", "1", "--image-size", "10x"], "--image-size: expected WIDTHxHEIGHT"),
+    (["--max-context-tokens", "4096"], "--max-context-tokens: needs --scenario agentic"),
+    (["--api", "chat", "--scenario", "agentic", "--tool-result-tokens", "0"],
+     "tool_result_tokens: must be a positive integer"),
+])
+def test_bad_workload_flags_exit_2_naming_the_flag(tmp_path, capsys, flags, message):
+    from pipelines.cli.load import main
+
+    try:
+        code = main(["--endpoint", "http://127.0.0.1:9", "--model", "m",
+                     "--out", str(tmp_path / "run"), *flags])
+    except SystemExit as exc:  # argparse refuses a malformed value itself
+        code = exc.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
