@@ -182,3 +182,31 @@ def test_bad_workload_flags_exit_2_naming_the_flag(tmp_path, capsys, flags, mess
     assert code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_dataset_rows_name_image_sizes_or_files(tmp_path):
+    import base64
+    import json
+
+    from emulator.vision import data_url_size
+    from resources.loadgen.errors import LoadConfigError
+    from resources.loadgen.images import png
+    from resources.loadgen.workload import Tokenizer, Workload
+
+    (tmp_path / "cat.png").write_bytes(png(640, 480, (1, 2, 3)))
+    data = tmp_path / "rows.jsonl"
+    data.write_text(json.dumps({"prompt": "describe", "output_tokens": 8,
+                                "images": ["1024x768", "cat.png"]}) + "\n")
+    wl = Workload(config("http://127.0.0.1:1", api="chat", dataset=data),
+                  Tokenizer("http://127.0.0.1:1", "m", {}, False))
+    item = wl.next_item()
+    body = json.loads(wl.body(item, None))
+    parts = body["messages"][0]["content"]
+    assert parts[0]["type"] == "text" and parts[0]["text"].endswith("describe")
+    urls = [p["image_url"]["url"] for p in parts[1:]]
+    assert [data_url_size(u) for u in urls] == [(1024, 768), (640, 480)]
+    assert base64.b64decode(urls[1][22:]) == (tmp_path / "cat.png").read_bytes()
+    data.write_text(json.dumps({"prompt": "x", "images": ["missing.png"]}) + "\n")
+    with pytest.raises(LoadConfigError, match=r"rows\.jsonl:1: images: cannot read"):
+        Workload(config("http://127.0.0.1:1", api="chat", dataset=data),
+                 Tokenizer("http://127.0.0.1:1", "m", {}, False))
