@@ -155,6 +155,9 @@ USAGE = b',"usage":{"prompt_tokens":3,"completion_tokens":%d}}'
     # no usage streamed: one token a chunk, the kind from the JSON
     ([b'{"choices":[{"delta":{"reasoning_content":" a"}}]}',
       b'{"choices":[{"delta":{"content":" b"}}]}'], [1, 1], [1, 0]),
+    # SGLang's answer chunks carry `"reasoning_content": null`: answers, on the fast path
+    ([b'{"choices":[{"delta":{"role":null,"content":" a","reasoning_content":null}}]' + USAGE % 1],
+     [1], None),
     # an answer that quotes the word "reasoning" is still an answer
     ([b'{"choices":[{"delta":{"content":" \\"reasoning\\": no"}}]' + USAGE % 1], [1], None),
 ])
