@@ -9,7 +9,8 @@ with the machine's load).
 `--baseline REF` runs the analyzer as it was at REF (`resources/`, `sql/` extracted with
 `git archive`) on the same run folder, one after the other, up to `--baseline-max` requests.
 Each child reports its peak RSS (getrusage, what `/usr/bin/time -v` calls "Maximum resident
-set size"); the DuckDB spill folder's largest size is sampled every 0.2 s.
+set size", and the child runs under `/usr/bin/time -v` too when it is there); the DuckDB
+scratch folder's largest size (database file and spill files) is sampled every 0.2 s.
 
 Writes benchmarks/out/analyze_scale.json and prints a markdown table for docs/performance.md.
 """
@@ -73,7 +74,8 @@ def run_child(mode: str, run_dir: Path, tree: Path = HERE.parent) -> dict:
     scratch = Path(tempfile.mkdtemp(prefix="sb-scale-tmp-"))
     env = {**os.environ, "PYTHONPATH": str(tree), "TMPDIR": str(scratch)}
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, mode, str(run_dir), str(HERE)],
+    timev = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
+    proc = subprocess.Popen([*timev, sys.executable, "-c", CHILD, mode, str(run_dir), str(HERE)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=tree, env=env)
     spill = 0
@@ -84,9 +86,21 @@ def run_child(mode: str, run_dir: Path, tree: Path = HERE.parent) -> dict:
     wall = time.perf_counter() - t0
     shutil.rmtree(scratch, ignore_errors=True)
     if proc.returncode != 0:
-        return {"error": err.strip().splitlines()[-1] if err.strip() else f"exit {proc.returncode}"}
+        mine = [ln for ln in err.splitlines()  # without /usr/bin/time's own lines
+                if ln.strip() and not ln.startswith("\t") and not ln.startswith("Command ")]
+        return {"error": mine[-1] if mine else f"exit {proc.returncode}"}
     row = json.loads(out.strip().splitlines()[-1])
     row.update(wall_s=wall, spill_peak_mb=spill / 2**20)
+    cpu = 0.0
+    for line in err.splitlines():
+        if "Maximum resident set size" in line:  # /usr/bin/time -v, in kB
+            row["time_v_max_rss_mb"] = int(line.rsplit(":", 1)[1]) / 1024
+        elif "User time (seconds)" in line or "System time (seconds)" in line:
+            cpu += float(line.rsplit(":", 1)[1])
+    if cpu:
+        # CPU seconds (all threads, imports included): on a shared machine the wall time
+        # says how busy it was; this says what the analysis costs
+        row["cpu_s"] = cpu
     return row
 
 
@@ -154,10 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     out = HERE / "out"
     out.mkdir(exist_ok=True)
     (out / "analyze_scale.json").write_text(json.dumps(results, indent=2))
-    print("| requests | chunk rows | analyzer | analyze s (DuckDB + GX gates) | wall s | peak RSS MB "
+    print("| requests | chunk rows | analyzer | analyze s (DuckDB + GX gates) | wall s | CPU s | peak RSS MB "
           "| spill peak MB | GX import s | pandas metrics s | pandas / DuckDB | same ITL p99 "
           "| load avg before → after |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     nan = float("nan")
     for r in results:
         pd_ = r.get("pandas", {})
@@ -165,11 +179,12 @@ def main(argv: list[str] | None = None) -> int:
             if d is None:
                 continue
             if "error" in d:
-                print(f"| {r['requests']:,} | {r['chunk_rows']:,} | {label} | {d['error']} |")
+                print(f"| {r['requests']:,} | {r['chunk_rows']:,} | {label} | {d['error'][:200]} |")
                 continue
             mine = label == "this tree"
             print(f"| {r['requests']:,} | {r['chunk_rows']:,} | {label} | {d['analyze_s']:.1f} "
-                  f"| {d['wall_s']:.1f} | {d['peak_rss_mb']:,.0f} | {d['spill_peak_mb']:,.0f} "
+                  f"| {d['wall_s']:.1f} | {d.get('cpu_s', nan):.1f} | {d['peak_rss_mb']:,.0f} "
+                  f"| {d['spill_peak_mb']:,.0f} "
                   f"| {d['import_s']:.1f} "
                   f"| {pd_.get('analyze_s', nan) if mine else nan:.1f} "
                   f"| {r.get('pandas_over_duckdb', nan) if mine else nan:.1f}x "

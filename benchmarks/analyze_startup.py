@@ -64,13 +64,15 @@ def run_once(tree: Path, run_dir: Path, importtime: bool) -> dict:
            "-m", "pipelines.cli", "analyze", str(run_dir)]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], cwd=tree, env=env,
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *cmd], cwd=tree, env=env,
                           capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"analyze exited {proc.returncode}: {proc.stderr[-2000:]}")
     lines = proc.stderr.strip().splitlines()
-    out = {"wall_s": wall, "peak_rss_mb": int(lines[-1]) / 1024}
+    rss_kb, user, system = lines[-1].split()
+    # CPU seconds (all threads): on a shared machine the wall time says how busy it was
+    out = {"wall_s": wall, "cpu_s": float(user) + float(system), "peak_rss_mb": int(rss_kb) / 1024}
     if importtime:
         groups: dict[str, float] = {}
         total = 0.0
@@ -119,14 +121,15 @@ def main(argv: list[str] | None = None) -> int:
     (out / "analyze_startup.json").write_text(json.dumps(result, indent=2))
     print(f"{args.requests:,} requests x {args.chunks} chunks; load average after: "
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n")
-    print(f"| tree | wall s (median of {args.repeat}; runs) | peak RSS MB "
+    print(f"| tree | wall s (median of {args.repeat}; runs) | CPU s (median) | peak RSS MB "
           "| imports s (-X importtime) |")
-    print("|---|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|")
     for name in trees:
         walls = [r["wall_s"] for r in plain[name]]
+        cpu = statistics.median(r["cpu_s"] for r in plain[name])
         rss = statistics.median(r["peak_rss_mb"] for r in plain[name])
         print(f"| {name} | {statistics.median(walls):.2f} ({', '.join(f'{w:.2f}' for w in walls)}) "
-              f"| {rss:,.0f} | {timed[name]['imports_s']:.2f} |")
+              f"| {cpu:.2f} | {rss:,.0f} | {timed[name]['imports_s']:.2f} |")
     print("\n| package | " + " | ".join(f"{n} import s" for n in trees) + " |")
     print("|---|" + "---:|" * len(trees))
     keys = list(dict.fromkeys(k for n in trees for k in timed[n]["by_package"]))

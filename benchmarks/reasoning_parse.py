@@ -1,5 +1,6 @@
-"""The load generator's per-event parsing cost for an answer chunk (the regex fast path) and a
-reasoning chunk (JSON-decoded to tell its kind): `python benchmarks/reasoning_parse.py`.
+"""The load generator's per-event parsing cost for an answer chunk, a reasoning chunk (both on
+the regex fast path) and a chunk carrying both kinds (JSON-decoded to tell them apart):
+`python benchmarks/reasoning_parse.py`.
 
 Each figure is the best of 5 passes over 20,000 prebuilt vLLM-shaped chat chunks with
 continuous usage, fed to `sse._on_data` as the pool does; the minimum filters out the other
@@ -17,6 +18,7 @@ CHUNK = (b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"mode
          b'"finish_reason":null}],"usage":{"prompt_tokens":512,"prompt_tokens_details":'
          b'{"cached_tokens":0},"total_tokens":%d,"completion_tokens":%d}}')
 REASONING = CHUNK.replace(b'"content"', b'"reasoning_content"')
+BOTH = CHUNK.replace(b'"content"', b'"reasoning_content":" a","content"')
 
 
 def per_event_ns(payload: bytes, n: int = 20_000) -> float:
@@ -31,6 +33,7 @@ def per_event_ns(payload: bytes, n: int = 20_000) -> float:
 
 
 if __name__ == "__main__":
-    answer, reasoning = per_event_ns(CHUNK), per_event_ns(REASONING)
-    print(f"answer chunk (regex fast path): {answer:,.0f} ns/event")
-    print(f"reasoning chunk (JSON decoded): {reasoning:,.0f} ns/event ({reasoning / answer:.1f}x)")
+    answer, reasoning, both = per_event_ns(CHUNK), per_event_ns(REASONING), per_event_ns(BOTH)
+    print(f"answer chunk (fast path):        {answer:,.0f} ns/event")
+    print(f"reasoning chunk (fast path):     {reasoning:,.0f} ns/event ({reasoning / answer:.1f}x)")
+    print(f"both kinds in one (JSON decoded): {both:,.0f} ns/event ({both / answer:.1f}x)")

@@ -70,7 +70,7 @@ class LoadConfig:
     run_id: str | None = None
     # multi-turn, trace replay, batch or SLO search (scenarios/spec.py); None: the steps above
     scenario: Scenario | None = None
-    # load worker processes (or pods) sharing the load; share.py says how it is split
+    # load worker processes (or pods) sharing the load; workers/share.py says how it is split
     workers: int = 1
     # multimodal prompts (chat API): this many generated images of image_size (width,
     # height) in every prompt; a dataset row's own `images` list wins over them

@@ -3,9 +3,10 @@
 Per chunk the parser does a byte split and, when the server streams cumulative usage,
 one regex search for `"completion_tokens":N` - no JSON decode. Only chunks without usage
 (servers that do not support `continuous_usage_stats`), and any chunk the fast path does
-not fully recognise, are decoded and checked field by field; so are a reasoning model's
-chunks (`"reasoning` anywhere in the bytes), whose kind - reasoning or answer (contract
-§2.3) - only the JSON tells. Bytes that are not an OpenAI
+not fully recognise, are decoded and checked field by field. A reasoning model's chunk
+(`"reasoning` in the bytes) keeps the fast path when it is plainly reasoning text and no
+answer text (contract §2.3 `kind`); any other (both in one delta, a reasoning field that is
+not a string, usage details) is decoded. Bytes that are not an OpenAI
 stream raise Malformed: the request is a protocol_error (pool.py records it).
 """
 
@@ -30,6 +31,11 @@ _CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d{1,10})\s*[,}]')
 # an object, or an empty list. Anything else (`[1]`, `null`, a string) goes to the checked
 # slow path, which refuses it: usage beside a broken chunk is never counted as tokens.
 _CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*[{\]]')
+# A reasoning chunk's reasoning text (vLLM's and SGLang's spellings), a non-empty string; and
+# answer text beside it (a non-empty `content` or `text`). The fast path counts a chunk as
+# reasoning only with the first and without the second.
+_REASONING_TEXT = re.compile(rb'"reasoning(?:_content)?"\s*:\s*"(?:[^"\\]|\\.)')
+_ANSWER_TEXT = re.compile(rb'"(?:content|text)"\s*:\s*"(?:[^"\\]|\\.)')
 # Events per request: a token per chunk at most, plus role, usage-only and keep-alive
 # events; a stream past CHUNK_FACTOR x max_tokens + CHUNK_SLACK is no honest answer, and
 # without a bound one hostile stream grows memory and the chunk log without end.
@@ -120,13 +126,18 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
     """Handle one `data:` payload; True on `[DONE]`."""
     if payload == b"[DONE]":
         return True
-    if b'"reasoning' in payload:  # a reasoning model's chunk: which kind it is needs JSON
-        return _on_json(req, payload, at)
+    thinking = b'"reasoning' in payload  # a reasoning model's chunk, or its usage details
     m = _COMPLETION.search(payload)
     if m is not None and payload[:1] == b"{" and payload[-1:] == b"}":
         c = payload.find(b'"choices"')
         if c >= 0 and _CHOICES.match(payload, c) is None:
             return _on_json(req, payload, at)  # a shape the fast path does not take
+        # a reasoning chunk the fast path takes: reasoning text as a string, no answer text
+        # beside it; anything else with "reasoning in it (both kinds in one delta, a
+        # reasoning field of another type, usage details) is decoded and checked
+        if thinking and (_REASONING_TEXT.search(payload) is None
+                         or _ANSWER_TEXT.search(payload) is not None):
+            return _on_json(req, payload, at)
         if req.input_tokens is None and b'"prompt_tokens"' in payload:
             p = _PROMPT.search(payload)
             if p is None or b'"image' in payload:  # a count the fast path cannot read or check
@@ -152,7 +163,11 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
             req.usage_cum = total
             req.chunk_at.append(at)
             req.chunk_tokens.append(delta)
-            if req.chunk_reasoning is not None:  # an answer chunk after reasoning ones
+            if thinking:
+                if req.chunk_reasoning is None:  # the first: every chunk before it answered
+                    req.chunk_reasoning = bytearray(len(req.chunk_at) - 1)
+                req.chunk_reasoning.append(1)
+            elif req.chunk_reasoning is not None:  # an answer chunk after reasoning ones
                 req.chunk_reasoning.append(0)
         elif delta < 0:
             raise Malformed(f"usage.completion_tokens went down from {req.usage_cum} to {total}")

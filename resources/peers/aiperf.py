@@ -105,8 +105,9 @@ def _metric(metrics: dict, name: str, path: Path, where: str, kind=NUM):
     return value
 
 
-def _raw_chunks(raw: list[dict], path: Path) -> dict[str, list[int]]:
-    """request id -> the wall-clock ns of every SSE message that carried output text."""
+def _raw_chunks(raw: list[dict], path: Path) -> dict[str, list[tuple[int, str | None]]]:
+    """request id -> (wall-clock ns, kind) of every SSE message that carried output text;
+    kind `reasoning` for a reasoning delta, else None (an answer)."""
     out = {}
     for n, rec in enumerate(raw, 1):
         where = f"line {n}"
@@ -117,13 +118,15 @@ def _raw_chunks(raw: list[dict], path: Path) -> dict[str, list[int]]:
         times = []
         for j, resp in enumerate(need(rec, "responses", list, where, path)):
             perf = need(resp, "perf_ns", int, f"{where}.responses[{j}]", path)
-            if _carries_text(resp):
-                times.append(start_wall + (perf - start_perf))
+            if kind := _carries_text(resp):
+                times.append((start_wall + (perf - start_perf),
+                              "reasoning" if kind == "reasoning" else None))
         out[rid] = times
     return out
 
 
-def _carries_text(resp: dict) -> bool:
+def _carries_text(resp: dict) -> str | None:
+    """`answer` or `reasoning` when the message carried output text, else None."""
     for packet in resp.get("packets") or ():
         if not isinstance(packet, dict) or packet.get("name") != "data":
             continue
@@ -133,9 +136,11 @@ def _carries_text(resp: dict) -> bool:
             continue
         for choice in (data.get("choices") or []) if isinstance(data, dict) else ():
             delta = choice.get("delta") or {}
-            if choice.get("text") or delta.get("content") or delta.get("reasoning_content"):
-                return True
-    return False
+            if choice.get("text") or delta.get("content"):
+                return "answer"
+            if delta.get("reasoning_content") or delta.get("reasoning"):
+                return "reasoning"
+    return None
 
 
 def _version(summary: dict, raw: list[dict], folder: Path) -> str:
@@ -196,7 +201,9 @@ def _request(rec: dict, n: int, path: Path, steps: dict, chunks: dict | None) ->
         if r.request_id not in chunks:
             raise PeerFileError(f"{path.parent / RAW}: no raw record for request "
                                 f"{r.request_id} of {path.name} (a cut or mixed file)")
-        r.chunk_ns = chunks[r.request_id]
+        r.chunk_ns = [at for at, _ in chunks[r.request_id]]
+        kinds = [kind for _, kind in chunks[r.request_id]]
+        r.chunk_kinds = kinds if any(kinds) else None
     else:
         gaps = _metric(metrics, "inter_chunk_latency", path, where, kind=list) or []
         if not all(isinstance(g, NUM) for g in gaps):

@@ -51,6 +51,7 @@ class PeerRequest:
     output_tokens: int | None = None
     chunk_ns: list[int] | None = None      # absolute chunk times, when known
     chunk_tokens: list[int] | None = None  # tokens per chunk; None: one each
+    chunk_kinds: list[str | None] | None = None  # `reasoning` where the peer saw it (§2.3)
     status: str = "ok"
     http_status: int | None = None
     error: str | None = None
@@ -232,16 +233,19 @@ def _request_rows(run: PeerRun, run_id: str, phase: str) -> pa.Table:
 
 
 def _chunk_rows(run: PeerRun, run_id: str) -> pa.Table:
-    rid, seq, at, tokens = [], [], [], []
+    rid, seq, at, tokens, kinds = [], [], [], [], []
     for r in run.requests:
         for i, t in enumerate(r.chunk_ns or ()):
             rid.append(r.request_id)
             seq.append(i)
             at.append(t)
             tokens.append(r.chunk_tokens[i] if r.chunk_tokens else 1)
-    cols = [[run_id] * len(rid), rid, seq, at, tokens]
-    return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(cols, CHUNK_LOG, strict=True)],
-                                schema=CHUNK_LOG)
+            kinds.append(r.chunk_kinds[i] if r.chunk_kinds else None)
+    cols = {"run_id": [run_id] * len(rid), "request_id": rid, "seq": seq, "at": at,
+            "tokens": tokens, "kind": kinds}
+    # a column the contract adds later is written null, as an absent optional column reads
+    arrays = [pa.array(cols.get(f.name, [None] * len(rid)), f.type) for f in CHUNK_LOG]
+    return pa.Table.from_arrays(arrays, schema=CHUNK_LOG)
 
 
 def _span(rs: list[PeerRequest]) -> dict | None:

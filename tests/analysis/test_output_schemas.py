@@ -19,7 +19,7 @@ def test_every_output_of_a_real_analysis_has_its_contract_schema(tmp_path):
     # the clean run has no telemetry and no price bases; frontier_levels is the comparison's
     written = {p.stem for p in run_dir.glob("*.parquet")} & set(OUTPUTS)
     assert written == {"derived_metrics", "derived_metrics_by_cache", "cost_per_1m", "headline",
-                       "frontier"}
+                       "frontier", "ttft_by_context"}
     for name in written:
         schema = OUTPUTS[name]
         got = pq.read_schema(run_dir / f"{name}.parquet")

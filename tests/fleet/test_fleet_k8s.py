@@ -13,6 +13,8 @@ import yaml
 
 from tests.support.k8s_launcher import VALUES, RecordingBatchApi, launcher_kwargs, write_kubeconfig
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 REPO = Path(__file__).resolve().parents[2]
 EKS_ENV = {"SERVINGBENCH_PROFILE": "eks", "SERVINGBENCH_EKS_CLUSTER": "bench",
            "SERVINGBENCH_EKS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1",

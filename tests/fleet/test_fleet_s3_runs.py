@@ -15,6 +15,8 @@ import pytest
 from pipelines.cli import main as cli
 from resources.storage import runstore
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OUTPUTS = ("derived_metrics.parquet", "cost_per_1m.parquet", "headline.parquet")
 

@@ -12,6 +12,8 @@ from tests.support.hostile import API_KEY, API_KEY_ENV, leaks
 from tests.support.hostile_server import MODES
 from tests.support.loadgen import rows
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 # misbehaviour -> the status every one of its requests must end with
 MATRIX = {
     "good": "ok",

@@ -27,6 +27,8 @@ from resources.contract import manifest as mf
 from resources.contract.schemas import PARTIAL_SUFFIX, read_records
 from tests.support.loadgen import ROOT
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 DISK = 1 << 20  # the tmpfs, and the file-size limit: the chunk log fills it in a few seconds
 LOAD = ["--concurrency", "8", "--requests", "1000000", "--warmup-requests", "4",
         "--input-tokens", "16", "--output-tokens", "64", "--no-tokenize", "--no-progress",

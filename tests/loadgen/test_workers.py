@@ -30,6 +30,8 @@ from resources.loadgen.workers.shards import merge_shards
 from resources.loadgen.workers.share import Share
 from tests.support.loadgen import ROOT, config, ns, rows
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 TTFT_MS = 50
 
 

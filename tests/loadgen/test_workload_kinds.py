@@ -125,3 +125,40 @@ def test_multi_turn_history_keeps_its_images(server, tmp_path):
     assert [t[2] for t in turns] == [1, 2, 1, 2]  # every turn resends the earlier images
     for first, second in zip(turns[::2], turns[1::2], strict=True):
         assert second[3] > first[3] + 147  # the history, a new message and one more tile
+
+
+def _kinds(*payloads: bytes) -> tuple[list[int], bytearray | None, list[int]]:
+    from resources.loadgen import sse
+    from resources.loadgen.records import Request
+
+    req = Request("r", "steady", "c=1", "concurrency", 1.0, 0)
+    for at, p in enumerate(payloads, 1):
+        sse._on_data(req, p, at)
+    return req.chunk_tokens, req.chunk_reasoning, req.chunk_at
+
+
+USAGE = b',"usage":{"prompt_tokens":3,"completion_tokens":%d}}'
+
+
+@pytest.mark.parametrize(("payloads", "tokens", "flags"), [
+    # vLLM chat (exclude_unset), then the answer: the fast path tells them apart
+    ([b'{"choices":[{"index":0,"delta":{"reasoning_content":" a b"}}]' + USAGE % 2,
+      b'{"choices":[{"index":0,"delta":{"content":" c"}}]' + USAGE % 3], [2, 1], [1, 0]),
+    # SGLang's nulls, and a completion's reasoning beside its empty text (newer spelling)
+    ([b'{"choices":[{"delta":{"role":null,"content":null,"reasoning_content":" a"}}]' + USAGE % 1,
+      b'{"choices":[{"index":0,"text":"","reasoning":" b"}]' + USAGE % 2,
+      b'{"choices":[{"delta":{"content":" c","reasoning_content":null}}]' + USAGE % 3],
+     [1, 1, 1], [1, 1, 0]),
+    # both kinds in one delta: an answer chunk (its first answer token is in it)
+    ([b'{"choices":[{"delta":{"reasoning_content":" a","content":" b"}}]' + USAGE % 2],
+     [2], None),
+    # no usage streamed: one token a chunk, the kind from the JSON
+    ([b'{"choices":[{"delta":{"reasoning_content":" a"}}]}',
+      b'{"choices":[{"delta":{"content":" b"}}]}'], [1, 1], [1, 0]),
+    # an answer that quotes the word "reasoning" is still an answer
+    ([b'{"choices":[{"delta":{"content":" \\"reasoning\\": no"}}]' + USAGE % 1], [1], None),
+])
+def test_reasoning_and_answer_chunks_are_told_apart(payloads, tokens, flags):
+    got_tokens, got_flags, _ = _kinds(*payloads)
+    assert got_tokens == tokens
+    assert (None if got_flags is None else list(got_flags)) == flags

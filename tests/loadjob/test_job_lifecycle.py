@@ -35,6 +35,8 @@ from tests.support.eks.specs import DIGEST
 from tests.support.emulator import FIXED_MODEL
 from tests.support.fleet import candidates_file
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "good"
 IMAGE = f"registry.example/servingbench@{DIGEST}"
 

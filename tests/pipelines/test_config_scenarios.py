@@ -123,3 +123,20 @@ def test_a_reasoning_model_names_its_parser(tmp_path):
     p.write_text(f"candidates:\n  - {{{GOOD}, reasoning: {{parser: x, emulated_tokens: [5, 1]}}}}\n")
     with pytest.raises(ConfigError, match=r"reasoning\.emulated_tokens: expected N or \[LO, HI\]"):
         load_candidates(p)
+
+
+def test_a_sweep_of_engine_args_speculation_reaches_the_emulator(tmp_path):
+    from resources.contract.candidate import Candidate
+    from resources.model_server.emulator import EmulatorModelServer, not_modelled
+
+    base = dict(name="c", instance_type="p5.48xlarge", model="meta-llama/Llama-4-Scout",
+                precision="bf16", tensor_parallel=8)
+    for spec, k in (({"method": "ngram", "num_speculative_tokens": 3}, "3"),  # vLLM's words
+                    ({"algorithm": "EAGLE", "num_steps": 2}, "2"), (4, "4")):  # SGLang's, a count
+        c = Candidate(**base, engine_args={"speculative": spec})
+        args = EmulatorModelServer().args(c, tmp_path)
+        assert args[args.index("--spec-draft-tokens") + 1] == k and not_modelled(c.engine_args) == []
+    p = tmp_path / "candidates.yaml"
+    p.write_text(f"candidates:\n  - {{{GOOD}, {SPEC}, engine_args: {{speculative: 4}}}}\n")
+    with pytest.raises(ConfigError, match=r"engine_args\.speculative: the candidate's `speculative`"):
+        load_candidates(p)

@@ -16,6 +16,8 @@ from pipelines.profiles import Settings
 from resources.loadgen.generator import LoadGenerator
 from tests.support.chain import checks, materialized, run_job
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 QUICK = LoadGenerator(concurrency=(1, 2), requests_per_step=6, warmup_requests=2,
                      output_tokens=16, input_tokens=64)
 

@@ -20,6 +20,8 @@ from resources.contract import manifest as mf
 from tests.support.chain import FIXTURES, materialized, replay_resources, run_job
 from tests.support.replay import ReplayLoad
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 CANDIDATE = "p5-scout-bf16-tp8"
 
 

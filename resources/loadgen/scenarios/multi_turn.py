@@ -82,7 +82,7 @@ async def steady(run) -> None:
 
 async def _closed(run, c: int, sessions: int | None, duration_s: float | None) -> InFlight:
     name = step_name("concurrency", c)
-    # several workers: this one's share of the slots and sessions (share.py)
+    # several workers: this one's share of the slots and sessions (workers/share.py)
     slots, sessions = run.share.concurrency(c), run.share.requests(sessions, c)
     stop_at = None if duration_s is None else _now() + int(duration_s * 1e9)
     started = 0
