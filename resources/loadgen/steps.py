@@ -32,6 +32,7 @@ class Run(LoadLoops):
     # (name, load_mode, target) of the steady step under way: a step a full disk cuts short
     # is still listed in steps[], flagged client_limited (its load was never fully sent)
     current: tuple[str, str, float] | None = None
+    current_profile: list[tuple[str, str, float]] = []  # a profile's segments, all under way
 
     async def run_step(self, name: str, mode: str, target: float, expected: int | None,
                        drive) -> None:
@@ -67,13 +68,12 @@ class Run(LoadLoops):
         """The step under way stopped before its end (a full disk): listed, client-limited,
         with no self-watch figures (the watch never finished). Its rows stay in the logs;
         without an entry they would read as a valid step."""
-        if self.current is None:
-            return
-        name, mode, target = self.current
-        self.current = None
-        self.steps.append({"step": name, "load_mode": mode, "target": float(target),
-                           "client_limited": True, "client_cpu_share": None,
-                           "loop_lag_p99_s": None})
+        cut = ([self.current] if self.current is not None else []) + self.current_profile
+        self.current, self.current_profile = None, []
+        for name, mode, target in cut:
+            self.steps.append({"step": name, "load_mode": mode, "target": float(target),
+                               "client_limited": True, "client_cpu_share": None,
+                               "loop_lag_p99_s": None})
 
     # --- phases ----------------------------------------------------------------------
     async def warmup(self) -> None:
@@ -137,7 +137,11 @@ class Run(LoadLoops):
             # profile (requests overlap segment boundaries), compared with their sum
             before = await self._scrape()
             origin = await self.barrier("profile")
+            # the segments run as one schedule: a full disk cuts every one not yet recorded
+            self.current_profile = [(name, "rate", rate) for name, rate, _, offs in segs
+                                    if self.share.deal(offs)]
             await self.open("steady", segs, origin, watches)
+            self.current_profile = []
             await self._scrape_end([name for name, _, _, offs in segs if offs], before)
             for (name, rate, _, offs), w in zip(segs, watches, strict=True):
                 if self.share.deal(offs):

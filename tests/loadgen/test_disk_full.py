@@ -206,3 +206,18 @@ def test_one_worker_of_several_on_a_full_disk_says_so(emulator, disk):
     steady, warm, _ = _kept(done, run_dir)
     assert set(steady.column("worker").to_pylist()) == {"pod-1"}
     assert warm is not None and warm.num_rows == 2  # its half of the warm-up
+
+
+def test_a_profile_cut_short_lists_every_segment_it_was_running():
+    """A profile's segments share one schedule: a full disk cuts all of them not yet
+    recorded, each listed client-limited (the single-step case runs end to end above)."""
+    from resources.loadgen.steps import Run
+
+    run = Run.__new__(Run)  # only the bookkeeping of the steps is exercised here
+    run.steps, run.current = [], None
+    run.current_profile = [("rate=2", "rate", 2.0), ("rate=4", "rate", 4.0)]
+    run._record_cut()
+    assert [(s["step"], s["client_limited"], s["loop_lag_p99_s"]) for s in run.steps] == [
+        ("rate=2", True, None), ("rate=4", True, None)]
+    run._record_cut()  # nothing under way any more: nothing listed twice
+    assert len(run.steps) == 2
