@@ -4,6 +4,13 @@ the same per-step metrics in the same run (the ratio is the figure; absolute sec
 with the machine's load).
 
     .venv/bin/python benchmarks/analyze_scale.py [--sizes 10000:128,100000:128,1000000:16]
+        [--steps 1,8,32] [--baseline REF] [--baseline-max N] [--pandas-max N] [--tmp DIR]
+
+`--baseline REF` runs the analyzer as it was at REF (`resources/`, `sql/` extracted with
+`git archive`) on the same run folder, one after the other, up to `--baseline-max` requests.
+Each child reports its peak RSS (getrusage, what `/usr/bin/time -v` calls "Maximum resident
+set size", and the child runs under `/usr/bin/time -v` too when it is there); the DuckDB
+scratch folder's largest size (database file and spill files) is sampled every 0.2 s.
 
 Writes benchmarks/out/analyze_scale.json and prints a markdown table for docs/performance.md.
 """
@@ -12,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -50,12 +58,68 @@ print(json.dumps({"import_s": t1 - t0, "analyze_s": t2 - t1,
 """
 
 
-def run_child(mode: str, run_dir: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(run_dir), str(HERE)],
-                          capture_output=True, text=True, cwd=HERE.parent)
+def _du(folder: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(folder):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(root, f))
+            except OSError:
+                pass
+    return total
+
+
+def run_child(mode: str, run_dir: Path, tree: Path = HERE.parent) -> dict:
+    """One analysis in a fresh process (from `tree`), its spill folder watched meanwhile."""
+    scratch = Path(tempfile.mkdtemp(prefix="sb-scale-tmp-"))
+    env = {**os.environ, "PYTHONPATH": str(tree), "TMPDIR": str(scratch)}
+    t0 = time.perf_counter()
+    timev = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
+    proc = subprocess.Popen([*timev, sys.executable, "-c", CHILD, mode, str(run_dir), str(HERE)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tree, env=env)
+    spill = 0
+    while proc.poll() is None:
+        spill = max(spill, _du(scratch))
+        time.sleep(0.2)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    shutil.rmtree(scratch, ignore_errors=True)
     if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        mine = [ln for ln in err.splitlines()  # without /usr/bin/time's own lines
+                if ln.strip() and not ln.startswith("\t") and not ln.startswith("Command ")]
+        return {"error": mine[-1] if mine else f"exit {proc.returncode}"}
+    row = json.loads(out.strip().splitlines()[-1])
+    row.update(wall_s=wall, spill_peak_mb=spill / 2**20)
+    cpu = 0.0
+    for line in err.splitlines():
+        if "Maximum resident set size" in line:  # /usr/bin/time -v, in kB
+            row["time_v_max_rss_mb"] = int(line.rsplit(":", 1)[1]) / 1024
+        elif "User time (seconds)" in line or "System time (seconds)" in line:
+            cpu += float(line.rsplit(":", 1)[1])
+    if cpu:
+        # CPU seconds (all threads, imports included): on a shared machine the wall time
+        # says how busy it was; this says what the analysis costs
+        row["cpu_s"] = cpu
+    return row
+
+
+def _paths_at(ref: str, cwd: Path, *paths: str) -> list[str]:
+    """Those of `paths` that exist at `ref` (the queries lived in a top-level sql/ before they
+    became package data of resources/analysis)."""
+    found = subprocess.run(["git", "ls-tree", "--name-only", ref, *paths], cwd=cwd,
+                           capture_output=True, text=True, check=True).stdout.split()
+    return [p for p in paths if p in found]
+
+
+def extract(ref: str, dest: Path) -> Path:
+    """The analyzer as it was at `ref`, in a folder of its own."""
+    dest.mkdir(parents=True)
+    paths = _paths_at(ref, HERE.parent, "resources", "sql")
+    tar = subprocess.run(["git", "archive", ref, *paths], cwd=HERE.parent,
+                         capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=tar, check=True)
+    return dest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,17 +128,31 @@ def main(argv: list[str] | None = None) -> int:
                    help="requests:chunks pairs, comma separated")
     p.add_argument("--pandas-max", type=int, default=100_000,
                    help="largest request count also run through the pandas reference")
+    p.add_argument("--steps", default="1,8,32",
+                   help="closed-loop concurrency of each step, comma separated")
+    p.add_argument("--baseline", help="a git ref whose analyzer runs beside this one")
+    p.add_argument("--baseline-max", type=int, default=100_000,
+                   help="largest request count also run through the baseline")
+    p.add_argument("--tmp", default=None, help="folder for the run folders (default TMPDIR)")
     args = p.parse_args(argv)
+    steps = tuple(int(s) for s in args.steps.split(","))
     results = []
+    base_root = Path(tempfile.mkdtemp(prefix="sb-scale-base-", dir=args.tmp))
+    base = extract(args.baseline, base_root / "tree") if args.baseline else None
     for item in args.sizes.split(","):
         n, chunks = (int(x) for x in item.split(":"))
-        work = Path(tempfile.mkdtemp(prefix=f"sb-scale-{n}-"))
+        work = Path(tempfile.mkdtemp(prefix=f"sb-scale-{n}-", dir=args.tmp))
         try:
             t = time.perf_counter()
-            synthetic_run(work / "run", n, chunks=chunks)
+            synthetic_run(work / "run", n, chunks=chunks, steps=steps)
             build_s = time.perf_counter() - t
             row = {"requests": n, "chunks_per_request": chunks, "chunk_rows": n * chunks,
-                   "build_s": build_s, "duckdb": run_child("duckdb", work / "run")}
+                   "steps": list(steps), "build_s": build_s,
+                   "run_mb": _du(work / "run") / 2**20, "loadavg_before": os.getloadavg(),
+                   "duckdb": run_child("duckdb", work / "run")}
+            if base is not None and n <= args.baseline_max:
+                row["baseline"] = run_child("duckdb", work / "run", base)
+            row["loadavg_after"] = os.getloadavg()
             if n <= args.pandas_max:
                 row["pandas"] = run_child("pandas", work / "run")
                 d, pd_ = row["duckdb"], row["pandas"]
@@ -86,18 +164,32 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row), file=sys.stderr, flush=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(base_root, ignore_errors=True)
     out = HERE / "out"
     out.mkdir(exist_ok=True)
     (out / "analyze_scale.json").write_text(json.dumps(results, indent=2))
-    print("| requests | chunk rows | analyze s (DuckDB + GX gates) | peak RSS MB | GX import s "
-          "| pandas metrics s | pandas / DuckDB | same ITL p99 |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| requests | chunk rows | analyzer | analyze s (DuckDB + GX gates) | wall s | CPU s | peak RSS MB "
+          "| spill peak MB | GX import s | pandas metrics s | pandas / DuckDB | same ITL p99 "
+          "| load avg before → after |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    nan = float("nan")
     for r in results:
-        d, pd_ = r["duckdb"], r.get("pandas", {})
-        print(f"| {r['requests']:,} | {r['chunk_rows']:,} | {d.get('analyze_s', float('nan')):.1f} "
-              f"| {d.get('peak_rss_mb', float('nan')):,.0f} | {d.get('import_s', float('nan')):.1f} "
-              f"| {pd_.get('analyze_s', float('nan')):.1f} | {r.get('pandas_over_duckdb', float('nan')):.1f}x "
-              f"| {r.get('same_itl_p99', '-')} |")
+        pd_ = r.get("pandas", {})
+        for label, d in (("this tree", r["duckdb"]), (f"at {args.baseline}", r.get("baseline"))):
+            if d is None:
+                continue
+            if "error" in d:
+                print(f"| {r['requests']:,} | {r['chunk_rows']:,} | {label} | {d['error'][:200]} |")
+                continue
+            mine = label == "this tree"
+            print(f"| {r['requests']:,} | {r['chunk_rows']:,} | {label} | {d['analyze_s']:.1f} "
+                  f"| {d['wall_s']:.1f} | {d.get('cpu_s', nan):.1f} | {d['peak_rss_mb']:,.0f} "
+                  f"| {d['spill_peak_mb']:,.0f} "
+                  f"| {d['import_s']:.1f} "
+                  f"| {pd_.get('analyze_s', nan) if mine else nan:.1f} "
+                  f"| {r.get('pandas_over_duckdb', nan) if mine else nan:.1f}x "
+                  f"| {r.get('same_itl_p99', '-') if mine else '-'} "
+                  f"| {r['loadavg_before'][0]:.1f} → {r['loadavg_after'][0]:.1f} |")
     return 0
 
 

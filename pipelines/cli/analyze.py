@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from pipelines.cli.argtypes import positive_floats
+from resources.analysis import gx
 from resources.analysis.analyze import MALFORMED, NO_ROOM, analyze_run
 from resources.analysis.metrics import DEFAULT_SLO
 from resources.analysis.summary import render
@@ -46,6 +47,7 @@ def main(argv: list[str]) -> int:
                   "of SLOs", file=sys.stderr)
             return MALFORMED
     slos = list(zip(ttft, tpot, strict=True))
+    gx.preload()  # Great Expectations imports (seconds) while DuckDB opens and scans the run
     if is_remote(args.run_dir):
         result = _analyze_remote(args.run_dir, slos)
         if result is None:

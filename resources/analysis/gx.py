@@ -3,20 +3,131 @@
 GX is imported lazily (it takes seconds) and used through one ephemeral context per
 process with progress bars off. Each call validates one DataFrame against a list of
 expectations and returns, per expectation, the `_row` keys of its unexpected rows.
+
+What GX imports that an in-memory pandas validation never uses is kept out of the import
+(measured in benchmarks/analyze_startup.py, docs/performance.md): the optional integrations
+it probes for are hidden while it is imported (`HIDDEN`), so it records them as not
+installed, and two modules it imports at module level only for expectations the gates never
+run are loaded on first use instead (`DEFERRED`). `preload()` starts the import on a thread
+of its own, so it overlaps the DuckDB work that comes before the first validation.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.util
 import itertools
 import logging
+import sys
+import threading
+import types
 import warnings
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 import pandas as pd
 
 _counter = itertools.count()
+
+# GX's optional integrations (`try: import sqlalchemy ... except ImportError` in
+# great_expectations/compatibility/): SQL, cloud storage and Spark data sources. The gates
+# validate pandas DataFrames in memory, so GX may take them as not installed. A module some
+# other part of the process has already imported stays as it is.
+HIDDEN = ("sqlalchemy", "boto3", "botocore", "google", "azure", "pyspark", "snowflake",
+          "trino", "databricks", "pyathena", "psycopg2", "pyodbc", "py4j")
+# Imported at module level by expect_column_kl_divergence_to_be_less_than (scipy.stats for
+# its test, altair for its chart), an expectation the gates never use: both load on first
+# attribute access instead, should anything touch them.
+DEFERRED = ("scipy.stats", "altair")
+
+
+class _Hide(importlib.abc.MetaPathFinder):
+    """Answers 'not installed' for the HIDDEN packages while it is on sys.meta_path, to the
+    thread importing GX only (another thread may import them meanwhile)."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+
+    def find_spec(self, name, path=None, target=None):
+        if threading.get_ident() == self.thread and name.split(".")[0] in HIDDEN:
+            raise ModuleNotFoundError(f"{name} hidden while Great Expectations is imported",
+                                      name=name)
+        return None
+
+
+class _Deferred(types.ModuleType):
+    """Stands in sys.modules for a module not imported yet; the first attribute asked of it
+    imports the real one (which then replaces it) and answers from it. (importlib's
+    LazyLoader would not do: `import altair` reads the module's `__spec__`, which loads it.)"""
+
+    def __getattr__(self, attr: str):
+        name = self.__name__
+        if sys.modules.get(name) is self:
+            del sys.modules[name]
+            parent, _, child = name.rpartition(".")
+            if parent and getattr(sys.modules.get(parent), child, None) is self:
+                delattr(sys.modules[parent], child)
+        return getattr(importlib.import_module(name), attr)
+
+
+def _defer(name: str) -> None:
+    """Put a stand-in for module `name` into sys.modules (and on its parent package)."""
+    if name in sys.modules or importlib.util.find_spec(name) is None:
+        return
+    stand_in = _Deferred(name)
+    sys.modules[name] = stand_in
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, stand_in)
+
+
+def _import_gx():
+    hide = _Hide()
+    sys.meta_path.insert(0, hide)
+    try:
+        for name in DEFERRED:
+            _defer(name)
+        import great_expectations as gx
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+    finally:
+        sys.meta_path.remove(hide)
+    return gx, ProgressBarsConfig
+
+
+_lock = threading.Lock()
+_ctx: tuple | None = None
+
+
+def _context():
+    global _ctx
+    with _lock:
+        if _ctx is None:
+            logging.getLogger("great_expectations").setLevel(logging.ERROR)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                gx, progress_bars = _import_gx()
+            ctx = gx.get_context(mode="ephemeral")
+            ctx.variables.progress_bars = progress_bars(globally=False)
+            source = ctx.data_sources.add_pandas("servingbench")
+            _ctx = (gx, ctx, source)
+        return _ctx
+
+
+def _preload() -> None:
+    try:
+        _context()
+    except Exception:  # noqa: BLE001 - the first validation imports again and raises
+        pass
+
+
+def preload() -> None:
+    """Start importing GX on a daemon thread (a no-op once it is imported): DuckDB releases
+    the GIL while it scans, so the import overlaps the SQL that runs before the gates. For a
+    process that only analyzes (the CLI): the import silences warnings process-wide while it
+    runs."""
+    if _ctx is None:
+        threading.Thread(target=_preload, name="gx-import", daemon=True).start()
 
 
 @dataclass(frozen=True)
@@ -24,19 +135,6 @@ class Outcome:
     expectation: str      # e.g. expect_column_values_to_not_be_null(sent_at)
     success: bool
     rows: frozenset[int]  # `_row` keys of the unexpected rows
-
-
-@cache
-def _context():
-    logging.getLogger("great_expectations").setLevel(logging.ERROR)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import great_expectations as gx
-        from great_expectations.data_context.types.base import ProgressBarsConfig
-    ctx = gx.get_context(mode="ephemeral")
-    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
-    source = ctx.data_sources.add_pandas("servingbench")
-    return gx, ctx, source
 
 
 def expectations():

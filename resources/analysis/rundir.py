@@ -3,13 +3,21 @@ DuckDB connection with one view per record set (`steady`, `warmup`, `chunks`, `b
 the table `chunk_gaps` (sql/chunk_gaps.sql) that the gates and the metrics share.
 
 Parquet files are scanned by DuckDB by their exact paths (only their schema is read here), so
-a 12.8M-row chunk log never passes through Python; a path DuckDB would read as a pattern
-goes through an Arrow dataset instead. A run killed half-way is read from its
+a 128M-row chunk log never passes through Python or Arrow; a path DuckDB would read as a
+pattern goes through an Arrow dataset instead. A run killed half-way is read from its
 `.partial.arrows` streams.
+
+DuckDB works within a memory limit (`SERVINGBENCH_ANALYZE_MEMORY`, default 4GB), on a
+database file it compresses and spill files for what does not fit, both in a private folder
+under the system's temporary directory (TMPDIR), removed when the run is closed: its defaults
+would take 80 % of the machine's memory and spill into `.tmp` in the working directory.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +27,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from resources.analysis import sqlfiles
+from resources.contract import durable
 from resources.contract import manifest as manifest_mod
 from resources.contract.schemas import (
     PARTIAL_SUFFIX,
@@ -41,9 +50,14 @@ class RunFolder:
     con: duckdb.DuckDBPyConnection
     has_bill: bool
     partial: list[str] = field(default_factory=list)  # record sets read from a partial stream
+    scratch: Path | None = None  # DuckDB's spill folder, removed on close
 
     def close(self) -> None:
-        self.con.close()
+        try:
+            self.con.close()
+        finally:
+            if self.scratch is not None:
+                shutil.rmtree(self.scratch, ignore_errors=True)
 
     def __enter__(self) -> RunFolder:
         return self
@@ -65,7 +79,8 @@ def _check_parquet_schema(path: Path, name: str) -> set[str]:
 # Characters DuckDB's file reader treats as a pattern (or expands): a path holding none of
 # them names exactly one file, so DuckDB's own (faster) parquet scan is exact for it.
 _PATTERN_CHARS = set("*?[]{}\\~")
-_DUCKDB_TYPES = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT"}
+_DUCKDB_TYPES = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+                 pa.timestamp("ns", tz="UTC"): "TIMESTAMPTZ"}
 
 
 def _register(con: duckdb.DuckDBPyConnection, run_dir: Path, name: str, view: str) -> str:
@@ -119,13 +134,39 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
-def open_run(path: Path, duckdb_path: str = ":memory:") -> RunFolder:
+MEMORY_ENV = "SERVINGBENCH_ANALYZE_MEMORY"
+DEFAULT_MEMORY = "4GB"
+
+
+def connect(duckdb_path: str | None = None) -> tuple[duckdb.DuckDBPyConnection, Path]:
+    """A DuckDB connection bounded in memory, with a new private folder (returned; the caller
+    removes it) for its spill files and, unless `duckdb_path` names another, its database
+    file. A database file, not `:memory:`: DuckDB compresses the tables it writes to a file
+    (chunk_gaps: ~10 bytes a row instead of ~42 in memory), so the chunk-level table of a
+    128M-chunk run stays within the limit instead of spilling. The limit covers DuckDB's
+    buffers (tables, sorts, hash tables), not the Python process around it."""
+    scratch = Path(tempfile.mkdtemp(prefix="servingbench-duckdb-"))
+    try:
+        con = duckdb.connect(duckdb_path or str(scratch / "analysis.duckdb"), config={
+            "memory_limit": os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY,
+            "temp_directory": str(scratch / "spill"),
+        })
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return con, scratch
+
+
+def open_run(path: Path, duckdb_path: str | None = None) -> RunFolder:
     """Open and check a run folder. Raises ManifestError or SchemaError (→ exit 2)."""
     path = Path(path)
     if not path.is_dir():
         raise SchemaError(f"{path}: not a run folder (no such directory)")
     manifest = manifest_mod.load(path / "manifest.json")
-    con = duckdb.connect(duckdb_path)
+    try:
+        con, scratch = connect(duckdb_path)
+    except duckdb.Error as exc:
+        raise SchemaError(f"{MEMORY_ENV}: {_first_line(exc)}") from None
     con.execute("SET TimeZone = 'UTC'")
     partial: list[str] = []
     has_bill = False
@@ -140,11 +181,25 @@ def open_run(path: Path, duckdb_path: str = ":memory:") -> RunFolder:
             if how == "partial":
                 partial.append(name)
         # chunk gaps are needed by both the gates and the metrics: compute them once
-        con.sql(sqlfiles.load("chunk_gaps")).create("chunk_gaps")
+        for table in ("steady_req", "chunk_gaps"):
+            con.sql(sqlfiles.load(table)).create(table)
     except (duckdb.Error, pa.ArrowException, OSError) as exc:
         con.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+        if is_disk_full(exc):
+            raise
         raise locate_unreadable(path, exc) from None
-    except Exception:
+    except BaseException:
         con.close()
+        shutil.rmtree(scratch, ignore_errors=True)
         raise
-    return RunFolder(path=path, manifest=manifest, con=con, has_bill=has_bill, partial=partial)
+    return RunFolder(path=path, manifest=manifest, con=con, has_bill=has_bill, partial=partial,
+                     scratch=scratch)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """A full disk, met writing an output or by DuckDB spilling (which reports it as an
+    IOException naming the OS error, not as an OSError)."""
+    if durable.is_disk_full(exc):
+        return True
+    return isinstance(exc, duckdb.Error) and "No space left on device" in str(exc)

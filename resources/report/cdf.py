@@ -65,5 +65,5 @@ def itl_cdf(run: RunData) -> Cdf:
     if run.requests is None or run.chunks is None or run.chunks.num_rows == 0:
         return {}
     steady = run.requests.filter(pc.field("phase") == "steady")
-    cols = _query("itl_cdf", ("chunk_gaps",), steady=steady, chunks=run.chunks)
+    cols = _query("itl_cdf", ("steady_req", "chunk_gaps"), steady=steady, chunks=run.chunks)
     return _by_step(cols, "itl_s", "cum_share")

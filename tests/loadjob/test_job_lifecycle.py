@@ -16,8 +16,8 @@ import pyarrow.ipc  # noqa: F401 - pa.ipc
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines.catalog import load_candidates
 from pipelines.cli.loadpod import uploads
-from pipelines.config import load_candidates
 from resources.analysis.analyze import analyze_run
 from resources.contract import manifest as mf
 from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED

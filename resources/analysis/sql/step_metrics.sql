@@ -1,6 +1,7 @@
 -- name: step_metrics
 -- contract §3: one row per step of the steady phase → derived_metrics.parquet.
--- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql),
+-- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql) and
+--                 steady_req (steady_req.sql),
 --                 manifest_steps (step, client_limited) from the manifest's steps[]
 -- params: $run_id, $source (manifest source), $slo_ttft_s, $slo_tpot_s (goodput thresholds)
 -- Durations are float64 seconds from integer nanoseconds: (epoch_ns(a) - epoch_ns(b)) / 1e9.
@@ -9,6 +10,10 @@ WITH req AS (
         step, load_mode, target, request_id, status = 'ok' AS ok,
         sent_at, finished_at, input_tokens, output_tokens,
         (epoch_ns(first_token_at) - epoch_ns(sent_at)) / 1e9 AS ttft,
+        -- time to first answer token: null without first_answer_at (an older log), and the
+        -- aggregates below skip nulls, so such a step has ttfat_s_n = 0 and null statistics
+        (epoch_ns(first_answer_at) - epoch_ns(sent_at)) / 1e9 AS ttfat,
+        reasoning_tokens,
         (epoch_ns(first_token_at) - epoch_ns(scheduled_at)) / 1e9 AS ttft_sched,
         (epoch_ns(sent_at) - epoch_ns(scheduled_at)) / 1e9 AS sched_lag,
         (epoch_ns(finished_at) - epoch_ns(sent_at)) / 1e9 AS e2e,
@@ -27,6 +32,7 @@ steps AS (
         (epoch_ns(max(finished_at)) - epoch_ns(min(sent_at))) / 1e9 AS window_s,
         CAST(sum(input_tokens) FILTER (WHERE ok) AS BIGINT) AS input_tokens,
         CAST(sum(output_tokens) FILTER (WHERE ok) AS BIGINT) AS output_tokens,
+        CAST(sum(reasoning_tokens) FILTER (WHERE ok) AS BIGINT) AS reasoning_tokens,
         sum(e2e) AS busy_s,
         count(*) FILTER (WHERE ok AND ttft <= $slo_ttft_s
                          AND (tpot <= $slo_tpot_s OR output_tokens < 2)) AS n_good,
@@ -35,6 +41,11 @@ steps AS (
         min(ttft) FILTER (WHERE ok) AS ttft_s_min,
         max(ttft) FILTER (WHERE ok) AS ttft_s_max,
         count(ttft) FILTER (WHERE ok) AS ttft_s_n,
+        quantile_cont(ttfat, [0.50, 0.90, 0.95, 0.99]) FILTER (WHERE ok) AS ttfat_q,
+        avg(ttfat) FILTER (WHERE ok) AS ttfat_s_mean,
+        min(ttfat) FILTER (WHERE ok) AS ttfat_s_min,
+        max(ttfat) FILTER (WHERE ok) AS ttfat_s_max,
+        count(ttfat) FILTER (WHERE ok) AS ttfat_s_n,
         quantile_cont(ttft_sched, [0.50, 0.90, 0.95, 0.99]) FILTER (WHERE ok) AS ttft_sched_q,
         avg(ttft_sched) FILTER (WHERE ok) AS ttft_sched_s_mean,
         min(ttft_sched) FILTER (WHERE ok) AS ttft_sched_s_min,
@@ -58,8 +69,9 @@ steps AS (
 -- Per-token ITL: chunk seq >= 1 of an ok request gives (at[seq] - at[seq-1]) / tokens,
 -- counted `tokens` times, so a chunk bundling k tokens weighs k.
 gaps AS (
-    SELECT step, tokens, itl_s AS itl
-    FROM chunk_gaps WHERE ok AND seq >= 1
+    SELECT r.step, g.tokens, g.itl_s AS itl
+    FROM chunk_gaps g JOIN steady_req r USING (req_no)
+    WHERE r.ok AND g.seq >= 1
 ),
 token_gaps AS (
     SELECT step, itl FROM gaps, range(tokens) WHERE itl IS NOT NULL
@@ -97,6 +109,8 @@ SELECT
     d.input_tokens, d.output_tokens, d.output_tok_s, d.request_s,
     d.achieved_concurrency, d.goodput_s,
     d.ttft_q[1] AS ttft_s_p50, d.ttft_q[2] AS ttft_s_p90, d.ttft_q[3] AS ttft_s_p95, d.ttft_q[4] AS ttft_s_p99, d.ttft_s_mean, d.ttft_s_min, d.ttft_s_max, d.ttft_s_n,
+    d.ttfat_q[1] AS ttfat_s_p50, d.ttfat_q[2] AS ttfat_s_p90, d.ttfat_q[3] AS ttfat_s_p95, d.ttfat_q[4] AS ttfat_s_p99, d.ttfat_s_mean, d.ttfat_s_min, d.ttfat_s_max, d.ttfat_s_n,
+    d.reasoning_tokens,
     d.ttft_sched_q[1] AS ttft_sched_s_p50, d.ttft_sched_q[2] AS ttft_sched_s_p90, d.ttft_sched_q[3] AS ttft_sched_s_p95, d.ttft_sched_q[4] AS ttft_sched_s_p99, d.ttft_sched_s_mean, d.ttft_sched_s_min, d.ttft_sched_s_max, d.ttft_sched_s_n,
     d.sched_lag_q[1] AS sched_lag_s_p50, d.sched_lag_q[2] AS sched_lag_s_p99, d.sched_lag_s_max,
     i.q[1] AS itl_s_p50, i.q[2] AS itl_s_p90, i.q[3] AS itl_s_p95, i.q[4] AS itl_s_p99, i.itl_s_mean, i.itl_s_min, i.itl_s_max, coalesce(i.itl_s_n, 0) AS itl_s_n,

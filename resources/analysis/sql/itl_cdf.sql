@@ -1,13 +1,14 @@
 -- name: itl_cdf
 -- The per-token inter-token latency CDF of each step (contract §3 itl_s_*), for the report.
--- inputs (table): chunk_gaps (chunk_gaps.sql, which defines the per-token ITL `itl_s`)
+-- inputs (tables): chunk_gaps (chunk_gaps.sql, which defines the per-token ITL `itl_s`),
+--                  steady_req (steady_req.sql: step and status per req_no)
 -- params: none
 -- Each chunk with seq >= 1 of an ok steady request gives itl_s counted `tokens` times:
 -- cum_share is the token-weighted cumulative share.
 WITH per_token AS (
-    SELECT step, itl_s, tokens
-    FROM chunk_gaps
-    WHERE ok AND seq >= 1 AND itl_s IS NOT NULL
+    SELECT r.step, g.itl_s, g.tokens
+    FROM chunk_gaps g JOIN steady_req r USING (req_no)
+    WHERE r.ok AND g.seq >= 1 AND g.itl_s IS NOT NULL
 )
 SELECT step,
        itl_s,
