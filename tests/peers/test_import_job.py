@@ -14,16 +14,11 @@ import pytest
 from pipelines.definitions import build_definitions
 from pipelines.profiles import Settings
 from resources.contract import manifest as mf
-from tests.support.eks.aws import fresh_s3_bucket, run_moto_server
+from tests.support.eks.aws import fresh_s3_bucket
 
 pytestmark = pytest.mark.slow  # real Dagster runs (and moto's server): left out of `make check`
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "peers" / "vllm_bench_serve_0.33.0.json"
-
-
-@pytest.fixture(scope="module")
-def moto_s3():
-    yield from run_moto_server()
 
 
 def results(folder: Path) -> Path:
@@ -64,10 +59,10 @@ def test_the_job_imports_and_analyzes_every_result_of_a_folder(tmp_path) -> None
     assert again["a.json"]["outcome"] == "already imported"
 
 
-def test_the_job_reads_an_s3_prefix(tmp_path, moto_s3, monkeypatch) -> None:
+def test_the_job_reads_an_s3_prefix(tmp_path, moto_server, monkeypatch) -> None:
     import boto3
 
-    prefix = fresh_s3_bucket(moto_s3, monkeypatch)
+    prefix = fresh_s3_bucket(moto_server, monkeypatch)
     local = results(tmp_path / "drop")
     s3 = boto3.client("s3")
     bucket, key = prefix[len("s3://"):].split("/", 1)
