@@ -19,7 +19,6 @@ COPY pipelines/ pipelines/
 COPY assets/ assets/
 COPY resources/ resources/
 COPY emulator/ emulator/
-COPY sql/ sql/
 COPY workspace.yaml README.md ./
 RUN uv sync --frozen --no-dev --no-editable
 

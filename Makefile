@@ -4,7 +4,9 @@
 #   make check  the inner loop: lint + the fast tests on parallel workers (under 2 minutes)
 #   make ui     set up, then start the Dagster UI on http://127.0.0.1:3000
 #   make engine      build (once, cached) and install llama.cpp's server; fetch and check the model
-#   make demo-real   set up + engine, then run the chain on the real engine (measured on this host)
+#   make demo-real   set up + engine, then sweep the real engine on this host (measured)
+#   make peers       install AIPerf, guidellm and inference-perf, each into its own cached
+#                    virtualenv (~/.cache/servingbench/peers/<name>-<version>/; never a dependency)
 SHELL := /bin/bash
 PYTHON ?= python3
 UV_VERSION := 0.13.9
@@ -13,7 +15,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 STAMP := $(VENV)/.servingbench-synced
 
-.PHONY: setup demo demo-real engine test check lint ui bench clean chromium
+.PHONY: setup demo demo-real engine test check lint ui bench clean chromium peers
 
 setup: $(STAMP)
 
@@ -43,8 +45,12 @@ engine: $(STAMP)
 	$(TOOLS)/bin/python scripts/engine_setup.py --venv $(VENV) --uv $(UV) --build-python $(TOOLS)/bin/python
 	$(VENV)/bin/servingbench engine prepare
 
+# the real engine's sweep (pipelines/candidates_real.yaml `local-cpu`): weights x threads,
+# each loaded until its throughput stops rising, its frontier read at levels a CPU reaches
+# (tok/s one user sees); `servingbench demo --real` alone runs the file's two candidates
+# (the quality-parity proof)
 demo-real: engine
-	$(VENV)/bin/servingbench demo --real
+	$(VENV)/bin/servingbench demo --real --sweep local-cpu --levels 1,2,3,4,5
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -58,6 +64,12 @@ chromium:
 	  || echo "note: could not install chromium with apt-get; the browser tests will skip"; \
 	fi
 
+# The benchmark peers whose results `servingbench import` reads (docs/import.md): the tests
+# run them against the emulator. Installed once per machine (minutes), then kept; a peer that
+# cannot be installed is one line, and its tests skip with their reason.
+peers:
+	@bash scripts/peers_setup.sh
+
 # The suite in two passes, every test in exactly one (the marker expressions are each
 # other's complement): the independent tests on parallel workers (pytest-xdist; most of
 # their time is spent waiting on servers and child processes, so more workers than cores
@@ -70,7 +82,7 @@ PYTEST := $(VENV)/bin/python -m pytest
 TEST_WORKERS ?= 4
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
-test: $(STAMP) engine chromium
+test: $(STAMP) engine chromium peers
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(PYTEST) -m "not serial" $(PARALLEL)

@@ -21,10 +21,11 @@ from assets import quality as quality_link
 from assets import telemetry as telemetry_link
 from assets.partitions import candidate_of, run_value
 from assets.pools import pool_slot
-from resources.contract import durable
+from resources.contract import accelerators, durable
 from resources.contract import manifest as mf
 from resources.contract.candidate import Candidate
 from resources.loadgen import LoadConfigError, LoadError
+from resources.loadgen.generator import ladder_of
 
 # The Dagster run carries the servingbench run id under this tag, so the reaper can ask
 # whether the run that owns a node group is still going (pipelines/liveness.py).
@@ -42,8 +43,13 @@ DESCRIPTIONS = {
 }
 
 
-def slo_judge(scenario: dict, run_dir: Path):
-    """An SLO search asks the analysis whether each probe met the SLO."""
+def slo_judge(scenario: dict, run_dir: Path, ladder: dict | None = None):
+    """An SLO search asks the analysis whether each probe met the SLO; a ladder asks for
+    each step's validity and output tokens/s."""
+    if ladder is not None:
+        from resources.analysis.workload_outputs import throughput_reading
+
+        return lambda step: throughput_reading(run_dir, step)
     if scenario.get("kind") != "slo_search":
         return None
     from resources.analysis.workload_outputs import judge
@@ -63,7 +69,11 @@ def initial_manifest(candidate: Candidate, run_id: str, source: str) -> dict:
              engine=candidate.engine, image_digest=candidate.image_digest,
              instance_type=candidate.instance_type, node_count=candidate.node_count,
              scenario=dict(candidate.scenario),
-             price_basis=candidate.price.as_manifest() if candidate.price else None)
+             price_basis=candidate.price.as_manifest() if candidate.price else None,
+             accelerator=accelerators.accelerator_of(candidate.instance_type),
+             accelerators_per_node=accelerators.per_node_of(candidate.instance_type))
+    if candidate.sweep is not None:
+        m["sweep"] = {"name": candidate.sweep["name"], "settings": dict(candidate.sweep["settings"])}
     if candidate.price and candidate.price.bases:
         # the price sheet's what-if bases (unverified); the eks profile replaces them with
         # looked-up prices when it fetches the bill (assets/bill.py)
@@ -120,7 +130,8 @@ def build(partitions_def) -> dg.AssetsDefinition:
                             result = r.load_generator.run(
                                 candidate, dep.endpoint, dep.served_model, run_dir, run_id,
                                 progress=_progress(context),
-                                judge=slo_judge(candidate.scenario, run_dir),
+                                judge=slo_judge(candidate.scenario, run_dir,
+                                                ladder_of(r.load_generator, candidate)),
                                 api_key_env=dep.api_key_env)
                     except (LoadError, LoadConfigError, mf.ManifestError) as exc:
                         raise dg.Failure(description=f"load generator: {exc}",
@@ -134,6 +145,8 @@ def build(partitions_def) -> dg.AssetsDefinition:
         manifest = mf.load(run_dir / "manifest.json")
         context.log.info(f"{result.n_warmup} warm-up and {result.n_requests} steady requests "
                          f"recorded ({manifest['source']})")
+        if getattr(result, "ladder_stop", None):
+            context.log.info(f"load ladder {result.ladder_stop}")
         for w in result.failed_workers:
             # named in the manifest too, and the steps it was in are client-limited (invalid)
             context.log.warning(f"load worker {w['name']} failed ({w['reason']}); its records "

@@ -9,19 +9,17 @@ from resources.contract.candidate import Candidate
 
 
 def preflight(candidate: Candidate) -> dict:
-    """Weights + a minimal KV cache vs accelerator memory, before anything is provisioned.
-    Raises dg.Failure with the arithmetic when the model cannot load."""
-    from emulator.fit import fit_check
-    from emulator.specs import SpecError
+    """TP vs accelerators per node, weights + KV cache vs accelerator memory, before anything
+    is provisioned (resources/cluster/fit.py, the rule a sweep prunes with). Raises
+    dg.Failure with the arithmetic when the model cannot load."""
+    from resources.cluster.fit import check
 
-    try:
-        fit = fit_check(candidate.instance_type, candidate.model_key, candidate.precision,
-                        candidate.tensor_parallel)
-    except SpecError as exc:
-        return {"fit": f"not checked: {exc}"}
-    if not fit.fits:
+    fit = check(candidate)
+    if fit.fits is False:
         raise dg.Failure(description=f"pre-flight fit check: {fit.message}",
-                         metadata={"weights_gb": fit.weights_gb, "capacity_gb": fit.capacity_gb})
+                         metadata={k: v for k, v in (("weights_gb", fit.weights_gb),
+                                                     ("capacity_gb", fit.capacity_gb))
+                                   if v is not None})
     return {"fit": fit.message}
 
 

@@ -9,12 +9,12 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from assets.partitions import run_value
-from resources.analysis.analyze import DEFAULT_SLO
 from resources.analysis.frontier import levels_of_folders
+from resources.analysis.metrics import DEFAULT_SLO
 from resources.analysis.summary import (
-    COST_COLUMNS,
     FRONTIER_COLUMNS,
     WHAT_IF_COLUMNS,
+    cost_rows,
     headline_columns,
     headline_rows,
     levels_text,
@@ -59,7 +59,9 @@ def build(partitions_def) -> dg.AssetsDefinition:
             metadata={
                 "source": dg.MetadataValue.text(manifest["source"]),
                 "cost_per_1m": dg.MetadataValue.md(f"{title}cost per 1M output tokens\n\n"
-                                                   + table(cost, COST_COLUMNS, markdown=True)),
+                                                   + table(*cost_rows(
+                                                       cost, tables["derived_metrics"].to_pylist()),
+                                                       markdown=True)),
                 "headline": dg.MetadataValue.md(headline_md),
                 "bill_status": dg.MetadataValue.text(",".join(sorted({r["bill_status"] for r in cost}))),
                 "duckdb": dg.MetadataValue.path(str(storage.duckdb_path)),

@@ -8,7 +8,7 @@ import dagster as dg
 
 from assets.partitions import run_value
 from resources.analysis.analyze import NO_ROOM, analyze_run
-from resources.analysis.summary import STEP_COLUMNS, job_text, slo_search_text, table
+from resources.analysis.summary import job_text, slo_search_text, step_columns, table
 
 
 def build(partitions_def) -> dg.AssetsDefinition:
@@ -31,7 +31,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
                       source=result.manifest["source"]),
             metadata={
                 "source": dg.MetadataValue.text(result.manifest["source"]),
-                "steps": dg.MetadataValue.md(table(rows, STEP_COLUMNS, markdown=True)),
+                "steps": dg.MetadataValue.md(table(rows, step_columns(rows), markdown=True)),
                 "invalid_steps": dg.MetadataValue.json(invalid),
                 "gates": dg.MetadataValue.text(result.message),
                 "parquet": dg.MetadataValue.path(str(run_dir / "derived_metrics.parquet")),

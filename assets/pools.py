@@ -17,10 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
-from dagster._core.storage.dagster_run import FINISHED_STATUSES
 
 from resources.contract.timestamps import format_ts
 
+# A run in one of these holds nothing any more (Dagster's own set, from its public API).
+FINISHED_STATUSES = frozenset({dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE,
+                               dg.DagsterRunStatus.CANCELED})
 POLL_S = 1.0
 MAX_WAIT_S = 12 * 3600.0  # a night: a run still queued after that is failed, never left hanging
 

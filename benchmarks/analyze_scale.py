@@ -104,10 +104,19 @@ def run_child(mode: str, run_dir: Path, tree: Path = HERE.parent) -> dict:
     return row
 
 
+def _paths_at(ref: str, cwd: Path, *paths: str) -> list[str]:
+    """Those of `paths` that exist at `ref` (the queries lived in a top-level sql/ before they
+    became package data of resources/analysis)."""
+    found = subprocess.run(["git", "ls-tree", "--name-only", ref, *paths], cwd=cwd,
+                           capture_output=True, text=True, check=True).stdout.split()
+    return [p for p in paths if p in found]
+
+
 def extract(ref: str, dest: Path) -> Path:
     """The analyzer as it was at `ref`, in a folder of its own."""
     dest.mkdir(parents=True)
-    tar = subprocess.run(["git", "archive", ref, "resources", "sql"], cwd=HERE.parent,
+    paths = _paths_at(ref, HERE.parent, "resources", "sql")
+    tar = subprocess.run(["git", "archive", ref, *paths], cwd=HERE.parent,
                          capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=tar, check=True)
     return dest

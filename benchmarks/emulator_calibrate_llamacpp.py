@@ -111,7 +111,8 @@ def _fit_report(points: list[dict]) -> dict:
 
 
 def measure(args) -> int:
-    from pipelines.config import REAL_FILE, load_candidates
+    from pipelines.catalog import load_candidates
+    from pipelines.config import REAL_FILE
     from resources.model_server.llamacpp import LlamaCppModelServer, engine_available
 
     why = engine_available()

@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipelines.config import REAL_FILE, load_candidates
+    from pipelines.catalog import load_candidates
+    from pipelines.config import REAL_FILE
     from resources.analysis.analyze import analyze_run
     from resources.analysis.reconcile import reconcile
     from resources.loadgen import LoadConfig, run_load

@@ -28,6 +28,8 @@ BENCHMARKS = {
     "telemetry_overhead": (["--repeat", "3"], ["--repeat", "1", "--requests", "64"]),
     "report": (["--requests-per-slot", "1000", "--repeat", "3"],
                ["--requests-per-slot", "100", "--repeat", "1"]),
+    # the peers `make peers` installed (a missing one is skipped, named): docs/import.md
+    "peers_side_by_side": ([], ["--requests", "16"]),
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from emulator import tokenizer
+from emulator import tokenizer, vision
 
 ERROR_TYPES = {400: "BadRequestError", 401: "Unauthorized", 404: "NotFoundError", 405: "MethodNotAllowed",
                429: "TooManyRequestsError", 500: "InternalServerError",
@@ -43,6 +43,7 @@ class GenRequest:
     ignore_eos: bool
     prompt: list | None = None  # the prompt's tokens, for the prefix cache
     cached_tokens: int = 0  # prompt tokens served from the prefix cache
+    images: int = 0  # image_url parts in the messages (their tokens are in prompt_tokens)
 
 
 def _int_field(body: dict, name: str, lo: int) -> int | None:
@@ -78,7 +79,10 @@ def prompt_tokens_of(body: dict, chat: bool) -> list:
         msgs = body.get("messages")
         if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
             raise ApiError(400, "messages must be a non-empty list of message objects", "messages")
-        return tokenizer.chat_tokens(msgs)
+        try:
+            return tokenizer.chat_tokens(msgs)
+        except vision.ImageError as exc:
+            raise ApiError(400, f"messages: image_url: {exc}", "messages") from None
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
         prompt = prompt[0]
@@ -122,31 +126,35 @@ def parse_generation(raw: bytes, chat: bool, served: str, max_model_len: int) ->
                        f"However, you requested {want} tokens ({prompt} in the messages, "
                        f"{max_tokens or 0} in the completion). Please reduce the length of "
                        "the messages or completion.", "input_tokens")
+    images = tokenizer.count_images(body["messages"]) if chat else 0
     return GenRequest(chat, stream, bool(opts.get("include_usage", False)),
                       bool(opts.get("continuous_usage_stats", False)), prompt, max_tokens,
-                      min_tokens, ignore_eos, prompt_seq)
+                      min_tokens, ignore_eos, prompt_seq, 0, images)
 
 
 def parse_tokenize(raw: bytes, served: str) -> list[int]:
     body = parse_json(raw)
     check_model(body, served)
     if "messages" in body:
-        prompt_tokens_of(body, chat=True)
-        return tokenizer.chat_tokens(body["messages"])
+        return prompt_tokens_of(body, chat=True)
     prompt = body.get("prompt")
     if not isinstance(prompt, str):
         raise ApiError(400, "prompt must be a string", "prompt")
     return tokenizer.tokenize(prompt)
 
 
-def usage(prompt: int, completion: int, cached: int = 0) -> dict:
+def usage(prompt: int, completion: int, cached: int = 0, reasoning: int | None = None) -> dict:
     # vLLM started with --enable-prompt-tokens-details, as servingbench's manifests start it
-    return {"prompt_tokens": prompt, "total_tokens": prompt + completion,
-            "completion_tokens": completion, "prompt_tokens_details": {"cached_tokens": cached}}
+    out = {"prompt_tokens": prompt, "total_tokens": prompt + completion,
+           "completion_tokens": completion, "prompt_tokens_details": {"cached_tokens": cached}}
+    if reasoning:
+        out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return out
 
 
 def full_response(chat: bool, cid: str, created: int, model: str, text: str,
-                  finish: str, prompt: int, completion: int, cached: int = 0) -> bytes:
+                  finish: str, prompt: int, completion: int, cached: int = 0,
+                  reasoning: int | None = None) -> bytes:
     if chat:
         choice = {"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": []},
                   "logprobs": None, "finish_reason": finish, "stop_reason": None}
@@ -156,4 +164,5 @@ def full_response(chat: bool, cid: str, created: int, model: str, text: str,
                   "stop_reason": None, "prompt_logprobs": None}
         obj = "text_completion"
     return json.dumps({"id": cid, "object": obj, "created": created, "model": model,
-                       "choices": [choice], "usage": usage(prompt, completion, cached)}).encode()
+                       "choices": [choice], "usage": usage(prompt, completion, cached, reasoning)}
+                      ).encode()

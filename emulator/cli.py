@@ -50,6 +50,27 @@ def _rate(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _reasoning(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition(":")
+    try:
+        pair = (int(lo), int(hi) if sep else int(lo))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or LO:HI tokens, got {text!r}") from None
+    if pair[0] < 0 or pair[1] < pair[0]:
+        raise argparse.ArgumentTypeError(f"expected 0 ≤ LO ≤ HI, got {text!r}")
+    return pair
+
+
+def _probability(text: str) -> float:
+    try:
+        p = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability, got {text!r}") from None
+    if not 0.0 <= p <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text!r}")
+    return p
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="servingbench emulator",
                                 description="Local engine emulator: a vLLM-compatible server "
@@ -70,7 +91,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--head-timeout-s", type=_positive(float), default=HEAD_TIMEOUT_S,
                    help="a request head not complete this long after its first byte: 408, closed")
     p.add_argument("--ground-truth", type=Path, default=None, help="JSONL, one line per request")
-    p.add_argument("--max-num-seqs", type=_positive(int), default=None)
+    p.add_argument("--max-num-seqs", type=_positive(int), default=None,
+                   help="sequences batched at once (default: the spec's, vLLM's 256); the rest "
+                   "wait, and their wait shows in TTFT")
+    p.add_argument("--max-num-batched-tokens", type=_positive(int), default=None,
+                   help="token budget of one step (default: the spec's, vLLM V1's 8192)")
+    p.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto",
+                   help="fp8: 1 byte per KV value (twice the tokens held, half the bytes read)")
     p.add_argument("--max-model-len", type=_positive(int), default=None)
     p.add_argument("--fixed-timing", type=_timing, default=None, metavar="TTFT_MS:ITL_MS",
                    help="bypass the model: constant TTFT and ITL in real ms (not scaled)")
@@ -92,6 +119,21 @@ def parser() -> argparse.ArgumentParser:
                    help="omit x-servingbench-emulated: clients see an unknown engine")
     p.add_argument("--reject-continuous", action="store_true",
                    help="answer 400 to stream_options.continuous_usage_stats (older vLLM)")
+    p.add_argument("--kv-cache-tokens", type=_positive(int), default=None, metavar="N",
+                   help="cap the KV cache (and the prefix cache) at N tokens, like vLLM's "
+                   "--num-gpu-blocks-override × block size")
+    p.add_argument("--reasoning-tokens", type=_reasoning, default=None, metavar="N|LO:HI",
+                   help="reasoning mode: each answer starts with N (or uniform LO..HI) reasoning "
+                   "tokens streamed as reasoning deltas (part of max_tokens, as on vLLM)")
+    p.add_argument("--reasoning-field", choices=["reasoning_content", "reasoning"],
+                   default="reasoning_content", help="the delta field reasoning streams in")
+    p.add_argument("--no-reasoning-details", action="store_true",
+                   help="no usage.completion_tokens_details.reasoning_tokens (clients count "
+                   "the reasoning chunks instead)")
+    p.add_argument("--spec-draft-tokens", type=_positive(int), default=None, metavar="K",
+                   help="speculative decoding: K draft tokens verified per decode step")
+    p.add_argument("--spec-acceptance", type=_probability, default=0.7, metavar="P",
+                   help="speculative decoding: acceptance probability per draft position")
     p.add_argument("--parent-pid", type=_positive(int), default=None,
                    help="exit (like SIGTERM) as soon as this process is no longer the parent")
     p.add_argument("--sched-slice-us", type=int, default=100,
@@ -178,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     except specs.SpecError as exc:
         print(f"servingbench emulator: {exc}", file=sys.stderr)
         return 2
-    fit = fit_of(cfg)
+    kv_bytes = 1.0 if a.kv_cache_dtype == "fp8" else 2.0
+    fit = fit_of(cfg, kv_bytes_per_value=kv_bytes)
     if not fit.fits:
         print(f"servingbench emulator: refusing to start: {fit.message}", file=sys.stderr)
         return 3
@@ -188,7 +231,14 @@ def main(argv: list[str] | None = None) -> int:
                    prefix_cache=not a.no_prefix_cache, served_model_name=a.served_model_name,
                    tokenize=not a.no_tokenize, metrics=not a.no_metrics,
                    emulated_header=not a.no_emulated_header,
-                   reject_continuous=a.reject_continuous, api_key=a.api_key)
+                   reject_continuous=a.reject_continuous, api_key=a.api_key,
+                   reasoning=a.reasoning_tokens, reasoning_field=a.reasoning_field,
+                   reasoning_details=not a.no_reasoning_details,
+                   speculative=((a.spec_draft_tokens, a.spec_acceptance)
+                                if a.spec_draft_tokens else None),
+                   kv_cache_tokens=a.kv_cache_tokens,
+                   max_num_batched_tokens=a.max_num_batched_tokens,
+                   kv_cache_dtype=a.kv_cache_dtype)
     latency.set_slice(a.sched_slice_us * 1000)
     try:
         import uvloop

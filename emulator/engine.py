@@ -70,8 +70,9 @@ class _Timer:
 
 class FixedEngine:
     def __init__(self, loop: asyncio.AbstractEventLoop, metrics: Metrics, ttft_ms: float,
-                 itl_ms: float):
+                 itl_ms: float, speculative=None):
         self.metrics = metrics
+        self.spec = speculative  # each ITL tick after the first token emits 1 + accepted
         self.ttft_ns, self.itl_ns = int(ttft_ms * 1e6), int(itl_ms * 1e6)
         self.heap: list[tuple[int, int, object]] = []
         self.counter = itertools.count()
@@ -108,7 +109,10 @@ class FixedEngine:
             if not stream.alive:
                 continue
             first = stream.first_token_ns is None
-            if stream.on_token(1, deadline):
+            n = 1
+            if self.spec is not None and not first:
+                n = self.spec.step(stream.target - stream.sent - stream.pending)
+            if stream.on_token(n, deadline):
                 nxt = deadline + self.itl_ns + (stream.stall_ns if first else 0)
                 heapq.heappush(heap, (nxt, next(self.counter), stream))
 
@@ -186,7 +190,7 @@ class ModelEngine:
                 if not stream.alive:
                     continue
                 first = stream.first_token_ns is None
-                more = stream.on_token(1, deadline)
+                more = stream.on_token(step.tokens.get(seq, 1), deadline)
                 if not more and seq not in finished:
                     self.sched.abort(seq)
                 elif first and stream.stall_ns:

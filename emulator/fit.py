@@ -1,7 +1,10 @@
 """Fit check: do the weights plus a minimal KV cache fit the TP group's memory?
 
 capacity  = tp × memory_per_accelerator × gpu_memory_utilization
-needed    = weights (total params × bytes/param) + tp × runtime overhead + KV for min_kv_tokens
+needed    = weights (total params × bytes/param) + tp × runtime overhead + KV for kv_tokens
+kv_tokens = min_kv_tokens, or more when asked (an engine refuses to start when one sequence
+            of its max_model_len does not fit its KV cache); an FP8 KV cache stores 1 byte
+            per value instead of 2
 A configuration that fails refuses to start (like an out-of-memory at load); the
 pipeline calls the same function as a pre-flight check before provisioning anything.
 """
@@ -28,27 +31,31 @@ class FitResult:
     tp: int
 
 
-def fit_check(instance_type: str, model: str, precision: str, tp: int | None = None) -> FitResult:
-    """Raises specs.SpecError for unknown names or an impossible TP degree."""
+def fit_check(instance_type: str, model: str, precision: str, tp: int | None = None,
+              kv_tokens: int | None = None, kv_bytes_per_value: float = 2.0) -> FitResult:
+    """Raises specs.SpecError for unknown names or an impossible TP degree. `kv_tokens`:
+    the KV cache that must fit besides the weights (at least min_kv_tokens)."""
     cfg = specs.config(instance_type, model, precision, tp)
-    return fit_of(cfg)
+    return fit_of(cfg, kv_tokens, kv_bytes_per_value)
 
 
-def fit_of(cfg: specs.Config) -> FitResult:
+def fit_of(cfg: specs.Config, kv_tokens: int | None = None,
+           kv_bytes_per_value: float = 2.0) -> FitResult:
     acc = cfg.instance.accelerator
     util = cfg.serving["gpu_memory_utilization"]
     capacity = cfg.tp * acc.memory_gb * util
     weights = cfg.weights_bytes / specs.GB
     overhead = cfg.tp * cfg.serving["runtime_overhead_gb_per_accelerator"]
-    kv_tokens = int(cfg.serving["min_kv_tokens"])
-    kv_min = cfg.model.kv_bytes_per_token() * kv_tokens / specs.GB
+    kv_tokens = max(int(cfg.serving["min_kv_tokens"]), kv_tokens or 0)
+    per_token = cfg.model.kv_bytes_per_token(kv_bytes_per_value)
+    kv_min = per_token * kv_tokens / specs.GB
     needed = weights + overhead + kv_min
     fits = needed <= capacity
     arithmetic = (
         f"{cfg.model.name} {cfg.precision.name}: weights {cfg.model.total_params_b:g}B params × "
         f"{cfg.precision.bytes_per_param:g} B = {weights:.1f} GB, + runtime overhead "
         f"{cfg.tp} × {cfg.serving['runtime_overhead_gb_per_accelerator']:g} GB = {overhead:.1f} GB, "
-        f"+ minimal KV cache {kv_tokens} tokens × {cfg.model.kv_bytes_per_token() / 1024:.0f} KiB = "
+        f"+ minimal KV cache {kv_tokens} tokens × {per_token / 1024:.0f} KiB = "
         f"{kv_min:.1f} GB → needs {needed:.1f} GB; {cfg.instance.name} TP={cfg.tp}: "
         f"{cfg.tp} × {acc.memory_gb:g} GB × {util:g} usable = {capacity:.1f} GB"
     )

@@ -54,6 +54,7 @@ class Metrics:
         self.waiting = 0
         self.kv_usage = 0.0
         self.devices = None  # emulator.dcgm.DeviceModel when the performance model runs
+        self.spec = None  # emulator.speculative.Speculative when speculative decoding is on
 
     def render(self) -> bytes:
         lb = self.labels
@@ -93,6 +94,15 @@ class Metrics:
                   "(the emulator's own lateness; p99 > 2 ms means discard the run).",
                   "# TYPE servingbench:emulator_write_lag_seconds histogram"]
         lines += self.write_lag.lines("servingbench:emulator_write_lag_seconds", lb)
+        if self.spec is not None:  # vLLM V1's speculative-decoding counters
+            lines += [
+                "# HELP vllm:spec_decode_num_draft_tokens_total Number of draft tokens.",
+                "# TYPE vllm:spec_decode_num_draft_tokens_total counter",
+                f"vllm:spec_decode_num_draft_tokens_total{{{lb}}} {float(self.spec.drafted)}",
+                "# HELP vllm:spec_decode_num_accepted_tokens_total Number of accepted tokens.",
+                "# TYPE vllm:spec_decode_num_accepted_tokens_total counter",
+                f"vllm:spec_decode_num_accepted_tokens_total{{{lb}}} {float(self.spec.accepted)}",
+            ]
         if self.devices is not None:
             lines += self.devices.lines(self.kv_usage)
         return ("\n".join(lines) + "\n").encode()

@@ -22,14 +22,16 @@ from emulator.specs import GB, Config
 
 
 class PerfModel:
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, kv_bytes_per_value: float = 2.0):
+        """`kv_bytes_per_value`: 2 for a bf16 KV cache, 1 for FP8 (half the bytes read and
+        twice the tokens held)."""
         self.cfg = cfg
         m, p, eff = cfg.model, cfg.precision, cfg.efficiency
         self.bpp = p.bytes_per_param
         self.dense_bytes = m.dense_params_b * 1e9 * self.bpp
         self.expert_bytes = m.expert_params_b * 1e9 * self.bpp
         self.experts = m.routed_experts
-        self.kv_bytes_per_token = m.kv_bytes_per_token()
+        self.kv_bytes_per_token = m.kv_bytes_per_token(kv_bytes_per_value)
         self.active_params = m.active_params_b * 1e9
         self.mem_bw = cfg.hbm_bytes_per_s * eff["memory_bandwidth"]
         self.peak = cfg.peak_flops

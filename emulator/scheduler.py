@@ -33,13 +33,17 @@ class Seq:
 @dataclass
 class Step:
     duration: float  # modelled seconds
-    emitted: list[Seq] = field(default_factory=list)  # one new token each
+    emitted: list[Seq] = field(default_factory=list)  # one new token each, unless in `tokens`
     finished: list[Seq] = field(default_factory=list)
+    tokens: dict[Seq, int] = field(default_factory=dict)  # speculative decoding: 1 + accepted
 
 
 class Scheduler:
-    def __init__(self, model: PerfModel, max_num_seqs: int, token_budget: int, kv_tokens: int):
+    def __init__(self, model: PerfModel, max_num_seqs: int, token_budget: int, kv_tokens: int,
+                 speculative=None):
         self.model = model
+        # emulator.speculative.Speculative or None: each decode verifies k drafted tokens
+        self.spec = speculative
         self.max_num_seqs = max_num_seqs
         self.token_budget = token_budget
         self.kv_capacity = kv_tokens
@@ -98,11 +102,18 @@ class Scheduler:
             return None
         m = self.model
         kv_read = sum(m.effective_context(s.prompt + s.generated) for s in decodes)
-        pairs = kv_read + sum(m.prefill_pairs(s.computed, c) for s, c in prefills)
+        # speculative decoding: a decode verifies 1 + k query tokens against the same KV, so
+        # compute and attention grow k + 1 times while the KV bytes read do not (the drafter's
+        # own cost is not modelled: an EAGLE head is about one decoder layer)
+        width = 1 + self.spec.k if self.spec is not None else 1
+        pairs = kv_read * width + sum(m.prefill_pairs(s.computed, c) for s, c in prefills)
         n_prefill = sum(c for _, c in prefills)
-        step = Step(m.step_time(n_prefill, len(decodes), kv_read, pairs, admitted))
+        step = Step(m.step_time(n_prefill, len(decodes) * width, kv_read, pairs, admitted))
         for s in decodes:
-            s.generated += 1
+            n = 1 if self.spec is None else self.spec.step(s.output - s.generated)
+            s.generated += n
+            if n > 1:
+                step.tokens[s] = n
             step.emitted.append(s)
         for s, c in prefills:
             s.computed += c

@@ -24,6 +24,7 @@ from emulator.metrics import Metrics
 from emulator.model import PerfModel
 from emulator.prefix_cache import PrefixCache
 from emulator.scheduler import Scheduler
+from emulator.speculative import Speculative
 from emulator.stream import Stream
 
 NATURAL_MAX = 256  # without ignore_eos or max_tokens, a request "stops" within this many tokens
@@ -54,6 +55,20 @@ class Options:
     emulated_header: bool = True
     reject_continuous: bool = False
     api_key: str | None = None
+    # reasoning mode: (lo, hi) reasoning tokens per request, drawn uniformly (seeded); the
+    # delta field they stream in (vLLM's `reasoning_content`, or `reasoning` of newer
+    # vLLM/SGLang); whether the final usage says completion_tokens_details.reasoning_tokens
+    reasoning: tuple[int, int] | None = None
+    reasoning_field: str = "reasoning_content"
+    reasoning_details: bool = True
+    # speculative decoding: (draft tokens per step, acceptance probability per position)
+    speculative: tuple[int, float] | None = None
+    # a KV cache smaller than the memory left after the weights (vLLM's
+    # --num-gpu-blocks-override × block size): long sessions then no longer fit
+    kv_cache_tokens: int | None = None
+    # engine settings a sweep varies (None: the spec's default, vLLM's)
+    max_num_batched_tokens: int | None = None
+    kv_cache_dtype: str = "auto"  # auto (bf16) | fp8
 
 
 class App:
@@ -63,8 +78,11 @@ class App:
         self.served_model = opts.served_model_name or cfg.model.hf_id
         self.auth = f"Bearer {opts.api_key}" if opts.api_key else None
         self.clock = Clock()
-        self.model = PerfModel(cfg)
+        self.model = PerfModel(cfg, 1.0 if opts.kv_cache_dtype == "fp8" else 2.0)
         kv_tokens = self.model.kv_capacity_tokens(opts.fit.kv_capacity_gb)
+        if opts.kv_cache_tokens is not None:
+            kv_tokens = min(kv_tokens, opts.kv_cache_tokens)
+        self.kv_tokens = kv_tokens
         self.max_model_len = min(opts.max_model_len or int(cfg.serving["default_max_model_len"]),
                                  kv_tokens, cfg.model.max_context)
         self.metrics = Metrics(self.served_model, opts.metrics_token_skew)
@@ -72,11 +90,14 @@ class App:
         self.rng = random.Random(opts.seed)
         self.ids = 0
         max_seqs = opts.max_num_seqs or int(cfg.serving["max_num_seqs"])
+        spec = Speculative(*opts.speculative, seed=opts.seed) if opts.speculative else None
+        self.metrics.spec = spec
         if opts.fixed_timing is not None:
-            self.engine: FixedEngine | ModelEngine = FixedEngine(loop, self.metrics, *opts.fixed_timing)
+            self.engine: FixedEngine | ModelEngine = FixedEngine(loop, self.metrics,
+                                                                 *opts.fixed_timing, spec)
         else:
-            sched = Scheduler(self.model, max_seqs, int(cfg.serving["max_num_batched_tokens"]),
-                              kv_tokens)
+            budget = opts.max_num_batched_tokens or int(cfg.serving["max_num_batched_tokens"])
+            sched = Scheduler(self.model, max_seqs, budget, kv_tokens, spec)
             self.engine = ModelEngine(loop, self.metrics, sched, opts.time_scale)
             self.metrics.devices = DeviceModel(cfg, opts.fit.overhead_gb / cfg.tp, kv_tokens,
                                                self.model.kv_bytes_per_token)
@@ -107,10 +128,18 @@ class App:
         o = self.opts
         config = {**o.cfg.describe(), "served_model_name": self.served_model,
                   "time_scale": o.time_scale, "seed": o.seed, "max_num_seqs": self.max_num_seqs,
+                  "max_num_batched_tokens": (o.max_num_batched_tokens
+                                             or int(o.cfg.serving["max_num_batched_tokens"])),
+                  "kv_cache_dtype": o.kv_cache_dtype,
                   "max_model_len": self.max_model_len,
                   "fixed_timing_ms": list(o.fixed_timing) if o.fixed_timing else None,
                   "continuous_usage": o.continuous_usage, "usage": o.usage,
                   "fault_rates": o.fault_rates, "prefix_cache": o.prefix_cache, "metrics_token_skew": o.metrics_token_skew,
+                  "reasoning_tokens": list(o.reasoning) if o.reasoning else None,
+                  "kv_cache_tokens": self.kv_tokens,
+                  "reasoning_field": o.reasoning_field,
+                  "speculative": ({"draft_tokens": o.speculative[0],
+                                   "acceptance": o.speculative[1]} if o.speculative else None),
                   "tokenize": o.tokenize, "metrics": o.metrics,
                   "emulated_header": o.emulated_header, "reject_continuous": o.reject_continuous,
                   "api_key": o.api_key is not None,  # whether one is set, never the key
@@ -195,15 +224,16 @@ class App:
         g = api.GenRequest(g.chat, g.stream, g.include_usage and o.usage,
                            g.continuous_usage and g.include_usage and o.usage and o.continuous_usage,
                            g.prompt_tokens, g.max_tokens, g.min_tokens, g.ignore_eos,
-                           None, cached)
+                           None, cached, g.images)
         target, finish = self._length(g)
         if not f.any and o.fault_rates:
             f = faults.draw(o.fault_rates, self.rng, target)
         self.ids += 1
         cid = ("chatcmpl-" if chat else "cmpl-") + f"{o.seed:x}{self.ids:08x}"
+        thinking = self.rng.randint(*o.reasoning) if o.reasoning else 0
         stream = Stream(self.served_model, self.metrics, self.finished, conn, g, f, cid,
                         req.headers.get("x-request-id"), req.arrival_perf_ns, target, finish,
-                        self.ids * 7)
+                        self.ids * 7, thinking, o.reasoning_field, o.reasoning_details)
         if f.status is not None:
             conn.respond(f.status, api.error_body(f.status, f"emulated fault: status {f.status}"))
             stream.headers_ns = time.perf_counter_ns()
@@ -262,6 +292,11 @@ class App:
                 "prompt_tokens": stream.req.prompt_tokens, "completion_tokens": stream.sent,
                 "status": status,
                 "chunks": [[w(s), w(x), k] for s, x, k in chunks],
+                # reasoning mode: the reasoning tokens sent, and each chunk's kind
+                **({"reasoning_tokens": min(stream.reasoning, stream.sent),
+                    "chunk_kinds": ["reasoning" if k else "answer" for k in stream.kinds]}
+                   if stream.kinds is not None else {}),
+                **({"input_images": stream.req.images} if stream.req.images else {}),
             })
 
     def close(self) -> None:

@@ -26,7 +26,9 @@ class Stream:
     def __init__(self, served_model: str, metrics: Metrics,
                  on_finished: Callable[[Stream, int, bool], None], conn: HttpConnection,
                  req: api.GenRequest, faults: Faults, cid: str, request_id: str | None,
-                 arrival_ns: int, target: int, finish: str, word_offset: int):
+                 arrival_ns: int, target: int, finish: str, word_offset: int,
+                 reasoning: int = 0, reasoning_field: str = "reasoning_content",
+                 details: bool = True):
         self.served_model, self.metrics, self.on_finished = served_model, metrics, on_finished
         self.conn, self.req, self.faults = conn, req, faults
         self.cid, self.request_id = cid, request_id
@@ -64,13 +66,23 @@ class Stream:
         self.head = head.encode()
         self.fast = req.stream and not faults.any
         self.mid_null = self.mid + b"null" + self.post + b"}\n\n"
-        self.details = b'"prompt_tokens_details":{"cached_tokens":%d},' % req.cached_tokens
+        self.prompt_details = b'"prompt_tokens_details":{"cached_tokens":%d},' % req.cached_tokens
         self.usage_pre = None  # the bytes between the text and total_tokens
         if req.continuous_usage:
             self.usage_pre = (self.mid + b"null" + self.post
                               + b',"usage":{"prompt_tokens":%d,%b"total_tokens":' % (
-                                  req.prompt_tokens, self.details))
+                                  req.prompt_tokens, self.prompt_details))
         self.created = created
+        # reasoning mode: the first `reasoning` tokens stream as reasoning deltas, the way
+        # vLLM's reasoning parser sends them (chat: delta.<field>; completions: choice.<field>)
+        self.reasoning = min(reasoning, target)
+        self.details = details
+        self.kinds: bytearray | None = None  # per ground-truth chunk: 1 reasoning, 0 answer
+        if self.reasoning:
+            self.fast = False
+            self.kinds = bytearray()
+            opening = ('{"index":0,"delta":{"' if req.chat else '{"index":0,"text":"","')
+            self.rpre = (head + opening + reasoning_field + '":"').encode()
         conn.on_lost = self._client_gone
 
     @property
@@ -80,10 +92,14 @@ class Stream:
         return [[g[i], g[i + 1], g[i + 2]] for i in range(0, len(g), 3)]
 
     # --- helpers -------------------------------------------------------------------------------
-    def _usage(self, n: int) -> bytes:
+    def _usage(self, n: int, final: bool = False) -> bytes:
         p = self.req.prompt_tokens
-        return b'"usage":{"prompt_tokens":%d,%b"total_tokens":%d,"completion_tokens":%d}' % (
-            p, self.details, p + n, n)
+        extra = b""
+        if final and self.reasoning and self.details:  # OpenAI's field, in the final usage
+            extra = b',"completion_tokens_details":{"reasoning_tokens":%d}' % min(
+                self.reasoning, n)
+        return b'"usage":{"prompt_tokens":%d,%b"total_tokens":%d,"completion_tokens":%d%b}' % (
+            p, self.prompt_details, p + n, n, extra)
 
     def _text(self, n: int) -> str:
         words = tokenizer.WORD_JSON
@@ -133,23 +149,32 @@ class Stream:
         if self.pending < f.tokens_per_chunk and not last and (cut is None or produced < cut):
             return True
         k = self.pending if cut is None else min(self.pending, cut - self.sent)
-        self.sent += k
+        # reasoning and answer tokens never share an event: a bundle that crosses the end of
+        # the reasoning goes out as two events written together (two ground-truth chunks)
+        kr = max(0, min(k, self.reasoning - self.sent))
+        parts = [(kr, True), (k - kr, False)] if kr and k > kr else [(k, kr > 0)]
         self.pending -= k
         final = last and self.pending == 0
-        # a cut at the last token still cuts: the final chunk goes out, [DONE] never does
-        done = final and (cut is None or self.sent < cut)
-        text = self._text(k)
-        usage = b"," + self._usage(self.sent) if self.req.continuous_usage else b""
-        fin = (b'"%s"' % self.finish.encode()) if final else b"null"
-        data = self.pre + text.encode() + self.mid + fin + self.post + usage + b"}\n\n"
-        stamp = len(self.gt) + 1
-        self.gt.extend((scheduled_ns, 0, k))
-        if done:
-            if self.req.include_usage:
-                data += self.head + b"]," + self._usage(self.sent) + b"}\n\n"
-            self.conn.end_stream(data + DONE, stamp)
-        else:
-            self.conn.write_chunk(data, stamp)
+        for i, (n, thinking) in enumerate(parts):
+            self.sent += n
+            end = i == len(parts) - 1
+            # a cut at the last token still cuts: the final chunk goes out, [DONE] never does
+            done = end and final and (cut is None or self.sent < cut)
+            text = self._text(n)
+            usage = b"," + self._usage(self.sent) if self.req.continuous_usage else b""
+            fin = (b'"%s"' % self.finish.encode()) if end and final else b"null"
+            pre = self.rpre if thinking else self.pre
+            data = pre + text.encode() + self.mid + fin + self.post + usage + b"}\n\n"
+            stamp = len(self.gt) + 1
+            self.gt.extend((scheduled_ns, 0, n))
+            if self.kinds is not None:
+                self.kinds.append(thinking)
+            if done:
+                if self.req.include_usage:
+                    data += self.head + b"]," + self._usage(self.sent, final=True) + b"}\n\n"
+                self.conn.end_stream(data + DONE, stamp)
+            else:
+                self.conn.write_chunk(data, stamp)
         self.metrics.generation_tokens += k
         if done:
             self.record(200)
@@ -192,7 +217,8 @@ class Stream:
         text = "".join(" " + words[(self.word + i) % len(words)] for i in range(self.sent))
         body = api.full_response(self.req.chat, self.cid, self.created, self.served_model,
                                  text, self.finish,
-                                 self.req.prompt_tokens, self.sent, self.req.cached_tokens)
+                                 self.req.prompt_tokens, self.sent, self.req.cached_tokens,
+                                 min(self.reasoning, self.sent) if self.details else None)
         self.conn.respond(200, body)
         self.headers_ns = time.perf_counter_ns()
         self.gt.extend((scheduled_ns, self.headers_ns, self.sent))
@@ -204,7 +230,7 @@ class Stream:
         self.start()
         tail = b""
         if self.req.include_usage:
-            tail = self.head + b"]," + self._usage(0) + b"}\n\n"
+            tail = self.head + b"]," + self._usage(0, final=True) + b"}\n\n"
         if self.req.stream:
             self.conn.end_stream(tail + DONE)
         else:

@@ -12,6 +12,8 @@ import json
 import re
 import zlib
 
+from emulator import vision
+
 VOCAB_SIZE = 202048  # Llama 4 vocabulary size (HF config.json vocab_size)
 _PIECE = re.compile(r"\w+|[^\w\s]")
 WORDS = (
@@ -39,17 +41,35 @@ def pieces(text: str) -> list[str]:
     return _PIECE.findall(text)
 
 
-def _content_text(content: object) -> str:
+def _content_tokens(content: object) -> list[int]:
+    """A message's content: a text, or parts [{"type": "text", "text": ...}, {"type":
+    "image_url", ...}] (an image costs its Llama 4 tiles, emulator/vision.py; an unreadable
+    one raises vision.ImageError)."""
     if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # [{"type": "text", "text": ...}, ...]
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
+        return tokenize(content)
+    if not isinstance(content, list):
+        return []
+    ids: list[int] = []
+    texts: list[str] = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "image_url":
+            ids += tokenize(" ".join(texts)) + vision.part_tokens(part)
+            texts = []
+        else:
+            texts.append(str(part.get("text", "")))
+    return ids + tokenize(" ".join(texts))
+
+
+def count_images(messages: list) -> int:
+    return sum(1 for m in messages if isinstance(m, dict) and isinstance(m.get("content"), list)
+               for p in m["content"] if isinstance(p, dict) and p.get("type") == "image_url")
 
 
 def chat_tokens(messages: list[dict]) -> list[int]:
     ids = [1] * CHAT_BOS
     for msg in messages:
         ids += [2] * (CHAT_PER_MESSAGE - 1) + tokenize(str(msg.get("role", ""))) \
-            + tokenize(_content_text(msg.get("content")))
+            + _content_tokens(msg.get("content"))
     return ids + [3] * CHAT_ASSISTANT_HEADER

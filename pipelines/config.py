@@ -16,7 +16,15 @@ from typing import Any
 import yaml
 
 from resources.billing.price_bases import sheet_bases
-from resources.contract.candidate import Candidate, LlamaCppPlan, LoadPlan, PriceBasis, QualityPlan
+from resources.contract.candidate import (
+    Candidate,
+    LlamaCppPlan,
+    LoadPlan,
+    PriceBasis,
+    QualityPlan,
+    ReasoningPlan,
+    SpeculativePlan,
+)
 from resources.contract.schemas import PRICE_BASES
 from resources.loadgen.config import MAX_TOKENS
 from resources.model_server import engines
@@ -37,7 +45,7 @@ MAXIMA = {"tensor_parallel": 128, "node_count": 64, "max_model_len": MAX_TOKENS,
           "rates": 10_000, "requests_per_step": 1_000_000, "warmup_requests": 100_000, "workers": 256,
           "hourly_usd_per_node": 10_000}
 REAL_FILE = REPO / "pipelines" / "candidates_real.yaml"
-PRECISIONS = ("bf16", "fp8", "int4", "q4_k_m", "q2_k")
+PRECISIONS = ("bf16", "fp8", "int4", "q4_k_m", "q8_0", "q2_k")
 # Every engine has its file in resources/model_server/engines/ (llama.cpp: the real local
 # engine, llama-cpp-python's server on this host, `make engine`).
 ENGINES = engines.names()
@@ -60,16 +68,25 @@ _TYPES: dict[str, tuple[Any, str]] = {
     "engine": (str, f"one of {', '.join(ENGINES)}"),
     "image_digest": ((str, type(None)), "an image reference pinned by digest, or null"),
     "max_model_len": (int, "a positive integer"),
-    "scenario": (dict, "a mapping: kind (fixed, multi_turn, trace, batch, slo_search) and its keys"),
+    "scenario": (dict, "a mapping: kind (fixed, multi_turn, agentic, trace, batch, slo_search) and its keys"),
     "load": (dict, "a mapping with concurrency, rates, requests_per_step, warmup_requests, workers"),
     "price": (dict, "a mapping with region, purchase_option, sheet"),
     "pool": ((str, type(None)), "a name from `pools` (default: the instance family, e.g. p5)"),
     "llamacpp": (dict, "a mapping with model_file, threads, parallel, requantize_from"),
     "quality": (dict, "a mapping with reference, margin, items, seed, dataset, max_tokens"),
+    "speculative": (dict, "a mapping with method (eagle3, eagle, ngram, mtp), draft_tokens, "
+                    "draft_model, acceptance"),
+    "reasoning": (dict, "a mapping with parser (the engine's reasoning parser) and "
+                  "emulated_tokens (N or [LO, HI])"),
+    "engine_args": (dict, "a mapping with max_num_seqs, max_num_batched_tokens, kv_cache_dtype, "
+                          "speculative"),
 }
 _LLAMACPP_KEYS = {"model_file", "threads", "parallel", "requantize_from"}
 _QUALITY_KEYS = {"reference", "margin", "items", "seed", "dataset", "max_tokens"}
-_LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests", "workers"}
+_SPECULATIVE_KEYS = {"method", "draft_tokens", "draft_model", "acceptance"}
+_REASONING_KEYS = {"parser", "emulated_tokens"}
+SPECULATIVE_METHODS = ("eagle3", "eagle", "ngram", "mtp")
+_LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests", "workers", "ladder"}
 _PRICE_KEYS = {"region", "purchase_option", "sheet"}
 
 
@@ -131,8 +148,33 @@ def _short(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _ladder(raw, where: str) -> dict:
+    from resources.loadgen.errors import LoadConfigError
+    from resources.loadgen.ladder import KEYS, Ladder
+
+    _check_keys(raw, KEYS, where)
+    try:
+        Ladder(**raw)
+    except LoadConfigError as exc:
+        raise ConfigError(f"{where}{str(exc).removeprefix('ladder')}") from None
+    except TypeError:  # a value of the wrong kind where a number was compared
+        raise ConfigError(f"{where}: expected numbers for start, factor, max, min_gain") from None
+    _at_most(raw.get("max", 256), "rates" if raw.get("over") == "rate" else "concurrency",
+             f"{where}.max")
+    return dict(raw)
+
+
 def _load_plan(raw: dict, where: str) -> LoadPlan:
     _check_keys(raw, _LOAD_KEYS, where)
+    if raw.get("ladder") is not None:
+        ladder = _ladder(raw["ladder"], f"{where}.ladder")
+        for key in ("concurrency", "rates"):
+            if raw.get(key):
+                raise ConfigError(f"{where}.{key}: a ladder replaces the fixed steps; give "
+                                  f"{key} or ladder, not both")
+        raw = {**raw, "concurrency": [], "rates": []}
+    else:
+        ladder = None
     rates = raw.get("rates", [])
     if not isinstance(rates, list) or not all(_is_number(r) and r > 0 for r in rates):
         raise ConfigError(f"{where}.rates: expected a list of finite positive numbers, "
@@ -146,7 +188,7 @@ def _load_plan(raw: dict, where: str) -> LoadPlan:
         requests_per_step=_positive_ints([raw.get("requests_per_step", 64)],
                                          f"{where}.requests_per_step", "requests_per_step")[0],
         warmup_requests=raw.get("warmup_requests", 8),
-        workers=raw.get("workers", 1))
+        workers=raw.get("workers", 1), ladder=ladder)
     if not _is_int(plan.workers) or plan.workers < 1:
         raise ConfigError(f"{where}.workers: expected an integer >= 1, got {_short(plan.workers)}")
     _at_most(plan.workers, "workers", f"{where}.workers")
@@ -154,8 +196,11 @@ def _load_plan(raw: dict, where: str) -> LoadPlan:
         raise ConfigError(f"{where}.warmup_requests: expected an integer >= 0, "
                           f"got {_short(plan.warmup_requests)}")
     _at_most(plan.warmup_requests, "warmup_requests", f"{where}.warmup_requests")
-    if not plan.concurrency and not plan.rates:
-        raise ConfigError(f"{where}: no step: give concurrency and/or rates")
+    if not plan.concurrency and not plan.rates and plan.ladder is None:
+        raise ConfigError(f"{where}: no step: give concurrency and/or rates, or a ladder")
+    if plan.ladder is not None and plan.workers > 1:
+        raise ConfigError(f"{where}.workers: a ladder runs with one worker only "
+                          f"(got {plan.workers})")
     return plan
 
 
@@ -227,6 +272,14 @@ def _check_sizes(scenario: dict, max_model_len: int, where: str) -> None:
         if total > max_model_len:
             raise ConfigError(f"{where}: input_tokens + output_tokens = {total:,} does not fit "
                               f"max_model_len {max_model_len:,}")
+    if scenario.get("kind") == "agentic":
+        from resources.loadgen.scenarios.spec import AGENTIC_MAX_CONTEXT
+
+        context = scenario.get("max_context_tokens", AGENTIC_MAX_CONTEXT)
+        if _is_int(context) and context > max_model_len:
+            raise ConfigError(f"{where}.max_context_tokens: {context:,} does not fit "
+                              f"max_model_len {max_model_len:,} (a session would be refused "
+                              "before it ends)")
     dataset = scenario.get("dataset")
     if dataset is not None and not (isinstance(dataset, str) and DATASET.fullmatch(dataset)):
         raise ConfigError(f"{where}.dataset: expected null or a dataset id, got {_short(dataset)}")
@@ -285,10 +338,74 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
     if load.workers > 1 and isinstance(scenario, dict) and scenario.get("kind") in ("batch", "slo_search"):
         raise ConfigError(f"{where}.load.workers: scenario {scenario['kind']} runs with one worker "
                           f"only (got {load.workers})")
+    if load.ladder is not None and isinstance(scenario, dict) and scenario.get("kind", "fixed") != "fixed":
+        raise ConfigError(f"{where}.load.ladder: goes with the fixed scenario, not "
+                          f"{scenario['kind']}")
     llamacpp = _llamacpp_plan(merged.pop("llamacpp", None), merged, f"{where}.llamacpp")
     quality = _quality_plan(merged.pop("quality", None), f"{where}.quality")
+    speculative = _speculative_plan(merged.pop("speculative", None), f"{where}.speculative")
+    reasoning = _reasoning_plan(merged.pop("reasoning", None), f"{where}.reasoning")
+    engine_args = _engine_args(merged.pop("engine_args", {}), merged, f"{where}.engine_args")
+    if speculative is not None and engine_args.get("speculative") not in (None, False):
+        raise ConfigError(f"{where}.engine_args.speculative: the candidate's `speculative` "
+                          "key already sets it; give one of the two")
     return Candidate(**{**merged, "scenario": dict(scenario), "load": load, "price": basis,
-                        "llamacpp": llamacpp, "quality": quality})
+                        "llamacpp": llamacpp, "quality": quality, "engine_args": engine_args,
+                        "speculative": speculative, "reasoning": reasoning})
+
+
+def _engine_args(raw: dict, merged: dict, where: str) -> dict:
+    """Checked values; an argument the candidate's engine has no setting for is an error
+    here (a sweep lists such a combination as skipped before it gets this far)."""
+    from resources.model_server import engine_args
+
+    try:
+        args = engine_args.check(raw, where)
+    except engine_args.EngineArgsError as exc:
+        raise ConfigError(str(exc)) from None
+    engine = merged.get("engine", "vllm")
+    missing = engine_args.unsupported(engine, args)
+    if missing:
+        raise ConfigError(f"{where}.{missing[0]}: engine {engine} has no such setting")
+    return args
+
+
+def _reasoning_plan(raw: dict | None, where: str) -> ReasoningPlan | None:
+    if raw is None:
+        return None
+    _check_keys(raw, _REASONING_KEYS, where)
+    parser = raw.get("parser")
+    if not (isinstance(parser, str) and NAME.fullmatch(parser)):
+        raise ConfigError(f"{where}.parser: expected the engine's reasoning parser name "
+                          f"(e.g. deepseek_r1), got {_short(parser)}")
+    n = raw.get("emulated_tokens", [256, 1024])
+    pair = [n, n] if _is_int(n) else n
+    if (not isinstance(pair, list) or len(pair) != 2 or not all(_is_int(v) and v >= 0 for v in pair)
+            or pair[0] > pair[1]):
+        raise ConfigError(f"{where}.emulated_tokens: expected N or [LO, HI] with 0 <= LO <= HI, "
+                          f"got {_short(n)}")
+    return ReasoningPlan(parser=parser, emulated_tokens=(pair[0], pair[1]))
+
+
+def _speculative_plan(raw: dict | None, where: str) -> SpeculativePlan | None:
+    if raw is None:
+        return None
+    _check_keys(raw, _SPECULATIVE_KEYS, where)
+    method = raw.get("method")
+    if method not in SPECULATIVE_METHODS:
+        raise ConfigError(f"{where}.method: {method!r} is not one of {', '.join(SPECULATIVE_METHODS)}")
+    k = raw.get("draft_tokens")
+    if not _is_int(k) or not 1 <= k <= 16:
+        raise ConfigError(f"{where}.draft_tokens: expected an integer 1..16, got {_short(k)}")
+    model = raw.get("draft_model")
+    if model is not None and not (isinstance(model, str) and model):
+        raise ConfigError(f"{where}.draft_model: expected a model id or null")
+    if method in ("eagle", "eagle3") and model is None:
+        raise ConfigError(f"{where}.draft_model: method {method} needs the drafter's checkpoint")
+    p = raw.get("acceptance", 0.7)
+    if not _is_number(p) or not 0 <= p <= 1:
+        raise ConfigError(f"{where}.acceptance: expected a probability in [0, 1], got {_short(p)}")
+    return SpeculativePlan(method=method, draft_tokens=k, draft_model=model, acceptance=float(p))
 
 
 def _llamacpp_plan(raw: dict | None, merged: dict, where: str) -> LlamaCppPlan | None:
@@ -336,31 +453,6 @@ def _quality_plan(raw: dict | None, where: str) -> QualityPlan | None:
         raise ConfigError(f"{where}.dataset: expected a JSONL path or null")
     return QualityPlan(reference=ref, margin=float(margin), items=raw.get("items", 60),
                        seed=raw.get("seed", 0), dataset=ds, max_tokens=raw.get("max_tokens", 16))
-
-
-def load_candidates(path: Path | str = DEFAULT_FILE) -> list[Candidate]:
-    """Read and validate a candidates file; raise ConfigError naming the key on any problem."""
-    path = Path(path)
-    doc = _read_yaml(path, f"{path}: not found")
-    where = path.name
-    _check_keys(doc, {"defaults", "candidates", "pools"}, where)
-    defaults = doc.get("defaults") or {}
-    _check_keys(defaults, _TYPES, f"{where}: defaults")
-    raw = doc.get("candidates")
-    if not isinstance(raw, list) or not raw:
-        raise ConfigError(f"{where}.candidates: expected a non-empty list")
-    base = REPO if path.resolve().is_relative_to(REPO) else path.parent
-    out = [_candidate(c, defaults, f"{where}: candidates[{i}]", base) for i, c in enumerate(raw)]
-    names = [c.name for c in out]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ConfigError(f"{where}.candidates: duplicate name {dupes[0]!r}")
-    for i, c in enumerate(out):
-        ref = c.quality.reference if c.quality else None
-        if ref is not None and ref not in names:
-            raise ConfigError(f"{where}: candidates[{i}].quality.reference: no candidate "
-                              f"named {ref!r}")
-    return assign_pools(out, doc.get("pools"), where)
 
 
 def assign_pools(candidates: list[Candidate], raw, where: str) -> list[Candidate]:

@@ -24,7 +24,10 @@ def build_definitions(settings: Settings | None = None, resources: dict | None =
         asset_checks=checks.build(parts) + report.build_checks(parts)
         + quality.build_checks(parts),
         jobs=jobs(parts),
-        schedules=schedules(names, settings.profile),
+        # the nightly schedule runs the file's candidates; a sweep runs when asked
+        # (`servingbench run --sweep`), each combination in its own partition
+        schedules=schedules([n for n, c in res["candidates"].items()
+                             if getattr(c, "sweep", None) is None], settings.profile),
         resources=res,
         executor=dg.in_process_executor,
     )

@@ -18,15 +18,15 @@ from typing import Any
 
 import dagster as dg
 
-from pipelines.config import DEFAULT_FILE, REPO, ConfigError, load_candidates
+from pipelines.catalog import load_candidates
+from pipelines.config import DEFAULT_FILE, REPO, ConfigError
 from resources.aws.caller import Caller
-from resources.billing.cost_explorer import CostExplorerApi
+from resources.billing.cost_explorer import CostExplorerApi, CostExplorerBill
 from resources.billing.price_bases import PriceBasesLookup
 from resources.billing.price_list import PriceListApi
 from resources.billing.price_sheet import PriceSheetBill
-from resources.billing.refresh import CostExplorerBill
 from resources.cluster.eks import EksNodegroupCluster
-from resources.cluster.eks_api import EksNodegroups, check_owner
+from resources.cluster.eks_api import HEARTBEAT_STALE_S, EksNodegroups, check_owner
 from resources.cluster.local import LocalHostCluster
 from resources.cluster.reaper import EksReaper, NothingToReap
 from resources.contract.digits import is_digits
@@ -38,7 +38,7 @@ from resources.model_server.kube.reap import KubeRunObjects
 from resources.model_server.kube.server import KubeModelServer
 from resources.model_server.kube.token import TokenSource
 from resources.model_server.local import LocalModelServers
-from resources.storage import Storage
+from resources.storage.store import Storage
 
 PROFILES = ("local", "eks")
 
@@ -102,9 +102,7 @@ def resources_for(settings: Settings) -> dict:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return common | eks.pipeline_resources() | {
-        "reaper": EksReaper(eks.cluster, eks.settings.reaper_ttl_hours,
-                            objects=lambda: KubeRunObjects(eks.kube(), eks.settings.owner))} | _load_pods(
-        eks, settings, os.environ)
+        "reaper": eks.reaper(eks.settings.reaper_ttl_hours)} | _load_pods(eks, settings, os.environ)
 
 
 def _load_pods(eks: EksResources, settings: Settings, env: Mapping[str, str]) -> dict:
@@ -155,6 +153,7 @@ class EksSettings:
     allow_public: bool = False  # consent to 0.0.0.0/0 or an internet-facing load balancer
     run_as_user: int | None = None  # engines run as this non-root uid (image must allow it)
     endpoint_url: str | None = None  # tests only (moto)
+    kube_url: str | None = None  # tests only (the fake Kubernetes API): no DescribeCluster
     dcgm_url: str | None = None  # the engine node's dcgm-exporter /metrics (docs/telemetry.md)
     neuron_monitor_url: str | None = None  # the neuron-monitor reader's report (deploy/)
     # the load generator as an Indexed Job (resources/loadjob/): 0 pods = in the run's process
@@ -251,13 +250,6 @@ def owner_from_env(env: Mapping[str, str]) -> str:
     return check_owner(value, "SERVINGBENCH_EKS_OWNER")
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool:
-    value = env.get(name, "")
-    if value not in ("", "0", "1"):
-        raise ValueError(f"{name}={value!r}: expected 1 or 0")
-    return value == "1"
-
-
 def _uid(env: Mapping[str, str], name: str) -> int | None:
     value = env.get(name, "")
     if not value:
@@ -351,4 +343,15 @@ class EksResources:
         s = self.settings
         token = TokenSource.for_eks(self.session, s.cluster_name, s.region,
                                     sts_url=s.endpoint_url)
+        if s.kube_url:
+            return KubeClient(s.kube_url, token, namespace=s.namespace)
         return KubeClient.for_eks(self.cluster.describe_cluster(), token, namespace=s.namespace)
+
+    def reaper(self, ttl_hours: float, *, heartbeat_stale_s: float = HEARTBEAT_STALE_S,
+               kubernetes: bool = True) -> EksReaper:
+        """The reaper of this installation (the scheduled job's and `servingbench eks reap`'s):
+        node groups and launch templates, and (`kubernetes`) the runs' Kubernetes objects,
+        reached when it runs, never when it is built."""
+        owner = self.settings.owner
+        return EksReaper(self.cluster, ttl_hours, heartbeat_stale_s=heartbeat_stale_s,
+                         objects=(lambda: KubeRunObjects(self.kube(), owner)) if kubernetes else None)

@@ -7,6 +7,7 @@ import json
 
 import dagster as dg
 
+from assets.peer_import import peer_import_job
 from assets.report import publish_unfinished_run
 from pipelines.liveness import dagster_alive
 from resources.analysis.gates import RULE_OF
@@ -22,7 +23,7 @@ BENCHMARK_POD = {"container_config": {"resources": {"requests": {"cpu": "2", "me
 
 
 def jobs(partitions_def) -> list:
-    return [reaper_job,
+    return [reaper_job, peer_import_job,
         dg.define_asset_job("benchmark_job", selection=dg.AssetSelection.assets(*CHAIN),
                             partitions_def=partitions_def, executor_def=dg.in_process_executor,
                             tags={"dagster-k8s/config": BENCHMARK_POD},

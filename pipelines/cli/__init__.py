@@ -18,12 +18,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("pipelines.cli.demo", "run the chain on the embedded default and print the headline "
              "(--real: llama.cpp on this host)"),
     "run": ("pipelines.cli.run", "benchmark one candidate with the profile of SERVINGBENCH_PROFILE"),
+    "sweep": ("pipelines.cli.sweep", "list a sweep's combinations and the ones the fit check "
+              "skips"),
     "ui": ("pipelines.cli.ui", "start the Dagster UI on 127.0.0.1"),
     "eks": ("pipelines.cli.eks", "reap expired node groups / refetch a run's bill (eks)"),
     "report": ("pipelines.cli.report", "write HTML reports of run folders"),
     "publish": ("pipelines.cli.publish", "copy a run folder to s3://…/runs/<run_id>, marker last "
                 "(a rerun completes a partial publish)"),
     "engine": ("pipelines.cli.engine", "the real local engine: prepare derived models, status"),
+    "import": ("pipelines.cli.peer_import", "another tool's result (aiperf, guidellm, "
+               "inference-perf, vllm) as a run folder"),
+    "export": ("pipelines.cli.peer_export", "a run folder's records in a peer's format "
+               "(aiperf, csv)"),
 }
 
 

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
+from pipelines.catalog import load_candidates
 from pipelines.cli.argtypes import non_negative, positive, positive_floats, positive_int
-from pipelines.config import DEFAULT_FILE, REAL_FILE, REPO, ConfigError, load_candidates
+from pipelines.config import DEFAULT_FILE, REAL_FILE, REPO, ConfigError
 
 REAL_BANNER = ("=" * 78 + "\nMEASURED ON THIS HOST — llama.cpp's server and a real model on this "
                "machine's CPU;\npriced from this host's hourly price in "
@@ -48,6 +50,8 @@ def parser() -> argparse.ArgumentParser:
                    help="candidates YAML (default: candidates.yaml, or candidates_real.yaml "
                         "with --real)")
     p.add_argument("--only", default=None, help="comma list of candidate names (default: all)")
+    p.add_argument("--sweep", default=None, metavar="NAME",
+                   help="the combinations of this sweep of the file (its skips are listed)")
     p.add_argument("--data-dir", type=Path, default=REPO / "data", help="outputs (default ./data)")
     p.add_argument("--concurrency", default=None,
                    help="closed-loop steps (default 1,4,8; with --real the candidates' plan)")
@@ -87,15 +91,22 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"servingbench demo: {exc}", file=sys.stderr)
         return 2
-    names = [c.name for c in candidates]
+    # the file's own candidates; a sweep's combinations only when asked for (--sweep, --only)
+    names = [c.name for c in candidates if c.sweep is None]
     if args.only:
         wanted = args.only.split(",")
-        unknown = [n for n in wanted if n not in names]
+        unknown = [n for n in wanted if n not in {c.name for c in candidates}]
         if unknown:
             print(f"servingbench demo: unknown candidate {unknown[0]!r}; known: {', '.join(names)}",
                   file=sys.stderr)
             return 2
         names = wanted
+    if args.sweep:
+        from pipelines.cli.sweep import members
+
+        names = members(args.candidates, args.sweep, "servingbench demo")
+        if names is None:
+            return 2
     if args.real:
         from resources.model_server.llamacpp import engine_available
 
@@ -144,6 +155,11 @@ def main(argv: list[str]) -> int:
     label = "MEASURED on this host" if args.real else "EMULATED"
     print_headline(run_dirs, label)
     print_levels(run_dirs + [d for _, d in quality_dirs if d not in run_dirs], label, args.levels)
+    if args.sweep:
+        from pipelines.cli import sweep_frontier
+
+        print("\n" + sweep_frontier.text(run_dirs + [d for _, d in quality_dirs
+                                                    if d not in run_dirs], label))
     if args.real:
         print_quality(quality_dirs)
     for name, why in failures:
@@ -166,8 +182,8 @@ def main(argv: list[str]) -> int:
 def print_levels(run_dirs: list[str], label: str, levels) -> None:
     """contract §3.6 in the terminal: at each interactivity level, the cheapest candidate and
     its runner-up (the comparison writes the same rows to frontier_levels.parquet)."""
-    from resources.analysis.analyze import DEFAULT_SLO
     from resources.analysis.frontier import levels_of_folders
+    from resources.analysis.metrics import DEFAULT_SLO
     from resources.analysis.summary import levels_text
 
     if not run_dirs:
@@ -218,7 +234,6 @@ def failure(result) -> str:
 
 def print_quality(quality_dirs: list[tuple[str, str]]) -> None:
     """Accuracy and the parity verdict of every real candidate, ranked or not."""
-    import json
 
     print("\nQuality parity — MEASURED on this host (same evaluation set, temperature 0)")
     print(f"  {'candidate':<28} {'accuracy':>9}  {'95 % CI':<15} {'n':>4}  verdict")
@@ -236,10 +251,17 @@ def print_quality(quality_dirs: list[tuple[str, str]]) -> None:
         print(f"  {name:<28} {s['accuracy']:>9.3f}  {ci:<15} {s['n']:>4}  {verdict}")
 
 
+def _parity_failed(run_dir: Path) -> bool:
+    """Whether the run's quality trails its reference (quality_parity.json says so)."""
+    path = run_dir / "quality_parity.json"
+    return path.exists() and json.loads(path.read_text()).get("passed") is False
+
+
 def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from resources.analysis.ranking import Standing, rank
     from resources.analysis.summary import (
         ADVICE,
         headline_columns,
@@ -255,10 +277,13 @@ def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
     # promoted: a headline written before the optional search columns existed lacks them
     rows = pa.concat_tables([pq.read_table(Path(d) / "headline.parquet") for d in run_dirs],
                             promote_options="default").to_pylist()
-    # met first (cheapest first), then "meets no step", then not measured: a run with no
-    # valid step is not a verdict on its hardware, so it never sorts as a failure
-    order = {True: 0, False: 1, None: 2}
-    rows.sort(key=lambda r: (order[r["meets_slo"]], r["cost_per_1m_output_usd"] or float("inf")))
+    failed_parity = {mf.load(Path(d) / "manifest.json")["run_id"] for d in run_dirs
+                     if _parity_failed(Path(d))}
+    # the comparison report's order (resources/analysis/ranking.py): met first, cheapest
+    # first, then "meets no step" or failed quality parity, then not measured (a run with
+    # no valid step is not a verdict on its hardware, so it never sorts as a failure)
+    rows = [s.ref for s, _ in rank(Standing(r["candidate"], r, r["source"] == "emulated",
+                                            r["run_id"] in failed_parity, ref=r) for r in rows)]
     print(f"SLO headline — {label} (cheapest per 1M output tokens first, among steps meeting "
           "the SLO)")
     print(table(headline_rows(rows), headline_columns(rows)))
@@ -277,7 +302,6 @@ def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
 
 def print_workloads(run_dirs: list[str]) -> None:
     """job.json (contract §3.4) and slo_capacity.json (§3.5) of the runs that have them."""
-    import json
 
     import pyarrow.parquet as pq
 

@@ -47,21 +47,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _objects(session, cluster, args, owner):
-    """The runs' Kubernetes objects, through the cluster's API (endpoint from DescribeCluster,
-    an STS-presigned token)."""
-    from resources.model_server.kube.client import KubeClient
-    from resources.model_server.kube.reap import KubeRunObjects
-    from resources.model_server.kube.token import TokenSource
-
-    token = TokenSource.for_eks(session, args.cluster, args.region, sts_url=args.endpoint_url)
-    if args.kube_url:
-        kube = KubeClient(args.kube_url, token, namespace=args.namespace)
-    else:
-        kube = KubeClient.for_eks(cluster.describe_cluster(), token, namespace=args.namespace)
-    return KubeRunObjects(kube, owner)
-
-
 def _alive():
     """The Dagster run status, where this host has a Dagster instance (DAGSTER_HOME)."""
     if not os.environ.get("DAGSTER_HOME"):
@@ -81,18 +66,19 @@ def main(argv: list[str]) -> int:
     session = boto3.Session()
     try:
         if args.cmd == "reap":
-            from pipelines.profiles import owner_from_env
-            from resources.cluster.eks_api import EksNodegroups, check_owner
+            from pipelines.profiles import EksResources, EksSettings, owner_from_env
+            from resources.cluster.eks_api import check_owner
 
             owner = (check_owner(args.owner, "--owner") if args.owner
                      else owner_from_env(os.environ))
-            cluster = EksNodegroups(session, args.cluster, args.region, node_role_arn="",
-                                 owner=owner, endpoint_url=args.endpoint_url)
-            reaped = cluster.reap(args.ttl_hours * 3600,
-                                  heartbeat_stale_s=args.heartbeat_stale_minutes * 60,
-                                  objects=None if args.no_kubernetes else _objects(
-                                      session, cluster, args, owner),
-                                  alive=_alive())
+            # the eks profile's own wiring: the reaper a schedule runs, from these flags
+            eks = EksResources.build(EksSettings(
+                cluster_name=args.cluster, region=args.region, node_role_arn="", owner=owner,
+                namespace=args.namespace, endpoint_url=args.endpoint_url,
+                kube_url=args.kube_url), session)
+            reaper = eks.reaper(args.ttl_hours, kubernetes=not args.no_kubernetes,
+                                heartbeat_stale_s=args.heartbeat_stale_minutes * 60)
+            reaped = reaper.reap(alive=_alive())
             print(f"reaped {len(reaped)} resource(s)" + "".join(f"\n  {n}" for n in reaped))
         else:
             from resources.billing.cost_explorer import CostExplorerApi

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines.config import REAL_FILE, ConfigError, load_candidates
+from pipelines.catalog import load_candidates
+from pipelines.config import REAL_FILE, ConfigError
 
 
 def main(argv: list[str]) -> int:

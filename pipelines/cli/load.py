@@ -19,7 +19,15 @@ from resources.contract.digits import is_digits
 from resources.contract.manifest import ManifestError
 from resources.loadgen.config import LoadConfig
 from resources.loadgen.errors import DiskFullError, LoadConfigError, LoadError, RunExistsError
-from resources.loadgen.scenarios.spec import BATCH_INPUT_TOKENS, BATCH_OUTPUT_TOKENS
+from resources.loadgen.scenarios.spec import (
+    AGENTIC_INPUT_TOKENS,
+    AGENTIC_MAX_CONTEXT,
+    AGENTIC_OUTPUT_TOKENS,
+    AGENTIC_TOOL_RESULT,
+    AGENTIC_TURNS,
+    BATCH_INPUT_TOKENS,
+    BATCH_OUTPUT_TOKENS,
+)
 
 
 def _ints(text: str) -> list[int]:
@@ -42,6 +50,15 @@ def _header(text: str) -> tuple[str, str]:
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"expected NAME:VALUE, got {text!r}")
     return name.strip(), value.strip()
+
+
+def _image_size(text: str) -> tuple[int, int]:
+    from resources.loadgen.images import parse_size
+
+    try:
+        return parse_size(text)
+    except LoadConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _start_at(text: str) -> int:
@@ -91,9 +108,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--header", type=_header, action="append", default=[],
                    help="extra header on every measured request, NAME:VALUE (repeatable)")
     w = p.add_argument_group("workloads (docs/workloads.md)")
-    w.add_argument("--scenario", choices=["multi-turn", "batch"], default=None,
-                   help="multi-turn sessions, or a batch job (--requests N --max-in-flight M)")
-    w.add_argument("--turns", type=int, default=3, help="multi-turn: turns per session")
+    w.add_argument("--scenario", choices=["multi-turn", "agentic", "batch"], default=None,
+                   help="multi-turn sessions, agentic sessions (a context that grows by a tool "
+                   "result every turn), or a batch job (--requests N --max-in-flight M)")
+    w.add_argument("--turns", type=int, default=None,
+                   help="multi-turn: turns per session (default 3); agentic: at most (default 64)")
+    w.add_argument("--max-context-tokens", type=int, default=None,
+                   help="agentic: a session ends before its context passes this (default 131072)")
+    w.add_argument("--tool-result-tokens", type=int, default=None,
+                   help="agentic: tokens each tool result adds to the context (default 2048)")
+    w.add_argument("--images", type=int, default=0,
+                   help="images per prompt, generated locally (chat API; docs/workloads.md)")
+    w.add_argument("--image-size", type=_image_size, default=None, metavar="WxH",
+                   help="size of each generated image (default 1024x768)")
     w.add_argument("--think-time-s", type=float, default=0.0, help="multi-turn: pause between turns")
     w.add_argument("--max-in-flight", type=int, default=16, help="batch: requests outstanding at most")
     w.add_argument("--trace", type=Path, default=None, help="replay a trace file (JSONL or CSV)")
@@ -109,6 +136,11 @@ def parser() -> argparse.ArgumentParser:
                    help="SLO search over rate: first probe (req/s, default 1)")
     w.add_argument("--start-concurrency", type=int, default=None,
                    help="SLO search over concurrency: first probe (default 1)")
+    w.add_argument("--ladder", default=None, metavar="START:FACTOR:MAX[:MIN_GAIN]",
+                   help="raise the load from START by FACTOR until output throughput gains "
+                   "less than MIN_GAIN (default 0.05) or a step is invalid, at most MAX "
+                   "(docs/sweeps.md); closed loop, or open loop with --ladder-over rate")
+    w.add_argument("--ladder-over", choices=["concurrency", "rate"], default="concurrency")
     k = p.add_argument_group("load workers (docs/workloads.md)")
     k.add_argument("--workers", type=int_or("auto", 1), default=1, metavar="N|auto",
                    help="worker processes sharing the load (default 1; auto: the cores left "
@@ -165,24 +197,57 @@ def scenario_from_args(a: argparse.Namespace):
                         over=over, start_rate=1.0 if a.start_rate is None else a.start_rate,
                         start_concurrency=(1 if a.start_concurrency is None
                                            else a.start_concurrency))
+    agentic = [f for f, v in (("--max-context-tokens", a.max_context_tokens),
+                              ("--tool-result-tokens", a.tool_result_tokens)) if v is not None]
+    if agentic and a.scenario != "agentic":
+        raise LoadConfigError(f"{agentic[0]}: needs --scenario agentic")
     if a.scenario == "multi-turn":
-        return Scenario("multi_turn", turns=a.turns, think_time_s=a.think_time_s)
+        return Scenario("multi_turn", turns=a.turns or 3, think_time_s=a.think_time_s)
+    if a.scenario == "agentic":
+        return Scenario("agentic", turns=a.turns or AGENTIC_TURNS, think_time_s=a.think_time_s,
+                        max_context_tokens=a.max_context_tokens or AGENTIC_MAX_CONTEXT,
+                        tool_result_tokens=a.tool_result_tokens or AGENTIC_TOOL_RESULT)
     if a.scenario == "batch":
         return Scenario("batch", requests=a.requests or 64, max_in_flight=a.max_in_flight)
     return None
 
 
+def ladder_from_args(a: argparse.Namespace):
+    """`--ladder 1:2:64[:0.05]` → a Ladder; LoadConfigError names the flag."""
+    from resources.loadgen.ladder import Ladder
+
+    if a.ladder is None:
+        return None
+    parts = a.ladder.split(":")
+    try:
+        numbers = [float(x) for x in parts]
+    except ValueError:
+        numbers = []
+    if len(parts) not in (3, 4) or len(numbers) != len(parts):
+        raise LoadConfigError(f"--ladder: expected START:FACTOR:MAX[:MIN_GAIN], got {a.ladder!r}")
+    keys = ("start", "factor", "max", "min_gain")
+    try:
+        return Ladder(a.ladder_over, **dict(zip(keys, numbers, strict=False)))
+    except LoadConfigError as exc:
+        raise LoadConfigError(f"--ladder: {exc}") from None
+
+
 def config_from_args(a: argparse.Namespace) -> LoadConfig:
     scenario = scenario_from_args(a)
     kind = scenario.kind if scenario else None
+    ladder = ladder_from_args(a)
     concurrency = a.concurrency
     if concurrency is None:
-        concurrency = [] if (a.rate or a.profile or kind in ("trace", "slo_search")) else [1, 4, 8, 16, 32]
+        concurrency = [] if (a.rate or a.profile or ladder or kind in ("trace", "slo_search")) \
+            else [1, 4, 8, 16, 32]
     requests = a.requests if a.requests is not None else (None if a.duration else 64)
     if kind == "batch":  # the throughput job: long input, short output, unless told otherwise
         a.input_tokens = a.input_tokens or BATCH_INPUT_TOKENS
         a.output_tokens = a.output_tokens or BATCH_OUTPUT_TOKENS
         concurrency = [scenario.max_in_flight]
+    if kind == "agentic":  # a task prompt, then short answers (tool calls)
+        a.input_tokens = a.input_tokens or AGENTIC_INPUT_TOKENS
+        a.output_tokens = a.output_tokens or AGENTIC_OUTPUT_TOKENS
     a.input_tokens = a.input_tokens or 512
     a.output_tokens = a.output_tokens or 128
     return LoadConfig(
@@ -197,7 +262,8 @@ def config_from_args(a: argparse.Namespace) -> LoadConfig:
         total_timeout_s=a.total_timeout, drain_timeout_s=a.drain_timeout,
         continuous_usage=not a.no_continuous_usage, use_tokenize=not a.no_tokenize,
         headers=dict(a.header), run_id=a.run_id, scenario=scenario,
-        workers=a.worker_count if a.worker_index is not None else _n_workers(a),
+        workers=a.worker_count if a.worker_index is not None else _n_workers(a), ladder=ladder,
+        images=a.images, image_size=a.image_size or (1024, 768),
     )
 
 
@@ -249,7 +315,12 @@ def pod_share(a: argparse.Namespace):
 
 
 def _judge(cfg: LoadConfig, run_dir: Path):
-    """An SLO search asks the analysis whether each probe met the SLO."""
+    """An SLO search asks the analysis whether each probe met the SLO; a ladder asks for each
+    step's validity and output tokens/s."""
+    if cfg.ladder is not None:
+        from resources.analysis.workload_outputs import throughput_reading
+
+        return lambda step: throughput_reading(run_dir, step)
     if cfg.scenario is None or cfg.scenario.kind != "slo_search":
         return None
     from resources.analysis.workload_outputs import judge
@@ -343,6 +414,8 @@ def main(argv: list[str]) -> int:
     for s in result.steps:
         if s["client_limited"]:
             print(f"  step {s['step']}: CLIENT-LIMITED (the analyzer marks it invalid)")
+    if result.ladder_stop:
+        print(f"  ladder {result.ladder_stop}")
     for w in result.failed_workers:
         print(f"servingbench load: worker {w['name']} failed ({w['reason']}); its records up to "
               f"then are kept, and the steps it was in are marked client-limited", file=sys.stderr)

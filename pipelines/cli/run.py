@@ -2,6 +2,9 @@
 by SERVINGBENCH_PROFILE (`eks` for real hardware; `local` for the embedded default) and the
 candidate's full load plan from the candidates file. Prints the candidate's headline.
 
+`servingbench run --sweep NAME [--parallel N]`: every combination of a sweep that passes the
+pre-flight fit check (the skipped ones are listed first, with their reasons), the same way.
+
 `servingbench run --all [--parallel N]`: every candidate of the date, up to N runs at once,
 each in its own process on the same Dagster instance (DAGSTER_HOME). Candidates sharing a
 concurrency pool (pipelines/candidates.yaml `pools`) wait for a slot, so N never asks for
@@ -26,9 +29,12 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--candidate", help="a name from the candidates file")
-    which.add_argument("--all", action="store_true", help="every candidate of the file")
+    which.add_argument("--all", action="store_true",
+                       help="every candidate of the file (not the sweeps' combinations)")
+    which.add_argument("--sweep", metavar="NAME", help="every combination of a sweep that fits")
     p.add_argument("--parallel", type=int, default=1,
-                   help="with --all: runs at once (default 1); pools still bound each type")
+                   help="with --all or --sweep: runs at once (default 1); pools still bound "
+                        "each type")
     p.add_argument("--date", default=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
                    help="the date partition (default: today, UTC)")
     return p
@@ -39,8 +45,8 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.parallel < 1:
         p.error(f"--parallel: expected a positive integer, got {args.parallel}")
-    if args.parallel != 1 and not args.all:
-        p.error("--parallel goes with --all")
+    if args.parallel != 1 and not (args.all or args.sweep):
+        p.error("--parallel goes with --all or --sweep")
     try:
         dt.date.fromisoformat(args.date)
     except ValueError:
@@ -58,10 +64,18 @@ def main(argv: list[str]) -> int:
         print(f"servingbench run: {exc}", file=sys.stderr)
         return 2
     candidates = defs.resources["candidates"]
-    if args.all:
+    if args.all or args.sweep:
         from pipelines.cli.run_all import run_all
 
-        return run_all(candidates, args.date, args.parallel, dg.DagsterInstance.get())
+        chosen = {n: c for n, c in candidates.items() if c.sweep is None}
+        if args.sweep:
+            from pipelines.cli.sweep import members
+
+            chosen = members(settings.candidates_file, args.sweep, "servingbench run")
+            if chosen is None:
+                return 2
+            chosen = {n: candidates[n] for n in chosen}
+        return run_all(chosen, args.date, args.parallel, dg.DagsterInstance.get())
     if args.candidate not in candidates:
         print(f"servingbench run: unknown candidate {args.candidate!r}; known: "
               f"{', '.join(candidates)}", file=sys.stderr)
@@ -80,3 +94,4 @@ def main(argv: list[str]) -> int:
     print_headline([run_dir])
     print(f"run folder: {run_dir}")
     return 0
+

@@ -20,7 +20,7 @@ from resources.analysis.rundir import RunFolder, is_disk_full, locate_unreadable
 from resources.analysis.telemetry import read_telemetry, telemetry_metrics
 from resources.contract import durable
 from resources.contract.manifest import ManifestError
-from resources.contract.schemas import SchemaError, write_parquet
+from resources.contract.schemas import SchemaError, check_output, write_parquet
 
 ACCEPTED, MALFORMED, REJECTED = 0, 2, 3
 NO_ROOM = 74  # sysexits' EX_IOERR: the outputs did not fit on the disk (the input is fine)
@@ -43,6 +43,7 @@ class Analysis:
     slo_capacity: dict | None = None   # contract §3.5, an SLO-search run's slo_capacity.json
     frontier: pa.Table | None = None   # contract §3.6, every readable run
     what_if: pa.Table | None = None    # contract §4.1, a run not rejected with price_bases
+    context: pa.Table | None = None    # ttft_by_context.parquet: TTFT by context length
 
     @property
     def accepted(self) -> bool:
@@ -75,28 +76,33 @@ def _write_gates(run_dir: Path, gates: list[Gate]) -> None:
     durable.write_json(run_dir / "gates.json", [g.as_dict() for g in gates])
 
 
-def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | None) -> None:
-    """contract §3.1 always; §3.4 for a batch job, §3.5 for an SLO search."""
-    write_parquet(workload_outputs.by_cache(run), run.path / "derived_metrics_by_cache.parquet")
+def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | None,
+                           context: pa.Table | None = None) -> None:
+    """contract §3.1 always, with TTFT by context length; §3.4 for a batch job, §3.5 for an
+    SLO search."""
+    write_parquet(check_output(workload_outputs.by_cache(run), "derived_metrics_by_cache"),
+                  run.path / "derived_metrics_by_cache.parquet")
+    context = context if context is not None else workload_outputs.by_context(run)
+    write_parquet(check_output(context, "ttft_by_context"), run.path / "ttft_by_context.parquet")
     for name, obj in (("job.json", job), ("slo_capacity.json", capacity)):
         if obj is not None:
             durable.write_json(run.path / name, obj)
 
 
 def _write_outputs(run: RunFolder, gates, metrics, tm, cost, headline, job, capacity,
-                   frontier, what_if) -> None:
+                   frontier, what_if, context) -> None:
     run_dir = run.path
     _write_gates(run_dir, gates)
-    write_parquet(metrics, run_dir / "derived_metrics.parquet")
+    write_parquet(check_output(metrics, "derived_metrics"), run_dir / "derived_metrics.parquet")
     if tm is not None:
-        write_parquet(tm, run_dir / "telemetry_metrics.parquet")
-    write_workload_outputs(run, job, capacity)
-    write_parquet(frontier, run_dir / "frontier.parquet")
+        write_parquet(check_output(tm, "telemetry_metrics"), run_dir / "telemetry_metrics.parquet")
+    write_workload_outputs(run, job, capacity, context)
+    write_parquet(check_output(frontier, "frontier"), run_dir / "frontier.parquet")
     # a stale copy of a withheld output (a re-analysis now rejects the run) is removed
     for name, table in zip((*COST_FILES, "cost_what_if.parquet"), (cost, headline, what_if),
                            strict=True):
         if table is not None:
-            write_parquet(table, run_dir / name)
+            write_parquet(check_output(table, name.removesuffix(".parquet")), run_dir / name)
         else:
             (run_dir / name).unlink(missing_ok=True)
 
@@ -131,7 +137,7 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
             return Analysis(run_dir, MALFORMED, message=str(exc), manifest=run.manifest)
         try:
             gates = run_gates(run)
-            metrics = step_metrics(run, slos[0])
+            metrics = step_metrics(run, slos[0], telemetry)
             tm = None if telemetry is None else telemetry_metrics(run, metrics, telemetry)
             accepted = all(g.passed is not False for g in gates)
             cost = headline = None
@@ -139,6 +145,7 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                 cost, headline = cost_tables(run, metrics, slos)
             job = workload_outputs.job(run.manifest, metrics, cost)
             capacity = workload_outputs.slo_capacity(run.manifest, metrics)
+            context = workload_outputs.by_context(run)
             if headline is not None:
                 headline = workload_outputs.with_slo_cost(headline, capacity, cost)
             frontier = frontier_mod.frontier(run, metrics, cost)
@@ -153,7 +160,7 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
         if write:
             try:
                 _write_outputs(run, gates, metrics, tm, cost, headline, job, capacity,
-                               frontier, what_if)
+                               frontier, what_if, context)
             except OSError as exc:
                 if not durable.is_disk_full(exc):
                     raise
@@ -166,4 +173,4 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                    if failed else "accepted")
         return Analysis(run_dir, REJECTED if failed else ACCEPTED, message, run.manifest,
                         [g.as_dict() for g in gates], metrics, cost, headline, run.partial, tm,
-                        job, capacity, frontier, what_if)
+                        job, capacity, frontier, what_if, context)

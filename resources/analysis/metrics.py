@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from resources.analysis import sqlfiles
 from resources.analysis.rundir import RunFolder
+from resources.contract.schemas import check_output
 
 DEFAULT_SLO = (2.0, 0.1)  # p99 TTFT s, p99 TPOT s
 
@@ -20,8 +21,27 @@ def _manifest_steps(manifest: dict) -> pa.Table:
                                                 pa.bool_())})
 
 
-def step_metrics(run: RunFolder, slo: tuple[float, float] = DEFAULT_SLO) -> pa.Table:
-    """contract §3 for every step of the steady phase."""
+def step_metrics(run: RunFolder, slo: tuple[float, float] = DEFAULT_SLO,
+                 telemetry: pa.Table | None = None) -> pa.Table:
+    """contract §3 for every step of the steady phase; `spec_acceptance_rate` from the
+    telemetry's speculative-decoding counters (null without them)."""
     run.con.register("manifest_steps", _manifest_steps(run.manifest))
-    return sqlfiles.query(run.con, "step_metrics", run_id=run.manifest["run_id"],
-                          source=run.manifest["source"], slo_ttft_s=slo[0], slo_tpot_s=slo[1])
+    metrics = sqlfiles.query(run.con, "step_metrics", run_id=run.manifest["run_id"],
+                             source=run.manifest["source"], slo_ttft_s=slo[0], slo_tpot_s=slo[1])
+    return check_output(with_spec_acceptance(run, metrics, telemetry), "derived_metrics")
+
+
+def with_spec_acceptance(run: RunFolder, metrics: pa.Table,
+                         telemetry: pa.Table | None) -> pa.Table:
+    """`metrics` with contract §3's `spec_acceptance_rate` (sql/spec_acceptance.sql) placed
+    before `valid`; all null when the run has no telemetry or no speculative counters."""
+    rates: dict[str, float | None] = {}
+    if telemetry is not None and metrics.num_rows:
+        run.con.register("telemetry", telemetry)
+        run.con.register("metrics", metrics)
+        out = sqlfiles.query(run.con, "spec_acceptance")
+        rates = dict(zip(out.column("step").to_pylist(),
+                         out.column("spec_acceptance_rate").to_pylist(), strict=True))
+    column = pa.array([rates.get(s) for s in metrics.column("step").to_pylist()], pa.float64())
+    return metrics.add_column(metrics.schema.get_field_index("valid"),
+                              pa.field("spec_acceptance_rate", pa.float64()), column)

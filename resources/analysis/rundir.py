@@ -79,7 +79,8 @@ def _check_parquet_schema(path: Path, name: str) -> set[str]:
 # Characters DuckDB's file reader treats as a pattern (or expands): a path holding none of
 # them names exactly one file, so DuckDB's own (faster) parquet scan is exact for it.
 _PATTERN_CHARS = set("*?[]{}\\~")
-_DUCKDB_TYPES = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT"}
+_DUCKDB_TYPES = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIGINT",
+                 pa.timestamp("ns", tz="UTC"): "TIMESTAMPTZ"}
 
 
 def _register(con: duckdb.DuckDBPyConnection, run_dir: Path, name: str, view: str) -> str:

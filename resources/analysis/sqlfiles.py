@@ -1,22 +1,25 @@
-"""Named queries from `sql/`: one query per file, values only through `$` bind parameters."""
+"""Named queries from `sql/`: one query per file, values only through `$` bind parameters.
+
+`sql/` is package data of `resources.analysis`, read through importlib.resources, so the
+queries are found the same way from a source tree and from an installed wheel."""
 
 from __future__ import annotations
 
 import re
 from functools import cache
-from pathlib import Path
+from importlib.resources import files
 
 import duckdb
 import pyarrow as pa
 
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+SQL_DIR = files("resources.analysis") / "sql"
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 @cache
 def load(name: str) -> str:
     """The text of `sql/<name>.sql`; its header must name it."""
-    text = (SQL_DIR / f"{name}.sql").read_text()
+    text = (SQL_DIR / f"{name}.sql").read_text(encoding="utf-8")
     if f"-- name: {name}\n" not in text:
         raise ValueError(f"sql/{name}.sql: header '-- name: {name}' missing")
     return text

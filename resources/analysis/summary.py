@@ -131,6 +131,66 @@ SEARCH_HEADLINE_COLUMNS = [
 ]
 
 
+# shown beside TTFT when some step's first answer token came later than its first token
+# (a reasoning model), and beside the ITL when the engine counted speculative drafts
+REASONING_COLUMNS = [
+    ("ttfat_s_p50", "1st answer p50 s", ".3f"), ("ttfat_s_p99", "1st answer p99 s", ".3f"),
+    ("reasoning_tokens", "reasoning tok", ""),
+]
+SPEC_COLUMNS = [("spec_acceptance_rate", "draft accept", ".1%"),
+                ("itl_multi_token_share", "multi-tok chunks", ".1%")]
+CONTEXT_COLUMNS = [
+    ("step", "step", ""), ("context", "context tokens", ""), ("cache", "cache", ""),
+    ("n_ok", "ok", ""), ("ttft_s_p50", "TTFT p50 s", ".3f"), ("ttft_s_p99", "TTFT p99 s", ".3f"),
+    ("cached_share", "from cache", ".0%"),
+]
+
+
+def reasoning_differs(rows: Sequence[Mapping]) -> bool:
+    """A step whose time to first answer differs from its TTFT, or with reasoning tokens."""
+    for r in rows:
+        if r.get("reasoning_tokens"):
+            return True
+        a, b = r.get("ttfat_s_p50"), r.get("ttft_s_p50")
+        if a is not None and b is not None and a != b:
+            return True
+    return False
+
+
+def step_columns(rows: Sequence[Mapping]) -> list[tuple[str, str, str]]:
+    cols = list(STEP_COLUMNS)
+    at = next(i for i, c in enumerate(cols) if c[0] == "ttft_s_p99") + 1
+    if reasoning_differs(rows):
+        cols[at:at] = REASONING_COLUMNS
+    if any(r.get("spec_acceptance_rate") is not None for r in rows):
+        at = next(i for i, c in enumerate(cols) if c[0] == "itl_s_p99") + 1
+        cols[at:at] = SPEC_COLUMNS
+    return cols
+
+
+def cost_rows(cost: Sequence[Mapping], metrics: Sequence[Mapping]) -> tuple[list[dict], list]:
+    """The cost table's rows and columns; for a reasoning run, with the cost per 1M ANSWER
+    tokens (the window's cost over output less reasoning tokens) beside it."""
+    if not reasoning_differs(metrics):
+        return [dict(c) for c in cost], COST_COLUMNS
+    by_step = {m["step"]: m for m in metrics}
+    rows = []
+    for c in cost:
+        m = by_step.get(c["step"], {})
+        out, think, usd = m.get("output_tokens"), m.get("reasoning_tokens"), c.get("window_cost_usd")
+        answer = None if out is None or think is None else out - think
+        rows.append({**c, "cost_per_1m_answer_usd": (usd / answer * 1e6 if answer and usd is not None
+                                                     else None)})
+    cols = list(COST_COLUMNS)
+    cols.insert(2, ("cost_per_1m_answer_usd", "USD / 1M answer", ",.4f"))
+    return rows, cols
+
+
+def context_text(rows: Sequence[Mapping]) -> str:
+    shown = [{**r, "context": f"{r['context_lo']:,}-{r['context_hi']:,}"} for r in rows]
+    return table(shown, CONTEXT_COLUMNS)
+
+
 def headline_columns(rows: Sequence[Mapping]) -> list[tuple[str, str, str]]:
     """The headline table's columns: the search's SLO cost only for a run that searched."""
     searched = any(r.get("slo_search_capacity") is not None for r in rows)
@@ -218,10 +278,19 @@ def render(a: Analysis) -> str:
     if a.partial:
         out.append(f"note: read from partial streams (run was cut short): {', '.join(a.partial)}")
     out += ["", "Gates (contract §5)", table(gate_rows(a.gates), GATE_COLUMNS)]
+    metrics = a.metrics.to_pylist() if a.metrics is not None else []
     if a.metrics is not None:
-        out += ["", "Steps (steady phase)", table(a.metrics.to_pylist(), STEP_COLUMNS)]
+        out += ["", "Steps (steady phase)", table(metrics, step_columns(metrics))]
+        if reasoning_differs(metrics):
+            out.append("1st answer: time to the first answer token (reasoning tokens come "
+                       "first and count in TTFT, not in it)")
+    if a.context is not None and a.context.num_rows and (m.get("scenario") or {}).get(
+            "kind") in ("agentic", "multi_turn"):
+        out += ["", "TTFT by context length (ttft_by_context.parquet)",
+                context_text(a.context.to_pylist())]
     if a.cost is not None:
-        out += ["", "Cost per 1M output tokens", table(a.cost.to_pylist(), COST_COLUMNS)]
+        rows, cols = cost_rows(a.cost.to_pylist(), metrics)
+        out += ["", "Cost per 1M output tokens", table(rows, cols)]
         rows = a.headline.to_pylist()
         out += ["", "Headline (best valid step within the SLO)",
                 table(headline_rows(rows), headline_columns(rows))]

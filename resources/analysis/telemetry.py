@@ -98,4 +98,4 @@ def for_run_dir(run_dir: Path) -> pa.Table | None:
     if telemetry is None:
         return None
     with open_run(Path(run_dir)) as run:
-        return telemetry_metrics(run, step_metrics(run), telemetry)
+        return telemetry_metrics(run, step_metrics(run, telemetry=telemetry), telemetry)

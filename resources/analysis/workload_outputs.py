@@ -1,6 +1,8 @@
 """Outputs of the workloads beyond fixed steps (contract §3.1, §3.4, §3.5).
 
 * derived_metrics_by_cache.parquet: TTFT/E2E per step × cache class, never pooled.
+* ttft_by_context.parquet: TTFT per step × context-length bucket × cache class (agentic
+  sessions; written for every run, as the cache split is).
 * job.json: a batch job's makespan, throughput and cost over the job window.
 * slo_capacity.json: an SLO search's probes, capacity and final bracket.
 `probe_verdict` is the one rule for "this step met the SLO" that both the running search
@@ -20,6 +22,10 @@ from resources.analysis.rundir import RunFolder, open_run
 
 def by_cache(run: RunFolder) -> pa.Table:
     return sqlfiles.query(run.con, "metrics_by_cache", run_id=run.manifest["run_id"])
+
+
+def by_context(run: RunFolder) -> pa.Table:
+    return sqlfiles.query(run.con, "ttft_by_context", run_id=run.manifest["run_id"])
 
 
 def scenario_kind(manifest: dict) -> str:
@@ -120,3 +126,16 @@ def judge(run_dir: Path, step: str, slo: dict) -> tuple[bool, bool]:
     with open_run(Path(run_dir)) as run:
         rows = [r for r in step_metrics(run).to_pylist() if r["step"] == step]
     return probe_verdict(rows[0], slo) if rows else (False, False)
+
+
+def throughput_reading(run_dir: Path, step: str) -> tuple[bool, float | None]:
+    """A ladder's question about the step it just ran (records flushed so far): whether it
+    is valid (§3) and its output tokens/s; (False, None) when it has no row."""
+    from resources.analysis.metrics import step_metrics
+
+    with open_run(Path(run_dir)) as run:
+        rows = [r for r in step_metrics(run).to_pylist() if r["step"] == step]
+    if not rows:
+        return False, None
+    tok_s = rows[0]["output_tok_s"]
+    return bool(rows[0]["valid"]), None if tok_s is None or math.isnan(tok_s) else float(tok_s)

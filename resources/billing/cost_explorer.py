@@ -10,6 +10,11 @@ instance type. Pages are followed by hand (`NextPageToken`). Every request costs
 $0.01: each is counted and logged, retries included. `Estimated` is kept per row.
 A bill fetched before the usage appears is returned as it is (short); the coverage
 gate rejects it and `bill_refresh_job` fetches it again later; nothing is filled in.
+
+`CostExplorerBill` is the eks profile's bill source over it: the run's bill over its life
+on the cluster, from `phases.provision.started_at` (or the earliest phase) to the last
+phase's end plus `tail_s` (teardown finishes after the steady phase; rows outside the
+steady window never enter the cost).
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ from typing import Any
 import pyarrow as pa
 
 from resources.aws.caller import AwsCallError, Caller, make_client
+from resources.billing.interface import BillSource
 from resources.billing.normalize import RUN_TAG, rows_from_cost_explorer, to_table
+from resources.billing.price_bases import PriceBasesLookup
+from resources.contract import manifest as mf
 
 log = logging.getLogger("servingbench.billing")
 
@@ -143,3 +151,39 @@ class CostExplorerApi:
                 return results, page
         raise AwsCallError(f"cost explorer: more than {self.max_pages} pages; stopped "
                            f"(raise max_pages if this run really has that many line items)")
+
+
+class RefreshError(ValueError):
+    """The run folder cannot be billed (names the file and the missing key)."""
+
+
+TAIL_S = 3600
+
+
+def billing_window(manifest: dict, tail_s: int = TAIL_S) -> tuple[int, int]:
+    spans = [(mf.parse_ts(s["started_at"]), mf.parse_ts(s["ended_at"]))
+             for s in manifest["phases"].values() if s["started_at"] and s["ended_at"]]
+    if not spans:
+        raise RefreshError("manifest.json: phases has no started_at/ended_at: no billing window")
+    start = (mf.parse_ts(p["started_at"]) if (p := manifest["phases"].get("provision"))
+             and p["started_at"] else min(a for a, _ in spans))
+    return start, max(b for _, b in spans) + tail_s * 10**9
+
+
+class CostExplorerBill(BillSource):
+    """The run's Cost Explorer bill over its life on the cluster (see billing_window)."""
+
+    source = "cost_explorer"
+
+    def __init__(self, billing: CostExplorerApi, price_bases: PriceBasesLookup | None = None):
+        self.billing = billing
+        self.lookup = price_bases
+
+    def price_bases(self, manifest: dict) -> list[dict] | None:
+        return None if self.lookup is None else self.lookup.lookup(manifest)
+
+    def fetch_bill(self, manifest: dict) -> pa.Table:
+        start, end = billing_window(manifest)
+        return self.billing.fetch_bill(manifest["run_id"], manifest["instance_type"],
+                                       manifest["region"], start, end,
+                                       account_id=manifest["account_id"])

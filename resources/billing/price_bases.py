@@ -94,8 +94,8 @@ class PriceBasesLookup:
     pricing: Any
     savingsplans: Any
     ec2_for: Any  # region -> ec2 client
-    caller: Caller = field(default_factory=Caller)
-    today: Any = dt.date.today
+    call: Caller = field(default_factory=Caller)
+    today: Any = None  # () -> date; None: today in UTC
 
     @classmethod
     def from_session(cls, session: Any, *, endpoint_url: str | None = None,
@@ -110,7 +110,7 @@ class PriceBasesLookup:
         itype, region = manifest.get("instance_type"), manifest.get("region")
         if not itype or not region:
             return []
-        today = self.today().isoformat()
+        today = (self.today() if self.today else dt.datetime.now(dt.UTC).date()).isoformat()
         out: list[dict] = []
         for name, find in (("on-demand and reserved", self._price_list),
                            ("savings plans", self._savings_plans), ("spot", self._spot),
@@ -125,7 +125,7 @@ class PriceBasesLookup:
         return out
 
     def _price_list(self, manifest, itype, region, today) -> list[dict]:
-        product = PriceListApi(self.pricing, caller=self.caller).product(itype, region)
+        product = PriceListApi(self.pricing, caller=self.call).product(itype, region)
         out = [entry("on_demand", on_demand_hourly(product)[0], "price_list", today, region)]
         for years in (1, 3):
             usd = reserved_hourly(product, years)
@@ -134,7 +134,7 @@ class PriceBasesLookup:
         return out
 
     def _savings_plans(self, manifest, itype, region, today) -> list[dict]:
-        page = self.call_sp(itype, region)
+        page = self._sp_rates(itype, region)
         rates: dict[str, set[float]] = {}
         for r in page:
             props = {p["name"]: p["value"] for p in r.get("properties", [])}
@@ -152,11 +152,11 @@ class PriceBasesLookup:
                 out.append(entry(basis, found.pop(), "price_list", today, region))
         return out
 
-    def call_sp(self, itype: str, region: str) -> list[dict]:
+    def _sp_rates(self, itype: str, region: str) -> list[dict]:
         results: list[dict] = []
         token = None
         while True:
-            page = self.caller(
+            page = self.call(
                 self.savingsplans, "describe_savings_plans_offering_rates",
                 savingsPlanPaymentOptions=["No Upfront"], savingsPlanTypes=["Compute"],
                 products=["EC2"], serviceCodes=["AmazonEC2"], operations=["RunInstances"],
@@ -178,7 +178,7 @@ class PriceBasesLookup:
         start = before - dt.timedelta(days=SPOT_DAYS)
         ec2, history, token = self.ec2_for(region), [], None
         while True:
-            page = self.caller(ec2, "describe_spot_price_history", InstanceTypes=[itype],
+            page = self.call(ec2, "describe_spot_price_history", InstanceTypes=[itype],
                                ProductDescriptions=["Linux/UNIX"], StartTime=start,
                                EndTime=before,
                                Filters=[{"Name": "availability-zone", "Values": [az]}],
@@ -196,9 +196,9 @@ class PriceBasesLookup:
 
     def _capacity_block(self, manifest, itype, region, today) -> list[dict]:
         nodes = manifest.get("node_count") or 1
-        page = self.caller(self.ec2_for(region), "describe_capacity_block_offerings",
-                           InstanceType=itype, InstanceCount=nodes,
-                           CapacityDurationHours=CAPACITY_BLOCK_HOURS)
+        ec2 = self.ec2_for(region)
+        page = self.call(ec2, "describe_capacity_block_offerings", InstanceType=itype,
+                         InstanceCount=nodes, CapacityDurationHours=CAPACITY_BLOCK_HOURS)
         per_node_hour = [
             float(o["UpfrontFee"]) / (o["CapacityBlockDurationHours"] * o["InstanceCount"])
             for o in page.get("CapacityBlockOfferings", [])

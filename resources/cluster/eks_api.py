@@ -5,12 +5,12 @@ template (so EC2 instances and volumes carry the run's cost-allocation tag: mana
 node group tags do not propagate to instances) and a managed node group of the
 candidate's instance type; it waits with boto3 waiters under a bounded timeout and
 records the scope (account, region, AZ, Kubernetes version, AMI release, instance ids).
-`provisioned()` is the context manager that guarantees teardown; `reap()` deletes what a
-crashed run left behind.
+`provisioned()` is the context manager that guarantees teardown; the reaper (reaper.py)
+deletes what a crashed run left behind, through this class's list, describe and delete.
 
 Never touch what is not ours: everything created carries the run tag and the owner tag (the
 installation's id, SERVINGBENCH_EKS_OWNER); a live run refreshes a heartbeat tag on its node
-group. The reaper deletes a node group only when its name has our prefix and derives from its
+group. The reaper (reaper.py) deletes a node group only when its name has our prefix and derives from its
 run tag, its owner tag is this installation's, it is older than the TTL and its heartbeat is
 stale; it never describes a group without our prefix (the IAM policy would refuse it), and a
 failure on one group never stops it from reaping the others.
@@ -26,12 +26,11 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import botocore.exceptions
 
 from resources.aws.caller import THROTTLING, TRANSIENT, AwsCallError, Caller, make_client
-from resources.contract.digits import is_digits
 from resources.contract.scope import nodegroup_name
 
 log = logging.getLogger("servingbench.eks")
@@ -123,32 +122,10 @@ class Scope:
                 "instance_ids": list(self.instance_ids)}
 
 
-# alive(run_id) -> why the run still lives (e.g. "Dagster run 1a2b STARTED"), or None
-Alive = Callable[[str], "str | None"]
-
-
-class RunObjects(Protocol):
-    """The Kubernetes objects of runs (resources/model_server/kube/reap.py), handed to the
-    reaper by the composition: `dead(nodegroup, run_id, created_ns)` says which may go."""
-
-    def reap(self, dead: Callable[[str, str, int | None], bool]) -> tuple[list[str], list[str]]:
-        ...
-
-
-def _alive_reason(alive: Alive | None, run_id: str) -> str | None:
-    """Why `run_id` must be kept by `alive`'s word; a lookup that fails keeps it too (a run
-    is only ever reaped on evidence that it is over)."""
-    if alive is None:
-        return None
-    try:
-        return alive(run_id)
-    except Exception as exc:  # noqa: BLE001 - any failure of the lookup means "keep"
-        return f"its run status could not be read ({type(exc).__name__}); kept"
-
 
 class EksNodegroups:
     """The node groups (and their launch templates) of one existing EKS cluster, through
-    boto3: create, scope, delete, reap. The pipeline's `Cluster` over it is
+    boto3: create, scope, list, delete (the reaper's policy is reaper.py). The pipeline's `Cluster` over it is
     `resources.cluster.eks.EksNodegroupCluster`."""
 
     def __init__(self, session: Any, cluster_name: str, region: str, *, node_role_arn: str,
@@ -235,10 +212,10 @@ class EksNodegroups:
             self._wait("nodegroup_deleted", name, timeout_s)
             log.info("node group %s deleted", name)
         if launch_template_id:
-            self._delete_launch_template(launch_template_id)
+            self.delete_launch_template(launch_template_id)
         return existed
 
-    def _delete_launch_template(self, template_id: str) -> None:
+    def delete_launch_template(self, template_id: str) -> None:
         try:
             self.call(self.ec2, "delete_launch_template", LaunchTemplateId=template_id)
         except AwsCallError as exc:
@@ -274,112 +251,8 @@ class EksNodegroups:
                 raise
             found = {}
         for template in found.get("LaunchTemplates", []):
-            self._delete_launch_template(template["LaunchTemplateId"])
+            self.delete_launch_template(template["LaunchTemplateId"])
         return existed
-
-    def reap(self, ttl_s: float, *, heartbeat_stale_s: float = HEARTBEAT_STALE_S,
-             now_ns: int | None = None, objects: RunObjects | None = None,
-             alive: Alive | None = None) -> list[str]:
-        """Delete this installation's expired node groups (and their launch templates), then
-        its launch templates left without a node group, then (with `objects`) the
-        Kubernetes objects of the runs that are gone. `alive(run_id)` says why a run still
-        lives (the Dagster run status), or None. Returns what was deleted; raises
-        AwsCallError naming every one that failed, after trying all of them."""
-        now_ns = self.clock() if now_ns is None else now_ns
-        reaped: list[str] = []
-        failed: list[str] = []
-        names = self._list_nodegroups()
-        for name in names:
-            if not name.startswith(NAME_PREFIX):
-                continue  # not ours by name: never even described
-            try:
-                ng = self.describe_nodegroup(name)
-                why = self._keep_reason(name, ng, ttl_s, heartbeat_stale_s, now_ns, alive)
-                if why:
-                    log.info("reaper: keeping node group %s (%s)", name, why)
-                    continue
-                log.warning("reaping node group %s (run %s)", name, ng["tags"][RUN_TAG])
-                self.delete_nodegroup(name, self._our_template((ng.get("launchTemplate") or {})
-                                                               .get("id")))
-            except (AwsCallError, ProvisionError) as exc:
-                failed.append(f"{name}: {exc}")
-                continue
-            reaped.append(name)
-        try:
-            self._reap_templates(set(names) - set(reaped), ttl_s, now_ns)
-        except AwsCallError as exc:
-            failed.append(f"launch templates: {exc}")
-        gone: list[str] = []
-        if objects is not None:
-            gone, kube_failed = objects.reap(self._dead_run(set(reaped), set(names), ttl_s,
-                                                            now_ns, alive))
-            failed += kube_failed
-        if failed:  # the others were still reaped; say which ones were not, and why
-            raise AwsCallError("reaper could not delete: " + "; ".join(failed))
-        return reaped + gone
-
-    @staticmethod
-    def _dead_run(reaped: set[str], listed: set[str], ttl_s: float, now_ns: int,
-                  alive: Alive | None):
-        """Whether a Kubernetes object of run `run_id` (labelled with node group `group`)
-        may go: its node group was reaped just now; or it has none any more (a run that
-        died before its objects were deleted), is older than the TTL, and is not alive."""
-        def dead(group: str, run_id: str, created_ns: int | None) -> bool:
-            if not group.startswith(NAME_PREFIX) or nodegroup_name(run_id) != group:
-                return False  # label and annotation disagree: not provably one of our runs
-            if group in reaped:
-                return True
-            if group in listed or created_ns is None:
-                return False  # its node group is kept (alive, young, another's), or undated
-            if (now_ns - created_ns) / 1e9 <= ttl_s:
-                return False
-            return _alive_reason(alive, run_id) is None
-        return dead
-
-    def _keep_reason(self, name: str, ng: dict, ttl_s: float, heartbeat_stale_s: float,
-                     now_ns: int, alive: Alive | None = None) -> str | None:
-        """Why the reaper must leave this node group alone, or None when it may go."""
-        tags = ng.get("tags") or {}
-        run_id = tags.get(RUN_TAG)
-        if not run_id or nodegroup_name(run_id) != name:
-            return "no run tag matching its name"
-        if tags.get(OWNER_TAG) != self.owner:
-            return f"owner {tags.get(OWNER_TAG)!r} is not this installation ({self.owner!r})"
-        if ng.get("status") == "DELETING":
-            return "already deleting"
-        age_s = (now_ns - int(ng["createdAt"].timestamp() * 1e9)) / 1e9
-        if age_s <= ttl_s:
-            return f"age {age_s:.0f}s within the TTL {ttl_s:.0f}s"
-        beat = tags.get(HEARTBEAT_TAG, "")
-        if is_digits(beat) and now_ns / 1e9 - int(beat) < heartbeat_stale_s:
-            return f"its run is alive (heartbeat {now_ns / 1e9 - int(beat):.0f}s ago)"
-        return _alive_reason(alive, run_id)
-
-    def _our_template(self, template_id: str | None) -> str | None:
-        """`template_id` if that launch template carries this installation's owner tag."""
-        if not template_id:
-            return None
-        found = self.call(self.ec2, "describe_launch_templates", LaunchTemplateIds=[template_id])
-        for t in found.get("LaunchTemplates", []):
-            if {"Key": OWNER_TAG, "Value": self.owner} in (t.get("Tags") or []):
-                return template_id
-        return None
-
-    def _reap_templates(self, live_nodegroups: set[str], ttl_s: float, now_ns: int) -> None:
-        """Our launch templates whose node group is gone (a create that died half-way)."""
-        found = self.call(self.ec2, "describe_launch_templates", Filters=[
-            {"Name": f"tag:{OWNER_TAG}", "Values": [self.owner]},
-            {"Name": "launch-template-name", "Values": [f"{NAME_PREFIX}*"]}])
-        for t in found.get("LaunchTemplates", []):
-            tags = {x["Key"]: x["Value"] for x in t.get("Tags") or []}
-            run_id = tags.get(RUN_TAG)
-            if (not run_id or nodegroup_name(run_id) != t["LaunchTemplateName"]
-                    or t["LaunchTemplateName"] in live_nodegroups):
-                continue
-            if (now_ns - int(t["CreateTime"].timestamp() * 1e9)) / 1e9 <= ttl_s:
-                continue
-            log.warning("reaping launch template %s (run %s)", t["LaunchTemplateName"], run_id)
-            self._delete_launch_template(t["LaunchTemplateId"])
 
     # -- scope -----------------------------------------------------------------------
     def describe_scope(self, info: NodegroupInfo) -> Scope:
@@ -410,7 +283,7 @@ class EksNodegroups:
             if not token:
                 return found
 
-    def _list_nodegroups(self) -> list[str]:
+    def list_nodegroups(self) -> list[str]:
         names: list[str] = []
         token: str | None = None
         while True:

@@ -15,6 +15,9 @@ class LoadPlan:
     requests_per_step: int = 64
     warmup_requests: int = 8
     workers: int = 1  # load worker processes sharing each step (resources/loadgen/workers/)
+    # raise the load until output throughput stops rising (resources/loadgen/ladder.py):
+    # {over, start, factor, max, min_gain}; it replaces concurrency and rates
+    ladder: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,32 @@ class QualityPlan:
 
 
 @dataclass(frozen=True)
+class SpeculativePlan:
+    """Speculative decoding, in servingbench's words; each engine file spells it its own way
+    (`engines/<engine>.py`, the `speculative` setting). `acceptance` is for the emulator
+    only (its modelled per-position acceptance probability): a real engine measures it."""
+    method: str                         # eagle3 | eagle | ngram | mtp
+    draft_tokens: int                   # tokens drafted (and verified) per decode step
+    draft_model: str | None = None      # the drafter's checkpoint (eagle, eagle3)
+    acceptance: float = 0.7
+
+    def as_setting(self) -> dict:
+        """The engine-neutral `speculative` setting value the engine files translate."""
+        out = {"method": self.method, "draft_tokens": self.draft_tokens}
+        if self.draft_model is not None:
+            out["draft_model"] = self.draft_model
+        return out
+
+
+@dataclass(frozen=True)
+class ReasoningPlan:
+    """A reasoning model: the engine's reasoning parser splits its thinking into reasoning
+    deltas. `emulated_tokens` (LO, HI) is for the emulator only: reasoning tokens per answer."""
+    parser: str                         # the engine's --reasoning-parser (deepseek_r1, qwen3, ...)
+    emulated_tokens: tuple[int, int] = (256, 1024)
+
+
+@dataclass(frozen=True)
 class Candidate:
     name: str
     instance_type: str
@@ -77,6 +106,13 @@ class Candidate:
     pool_limit: int | None = None   # that pool's limit, from the file's `pools`
     llamacpp: LlamaCppPlan | None = None
     quality: QualityPlan | None = None
+    speculative: SpeculativePlan | None = None
+    reasoning: ReasoningPlan | None = None
+    # engine settings by their common name (max_num_seqs, max_num_batched_tokens,
+    # kv_cache_dtype, speculative); each engine spells them (model_server/engines/<engine>.py)
+    engine_args: dict = field(default_factory=dict)
+    # {name, settings} when the candidate is one combination of a sweep (pipelines/sweeps.py)
+    sweep: dict | None = None
 
     @property
     def model_key(self) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from resources.contract import durable
+from resources.contract.accelerators import ACCELERATORS
 from resources.contract.schemas import PRICE_BASES, PRICE_SOURCES
 from resources.contract.timestamps import format_ts, parse_ts
 
@@ -37,13 +38,24 @@ PRICE_KEYS = {"region": STR, "purchase_option": STR, "retrieved_on": STR, "sourc
 STEP_KEYS = {"step": STR, "load_mode": STR, "target": FLOAT, "client_limited": BOOL,
              "client_cpu_share": FLOAT, "loop_lag_p99_s": FLOAT}
 NOT_NULL = {"run_id", "source", "created_at", "instance_ids", "phases", "steps"}
-# Keys a manifest may leave out: written only by runs whose load came from several workers.
-OPTIONAL_KEYS = {"workers": "list", "price_bases": "list"}
+# Keys a manifest may leave out (an older manifest without them reads as null): `workers`,
+# written only by runs whose load came from several workers; the accelerator and its count
+# per node; `sweep`, when the candidate is one combination of a sweep; the what-if
+# `price_bases`; `import`, for a run imported from another tool.
+OPTIONAL_KEYS = {"workers": "list", "accelerator": STR, "accelerators_per_node": INT,
+                 "sweep": DICT, "price_bases": "list", "import": DICT}
+SWEEP_KEYS = {"name": STR, "settings": DICT}
 WORKER_KEYS = {"name": STR, "status": STR, "reason": STR}
 WORKER_STATUSES = ("ok", "failed")
 # contract §2.1/§4.1: the what-if prices looked up when the run was made
 PRICE_BASIS_KEYS = {"basis": STR, "hourly_usd_per_node": FLOAT, "price_source": STR,
                     "retrieved_on": STR, "region": STR}
+# A run imported from another benchmark tool's result (docs/import.md): which tool and
+# version, the files read, whether the chunk times are the tool's own or rebuilt from its
+# inter-token latencies, where its token counts came from, and what the import noticed.
+IMPORT_KEYS = {"peer": STR, "peer_version": STR, "files": LIST_STR, "files_sha256": LIST_STR,
+               "chunk_times": STR, "output_tokens": STR, "notes": LIST_STR}
+IMPORT_CHUNK_TIMES = ("recorded", "reconstructed_from_itl", "first_and_last")
 
 
 class ManifestError(ValueError):
@@ -110,6 +122,7 @@ def validate(m: Any, where: str = "manifest") -> dict:
         raise ManifestError(f"{where}.node_count: must be >= 1")
     if m["price_basis"] is not None:
         _check_object(m["price_basis"], PRICE_KEYS, f"{where}.price_basis", set())
+    _check_accelerators(m, where)
     for name, span in m["phases"].items():
         if name not in PHASE_NAMES:
             raise ManifestError(f"{where}.phases: unknown phase {name[:80]!r}")
@@ -125,7 +138,24 @@ def validate(m: Any, where: str = "manifest") -> dict:
             raise ManifestError(f"{where}.workers[{i}].status: {_short(worker['status'])} is not "
                                 f"one of {WORKER_STATUSES}")
     _check_price_bases(m.get("price_bases") or [], f"{where}.price_bases")
+    if m.get("import") is not None:
+        imp = m["import"]
+        _check_object(imp, IMPORT_KEYS, f"{where}.import",
+                      {"peer", "files", "chunk_times", "output_tokens", "notes"})
+        if imp["chunk_times"] not in IMPORT_CHUNK_TIMES:
+            raise ManifestError(f"{where}.import.chunk_times: {_short(imp['chunk_times'])} is "
+                                f"not one of {IMPORT_CHUNK_TIMES}")
     return m
+
+
+def _check_accelerators(m: dict, where: str) -> None:
+    if m.get("accelerator") is not None and m["accelerator"] not in ACCELERATORS:
+        raise ManifestError(f"{where}.accelerator: {_short(m['accelerator'])} is not one of "
+                            f"{', '.join(ACCELERATORS)}")
+    if m.get("accelerators_per_node") is not None and m["accelerators_per_node"] < 1:
+        raise ManifestError(f"{where}.accelerators_per_node: must be >= 1")
+    if m.get("sweep") is not None:
+        _check_object(m["sweep"], SWEEP_KEYS, f"{where}.sweep", {"name", "settings"})
 
 
 def _check_price_bases(bases: list, where: str) -> None:

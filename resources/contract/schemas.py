@@ -44,9 +44,14 @@ REQUEST_LOG = pa.schema(
         ("session_id", pa.string()),
         ("turn", pa.int32()),
         ("cached_tokens", pa.int64()),
+        # reasoning models and multimodal prompts (contract §2.2)
+        ("reasoning_tokens", pa.int64()),
+        ("first_answer_at", TS),
+        ("input_images", pa.int32()),
     ]
 )
-OPTIONAL_COLUMNS = frozenset({"worker", "session_id", "turn", "cached_tokens"})
+OPTIONAL_COLUMNS = frozenset({"worker", "session_id", "turn", "cached_tokens", "reasoning_tokens",
+                              "first_answer_at", "input_images"})
 
 CHUNK_LOG = pa.schema(
     [
@@ -55,8 +60,12 @@ CHUNK_LOG = pa.schema(
         ("seq", pa.int64()),
         ("at", TS),
         ("tokens", pa.int64()),
+        # optional (contract §2.3): `reasoning` for a reasoning delta; null or `answer` otherwise
+        ("kind", pa.string()),
     ]
 )
+OPTIONAL_CHUNK_COLUMNS = frozenset({"kind"})
+CHUNK_KINDS = ("answer", "reasoning")
 
 BILL = pa.schema(
     [
@@ -91,10 +100,10 @@ TELEMETRY = pa.schema(
         ("value", pa.float64()),
     ]
 )
-TELEMETRY_SOURCES = ("dcgm", "neuron_monitor", "engine_metrics", "host", "emulated")
 TELEMETRY_METRICS = ("accel_util", "accel_mem_used_bytes", "accel_mem_total_bytes", "power_w",
-                     "energy_j", "kv_cache_usage", "requests_running", "requests_waiting",
-                     "host_cpu_util", "host_mem_used_bytes", "sample_error")
+                     "energy_j", "kv_cache_usage", "spec_draft_tokens", "spec_accepted_tokens",
+                     "requests_running", "requests_waiting", "host_cpu_util",
+                     "host_mem_used_bytes", "sample_error")
 
 # contract §3.6: frontier.parquet, one row per step of a run.
 FRONTIER = pa.schema(
@@ -175,6 +184,9 @@ SHARDED = ("warmup_log", "steady_state_request_log", "chunk_log")
 _WORKER = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
+_OPTIONAL = OPTIONAL_COLUMNS | OPTIONAL_CHUNK_COLUMNS
+
+
 class SchemaError(ValueError):
     """A record file is unreadable or does not match its schema. Names file and column."""
 
@@ -187,7 +199,7 @@ def conform(table: pa.Table, schema: pa.Schema, path: Path | str) -> pa.Table:
     """
     have = {f.name: f.type for f in table.schema}
     for field in schema:
-        if field.name not in have and field.name in OPTIONAL_COLUMNS:
+        if field.name not in have and field.name in _OPTIONAL:
             table = table.append_column(field.name, pa.nulls(table.num_rows, field.type))
             continue
         if field.name not in have:
@@ -249,11 +261,9 @@ def record_path(run_dir: Path, name: str) -> Path | None:
 MERGED_SHARDS_KEY = b"servingbench.merged_shards"
 
 
-def merged_workers(path: Path | None) -> set[str]:
-    """The workers whose shards a merged parquet file already holds (its schema metadata).
-
-    A merge writes the merged file first and removes the shards after; a merge cut off
-    between the two leaves both, and the shards it names are then not read twice."""
+def merged_entries(path: Path | None) -> set[str]:
+    """The shard file names a merged parquet file lists in its schema metadata
+    `servingbench.merged_shards` (§6: comma-separated file names); empty for none."""
     if path is None or path.name.endswith(PARTIAL_SUFFIX):
         return set()
     try:
@@ -262,7 +272,31 @@ def merged_workers(path: Path | None) -> set[str]:
     except (pa.ArrowException, OSError):
         return set()  # an unreadable file is named when it is read
     raw = meta.get(MERGED_SHARDS_KEY)
-    return set(raw.decode().split(",")) - {""} if raw else set()
+    return set(raw.decode("utf-8", "replace").split(",")) - {""} if raw else set()
+
+
+def merged_workers(path: Path | None) -> set[str]:
+    """The workers whose shards a merged parquet file already holds (its schema metadata).
+
+    A merge writes the merged file first and removes the shards after; a merge cut off
+    between the two leaves both, and the shards it lists are then not read twice; a shard
+    it does not list is read (a repeated request then fails rule 3). An entry is a shard's
+    file name, `<log>.<worker>.parquet` or `<log>.<worker>.partial.arrows`; a bare worker
+    name (what merges wrote before §6 named files) is read as that worker's shards."""
+    if path is None:
+        return set()
+    log = path.name.removesuffix(".parquet")
+    workers = set()
+    for entry in merged_entries(path):
+        for suffix in (".parquet", PARTIAL_SUFFIX):
+            if entry.startswith(f"{log}.") and entry.endswith(suffix):
+                worker = entry[len(log) + 1:-len(suffix)]
+                break
+        else:
+            worker = entry
+        if _WORKER.fullmatch(worker):
+            workers.add(worker)
+    return workers
 
 
 def shard_paths(run_dir: Path, name: str, skip: set[str] | None = None) -> list[Path]:
@@ -329,3 +363,144 @@ def read_records(run_dir: Path, name: str) -> pa.Table | None:
 def write_parquet(table: pa.Table, path: Path) -> None:
     """Write atomically and durably (resources/contract/durable.py): never half a file."""
     durable.write_with(path, lambda f: pq.write_table(table, f))
+
+
+# --- the analyzer's outputs (contract §3, §3.1, §3.2, §4) --------------------------------
+# One schema per output file: the analyzer's SQL results are checked against them before
+# they are written (`check_output`), and every reader (the report, the store, tests) takes
+# its columns from here. A column the contract defines but a run may lack (a newer metric)
+# is listed in OPTIONAL_OUTPUT_COLUMNS: checked when present, never required.
+STATS = ("p50", "p90", "p95", "p99", "mean", "min", "max", "n")
+
+
+def _stats(prefix: str) -> list[tuple[str, pa.DataType]]:
+    """`<prefix>_p50 … _max` float64 and `<prefix>_n` int64 (contract §3)."""
+    return [(f"{prefix}_{s}", pa.int64() if s == "n" else pa.float64()) for s in STATS]
+
+
+DERIVED_METRICS = pa.schema(
+    [
+        ("run_id", pa.string()), ("step", pa.string()), ("load_mode", pa.string()),
+        ("target", pa.float64()), ("source", pa.string()),
+        ("n_requests", pa.int64()), ("n_ok", pa.int64()), ("error_rate", pa.float64()),
+        ("window_start", TS), ("window_end", TS), ("window_s", pa.float64()),
+        ("input_tokens", pa.int64()), ("output_tokens", pa.int64()),
+        ("output_tok_s", pa.float64()), ("request_s", pa.float64()),
+        ("achieved_concurrency", pa.float64()), ("goodput_s", pa.float64()),
+        *_stats("ttft_s"), *_stats("ttft_sched_s"),
+        ("sched_lag_s_p50", pa.float64()), ("sched_lag_s_p99", pa.float64()),
+        ("sched_lag_s_max", pa.float64()),
+        *_stats("itl_s"), ("itl_multi_token_share", pa.float64()),
+        *_stats("tpot_s"), *_stats("e2e_s"),
+        ("valid", pa.bool_()), ("invalid_reason", pa.string()),
+        *_stats("ttfat_s"), ("reasoning_tokens", pa.int64()),
+        ("spec_acceptance_rate", pa.float64()),
+    ]
+)
+DERIVED_METRICS_BY_CACHE = pa.schema(
+    [
+        ("run_id", pa.string()), ("step", pa.string()), ("cache", pa.string()),
+        ("n_requests", pa.int64()), ("n_ok", pa.int64()),
+        *_stats("ttft_s"), *_stats("e2e_s"),
+    ]
+)
+# TTFT by context length (agentic sessions), per step × context bucket × cache class
+TTFT_BY_CONTEXT = pa.schema(
+    [
+        ("run_id", pa.string()), ("step", pa.string()), ("context_lo", pa.int64()),
+        ("context_hi", pa.int64()), ("cache", pa.string()), ("n_requests", pa.int64()),
+        ("n_ok", pa.int64()), ("ttft_s_p50", pa.float64()), ("ttft_s_p90", pa.float64()),
+        ("ttft_s_p99", pa.float64()), ("ttft_s_mean", pa.float64()), ("ttft_s_n", pa.int64()),
+        ("cached_share", pa.float64()),
+    ]
+)
+TELEMETRY_STEP_METRICS = pa.schema(
+    [
+        ("run_id", pa.string()), ("step", pa.string()), ("source", pa.string()),
+        ("device", pa.string()), ("metric", pa.string()),
+        ("mean", pa.float64()), ("max", pa.float64()), ("n", pa.int64()),
+    ]
+)
+EXCLUDED_ITEM = pa.struct([("service", pa.string()), ("usage_type", pa.string()),
+                           ("period_start", TS), ("amount", pa.float64())])
+COST_PER_1M = pa.schema(
+    [
+        ("run_id", pa.string()), ("step", pa.string()), ("source", pa.string()),
+        ("bill_source", pa.string()), ("bill_status", pa.string()),
+        ("window_cost_usd", pa.float64()), ("output_tokens", pa.int64()),
+        ("cost_per_1m_output_usd", pa.float64()), ("hourly_price_usd", pa.float64()),
+        ("cost_per_1m_via_rate_usd", pa.float64()), ("cross_check_delta", pa.float64()),
+        ("cross_check_note", pa.string()), ("included", pa.list_(pa.string())),
+        ("excluded_items", pa.list_(EXCLUDED_ITEM)),
+        ("price_region", pa.string()), ("purchase_option", pa.string()),
+        ("retrieved_on", pa.string()),
+    ]
+)
+HEADLINE = pa.schema(
+    [
+        ("run_id", pa.string()), ("candidate", pa.string()), ("instance_type", pa.string()),
+        ("source", pa.string()), ("slo_ttft_s", pa.float64()), ("slo_tpot_s", pa.float64()),
+        ("meets_slo", pa.bool_()), ("step", pa.string()), ("output_tok_s", pa.float64()),
+        ("ttft_s_p99", pa.float64()), ("tpot_s_p99", pa.float64()),
+        ("cost_per_1m_output_usd", pa.float64()), ("bill_status", pa.string()),
+        # an SLO search's capacity and its cost (contract §3.5); null for a run without one
+        ("slo_search_capacity", pa.float64()), ("slo_search_step", pa.string()),
+        ("slo_search_cost_per_1m_output_usd", pa.float64()),
+    ]
+)
+OUTPUTS: dict[str, pa.Schema] = {
+    "derived_metrics": DERIVED_METRICS,
+    "derived_metrics_by_cache": DERIVED_METRICS_BY_CACHE,
+    "ttft_by_context": TTFT_BY_CONTEXT,
+    "telemetry_metrics": TELEMETRY_STEP_METRICS,
+    "cost_per_1m": COST_PER_1M,
+    "headline": HEADLINE,
+    "frontier": FRONTIER,
+    "cost_what_if": COST_WHAT_IF,
+    "frontier_levels": FRONTIER_LEVELS,  # the comparison's, across runs
+}
+OPTIONAL_OUTPUT_COLUMNS: dict[str, frozenset[str]] = {
+    "derived_metrics": frozenset([name for name, _ in _stats("ttfat_s")]
+                                 + ["reasoning_tokens", "spec_acceptance_rate"]),
+    # a headline written before the search columns existed lacks them
+    "headline": frozenset(["slo_search_capacity", "slo_search_step",
+                           "slo_search_cost_per_1m_output_usd"]),
+}
+# The JSON outputs' keys (contract §5, §3.4, §3.5).
+GATE_KEYS = ("rule", "name", "passed", "offending_rows", "examples", "message")
+JOB_KEYS = ("requests", "ok", "makespan_s", "output_tokens", "output_tok_s",
+            "window_cost_usd", "cost_per_job_usd")
+PROBE_KEYS = ("step", "target", "valid", "met")
+
+
+def required_columns(name: str) -> tuple[str, ...]:
+    """The columns every `<name>.parquet` has (the optional ones left out)."""
+    optional = OPTIONAL_OUTPUT_COLUMNS.get(name, frozenset())
+    return tuple(n for n in OUTPUTS[name].names if n not in optional)
+
+
+class OutputSchemaError(AssertionError):
+    """An analyzer output does not match its contract schema: a bug of the analyzer (or a
+    column added to the SQL without its place in the contract), never bad input."""
+
+
+def check_output(table: pa.Table, name: str) -> pa.Table:
+    """`table` as the analyzer is about to write `<name>.parquet`, checked against
+    OUTPUTS[name]: every required column present, every column the contract's, each of its
+    type (a column of nulls only may be typed null). Returns the table unchanged."""
+    schema = OUTPUTS[name]
+    optional = OPTIONAL_OUTPUT_COLUMNS.get(name, frozenset())
+    have = set(table.column_names)
+    missing = [n for n in schema.names if n not in have and n not in optional]
+    if missing:
+        raise OutputSchemaError(f"{name}: column {missing[0]!r} missing (contract schema "
+                                "resources/contract/schemas.py)")
+    for field in table.schema:
+        if field.name not in schema.names:
+            raise OutputSchemaError(f"{name}: column {field.name!r} is not in its contract schema "
+                                    "(add it to resources/contract/schemas.py and docs first)")
+        want = schema.field(field.name).type
+        if field.type != want and not pa.types.is_null(field.type):
+            raise OutputSchemaError(f"{name}: column {field.name!r} is {field.type}, the "
+                                    f"contract says {want}")
+    return table

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from resources.loadgen.errors import LoadConfigError
 
 if TYPE_CHECKING:
+    from resources.loadgen.ladder import Ladder
     from resources.loadgen.scenarios.spec import Scenario
 
 # The largest prompt or output a config may ask for (10 Mi tokens, Llama 4 Scout's context):
@@ -69,8 +70,15 @@ class LoadConfig:
     run_id: str | None = None
     # multi-turn, trace replay, batch or SLO search (scenarios/spec.py); None: the steps above
     scenario: Scenario | None = None
-    # load worker processes (or pods) sharing the load; share.py says how it is split
+    # load worker processes (or pods) sharing the load; workers/share.py says how it is split
     workers: int = 1
+    # multimodal prompts (chat API): this many generated images of image_size (width,
+    # height) in every prompt; a dataset row's own `images` list wins over them
+    images: int = 0
+    image_size: tuple[int, int] = (1024, 768)
+    # raise the load until output throughput stops rising (ladder.py), instead of the
+    # fixed concurrency / rate steps
+    ladder: Ladder | None = None
 
     def __post_init__(self) -> None:
         validate(self)
@@ -122,10 +130,22 @@ def validate(cfg: LoadConfig) -> None:
     for seg in cfg.profile:
         if len(seg) != 2 or not all(math.isfinite(v) for v in seg) or seg[0] <= 0 or seg[1] < 0:
             raise LoadConfigError(f"profile: segment {seg!r} is not (duration_s > 0, rate >= 0)")
-    own_steps = cfg.scenario is not None and cfg.scenario.kind in ("trace", "batch", "slo_search")
+    own_steps = (cfg.scenario is not None and cfg.scenario.kind in ("trace", "batch", "slo_search")
+                 or cfg.ladder is not None)
+    if cfg.ladder is not None:
+        if cfg.scenario is not None and cfg.scenario.kind != "fixed":
+            raise LoadConfigError(f"ladder: goes with the fixed scenario, not "
+                                  f"{cfg.scenario.kind}")
+        if cfg.concurrency or cfg.rates or cfg.profile:
+            raise LoadConfigError("ladder: replaces the concurrency / rates / profile steps; "
+                                  "give one or the other")
+        if cfg.workers > 1:
+            raise LoadConfigError(f"workers: a ladder decides each step from the last one's "
+                                  f"records and runs with one worker only (got {cfg.workers})")
     if not (cfg.concurrency or cfg.rates or cfg.profile or own_steps):
         raise LoadConfigError("no steps: give concurrency, rates or a profile")
-    if cfg.requests_per_step is None and cfg.duration_s is None and (cfg.concurrency or cfg.rates):
+    if cfg.requests_per_step is None and cfg.duration_s is None and (
+            cfg.concurrency or cfg.rates or cfg.ladder):
         raise LoadConfigError("a step needs a bound: requests_per_step and/or duration_s")
     if cfg.requests_per_step is not None and (
         isinstance(cfg.requests_per_step, bool) or cfg.requests_per_step < 1
@@ -154,6 +174,13 @@ def validate(cfg: LoadConfig) -> None:
         # each probe from the last one's records: neither is split across workers yet
         raise LoadConfigError(f"workers: scenario {cfg.scenario.kind} runs with one worker only "
                               f"(got workers={cfg.workers})")
+    if isinstance(cfg.images, bool) or not isinstance(cfg.images, int) or not 0 <= cfg.images <= 64:
+        raise LoadConfigError(f"images: {cfg.images!r} is not an integer in 0..64")
+    if cfg.images and cfg.api != "chat":
+        raise LoadConfigError("images: image prompts need the chat API (api: chat, --api chat)")
+    if (len(cfg.image_size) != 2 or not all(isinstance(v, int) and 0 < v <= 8192
+                                            for v in cfg.image_size)):
+        raise LoadConfigError(f"image_size: {cfg.image_size!r} is not (width, height) in 1..8192")
     if cfg.dataset is not None and not Path(cfg.dataset).is_file():
         raise LoadConfigError(f"dataset: {cfg.dataset} is not a file")
 

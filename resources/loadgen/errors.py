@@ -13,7 +13,7 @@ class LoadError(RuntimeError):
 
 class LeftBehind(RuntimeError):
     """A pod reached a meeting of the pods after it closed: it runs no further step (it
-    would overlap the others' next one) and keeps what it recorded (podsync.py)."""
+    would overlap the others' next one) and keeps what it recorded (workers/podsync.py)."""
 
 
 class RunExistsError(FileExistsError):

@@ -7,7 +7,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from resources.contract.candidate import Candidate, LoadPlan
-from resources.loadgen.scenarios.spec import BATCH_INPUT_TOKENS, BATCH_OUTPUT_TOKENS
+from resources.loadgen.images import parse_size
+from resources.loadgen.scenarios.spec import (
+    AGENTIC_INPUT_TOKENS,
+    AGENTIC_OUTPUT_TOKENS,
+    BATCH_INPUT_TOKENS,
+    BATCH_OUTPUT_TOKENS,
+)
 
 
 @dataclass(frozen=True)
@@ -25,9 +31,11 @@ class LoadGenerator:
     progress: str = "log"   # "log" (Dagster log) or "terminal" (live display)
 
     def plan(self, candidate: Candidate) -> LoadPlan:
+        """The candidate's plan with this generator's overrides; steps given here (the demo's
+        quick ones) replace a ladder too."""
         p = candidate.load
         return replace(
-            p,
+            p, ladder=ladder_of(self, candidate),
             concurrency=self.concurrency if self.concurrency is not None else p.concurrency,
             rates=self.rates if self.rates is not None else p.rates,
             requests_per_step=self.requests_per_step or p.requests_per_step,
@@ -39,6 +47,7 @@ class LoadGenerator:
             progress=True, judge=None, api_key_env: str | None = None):
         """`api_key_env`: the deployment's key variable, when the engine needs a key."""
         from resources.loadgen import LoadConfig, run_load
+        from resources.loadgen.ladder import Ladder
         from resources.loadgen.scenarios.spec import from_mapping
 
         plan = self.plan(candidate)
@@ -46,6 +55,10 @@ class LoadGenerator:
         if scenario.kind == "batch":
             targets = {"input_tokens": BATCH_INPUT_TOKENS, "output_tokens": BATCH_OUTPUT_TOKENS,
                        **targets}
+        if scenario.kind == "agentic":
+            targets = {"input_tokens": AGENTIC_INPUT_TOKENS,
+                       "output_tokens": AGENTIC_OUTPUT_TOKENS, **targets}
+        images = targets.get("images") or 0
         cfg = LoadConfig(
             endpoint=endpoint, model=served_model, concurrency=list(plan.concurrency),
             rates=list(plan.rates), requests_per_step=plan.requests_per_step,
@@ -54,5 +67,20 @@ class LoadGenerator:
             input_tokens=self.input_tokens or targets.get("input_tokens") or 512,
             output_tokens=self.output_tokens or targets.get("output_tokens") or 128,
             seed=self.seed, api_key_env=api_key_env or self.api_key_env, run_id=run_id,
-            scenario=None if scenario.kind == "fixed" else scenario, workers=plan.workers)
+            scenario=None if scenario.kind == "fixed" else scenario, workers=plan.workers,
+            # image prompts go through the chat API (the only one that carries images)
+            api="chat" if images else "completions", images=images,
+            image_size=parse_size(targets.get("image_size") or "1024x768",
+                                  f"{candidate.name}.scenario.image_size"),
+            ladder=Ladder(**plan.ladder) if plan.ladder else None)
         return run_load(cfg, run_dir, progress=progress, judge=judge)
+
+
+def ladder_of(gen, candidate: Candidate) -> dict | None:
+    """The candidate's load ladder (`load.ladder`), unless the load generator replaces the
+    candidate's steps with its own (the demo's quick steps do)."""
+    ladder = candidate.load.ladder
+    if ladder is None or getattr(gen, "concurrency", None) is not None or getattr(
+            gen, "rates", None) is not None:
+        return None
+    return ladder

@@ -46,7 +46,10 @@ class LoadLoops:
         self.session: pool.Pool | None = None  # the keep-alive connections
         self.save: Callable[[], None] = lambda: None  # writes the manifest so far
         self.server: ServerMetrics | None = None  # the engine's /metrics around each step
-        self.judge = None  # SLO search: (run_dir, step) -> (valid, met), from the analysis
+        # the analysis' verdict on a step just run: an SLO search's (valid, met), a ladder's
+        # (valid, output tok/s)
+        self.judge = None
+        self.ladder_stop: str | None = None  # why a ladder stopped where it did
         self.share = Share()  # this process's part of the load (several workers)
         # Several workers: `await sync(run, label)` meets the others before each step and
         # returns the step's common start (perf_counter ns); None: one process, no wait.
@@ -77,11 +80,14 @@ class LoadLoops:
         rid = str(uuid.uuid4())
         req = Request(rid, phase, step, mode, target, scheduled)
         try:
+            if body is None and item is None:
+                item = self.wl.next_item()
+            if item is not None and item.images:
+                req.input_images = len(item.images)
             if tag is not None:
                 tag(req)
             if body is None:
-                body = self.wl.body(item if item is not None else self.wl.next_item(),
-                                    self.stream_options)
+                body = self.wl.body(item, self.stream_options)
             headers = dict(self.headers)
             headers["X-Request-ID"] = rid
             await pool.send(self.session, self.url, body,

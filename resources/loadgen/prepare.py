@@ -67,6 +67,9 @@ def auth_headers(cfg: LoadConfig) -> tuple[dict[str, str], tuple[str, ...]]:
 def presize(workload: Workload) -> None:
     """Size every prompt length the run will ask for now, before any step: a `/tokenize`
     call is blocking, and one in the middle of a step would stall every request in flight."""
+    scenario = workload.cfg.scenario
+    if scenario is not None and scenario.kind == "agentic":
+        workload.filler(scenario.tool_result_tokens)
     if workload.dataset is None:
         workload.filler(workload.cfg.input_tokens)
         return

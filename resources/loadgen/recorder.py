@@ -34,7 +34,8 @@ from resources.loadgen.errors import DiskFullError, RunExistsError
 from resources.loadgen.records import Request
 
 NAMES = ("warmup_log", "steady_state_request_log", "chunk_log")
-_TS_COLS = ("scheduled_at", "sent_at", "first_token_at", "last_token_at", "finished_at")
+_TS_COLS = ("scheduled_at", "sent_at", "first_token_at", "last_token_at", "finished_at",
+            "first_answer_at")
 _AT_TYPE = CHUNK_LOG.field("at").type
 _I64_TYPE = pa.int64()
 
@@ -168,13 +169,22 @@ class _ChunkStream(_StreamFile):
     def _clear(self) -> None:
         self.at, self.tokens, self.seq = array("q"), array("q"), array("q")
         self.rid_data, self.rid_offsets = bytearray(), array("i", [0])
+        # one byte per chunk, an index into _KINDS: 0 (null) for a request that streamed no
+        # reasoning, so a run without reasoning writes an all-null `kind` for free
+        self.kind = bytearray()
 
-    def add(self, request_id: str, at: list[int], tokens: list[int]) -> None:
+    def add(self, request_id: str, at: list[int], tokens: list[int],
+            reasoning: bytearray | None = None) -> None:
+        """`reasoning`: one byte per chunk, 1 for a reasoning chunk (contract §2.3 `kind`),
+        or None when the request streamed none."""
         # Every typed array is built first (a value out of int64 range raises here), then
         # all are appended: the columns never end up with different lengths.
         n = len(at)
         if len(tokens) != n:
             raise ValueError(f"{n} chunk times but {len(tokens)} token counts")
+        if reasoning is not None and len(reasoning) != n:
+            raise ValueError(f"{n} chunk times but {len(reasoning)} chunk kinds")
+        kinds = bytes(n) if reasoning is None else bytes(1 + (k != 0) for k in reasoning)
         off = self.offset_ns
         new_at, new_tokens = array("q", [a + off for a in at]), array("q", tokens)
         rid = request_id.encode()
@@ -185,6 +195,7 @@ class _ChunkStream(_StreamFile):
         self.seq.fromlist(list(range(n)))
         self.rid_data += rid * n
         self.rid_offsets += offsets
+        self.kind += kinds
 
     def flush(self) -> None:
         n = len(self.at)
@@ -196,7 +207,9 @@ class _ChunkStream(_StreamFile):
         rid = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(self.rid_offsets),
                                                      pa.py_buffer(bytes(self.rid_data))])
         run = pa.repeat(pa.scalar(self.run_id, pa.string()), n)
-        batch = pa.RecordBatch.from_arrays([run, rid, ints(self.seq), at, ints(self.tokens)],
+        kind = (pa.array([_KINDS[k] for k in self.kind], pa.string()) if any(self.kind)
+                else pa.nulls(n, pa.string()))
+        batch = pa.RecordBatch.from_arrays([run, rid, ints(self.seq), at, ints(self.tokens), kind],
                                            schema=CHUNK_LOG)
         try:
             self.writer.write_batch(batch)
@@ -208,6 +221,7 @@ class _ChunkStream(_StreamFile):
             self.at, self.tokens, self.seq = array("q", self.at), array("q", self.tokens), array(
                 "q", self.seq)
             self.rid_offsets = array("i", self.rid_offsets)
+            self.kind = bytearray(self.kind)
             raise
         self._clear()
 
@@ -215,11 +229,13 @@ class _ChunkStream(_StreamFile):
         return len(self.at)
 
 
+_KINDS = (None, "answer", "reasoning")
 _I64 = (-(1 << 63), (1 << 63) - 1)
 _I32 = (-(1 << 31), (1 << 31) - 1)
 _INTS = {"scheduled_at": _I64, "sent_at": _I64, "first_token_at": _I64, "last_token_at": _I64,
          "finished_at": _I64, "input_tokens": _I64, "output_tokens": _I64, "chunks": _I64,
-         "http_status": _I32}
+         "http_status": _I32, "first_answer_at": _I64, "reasoning_tokens": _I64,
+         "input_images": _I32}
 
 
 def _fits(row: dict) -> bool:
@@ -234,7 +250,8 @@ def _fits(row: dict) -> bool:
 def unrecordable(row: dict, exc: BaseException) -> dict:
     """The row kept as a protocol_error with no counts, when a value cannot be stored."""
     out = dict(row)
-    for k in ("first_token_at", "last_token_at", "input_tokens", "output_tokens"):
+    for k in ("first_token_at", "last_token_at", "input_tokens", "output_tokens",
+              "first_answer_at", "reasoning_tokens"):
         out[k] = None
     for k in ("scheduled_at", "sent_at", "finished_at", "http_status"):
         lo, hi = _INTS[k]
@@ -289,13 +306,16 @@ class Recorder:
             "chunks": len(at), "status": req.status, "http_status": req.http_status,
             "error": None if ok else req.error, "worker": self.worker,
             "session_id": req.session_id, "turn": req.turn, "cached_tokens": req.cached_tokens,
+            "reasoning_tokens": req.reasoning_tokens_total, "first_answer_at": req.first_answer_at,
+            "input_images": req.input_images,
         }
         if not _fits(row):
             row = unrecordable(row, ValueError("a value outside its column's type"))
         elif at:
             # chunks first, all or nothing: should they not fit, the row says why
             try:
-                self.streams["chunk_log"].add(req.request_id, at, req.chunk_tokens)
+                self.streams["chunk_log"].add(req.request_id, at, req.chunk_tokens,
+                                              req.chunk_reasoning)
                 self.counts["chunk_log"] += len(at)
             except (OverflowError, TypeError, ValueError) as exc:
                 row = unrecordable(row, exc)

@@ -19,6 +19,7 @@ class Request:
         "input_tokens", "usage_total", "usage_cum", "no_usage_content", "chunk_at", "chunk_tokens",
         "status", "http_status", "error", "emulated",
         "session_id", "turn", "cached_tokens", "text",
+        "chunk_reasoning", "reasoning_usage", "input_images",
     )
 
     def __init__(self, request_id: str, phase: str, step: str, load_mode: str, target: float,
@@ -40,6 +41,11 @@ class Request:
         # multi-turn sessions need the answer's text for the next turn's history; None
         # keeps the hot path free of JSON decoding for every other workload
         self.text: list[str] | None = None
+        # reasoning models: one byte per chunk (1: a reasoning delta), None until the first
+        # reasoning chunk; and the server's usage.completion_tokens_details.reasoning_tokens
+        self.chunk_reasoning: bytearray | None = None
+        self.reasoning_usage: int | None = None
+        self.input_images: int | None = None  # images sent in the prompt
 
     # --- derived at record time -------------------------------------------------------
     @property
@@ -52,6 +58,25 @@ class Request:
             return self.usage_total
         return len(self.chunk_at) if self.chunk_at or self.status == "ok" else None
 
+    @property
+    def reasoning_tokens_total(self) -> int | None:
+        """contract §2.2: the server's count, else the reasoning chunks' tokens, else null."""
+        if self.reasoning_usage is not None:
+            return self.reasoning_usage
+        flags = self.chunk_reasoning
+        if flags is None:
+            return None
+        return sum(t for t, r in zip(self.chunk_tokens, flags, strict=False) if r)
+
+    @property
+    def first_answer_at(self) -> int | None:
+        """The first chunk carrying answer (not reasoning) tokens; without reasoning, the
+        first chunk."""
+        flags = self.chunk_reasoning
+        if flags is None:
+            return self.chunk_at[0] if self.chunk_at else None
+        i = flags.find(0)
+        return self.chunk_at[i] if 0 <= i < len(self.chunk_at) else None
 
 
 def fail(req: Request, exc: BaseException, secrets: tuple[str, ...] = ()) -> None:

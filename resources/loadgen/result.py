@@ -18,6 +18,7 @@ class LoadResult:
     prompt_token_mismatches: int = 0  # steady requests whose usage.prompt_tokens != the target
     interrupted: bool = False
     workers: list[dict] = field(default_factory=list)  # several workers: the manifest's workers[]
+    ladder_stop: str | None = None  # a ladder: why it stopped at its last step
 
     @property
     def failed_workers(self) -> list[dict]:

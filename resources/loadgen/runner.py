@@ -42,6 +42,9 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
     _check_profile(cfg)
     if cfg.scenario is not None and cfg.scenario.kind == "slo_search" and judge is None:
         raise LoadConfigError("scenario slo_search: needs a judge (the analysis decides what met the SLO)")
+    if cfg.ladder is not None and judge is None:
+        raise LoadConfigError("ladder: needs a judge (the analysis says each step's validity and "
+                              "output tokens/s)")
     if cfg.workers > 1:
         from resources.loadgen.workers.local import run_workers
 
@@ -78,7 +81,7 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
         run_id=m["run_id"], run_dir=run_dir, source=m["source"],
         n_requests=recorder.counts["steady_state_request_log"], n_warmup=recorder.counts["warmup_log"],
         steps=run.steps, statuses=dict(run.statuses), prompt_token_mismatches=run.mismatch,
-        interrupted=interrupted,
+        interrupted=interrupted, ladder_stop=run.ladder_stop,
     )
     if interrupted:
         raise KeyboardInterrupt

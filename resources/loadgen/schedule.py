@@ -9,17 +9,6 @@ manifest's scenario.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class OpenStep:
-    """One open-loop step: `offsets_s` ascending, relative to `start_s` of its schedule."""
-
-    name: str
-    target: float
-    start_s: float  # the step's start, as an offset from the schedule's origin
-    offsets_s: list[float]  # absolute offsets from the schedule's origin
 
 
 def arrivals(rate: float, arrival: str, rng: random.Random, count: int | None,

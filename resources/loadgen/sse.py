@@ -3,7 +3,10 @@
 Per chunk the parser does a byte split and, when the server streams cumulative usage,
 one regex search for `"completion_tokens":N` - no JSON decode. Only chunks without usage
 (servers that do not support `continuous_usage_stats`), and any chunk the fast path does
-not fully recognise, are decoded and checked field by field. Bytes that are not an OpenAI
+not fully recognise, are decoded and checked field by field. A reasoning model's chunk
+(`"reasoning` in the bytes) keeps the fast path when it is plainly reasoning text and no
+answer text (contract §2.3 `kind`); any other (both in one delta, a reasoning field that is
+not a string, usage details) is decoded. Bytes that are not an OpenAI
 stream raise Malformed: the request is a protocol_error (pool.py records it).
 """
 
@@ -28,6 +31,11 @@ _CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d{1,10})\s*[,}]')
 # an object, or an empty list. Anything else (`[1]`, `null`, a string) goes to the checked
 # slow path, which refuses it: usage beside a broken chunk is never counted as tokens.
 _CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*[{\]]')
+# A reasoning chunk's reasoning text (vLLM's and SGLang's spellings), a non-empty string; and
+# answer text beside it (a non-empty `content` or `text`). The fast path counts a chunk as
+# reasoning only with the first and without the second.
+_REASONING_TEXT = re.compile(rb'"reasoning(?:_content)?"\s*:\s*"(?:[^"\\]|\\.)')
+_ANSWER_TEXT = re.compile(rb'"(?:content|text)"\s*:\s*"(?:[^"\\]|\\.)')
 # Events per request: a token per chunk at most, plus role, usage-only and keep-alive
 # events; a stream past CHUNK_FACTOR x max_tokens + CHUNK_SLACK is no honest answer, and
 # without a bound one hostile stream grows memory and the chunk log without end.
@@ -58,30 +66,50 @@ def _count(value, name: str) -> int:
     return value
 
 
-def _has_content(obj: dict) -> bool:
+REASONING_FIELDS = ("reasoning_content", "reasoning")  # vLLM's older and newer spelling
+
+
+def _has_content(obj: dict) -> tuple[bool, bool]:
+    """(answer, reasoning): whether the chunk carries answer text, and reasoning text (a
+    `reasoning_content` or `reasoning` string, in a chat delta or beside a completion's
+    text, as vLLM's and SGLang's reasoning parsers send it). Every field is type-checked."""
     if "choices" not in obj:
-        return False  # a usage-only chunk
+        return False, False  # a usage-only chunk
     choices = obj["choices"]
     if not isinstance(choices, list):  # null included: a list of objects, or empty
         raise Malformed(f"choices is a {type(choices).__name__}, not a list")
-    found = False
+    answer = reasoning = False
     for choice in choices:
         if not isinstance(choice, dict):
             raise Malformed(f"a choice is a {type(choice).__name__}, not an object")
-        text = choice.get("text")
         delta = choice.get("delta") or choice.get("message")
         if delta is not None and not isinstance(delta, dict):
             raise Malformed(f"choice delta is a {type(delta).__name__}, not an object")
-        parts = [text] + ([delta.get("content"), delta.get("reasoning_content"),
-                           delta.get("reasoning")] if delta else [])
-        for part in parts:
-            if part is not None and not isinstance(part, str):
-                raise Malformed(f"choice content is a {type(part).__name__}, not a string")
-            found = found or bool(part)
-    return found
+        for where in (choice, delta or {}):
+            for key in ("text", "content", *REASONING_FIELDS):
+                part = where.get(key)
+                if part is not None and not isinstance(part, str):
+                    raise Malformed(f"choice {key} is a {type(part).__name__}, not a string")
+                if part:
+                    if key in REASONING_FIELDS:
+                        reasoning = True
+                    else:
+                        answer = True
+    return answer, reasoning
 
 
-def _add_usage(req: Request, total: int, at: int) -> None:
+def _add_chunk(req: Request, at: int, tokens: int, reasoning: bool) -> None:
+    """One content chunk; its kind is kept once the request has streamed any reasoning."""
+    req.chunk_at.append(at)
+    req.chunk_tokens.append(tokens)
+    if req.chunk_reasoning is not None:
+        req.chunk_reasoning.append(reasoning)
+    elif reasoning:  # the first reasoning chunk: every chunk before it was an answer
+        req.chunk_reasoning = bytearray(len(req.chunk_at) - 1)
+        req.chunk_reasoning.append(1)
+
+
+def _add_usage(req: Request, total: int, at: int, reasoning: bool = False) -> None:
     """One cumulative `completion_tokens`: the increase is this chunk's token count."""
     req.usage_total = total
     if req.no_usage_content:
@@ -89,8 +117,7 @@ def _add_usage(req: Request, total: int, at: int) -> None:
     delta = total - req.usage_cum
     if delta > 0:
         req.usage_cum = total
-        req.chunk_at.append(at)
-        req.chunk_tokens.append(delta)
+        _add_chunk(req, at, delta, reasoning)
     elif delta < 0:
         raise Malformed(f"usage.completion_tokens went down from {req.usage_cum} to {total}")
 
@@ -99,15 +126,22 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
     """Handle one `data:` payload; True on `[DONE]`."""
     if payload == b"[DONE]":
         return True
+    thinking = b'"reasoning' in payload  # a reasoning model's chunk, or its usage details
     m = _COMPLETION.search(payload)
     if m is not None and payload[:1] == b"{" and payload[-1:] == b"}":
         c = payload.find(b'"choices"')
         if c >= 0 and _CHOICES.match(payload, c) is None:
             return _on_json(req, payload, at)  # a shape the fast path does not take
+        # a reasoning chunk the fast path takes: reasoning text as a string, no answer text
+        # beside it; anything else with "reasoning in it (both kinds in one delta, a
+        # reasoning field of another type, usage details) is decoded and checked
+        if thinking and (_REASONING_TEXT.search(payload) is None
+                         or _ANSWER_TEXT.search(payload) is not None):
+            return _on_json(req, payload, at)
         if req.input_tokens is None and b'"prompt_tokens"' in payload:
             p = _PROMPT.search(payload)
-            if p is None:
-                return _on_json(req, payload, at)  # a prompt count the fast path cannot read
+            if p is None or b'"image' in payload:  # a count the fast path cannot read or check
+                return _on_json(req, payload, at)
             req.input_tokens = _count(int(p.group(1)), "prompt_tokens")
             if b'"cached_tokens"' in payload:
                 c = _CACHED.search(payload)
@@ -129,6 +163,12 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
             req.usage_cum = total
             req.chunk_at.append(at)
             req.chunk_tokens.append(delta)
+            if thinking:
+                if req.chunk_reasoning is None:  # the first: every chunk before it answered
+                    req.chunk_reasoning = bytearray(len(req.chunk_at) - 1)
+                req.chunk_reasoning.append(1)
+            elif req.chunk_reasoning is not None:  # an answer chunk after reasoning ones
+                req.chunk_reasoning.append(0)
         elif delta < 0:
             raise Malformed(f"usage.completion_tokens went down from {req.usage_cum} to {total}")
         return False
@@ -148,29 +188,42 @@ def _on_json(req: Request, payload: bytes, at: int) -> bool:
     usage = obj.get("usage")
     if usage is not None and not isinstance(usage, dict):
         raise Malformed(f"usage is a {type(usage).__name__}, not an object")
-    total = prompt = cached = None
+    total = prompt = cached = thought = None
     if usage:
         if usage.get("completion_tokens") is not None:
             total = _count(usage["completion_tokens"], "completion_tokens")
         if usage.get("prompt_tokens") is not None:
             prompt = _count(usage["prompt_tokens"], "prompt_tokens")
         details = usage.get("prompt_tokens_details")
-        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+        if details is not None and not isinstance(details, dict):
+            raise Malformed(f"usage.prompt_tokens_details is a {type(details).__name__}")
+        if details and details.get("cached_tokens") is not None:
             cached = _count(details["cached_tokens"], "cached_tokens")
-    content = _has_content(obj)  # every field checked before any is kept
+        if details and details.get("image_tokens") is not None:  # checked, not recorded
+            _count(details["image_tokens"], "prompt_tokens_details.image_tokens")
+        out = usage.get("completion_tokens_details")
+        if out is not None and not isinstance(out, dict):
+            raise Malformed(f"usage.completion_tokens_details is a {type(out).__name__}")
+        if out and out.get("reasoning_tokens") is not None:
+            thought = _count(out["reasoning_tokens"], "completion_tokens_details.reasoning_tokens")
+    answer, reasoning = _has_content(obj)  # every field checked before any is kept
     if req.text is not None:
         req.text.append(_content(obj))
     if prompt is not None and req.input_tokens is None:
         req.input_tokens = prompt
     if cached is not None:
         req.cached_tokens = cached
-    if total is not None and not content:
-        _add_usage(req, total, at)  # a cumulative-usage chunk the fast path did not take
+    if thought is not None:
+        req.reasoning_usage = thought
+    # a chunk with any answer text is an answer chunk (its first token may follow reasoning
+    # in the same delta); one with reasoning text only is a reasoning chunk
+    thinking = reasoning and not answer
+    if total is not None and (not req.no_usage_content or not (answer or reasoning)):
+        _add_usage(req, total, at, thinking)  # a cumulative-usage chunk
         return False
-    if content:
+    if answer or reasoning:
         req.no_usage_content = True
-        req.chunk_at.append(at)
-        req.chunk_tokens.append(1)
+        _add_chunk(req, at, 1, thinking)
     if total is not None:
         req.usage_total = total
     return False

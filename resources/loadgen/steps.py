@@ -29,12 +29,18 @@ FLUSH_S = 0.25
 class Run(LoadLoops):
     """One load run: what `run_load` drives and the scenarios step through."""
 
+    # (name, load_mode, target) of the steady step under way: a step a full disk cuts short
+    # is still listed in steps[], flagged client_limited (its load was never fully sent)
+    current: tuple[str, str, float] | None = None
+    current_profile: list[tuple[str, str, float]] = []  # a profile's segments, all under way
+
     async def run_step(self, name: str, mode: str, target: float, expected: int | None,
                        drive) -> None:
         """One steady step of a scenario: `await drive()` sends its requests (and may return
         the InFlight of a closed loop); progress, self-watch, server counts and the manifest
         are handled here as for the built-in steps."""
         self.progress.step_start(name, expected)
+        self.current = (name, mode, target)
         w = SelfWatch()
         before = await self._scrape()
         self.origin = await self.barrier(name)
@@ -49,6 +55,7 @@ class Run(LoadLoops):
         # a worker of several is judged on the slots it kept, not on the whole step's c
         kept = inflight.target if inflight is not None and inflight.target is not None else target
         limited, why = w.verdict(mode, kept, inflight.mean() if inflight else None)
+        self.current = None
         self.steps.append({
             "step": name, "load_mode": mode, "target": float(target), "client_limited": limited,
             "client_cpu_share": None if w.cpu_share is None else round(w.cpu_share, 4),
@@ -56,6 +63,17 @@ class Run(LoadLoops):
         })
         self.progress.step_end(name, why)
         self.save()
+
+    def _record_cut(self) -> None:
+        """The step under way stopped before its end (a full disk): listed, client-limited,
+        with no self-watch figures (the watch never finished). Its rows stay in the logs;
+        without an entry they would read as a valid step."""
+        cut = ([self.current] if self.current is not None else []) + self.current_profile
+        self.current, self.current_profile = None, []
+        for name, mode, target in cut:
+            self.steps.append({"step": name, "load_mode": mode, "target": float(target),
+                               "client_limited": True, "client_cpu_share": None,
+                               "loop_lag_p99_s": None})
 
     # --- phases ----------------------------------------------------------------------
     async def warmup(self) -> None:
@@ -77,13 +95,19 @@ class Run(LoadLoops):
         start = self.clock.now_utc()
         self.phases["steady"] = {"started_at": mf.format_ts(start), "ended_at": None}
         self.save()
-        if cfg.scenario is not None and cfg.scenario.kind != "fixed":
-            await scenario_steady(self)
+        if cfg.scenario is not None and cfg.scenario.kind != "fixed" or cfg.ladder is not None:
+            if cfg.ladder is not None:
+                from resources.loadgen.ladder_steps import steady as ladder_steady
+
+                await ladder_steady(self)
+            else:
+                await scenario_steady(self)
             self.phases["steady"]["ended_at"] = mf.format_ts(self.clock.now_utc())
             return
         for c in cfg.concurrency:
             name = step_name("concurrency", c)
             self.progress.step_start(name, cfg.requests_per_step)
+            self.current = (name, "concurrency", c)
             w = SelfWatch()
             before = await self._scrape()
             await self.barrier(name)
@@ -96,6 +120,7 @@ class Run(LoadLoops):
         for rate, offsets in zip(cfg.rates, schedules, strict=True):
             name = step_name("rate", rate)
             self.progress.step_start(name, len(offsets))
+            self.current = (name, "rate", rate)
             w = SelfWatch()
             before = await self._scrape()
             origin = await self.barrier(name)
@@ -112,7 +137,11 @@ class Run(LoadLoops):
             # profile (requests overlap segment boundaries), compared with their sum
             before = await self._scrape()
             origin = await self.barrier("profile")
+            # the segments run as one schedule: a full disk cuts every one not yet recorded
+            self.current_profile = [(name, "rate", rate) for name, rate, _, offs in segs
+                                    if self.share.deal(offs)]
             await self.open("steady", segs, origin, watches)
+            self.current_profile = []
             await self._scrape_end([name for name, _, _, offs in segs if offs], before)
             for (name, rate, _, offs), w in zip(segs, watches, strict=True):
                 if self.share.deal(offs):
@@ -155,6 +184,7 @@ class Run(LoadLoops):
             except asyncio.CancelledError:
                 if self.rec.full is None:
                     raise
+                self._record_cut()  # the full disk stopped it mid-step
             finally:
                 pending = [t for t in self.tasks if not t.done()]
                 for t in pending:

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 
 from resources.http import control
+from resources.loadgen import images
 from resources.loadgen.config import MAX_TOKENS, LoadConfig, jsonl
 from resources.loadgen.errors import LoadConfigError
 
@@ -47,6 +48,24 @@ MAX_PROMPT_CHARS = 8 * MAX_TOKENS  # a few characters per token, generously
 class Item:
     prompt: str | list[dict]  # a text, or chat messages (multi-turn history)
     output_tokens: int
+    # images of the prompt: (width, height) to generate, or a data URL (a dataset's file)
+    images: tuple = ()
+
+
+def _row_images(row: dict, path: Path, n: int) -> tuple:
+    """A dataset row's `images`: sizes `"WxH"` to generate, or image files (relative to the
+    dataset's folder), read once here."""
+    value = row.get("images", [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise LoadConfigError(f"{path}:{n}: images: expected a list of \"WIDTHxHEIGHT\" sizes "
+                              "or image file paths")
+    out = []
+    for v in value:
+        if images.looks_like_size(v):
+            out.append(images.parse_size(v, f"{path}:{n}: images"))
+        else:
+            out.append(images.file_url(path.parent / v, f"{path}:{n}: images"))
+    return tuple(out)
 
 
 def _length(v) -> bool:
@@ -72,6 +91,8 @@ def load_dataset(path: Path) -> list[dict]:
         if ok_prompt and len(row["prompt"]) > MAX_PROMPT_CHARS:
             raise LoadConfigError(f"{path}:{n}: prompt: {len(row['prompt']):,} characters, "
                                   f"above the maximum {MAX_PROMPT_CHARS:,}")
+        if "images" in row:
+            row = {**row, "images": _row_images(row, path, n)}
         rows.append(row)
     if not rows:
         raise LoadConfigError(f"{path}: no rows")
@@ -139,6 +160,7 @@ class Workload:
         self.shared = self._shared_text() if cfg.prefix == "shared" else ""
         self.issued = 0
         self.worker, self.workers = 0, 1
+        self.images = images.Images(cfg.seed)
 
     def for_worker(self, index: int, count: int) -> None:
         """Worker `index` of `count`: its own random prefixes (two workers never send the same
@@ -147,6 +169,7 @@ class Workload:
         self.worker, self.workers = index, count
         if index:
             self.rng = random.Random(f"{self.cfg.seed}:prompts:w{index}")
+            self.images = images.Images(f"{self.cfg.seed}:w{index}")
 
     # --- calibration ----------------------------------------------------------------
     def _words(self, n: int) -> str:
@@ -192,16 +215,21 @@ class Workload:
         i = self.issued
         self.issued += 1
         out = cfg.output_tokens
+        pictures = (cfg.image_size,) * cfg.images
         if self.dataset is not None:
             row = self.dataset[(i * self.workers + self.worker) % len(self.dataset)]
             out = row.get("output_tokens", out)
+            pictures = row.get("images", pictures)
             if "prompt" in row:
-                return Item(f"{self._prefix()} {row['prompt']}", out)
+                return Item(f"{self._prefix()} {row['prompt']}", out, pictures)
             target = row["input_tokens"]
         else:
             target = cfg.input_tokens
         head = f"{self.shared} {self._prefix()}".strip()
-        return Item(f"{head} {self.filler(target)}", out)
+        return Item(f"{head} {self.filler(target)}", out, pictures)
+
+    def image_parts(self, pictures: tuple) -> list[dict]:
+        return self.images.parts(list(pictures))
 
     def body(self, item: Item, stream_options: dict | None) -> bytes:
         cfg = self.cfg
@@ -209,7 +237,13 @@ class Workload:
                      "temperature": 0}
         if cfg.api == "chat":
             msgs = item.prompt
-            req["messages"] = msgs if isinstance(msgs, list) else [{"role": "user", "content": msgs}]
+            if isinstance(msgs, list):
+                req["messages"] = msgs
+            elif item.images:  # the text, then the images (built now: each one unique)
+                req["messages"] = [{"role": "user", "content": images.message_content(
+                    msgs, self.image_parts(item.images))}]
+            else:
+                req["messages"] = [{"role": "user", "content": msgs}]
         else:
             req["prompt"] = item.prompt
         if stream_options is not None:
@@ -235,4 +269,6 @@ class Workload:
             "arrival": cfg.arrival,
             "seed": cfg.seed,
             "profile": [list(s) for s in cfg.profile] or None,
+            "images": cfg.images or None,
+            "image_size": f"{cfg.image_size[0]}x{cfg.image_size[1]}" if cfg.images else None,
         }

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from resources.contract.digits import is_digits
+from resources.loadgen.redact import redact
 from resources.loadjob.render import LoadJobSpec, api_key_secret, render
 from resources.model_server.kube.client import FATAL_WAITING, KubeClient
 
@@ -47,6 +48,7 @@ class LoadJob:
                  clock: Callable[[], float] = time.monotonic,
                  say: Callable[[str], None] = log.info):
         self.kube, self.spec, self.sleep, self.clock, self.say = kube, spec, sleep, clock, say
+        self._secrets = (api_key,) if api_key else ()  # redacted from whatever a pod says
         self.objects = ([api_key_secret(spec, api_key)] if api_key else []) + [render(spec)]
 
     def __repr__(self) -> str:  # never the key
@@ -99,7 +101,7 @@ class LoadJob:
                 why = f"not finished within {timeout_s:.0f}s"
                 break
             self.sleep(poll_s)
-        return outcomes(self.spec.pods, self.pods(), why)
+        return outcomes(self.spec.pods, self.pods(), why, self._secrets)
 
     @contextmanager
     def running(self, *, timeout_s: float, poll_s: float = 10.0) -> Iterator[list[PodOutcome]]:
@@ -136,8 +138,10 @@ def _stuck(pods: list[dict]) -> dict[int, str]:
     return out
 
 
-def _reason(pod: dict) -> str | None:
-    """Why a pod did not succeed, in Kubernetes' own words."""
+def _reason(pod: dict, secrets: tuple[str, ...] = ()) -> str | None:
+    """Why a pod did not succeed, in Kubernetes' own words; redacted, since a terminated
+    container's message is its last log lines, which may echo a key, a token or a URL with
+    credentials, and this text goes into the manifest."""
     status = pod.get("status") or {}
     parts = [status.get("reason"), status.get("message")]
     for cs in status.get("containerStatuses") or []:
@@ -151,11 +155,12 @@ def _reason(pod: dict) -> str | None:
             w = state["waiting"]
             parts.append(f"container {cs.get('name')} waiting: {w['reason']}"
                          + (f": {w['message']}" if w.get("message") else ""))
-    text = "; ".join(p for p in parts if p)
+    text = redact("; ".join(p for p in parts if p), secrets)
     return text or None
 
 
-def outcomes(n: int, pods: list[dict], why: str | None) -> list[PodOutcome]:
+def outcomes(n: int, pods: list[dict], why: str | None,
+             secrets: tuple[str, ...] = ()) -> list[PodOutcome]:
     """Each index 0..n-1: ok when a pod of it succeeded, else failed with the latest pod's
     reason (or why the watch ended)."""
     by_index: dict[int, list[dict]] = {}
@@ -176,7 +181,7 @@ def outcomes(n: int, pods: list[dict], why: str | None) -> list[PodOutcome]:
             continue
         pod = mine[-1]
         phase = (pod.get("status") or {}).get("phase") or "Unknown"
-        reason = _reason(pod)
+        reason = _reason(pod, secrets)
         if phase != "Failed":
             reason = f"still {phase} when the watch ended ({why})" + (f": {reason}" if reason else "")
         out.append(PodOutcome(i, pod["metadata"]["name"], "failed", reason or f"pod {phase}"))

@@ -76,6 +76,9 @@ def load_args(gen: LoadGenerator, candidate: Candidate, endpoint: str, served_mo
         args += ["--duration", f"{gen.duration_s:g}"]
     if plan.requests_per_step:
         args += ["--requests", str(plan.requests_per_step)]
+    if targets.get("images"):  # image prompts go through the chat API only
+        args += ["--api", "chat", "--images", str(targets["images"]),
+                 "--image-size", str(targets.get("image_size") or "1024x768")]
     return args
 
 
@@ -112,8 +115,8 @@ class KubeJobLoadGenerator:
     def run(self, candidate: Candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
             progress=True, judge=None, api_key_env: str | None = None) -> JobLoadResult:
         if judge is not None:
-            raise LoadConfigError("an SLO search is not supported with load pods: each probe "
-                                  "needs the whole run's records before the next")
+            raise LoadConfigError("an SLO search or a load ladder is not supported with load "
+                                  "pods: each step needs the whole run's records before the next")
         run_dir = Path(run_dir)
         say = _sayer(progress)
         start = dt.datetime.fromtimestamp(self.clock() / 1e9 + self.start_delay_s, dt.UTC)

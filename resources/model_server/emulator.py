@@ -13,6 +13,41 @@ from resources.contract.scope import ClusterInfo
 from resources.contract.timestamps import format_ts
 from resources.model_server.interface import Deployment, ModelServer
 
+# The engine arguments the emulator models (docs/emulator.md), in its own (vLLM's) spelling.
+MODELLED = {"max_num_seqs": "--max-num-seqs", "max_num_batched_tokens": "--max-num-batched-tokens",
+            "kv_cache_dtype": "--kv-cache-dtype"}
+
+
+def draft_tokens(value) -> int | None:
+    """The draft length of an `engine_args.speculative` value, in any engine's words (vLLM
+    `num_speculative_tokens`, SGLang `num_steps`, servingbench's `draft_tokens`, a bare
+    count); None when it names none (the emulator cannot model it then)."""
+    if isinstance(value, dict):
+        for key in ("draft_tokens", "num_speculative_tokens", "num_steps"):
+            if isinstance(value.get(key), int) and not isinstance(value[key], bool):
+                return value[key]
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def emulator_flags(engine_args: dict) -> list[str]:
+    out = []
+    for key, flag in MODELLED.items():
+        if engine_args.get(key) is not None:
+            out += [flag, str(engine_args[key])]
+    k = draft_tokens(engine_args.get("speculative"))
+    if k:  # modelled with the emulator's default acceptance (a candidate's `speculative` key sets it)
+        out += ["--spec-draft-tokens", str(k)]
+    return out
+
+
+def not_modelled(engine_args: dict) -> list[str]:
+    """Engine arguments the emulator runs without (the candidate runs as if they were off,
+    and its deployment says so): speculative decoding without a draft length, and any
+    argument it has no model of."""
+    return [k for k, v in engine_args.items() if v not in (None, False) and k not in MODELLED
+            and not (k == "speculative" and draft_tokens(v))]
+
 
 class EmulatorModelServer(ModelServer):
     """Starts the local engine emulator as a subprocess on a free loopback port. Its numbers
@@ -31,7 +66,14 @@ class EmulatorModelServer(ModelServer):
                 "--ground-truth", str(run_dir / "emulator_ground_truth.jsonl")]
         if self.cold_start_s is not None:
             args += ["--cold-start-s", str(self.cold_start_s)]
-        return args + list(self.extra_args)
+        spec = candidate.speculative
+        if spec is not None:  # the emulator models the drafts; its acceptance is the plan's
+            args += ["--spec-draft-tokens", str(spec.draft_tokens),
+                     "--spec-acceptance", str(spec.acceptance)]
+        if candidate.reasoning is not None:  # a reasoning model: thinking first, as modelled
+            lo, hi = candidate.reasoning.emulated_tokens
+            args += ["--reasoning-tokens", f"{lo}:{hi}"]
+        return args + emulator_flags(candidate.engine_args or {}) + list(self.extra_args)
 
     @contextlib.contextmanager
     def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
@@ -47,7 +89,10 @@ class EmulatorModelServer(ModelServer):
                     phases[name] = status["phases"][name]
             durable.write_json(run_dir / "deployment.json",
                                {"endpoint": emu.base_url, "pid": emu.pid, "emulated": True,
-                                "config": status.get("config")})
+                                "config": status.get("config"),
+                                "engine_args": dict(candidate.engine_args or {}),
+                                "engine_args_not_modelled": not_modelled(
+                                    candidate.engine_args or {})})
             yield Deployment(
                 endpoint=emu.base_url, served_model=candidate.model,
                 facts={"engine": f"servingbench-emulator ({candidate.engine})",

@@ -33,12 +33,12 @@ from pathlib import Path
 from resources.contract.candidate import Candidate
 from resources.contract.scope import ClusterInfo
 from resources.contract.timestamps import format_ts
-from resources.model_server import engines
+from resources.model_server import engine_args, engines
 from resources.model_server.interface import Deployment, ModelServer
 
 ENGINE = "llama.cpp (llama-cpp-python server)"
 REPO = Path(__file__).resolve().parents[2]
-QUANT_TYPES = {"q2_k": 10, "q4_k_m": 15}   # LLAMA_FTYPE_MOSTLY_* of llama.h
+QUANT_TYPES = {"q8_0": 7, "q2_k": 10, "q4_k_m": 15}   # LLAMA_FTYPE_MOSTLY_* of llama.h
 
 
 class EngineNotInstalled(RuntimeError):
@@ -254,7 +254,8 @@ class LlamaCppModelServer(ModelServer):
         self.ready_timeout_s = ready_timeout_s
 
     def args(self, candidate: Candidate, model_file: Path) -> list[str]:
-        return engines.get("llama.cpp").launch(candidate, model_file, _threads(candidate))
+        return engines.get("llama.cpp").launch(candidate, model_file, _threads(candidate),
+                                               engine_args.active(candidate.engine_args or {}))
 
     @contextlib.contextmanager
     def deploy(self, candidate: Candidate, cluster: ClusterInfo | None,

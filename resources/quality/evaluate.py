@@ -25,6 +25,7 @@ import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from resources.http import control
 from resources.quality.evalset import Item, set_sha256
 
 QUALITY_FILE = "quality.parquet"
@@ -71,20 +72,28 @@ def wilson(correct: int, n: int, z: float = 1.959963984540054) -> tuple[float | 
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+ANSWER_BYTES = 1 << 20  # one short completion; a larger answer is not one
+
+
 def _ask(http: httpx.Client, url: str, model: str, item: Item, max_tokens: int,
-         headers: dict) -> tuple[str, float]:
+         headers: dict, deadline_s: float) -> tuple[str, float]:
+    """One item, through the bounded control read (overall deadline, size cap, identity):
+    the engine is still up and paid for while quality runs, so no answer may hold it."""
     body = {"model": model, "prompt": prompt_of(item), "temperature": 0,
             "max_tokens": max_tokens, "stop": ["\n"], "stream": False, "seed": 0}
     t0 = time.perf_counter_ns()
     try:
-        r = http.post(url, json=body, headers={**headers, "X-Request-ID": str(uuid.uuid4())})
-    except httpx.HTTPError as exc:
+        r, raw = control.request(http, "POST", url, json=body, max_bytes=ANSWER_BYTES,
+                                 deadline_s=deadline_s,
+                                 headers={**headers, "X-Request-ID": str(uuid.uuid4())})
+    except (httpx.HTTPError, control.ControlError) as exc:
         raise QualityError(f"{url}: {type(exc).__name__} on item {item.item_id}") from None
     latency = (time.perf_counter_ns() - t0) / 1e9
     if r.status_code != 200:
-        raise QualityError(f"{url}: HTTP {r.status_code} on item {item.item_id}: {r.text[:200]}")
+        text = raw[:200].decode("utf-8", "replace")
+        raise QualityError(f"{url}: HTTP {r.status_code} on item {item.item_id}: {text}")
     try:
-        content = r.json()["choices"][0]["text"]
+        content = json.loads(raw)["choices"][0]["text"]
     except (ValueError, KeyError, IndexError, TypeError):
         raise QualityError(f"{url}: malformed answer to item {item.item_id}") from None
     return content or "", latency
@@ -98,7 +107,7 @@ def evaluate(endpoint: str, model: str, run_id: str, run_dir: Path, eval_set: st
     rows = []
     with httpx.Client(timeout=timeout_s) as http:
         for item in items:
-            got, latency = _ask(http, url, model, item, max_tokens, headers or {})
+            got, latency = _ask(http, url, model, item, max_tokens, headers or {}, timeout_s)
             rows.append({"run_id": run_id, "item_id": item.item_id,
                          # the text the model was given, few-shot header included
                          "prompt_sha256": hashlib.sha256(prompt_of(item).encode()).hexdigest(),

@@ -10,9 +10,11 @@ from pathlib import Path
 import pandas as pd
 
 from resources.analysis.frontier import DEFAULT_LEVELS, levels_of_folders
-from resources.contract.schemas import write_parquet
+from resources.analysis.ranking import Standing, rank
+from resources.contract.schemas import check_output, write_parquet
 from resources.report import frontier_section, telemetry
 from resources.report import sections as s
+from resources.report import workloads as wl
 from resources.report.html import (
     Cell,
     badge,
@@ -80,20 +82,6 @@ def _quality_cells(run: RunData) -> list[Cell]:
     return [acc, verdict]
 
 
-def _rank_key(item: tuple[RunData, dict | None]) -> tuple:
-    run, h = item
-    if h is None:
-        return (4, 0.0, run.candidate)
-    if s.meets(h["meets_slo"]) is None:
-        return (3, 0.0, run.candidate)
-    if run.failed_parity:
-        return (2, 0.0, run.candidate)
-    if not h["meets_slo"]:
-        return (2, 0.0, run.candidate)
-    cost = h["cost_per_1m_output_usd"]
-    return (1 if run.emulated else 0, float("inf") if pd.isna(cost) else float(cost), run.candidate)
-
-
 def short_id(run_id: str) -> str:
     """`20261129T020000Z-p5.48xlarge-p5-scout-bf16-tp8-7f3a` -> `20261129T020000Z…7f3a`: the
     time it was made and its random tail, enough to tell runs apart on one line."""
@@ -115,13 +103,12 @@ def run_link(run: RunData, page_dir: Path | None) -> Cell:
 def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataFrame,
                    slo: tuple[float, float], page_dir: Path | None = None) -> str:
     counts = pd.Series([r.candidate for r in runs]).value_counts().to_dict()
-    items = sorted(((run, headline_row(run, slo)) for run in latest), key=_rank_key)
-    rows, classes, rank = [], [], 0
-    for run, h in items:
-        # a candidate whose quality trails its reference is shown, never ranked on cost
-        ranked = (h is not None and s.meets(h["meets_slo"]) is True and not run.emulated
-                  and not run.failed_parity)
-        rank += ranked
+    # a candidate whose quality trails its reference is shown, never ranked on cost
+    standings = rank(Standing(run.candidate, headline_row(run, slo), run.emulated,
+                              run.failed_parity, ref=run) for run in latest)
+    rows, classes = [], []
+    for standing, place in standings:
+        run, h = standing.ref, standing.headline
         if h is None:
             tail = [cell(s.no_headline_reason(run))] + [cell(None)] * 8
         else:
@@ -132,7 +119,7 @@ def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataF
                     cell(h["bill_status"]),
                     _spread_text(spreads, run, h["step"], "output_tok_s", False),
                     _spread_text(spreads, run, h["step"], "cost_per_1m_output_usd", True)]
-        rows.append([cell(rank if ranked else None), cell(run.candidate), s.source_cell(run),
+        rows.append([cell(place), cell(run.candidate), s.source_cell(run),
                      cell(run.manifest.get("instance_type")), run_link(run, page_dir),
                      cell(counts.get(run.candidate, 1)), s.status(run), *tail,
                      *_quality_cells(run)])
@@ -306,6 +293,9 @@ def render(runs: list[RunData], plots: dict[str, Path], slo: tuple[float, float]
         *([section("Workloads: SLO capacity searches and batch jobs",
                    workloads_table(latest), "workloads")]
           if any(r.slo_capacity or r.job for r in latest) else []),
+        *([section("Reasoning and speculative decoding", wl.comparison_table(
+            latest, lambda r: (headline_row(r, slo) or {}).get("step")), "reasoning")]
+          if wl.comparison_applies(latest) else []),
         section("Repeatability (steps run several times)", repeatability_table(spreads),
                 "repeatability"),
         section("Regression check (latest run vs earlier runs)",
@@ -353,5 +343,5 @@ def write_comparison_report(run_dirs: list[Path | str], out_path: Path | str,
     plots = write_comparison_plots(all_runs, plot_dir, *slo)
     table = levels_of_folders([r.run_dir for r in all_runs], slo[0], levels)
     plots |= frontier_section.write_plots(latest_per_candidate(all_runs), plot_dir, levels)
-    write_parquet(table, out.parent / LEVELS_FILE)
+    write_parquet(check_output(table, "frontier_levels"), out.parent / LEVELS_FILE)
     return write_html(render(all_runs, plots, slo, table, out.parent), out)

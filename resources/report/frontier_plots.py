@@ -70,11 +70,16 @@ def pareto(points: pd.DataFrame) -> pd.DataFrame:
     ok = points[points["valid"].fillna(False).astype(bool) & points[X].notna() & points[Y].notna()]
     xs, ys = ok[X].to_numpy(float), ok[Y].to_numpy(float)
     keep = [not np.any((xs >= x) & (ys >= y) & ((xs > x) | (ys > y))) for x, y in zip(xs, ys, strict=True)]
-    return ok[keep].sort_values(X)
+    return ok[np.asarray(keep, dtype=bool)].sort_values(X)
 
 
 def _invalid(points: pd.DataFrame) -> pd.DataFrame:
     return points[~points["valid"].fillna(False).astype(bool)]
+
+
+def _invalid_label(line: Line, drawn: pd.DataFrame) -> str | None:
+    """Named in the legend only when the line has nothing else to name it."""
+    return f"{line.label}: invalid steps only" if drawn.empty else None
 
 
 def _levels(ax, levels: Sequence[float]) -> None:
@@ -87,7 +92,8 @@ def _finish(ax, xs: list, ylabel: str, levels: Sequence[float]) -> None:
     _levels(ax, levels)
     ax.set_xlabel("interactivity: output tokens/s one user sees (1 / p50 TPOT)")
     ax.set_ylabel(ylabel)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+    if ax.get_legend_handles_labels()[0]:  # no frontier anywhere: nothing to name
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
 
 
 @styled
@@ -103,14 +109,15 @@ def plot_frontier_throughput(latest: Sequence[RunData], levels: Sequence[float])
         p, front, bad = line.points, pareto(line.points), _invalid(line.points)
         xs += list(p[X].dropna())
         ax.scatter(p[X], p[Y], s=14, color=color, alpha=0.45, zorder=2)
-        ax.plot(front[X], front[Y], color=color, lw=2, marker="o", ms=6, label=line.label,
+        ax.plot(front[X], front[Y], color=color, lw=2, marker="o", ms=6,
+                label=None if front.empty else line.label,
                 ls="--" if line.emulated else "-", zorder=3)
         for x, y, step in zip(front[X], front[Y], front["step"], strict=True):
             ax.annotate(step, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7,
                         color=color)
         if not bad.empty:
             ax.scatter(bad[X], bad[Y], s=60, facecolors="white", edgecolors=color, lw=1.8,
-                       zorder=4)
+                       zorder=4, label=_invalid_label(line, front))
     ax.set_ylim(bottom=0)
     _finish(ax, xs, "output tokens/s per accelerator", levels)
     title(ax, "output tokens/s per accelerator vs interactivity", emulated,
@@ -144,9 +151,11 @@ def plot_frontier_cost(latest: Sequence[RunData], levels: Sequence[float]) -> Fi
                             label=f"{line.label}: what-if range, {band.attrs['n']} price "
                                   "bases (not billed)")
         bad = bad[bad[COST].notna()]
+        xs += list(bad[X].dropna())
+        ys += list(bad[COST])
         if not bad.empty:
             ax.scatter(bad[X], bad[COST], s=60, facecolors="white", edgecolors=color, lw=1.8,
-                       zorder=4)
+                       zorder=4, label=_invalid_label(line, billed))
     if not ys:
         return None
     _log_if_wide(ax, "y", ys)

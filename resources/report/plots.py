@@ -281,9 +281,6 @@ def plot_cost(latest: list[RunData], spread: dict[str, list[float]] | None = Non
     return fig
 
 
-_ACCEL = {"accel_util", "accel_mem_used_bytes", "accel_mem_total_bytes", "power_w"}
-
-
 @styled
 def plot_telemetry(run: RunData) -> Figure | None:
     """The run's telemetry over time (contract §2.5), warm-up and every step's window marked:

@@ -8,8 +8,9 @@ from resources.analysis.summary import measured_host
 from resources.report import frontier_section, telemetry
 from resources.report import reconciliation as recon
 from resources.report import sections as s
+from resources.report import workloads as wl
 from resources.report.html import emulated_banner, image, page, para, section, write_html
-from resources.report.plots import write_run_plots
+from resources.report.plots import save, write_run_plots
 from resources.report.rundata import RunData, load_run
 
 DEFAULT_SLO = (2.0, 0.1)  # contract §3 defaults (TTFT s, TPOT s)
@@ -28,6 +29,10 @@ PLOT_CAPTIONS = {
                     "TTFT is at most each bucket bound of the engine's histogram: left the "
                     "client's own measurement (sent to first token), right the server-side "
                     "histogram from its /metrics (arrival to first token inside the engine)."),
+    "ttft_by_context": ("TTFT and prefix-cache share by context length", "Left: TTFT p50 "
+                        "(solid) and p99 (dashed) per context-length bucket and step; right: "
+                        "the share of the prompt the server served from its prefix cache. A "
+                        "jump on the left where the share falls is the KV cache evicting."),
 }
 EMULATED_TEXT = ("EMULATED \u2014 every number on this page comes from the local engine "
                  "emulator, not from a real engine on real hardware. Not a measurement.")
@@ -42,6 +47,22 @@ def slo_of(runs: list[RunData]) -> tuple[float, float]:
     return DEFAULT_SLO
 
 
+def _workload_sections(run: RunData) -> list[str]:
+    """Reasoning, speculative decoding and context-length sections, where the run has them."""
+    out = []
+    if run.metrics is not None and wl.has_reasoning(run):
+        out.append(section("Reasoning: time to first answer token, cost per answer token",
+                           wl.reasoning(run), "reasoning"))
+    if run.metrics is not None and wl.has_speculative(run):
+        out.append(section("Speculative decoding: draft acceptance", wl.speculative(run),
+                           "speculative"))
+    ctx = wl.read_context(run)
+    if wl.has_context(run, ctx):
+        out.append(section("TTFT by context length (ttft_by_context.parquet)", wl.context(ctx),
+                           "context"))
+    return out
+
+
 def render_run(run: RunData, plots: dict[str, Path], reconciliation: dict | None = None) -> str:
     body = [
         f"<h1>Run report \u2014 {s.esc(run.run_id)}</h1>",
@@ -52,6 +73,7 @@ def render_run(run: RunData, plots: dict[str, Path], reconciliation: dict | None
         section("Headline: the SLO operating point", s.headline(run), "headline"),
         section("Gates (contract §5)", s.gates(run), "gates"),
         section("Steps (steady phase)", s.steps(run), "steps"),
+        *_workload_sections(run),
         section("Invalid steps and why", s.invalid_steps(run), "invalid"),
         section("Cost per 1M output tokens, per step", s.cost(run), "cost"),
         section("Frontier and what-if prices (not billed)", frontier_section.run_section(run),
@@ -93,5 +115,8 @@ def write_run_report(run_dir: Path | str, out_path: Path | str | None = None,
     server_plot = recon.write_server_ttft_plot(run, server, run.run_dir / "plots", slo_ttft)
     if server_plot is not None:
         plots["server_ttft"] = server_plot
+    ctx = wl.read_context(run)
+    if wl.has_context(run, ctx) and (fig := wl.plot_context(run, ctx)) is not None:
+        plots["ttft_by_context"] = save(fig, run.run_dir / "plots" / "ttft_by_context.png")
     out = Path(out_path) if out_path else run.run_dir / "report.html"
     return write_html(render_run(run, plots, reconciliation), out)

@@ -17,59 +17,36 @@ import pyarrow.parquet as pq
 
 from resources.analysis.frontier import read_frontier
 from resources.contract import manifest as manifest_mod
-from resources.contract.schemas import COST_WHAT_IF, SchemaError, read_records
-
-STATS = ("p50", "p90", "p95", "p99", "mean", "min", "max", "n")
-
-# contract §3: the columns of derived_metrics.parquet. Extra columns are tolerated (later
-# issues add some, e.g. server reconciliation); missing ones are an error.
-DERIVED_COLUMNS: tuple[str, ...] = (
-    "run_id", "step", "load_mode", "target", "source", "n_requests", "n_ok", "error_rate",
-    "window_start", "window_end", "window_s", "input_tokens", "output_tokens",
-    "output_tok_s", "request_s", "achieved_concurrency", "goodput_s",
-    *(f"ttft_s_{s}" for s in STATS), *(f"ttft_sched_s_{s}" for s in STATS),
-    "sched_lag_s_p50", "sched_lag_s_p99", "sched_lag_s_max",
-    *(f"itl_s_{s}" for s in STATS), "itl_multi_token_share",
-    *(f"tpot_s_{s}" for s in STATS), *(f"e2e_s_{s}" for s in STATS),
-    "valid", "invalid_reason",
+from resources.contract.schemas import (
+    GATE_KEYS,
+    JOB_KEYS,
+    OUTPUTS,
+    PROBE_KEYS,
+    SchemaError,
+    read_records,
+    required_columns,
 )
-# contract §4.
-COST_COLUMNS: tuple[str, ...] = (
-    "run_id", "step", "source", "bill_source", "bill_status", "window_cost_usd",
-    "output_tokens", "cost_per_1m_output_usd", "hourly_price_usd", "cost_per_1m_via_rate_usd",
-    "cross_check_delta", "cross_check_note", "included", "excluded_items",
-    "price_region", "purchase_option", "retrieved_on",
-)
-HEADLINE_COLUMNS: tuple[str, ...] = (
-    "run_id", "candidate", "instance_type", "source", "slo_ttft_s", "slo_tpot_s", "meets_slo",
-    "step", "output_tok_s", "ttft_s_p99", "tpot_s_p99", "cost_per_1m_output_usd", "bill_status",
-)
-# contract §3.2.
-TELEMETRY_COLUMNS: tuple[str, ...] = ("run_id", "step", "source", "device", "metric", "mean",
-                                      "max", "n")
-GATE_KEYS = ("rule", "name", "passed", "offending_rows", "examples", "message")
 
-_STRINGS = {"run_id", "step", "load_mode", "source", "invalid_reason", "candidate",
-            "instance_type", "bill_source", "bill_status", "cross_check_note", "price_region",
-            "purchase_option", "retrieved_on", "device", "metric", "basis", "price_source",
-            "region"}
-_TIMESTAMPS = {"window_start", "window_end"}
-_BOOLS = {"valid", "meets_slo"}
-_LISTS = {"included", "excluded_items"}
+# The analyzer's outputs: their columns and types are the contract's (schemas.py OUTPUTS).
+# Extra columns are the contract's optional ones; a missing required one is an error.
+DERIVED_COLUMNS = required_columns("derived_metrics")
+COST_COLUMNS = required_columns("cost_per_1m")
+HEADLINE_COLUMNS = required_columns("headline")
+TELEMETRY_COLUMNS = required_columns("telemetry_metrics")
 
 
-def _kind_ok(name: str, typ: pa.DataType) -> tuple[bool, str]:
+def _kind_ok(want: pa.DataType, typ: pa.DataType) -> tuple[bool, str]:
     """Type families, not exact types: the report reads values, it does not re-check the
     analyzer's precision (a null-only column may be typed `null`)."""
     if pa.types.is_null(typ):
         return True, ""
-    if name in _STRINGS:
+    if pa.types.is_string(want):
         return pa.types.is_string(typ) or pa.types.is_large_string(typ), "string"
-    if name in _TIMESTAMPS:
+    if pa.types.is_timestamp(want):
         return pa.types.is_timestamp(typ), "timestamp"
-    if name in _BOOLS:
+    if pa.types.is_boolean(want):
         return pa.types.is_boolean(typ), "bool"
-    if name in _LISTS:
+    if pa.types.is_list(want):
         return pa.types.is_list(typ) or pa.types.is_large_list(typ), "list"
     return pa.types.is_integer(typ) or pa.types.is_floating(typ), "number"
 
@@ -131,21 +108,22 @@ class RunData:
         return all(g["passed"] is not False for g in self.gates)
 
 
-def _read_frame(path: Path, columns: tuple[str, ...]) -> pd.DataFrame | None:
+def _read_frame(path: Path, name: str) -> pd.DataFrame | None:
     if not path.exists():
         return None
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
         raise ReportError(f"{path}: unreadable ({exc})") from None
-    missing = [c for c in columns if c not in table.column_names]
+    missing = [c for c in required_columns(name) if c not in table.column_names]
     if missing:
         raise ReportError(f"{path}: missing column {missing[0]!r} (contract §3/§4)")
-    for name in columns:
-        ok, kind = _kind_ok(name, table.schema.field(name).type)
+    schema = OUTPUTS[name]
+    for col in (c for c in schema.names if c in table.column_names):
+        ok, kind = _kind_ok(schema.field(col).type, table.schema.field(col).type)
         if not ok:
-            raise ReportError(f"{path}: column {name!r} has type "
-                              f"{table.schema.field(name).type}, expected a {kind}")
+            raise ReportError(f"{path}: column {col!r} has type "
+                              f"{table.schema.field(col).type}, expected a {kind}")
     return table.to_pandas()
 
 
@@ -181,9 +159,6 @@ def _read_gates(path: Path) -> list[dict] | None:
     return gates
 
 
-JOB_KEYS = ("requests", "ok", "makespan_s", "output_tokens", "output_tok_s",
-            "window_cost_usd", "cost_per_job_usd")
-PROBE_KEYS = ("step", "target", "valid", "met")
 SEARCH_MODES = ("rate", "concurrency")
 
 
@@ -246,10 +221,10 @@ def load_run(run_dir: Path | str, raw: bool = True) -> RunData:
         run_dir=run_dir,
         manifest=manifest,
         gates=_read_gates(run_dir / "gates.json"),
-        metrics=_read_frame(run_dir / "derived_metrics.parquet", DERIVED_COLUMNS),
-        cost=_read_frame(run_dir / "cost_per_1m.parquet", COST_COLUMNS),
-        headline=_read_frame(run_dir / "headline.parquet", HEADLINE_COLUMNS),
-        telemetry_metrics=_read_frame(run_dir / "telemetry_metrics.parquet", TELEMETRY_COLUMNS),
+        metrics=_read_frame(run_dir / "derived_metrics.parquet", "derived_metrics"),
+        cost=_read_frame(run_dir / "cost_per_1m.parquet", "cost_per_1m"),
+        headline=_read_frame(run_dir / "headline.parquet", "headline"),
+        telemetry_metrics=_read_frame(run_dir / "telemetry_metrics.parquet", "telemetry_metrics"),
         quality=_read_json(run_dir / "quality_summary.json"),
         parity=_read_json(run_dir / "quality_parity.json"),
         job=_read_job(run_dir / "job.json"),
@@ -260,7 +235,7 @@ def load_run(run_dir: Path | str, raw: bool = True) -> RunData:
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise ReportError(f"{run_dir / 'frontier.parquet'}: unreadable ({exc})") from None
     run.frontier = None if table is None else table.to_pandas()
-    run.what_if = _read_frame(run_dir / "cost_what_if.parquet", tuple(COST_WHAT_IF.names))
+    run.what_if = _read_frame(run_dir / "cost_what_if.parquet", "cost_what_if")
     if raw:
         try:
             run.requests = read_records(run_dir, "steady_state_request_log")

@@ -172,6 +172,19 @@ def get(uri: str, names: list[str], local_dir: Path) -> list[str]:
     return found
 
 
+def download(uri: str, local_dir: Path) -> list[str]:
+    """Copy every file under `uri` (a folder or an S3 prefix) into `local_dir`, keeping the
+    layout; no marker is asked for: this brings in files other tools wrote (peer results)."""
+    fs, base = filesystem(uri)
+    local = pafs.LocalFileSystem()
+    names = _files(fs, base)
+    for name in names:
+        target = _local_target(local_dir, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _copy(fs, f"{base}/{name}", local, str(target.parent), target.name)
+    return names
+
+
 STATUSES = ("accepted", "rejected", "failed")
 
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from resources.contract.schemas import PARTIAL_SUFFIX, TELEMETRY, read_partial_stream, write_parquet
-from resources.telemetry.sources import HostProcessSource, NeuronMonitorSource, PrometheusSource
+from resources.telemetry import sources
 
 NAME = "telemetry"
 _USERINFO = re.compile(r"//[^/@\s]+@")  # credentials in a URL never reach a log
@@ -37,26 +37,8 @@ STOP_TIMEOUT_S = 5.0
 
 def sources_from(specs: list[dict], timeout_s: float | None = None) -> list:
     """Build sources from a deployment's plain descriptions (`Deployment.telemetry`):
-    `{"kind": "dcgm" | "engine_metrics" | "emulated" | "neuron_monitor", "url": …}` or
-    `{"kind": "host", "pid": …}`."""
-    t = {} if timeout_s is None else {"timeout_s": timeout_s}
-    out = []
-    for s in specs:
-        kind = s["kind"]
-        if kind == "dcgm":
-            out.append(PrometheusSource(s["url"], "dcgm", dcgm=True, engine=False, **t))
-        elif kind == "engine_metrics":
-            out.append(PrometheusSource(s["url"], "engine_metrics", dcgm=False, engine=True, **t))
-        elif kind == "emulated":  # the emulator's modelled DCGM series and its vLLM gauges
-            out.append(PrometheusSource(s["url"], "emulated", dcgm=True, engine=True, **t))
-        elif kind == "neuron_monitor":
-            out.append(NeuronMonitorSource(s["url"], **t))
-        elif kind == "host":
-            out.append(HostProcessSource(int(s["pid"])))
-        else:
-            raise ValueError(f"telemetry source kind {kind!r}: expected dcgm, engine_metrics, "
-                             "emulated, neuron_monitor or host")
-    return out
+    `{"kind": <a kind of sources/>, "url": …}` or `{"kind": "host", "pid": …}`."""
+    return sources.build(specs, timeout_s)
 
 
 def _batch(cols: dict[str, list]) -> pa.RecordBatch:

@@ -17,7 +17,12 @@ from pipelines.cli import main as cli
 from resources.analysis import sqlfiles
 from resources.analysis.analyze import analyze_run
 from resources.contract import manifest as mf
-from resources.contract.schemas import CHUNK_LOG, REQUEST_LOG, read_records
+from resources.contract.schemas import (
+    CHUNK_LOG,
+    OPTIONAL_CHUNK_COLUMNS,
+    REQUEST_LOG,
+    read_records,
+)
 from tests.support.runbuilder import clean_run
 
 
@@ -51,8 +56,10 @@ def test_malformed_request_log_exits_2_naming_file_column_and_type(tmp_path, cap
 
 def test_nullability_flags_are_not_checked(tmp_path):
     run_dir = clean_run().write(tmp_path / "run")
-    strict = pa.schema([f.with_nullable(False) for f in CHUNK_LOG])
-    _rewrite(run_dir / "chunk_log.parquet", lambda t: t.cast(strict))
+    # the optional `kind` (all null here) is left out: an absent optional column is allowed
+    strict = pa.schema([f.with_nullable(False) for f in CHUNK_LOG
+                        if f.name not in OPTIONAL_CHUNK_COLUMNS])
+    _rewrite(run_dir / "chunk_log.parquet", lambda t: t.select(strict.names).cast(strict))
     assert analyze_run(run_dir).exit_code == 0
 
 
@@ -135,14 +142,16 @@ def test_a_run_killed_mid_write_is_read_from_its_partial_stream(tmp_path):
 
 
 def test_sql_files_are_named_documented_and_bind_values_only():
-    files = sorted(sqlfiles.SQL_DIR.glob("*.sql"))
-    assert {f.stem for f in files} >= {"step_metrics", "cost_per_1m", "headline", "request_facts",
-                                       "phase_facts", "bill_facts", "bill_usage", "instance_periods"}
-    for f in files:
+    files = sorted((f for f in sqlfiles.SQL_DIR.iterdir() if f.name.endswith(".sql")),
+                   key=lambda f: f.name)
+    names = [f.name.removesuffix(".sql") for f in files]
+    assert set(names) >= {"step_metrics", "cost_per_1m", "headline", "request_facts",
+                          "phase_facts", "bill_facts", "bill_usage", "instance_periods"}
+    for f, name in zip(files, names, strict=True):
         text = f.read_text()
-        assert text.startswith(f"-- name: {f.stem}\n"), f
+        assert text.startswith(f"-- name: {name}\n"), f
         header = "\n".join(line for line in text.splitlines() if line.startswith("--"))
-        for param in sqlfiles.params_of(f.stem):
+        for param in sqlfiles.params_of(name):
             assert f"${param}" in header, f"{f.name}: ${param} not documented in its header"
         assert not re.search(r"\{[a-z_]*\}", text), f"{f.name}: looks like a format template"
 

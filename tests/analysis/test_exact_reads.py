@@ -3,6 +3,8 @@ orphan chunks: a run folder is read by exact path, never as a glob, and only its
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -154,3 +156,29 @@ def test_foreign_and_orphan_chunk_rows_count_once_each(tmp_path):
     assert "chunk request_id in neither request log (1 rows)" in gate["message"]
     assert "chunk run_id is not the manifest's (3 rows)" in gate["message"]
 
+
+
+def test_the_merged_shards_marker_lists_file_names_and_an_unlisted_shard_is_read(tmp_path):
+    """§6: `servingbench.merged_shards` lists the shard files a merged file holds; a listed
+    shard left beside it is ignored, an unlisted one is read (its repeated requests then
+    fail rule 3 alone: rule 4 never counts a request's chunks twice)."""
+    from resources.contract.schemas import MERGED_SHARDS_KEY
+
+    run_dir = _three_request_run().write(tmp_path / "run")
+    for log in ("steady_state_request_log", "chunk_log"):
+        table = pq.read_table(run_dir / f"{log}.parquet")
+        pq.write_table(table, run_dir / f"{log}.w1.parquet")  # the same rows, left beside
+        write_parquet(table.replace_schema_metadata(
+            {MERGED_SHARDS_KEY: f"{log}.w1.parquet".encode()}), run_dir / f"{log}.parquet")
+    n = pq.read_table(run_dir / "steady_state_request_log.parquet").num_rows
+    assert read_records(run_dir, "steady_state_request_log").num_rows == n  # listed: ignored
+    assert analyze_run(run_dir).exit_code == 0
+    for log in ("steady_state_request_log", "chunk_log"):  # now unlisted: read again
+        table = pq.read_table(run_dir / f"{log}.parquet")
+        write_parquet(table.replace_schema_metadata({}), run_dir / f"{log}.parquet")
+    assert read_records(run_dir, "steady_state_request_log").num_rows == 2 * n
+    assert analyze_run(run_dir).exit_code == 3  # rejected
+    gates = {g["rule"]: g for g in json.loads((run_dir / "gates.json").read_text())}
+    assert gates[3]["passed"] is False and gates[3]["offending_rows"] >= 2 * n
+    assert gates[4]["passed"] is True, gates[4]  # a repeated id never doubles a chunk sum
+    assert gates[1]["passed"] is True and gates[2]["passed"] is True

@@ -212,3 +212,29 @@ def test_a_run_that_failed_parity_is_shown_never_ranked():
     got = _levels(rankable=lambda run_id: run_id != "y")
     assert (got[(5.0, "Y")]["step"], got[(5.0, "Y")]["rank"]) == ("y8", None)
     assert got[(5.0, "X")]["rank"] == 1 and got[(5.0, "Z")]["rank"] == 2
+
+
+def test_cheapest_at_each_level_with_its_runner_up():
+    from resources.analysis.summary import cheapest_by_level, levels_text
+
+    rows = {(r["level_tok_s"], r["source"]): r
+            for r in cheapest_by_level(list(_levels().values()))}
+    five = rows[(5.0, "measured")]
+    assert (five["cheapest"], five["step"], five["cost_per_1m_output_usd"]) == ("Y", "y8", 1.2)
+    assert (five["runner_up"], five["runner_up_cost_per_1m_output_usd"]) == ("X", 2.5)
+    assert five["ratio"] == pytest.approx(2.5 / 1.2) and (five["reached"], five["of"]) == (3, 3)
+    fifty = rows[(50.0, "measured")]
+    assert (fifty["cheapest"], fifty["runner_up"], fifty["ratio"]) == ("X", None, None)
+    # emulated W reaches 20 tok/s without a cost: counted as reaching, never ranked
+    w = rows[(20.0, "emulated")]
+    assert (w["reached"], w["of"], w["cheapest"]) == (1, 1, None)
+    text = levels_text(list(_levels().values()))
+    assert "2.08" in text and "3/3" in text
+
+
+def test_the_manifest_accelerators_per_node_wins_in_the_analysis(tmp_path):
+    b = clean_run()
+    b.manifest["accelerators_per_node"] = 4  # e.g. half a node's GPUs given to the engine
+    result = analyze_run(b.write(tmp_path / "run"))
+    (row,) = result.frontier.to_pylist()
+    assert row["accelerators"] == 4 and row["output_tok_s_per_accel"] == pytest.approx(22.5 / 4)

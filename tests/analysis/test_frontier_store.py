@@ -8,7 +8,7 @@ import pytest
 
 from resources.analysis.analyze import analyze_run
 from resources.analysis.frontier import levels_of_folders
-from resources.storage import Storage
+from resources.storage.store import Storage
 from tests.support.runbuilder import clean_run
 
 MANIFEST = {"candidate": "p5-scout-bf16-tp8", "instance_type": "p5.48xlarge",

@@ -42,5 +42,6 @@ def moto(moto_server, aws_env, shared_session, monkeypatch):
     import httpx
 
     teach_moto_nodegroup_tags(monkeypatch)
-    httpx.post(f"{moto_server}/moto-api/reset").raise_for_status()
+    # a reset can take seconds on a loaded machine (httpx waits 5 s by default)
+    httpx.post(f"{moto_server}/moto-api/reset", timeout=60).raise_for_status()
     return moto_server, shared_session

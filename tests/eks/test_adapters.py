@@ -9,7 +9,7 @@ import os
 import httpx
 import pytest
 
-from resources.billing.refresh import CostExplorerBill
+from resources.billing.cost_explorer import CostExplorerBill
 from resources.cluster.eks import EksNodegroupCluster
 from resources.cluster.eks_api import EksNodegroups
 from resources.contract import manifest as mf

@@ -14,6 +14,7 @@ import pytest
 
 from resources.aws.caller import AwsCallError
 from resources.cluster.eks_api import OWNER_TAG, RUN_TAG, EksNodegroups, NodegroupSpec
+from resources.cluster.reaper import reap_nodegroups
 from tests.support.eks import iam
 from tests.support.eks.aws import OWNER, REGION, ROLE, make_cluster
 
@@ -55,7 +56,7 @@ def test_the_eks_path_runs_under_exactly_the_documented_policy(restricted):
     cluster.beat(info)
     scope = cluster.describe_scope(info)
     assert scope.nodegroup == info.nodegroup
-    assert cluster.reap(3600) == []  # lists and describes, keeps the young group
+    assert reap_nodegroups(cluster, 3600) == []  # lists and describes, keeps the young group
     assert cluster.delete_nodegroup(info.nodegroup, info.launch_template_id, timeout_s=10)
     assert iam.DENIED == []
 

@@ -9,8 +9,10 @@ from pathlib import Path
 import boto3
 
 ROOT = Path(__file__).resolve().parents[2]
-CALL = re.compile(r'self\.call\(\s*self\.(\w+),\s*"(\w+)"')
-SERVICE = {"eks": "eks", "ec2": "ec2", "ce": "ce", "pricing": "pricing", "sts": "sts"}
+# `self.call(self.<client>, "op"` or `self.call(<client>, "op"` (a client made per region)
+CALL = re.compile(r'self\.call\(\s*(?:self\.)?(\w+),\s*"(\w+)"')
+SERVICE = {"eks": "eks", "ec2": "ec2", "ce": "ce", "pricing": "pricing", "sts": "sts",
+           "savingsplans": "savingsplans"}
 FREE = {"sts:GetCallerIdentity"}  # needs no permission
 
 
@@ -35,7 +37,9 @@ def test_policy_grants_every_called_action_and_no_wildcards():
         assert not any("*" in a for a in acts), st["Sid"]
         granted |= set(acts)
     used = called_actions()
-    assert {"eks:CreateNodegroup", "ce:GetCostAndUsage", "ec2:DescribeInstances"} <= used
+    assert {"eks:CreateNodegroup", "ce:GetCostAndUsage", "ec2:DescribeInstances",
+            "ec2:DescribeSpotPriceHistory", "ec2:DescribeCapacityBlockOfferings",
+            "savingsplans:DescribeSavingsPlansOfferingRates"} <= used
     assert used - FREE <= granted, f"missing from the policy: {sorted(used - FREE - granted)}"
 
 

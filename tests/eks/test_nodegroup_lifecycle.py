@@ -8,6 +8,7 @@ import pytest
 
 from resources.aws.caller import AwsCallError, Caller
 from resources.cluster.eks_api import RUN_TAG, EksNodegroups, NodegroupSpec, nodegroup_name
+from resources.cluster.reaper import reap_nodegroups
 from resources.contract import manifest as mf
 from tests.support.eks.aws import OWNER, REGION, ROLE, make_cluster
 
@@ -111,9 +112,9 @@ def test_reaper_deletes_only_old_servingbench_nodegroups(moto):
     eks.create_nodegroup(clusterName="bench", nodegroupName="system", nodeRole=ROLE,
                          subnets=[subnet])  # not ours: never touched
     old = cluster.create_nodegroup(SPEC, "run-old", timeout_s=10)
-    assert cluster.reap(3600) == []  # young: kept
+    assert reap_nodegroups(cluster, 3600) == []  # young: kept
     later = time.time_ns() + 2 * 3600 * 10**9
-    assert cluster.reap(3600, now_ns=later) == [old.nodegroup]
+    assert reap_nodegroups(cluster, 3600, now_ns=later) == [old.nodegroup]
     assert names(eks) == ["system"] and templates(ec2) == []
 
 

@@ -20,6 +20,7 @@ from resources.cluster.eks_api import (
     check_owner,
     nodegroup_name,
 )
+from resources.cluster.reaper import reap_nodegroups
 from tests.support.eks.aws import OWNER, REGION, ROLE, make_cluster
 from tests.support.eks.fakes import ErrorProxy
 
@@ -63,8 +64,8 @@ def test_only_our_expired_dead_runs_are_reaped(moto):
     with ErrorProxy(endpoint, "GET /clusters/bench/node-groups/system", "AccessDeniedException",
                     times=100, status=403) as proxy:
         reaper = cluster_for(session, proxy.url)
-        assert reaper.reap(3600) == []  # nothing is older than the TTL yet
-        assert reaper.reap(3600, now_ns=later) == [dead.nodegroup]
+        assert reap_nodegroups(reaper, 3600) == []  # nothing is older than the TTL yet
+        assert reap_nodegroups(reaper, 3600, now_ns=later) == [dead.nodegroup]
         assert proxy.remaining == 100  # a group without our prefix is never described
     assert groups(eks) == sorted([alive.nodegroup, theirs.nodegroup, "sb-impostor", "system"])
     assert dead.nodegroup not in template_names(ec2)  # its launch template went with it
@@ -81,7 +82,7 @@ def test_a_group_that_cannot_be_described_does_not_stop_the_others(moto):
     with ErrorProxy(endpoint, f"GET /clusters/bench/node-groups/{first.nodegroup}",
                     "AccessDeniedException", times=100, status=403) as proxy:
         with pytest.raises(AwsCallError, match=f"reaper could not delete: {first.nodegroup}"):
-            cluster_for(session, proxy.url).reap(3600, now_ns=later)
+            reap_nodegroups(cluster_for(session, proxy.url), 3600, now_ns=later)
     assert groups(eks) == [first.nodegroup]  # the other one was still reaped
     assert second.nodegroup not in groups(eks)
 
@@ -100,8 +101,8 @@ def test_launch_templates_left_without_a_group_are_reaped_if_ours(moto):
     template("run-foreign", "another-install")
     ec2.create_launch_template(LaunchTemplateName="unrelated", LaunchTemplateData={})
     ours = cluster_for(session, endpoint)
-    assert ours.reap(3600) == [] and len(template_names(ec2)) == 3  # young: kept
-    assert ours.reap(3600, now_ns=time.time_ns() + 2 * HOUR_NS) == []
+    assert reap_nodegroups(ours, 3600) == [] and len(template_names(ec2)) == 3  # young: kept
+    assert reap_nodegroups(ours, 3600, now_ns=time.time_ns() + 2 * HOUR_NS) == []
     assert template_names(ec2) == sorted([nodegroup_name("run-foreign"), "unrelated"])
 
 

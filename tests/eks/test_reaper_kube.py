@@ -17,7 +17,7 @@ from assets.benchmark import RUN_TAG as DAGSTER_RUN_TAG
 from pipelines.liveness import dagster_alive
 from resources.aws.caller import AwsCallError
 from resources.cluster.eks_api import EksNodegroups, NodegroupSpec, nodegroup_name
-from resources.cluster.reaper import EksReaper
+from resources.cluster.reaper import EksReaper, reap_nodegroups
 from resources.model_server.kube.client import KubeClient
 from resources.model_server.kube.reap import KubeRunObjects
 from resources.model_server.kube.render import api_key_secret, render
@@ -91,7 +91,7 @@ def test_a_reaped_runs_objects_go_and_nothing_else(moto, kube):
     ours.beat(alive)
 
     with pytest.raises(AwsCallError, match=r"NetworkPolicy/\S+: .*HTTP 500") as exc:
-        ours.reap(3600, now_ns=later, objects=KubeRunObjects(client, OWNER),
+        reap_nodegroups(ours, 3600, now_ns=later, objects=KubeRunObjects(client, OWNER),
                   alive=lambda run_id: "Dagster run 0000 STARTED" if run_id == "run-busy" else None)
     assert "run-alive" not in str(exc.value)  # the message names what failed, only that
 
@@ -151,5 +151,5 @@ def test_a_failing_status_lookup_keeps_the_run(moto):
         raise RuntimeError("database is locked")
 
     later = time.time_ns() + LATER_NS
-    assert ours.reap(3600, now_ns=later, alive=broken) == []
-    assert ours.reap(3600, now_ns=later, alive=lambda run_id: None) == [info.nodegroup]
+    assert reap_nodegroups(ours, 3600, now_ns=later, alive=broken) == []
+    assert reap_nodegroups(ours, 3600, now_ns=later, alive=lambda run_id: None) == [info.nodegroup]

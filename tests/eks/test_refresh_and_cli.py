@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from pipelines.cli.eks import main
-from resources.billing.refresh import billing_window
+from resources.billing.cost_explorer import billing_window
 from resources.cluster.eks_api import EksNodegroups, NodegroupSpec
 from resources.contract import manifest as mf
 from resources.contract.schemas import BILL, read_records

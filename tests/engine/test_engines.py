@@ -4,6 +4,7 @@ tree spells them."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 from pathlib import Path
@@ -16,20 +17,35 @@ from tests.support.eks.specs import SGLANG_GPU, VLLM_GPU, VLLM_NEURON
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINES_DIR = REPO / "resources" / "model_server" / "engines"
-# What only an engine's file may spell: its metric names, its launch flags and program,
-# its cold-start log lines. The engine's own process (the llama.cpp launcher) and the
-# emulator, which imitates vLLM on purpose, are not servingbench's knowledge of an engine.
-KNOWLEDGE = re.compile(r'"(?:vllm|sglang|llamacpp):|--tensor-parallel-size|--tp-size|'
+# What only an engine's file may spell in code: its metric names, its launch flags and
+# program, its cold-start log lines (docstrings and comments may name them). The engine's
+# own process (the llama.cpp launcher) and the emulator's launcher, whose CLI imitates vLLM's
+# on purpose, are not servingbench's knowledge of an engine.
+KNOWLEDGE = re.compile(r"\b(?:vllm|sglang|llamacpp):[a-z_]+|--tensor-parallel-size|--tp-size|"
                        r"--max-num-seqs|--max-running-requests|sglang\.launch_server|"
-                       r'"vllm", "serve"|Capture cuda graph|Model loading took|--n_threads')
-NOT_SERVINGBENCH_KNOWLEDGE = {REPO / "resources" / "model_server" / "llamacpp_serve.py"}
+                       r"Capture cuda graph|Model loading took|--n_threads")
+NOT_SERVINGBENCH_KNOWLEDGE = {REPO / "resources" / "model_server" / "llamacpp_serve.py",
+                              REPO / "resources" / "model_server" / "emulator.py"}
+
+
+def _code_strings(tree: ast.AST) -> list[str]:
+    """Every string constant of the module except docstrings."""
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str) and id(n) not in docs]
 
 
 def _spelled_in(root: Path) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for path in sorted(root.rglob("*.py")):
-        hits = KNOWLEDGE.findall(path.read_text())
-        if hits and path not in NOT_SERVINGBENCH_KNOWLEDGE:
+        if path in NOT_SERVINGBENCH_KNOWLEDGE:
+            continue
+        hits = [h for text in _code_strings(ast.parse(path.read_text()))
+                for h in KNOWLEDGE.findall(text)]
+        if hits:
             found[str(path.relative_to(REPO))] = hits
     return found
 

@@ -19,7 +19,8 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.config import REAL_FILE, load_candidates
+from pipelines.catalog import load_candidates
+from pipelines.config import REAL_FILE
 from resources.model_server.llamacpp import (
     LlamaCppModelServer,
     engine_available,

@@ -9,7 +9,7 @@ import sys
 import duckdb
 import pytest
 
-from resources.storage import connect
+from resources.storage.store import connect
 
 HOLD = """
 import sys, time, duckdb

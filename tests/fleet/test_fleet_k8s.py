@@ -13,6 +13,8 @@ import yaml
 
 from tests.support.k8s_launcher import VALUES, RecordingBatchApi, launcher_kwargs, write_kubeconfig
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 REPO = Path(__file__).resolve().parents[2]
 EKS_ENV = {"SERVINGBENCH_PROFILE": "eks", "SERVINGBENCH_EKS_CLUSTER": "bench",
            "SERVINGBENCH_EKS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1",
@@ -63,7 +65,7 @@ def test_the_launcher_would_create_a_valid_job_for_a_benchmark_run(eks_env, tmp_
     ((namespace, body),) = batch.jobs
     job = client.ApiClient().sanitize_for_serialization(body)
     kubernetes_validate.validate(job, "1.33", strict=True)
-    assert namespace == "servingbench" and job["kind"] == "Job"
+    assert namespace == "dagster" and job["kind"] == "Job"  # apart from the engines' namespace
     spec = job["spec"]
     assert spec["backoffLimit"] == 0 and spec["ttlSecondsAfterFinished"] == 86400
     pod = spec["template"]["spec"]

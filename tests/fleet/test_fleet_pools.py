@@ -12,7 +12,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from pipelines.config import ConfigError, load_candidates
+from pipelines.catalog import load_candidates
+from pipelines.config import ConfigError
 from resources.contract.timestamps import parse_ts
 from tests.support.fleet import candidates_file, intervals
 

@@ -15,6 +15,8 @@ import pytest
 from pipelines.cli import main as cli
 from resources.storage import runstore
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 OUTPUTS = ("derived_metrics.parquet", "cost_per_1m.parquet", "headline.parquet")
 
@@ -136,8 +138,8 @@ def test_rejected_and_failed_runs_are_published_with_their_status(s3_bucket, tmp
     run that failed mid-chain is published as failed; both behind the marker."""
     from pipelines.profiles import Settings
     from resources.loadgen import LoadError
-    from resources.replay import ReplayLoad
     from tests.support.chain import replay_resources, run_job
+    from tests.support.replay import ReplayLoad
 
     runs = f"{s3_bucket}/runs"
     settings = Settings(data_dir=tmp_path / "a", data_uri=s3_bucket)

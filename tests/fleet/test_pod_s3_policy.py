@@ -26,11 +26,11 @@ def pod_policy(bucket: str, prefix: str) -> dict:
 
 
 @pytest.fixture
-def as_pod(s3_bucket, moto_s3_server, monkeypatch):
+def as_pod(s3_bucket, moto_server, monkeypatch):
     """(run prefix URI, switch(identity)) with IAM enforced from here on."""
     bucket, _, prefix = s3_bucket[len("s3://"):].partition("/")
-    creds = {"pod": iam.identity(moto_s3_server, "sb-loadpod", pod_policy(bucket, prefix)),
-             "admin": iam.identity(moto_s3_server, "sb-admin", ADMIN)}
+    creds = {"pod": iam.identity(moto_server, "sb-loadpod", pod_policy(bucket, prefix)),
+             "admin": iam.identity(moto_server, "sb-admin", ADMIN)}
 
     def switch(who: str) -> None:
         for k, v in creds[who].items():

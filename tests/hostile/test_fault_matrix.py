@@ -12,6 +12,8 @@ from tests.support.hostile import API_KEY, API_KEY_ENV, leaks
 from tests.support.hostile_server import MODES
 from tests.support.loadgen import rows
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 # misbehaviour -> the status every one of its requests must end with
 MATRIX = {
     "good": "ok",
@@ -39,6 +41,11 @@ MATRIX = {
     "broken_chunked": "protocol_error",
     "bad_status_line": "protocol_error",
     "error_event": "protocol_error",
+    "reasoning_int": "protocol_error",
+    "reasoning_object": "protocol_error",
+    "reasoning_tokens_str": "protocol_error",
+    "reasoning_tokens_negative": "protocol_error",
+    "image_tokens_negative": "protocol_error",
     "trickle": "timeout",
     "headers_then_silence": "timeout",
     "close_before_headers": "disconnect",

@@ -18,6 +18,8 @@ from resources.loadgen import RunExistsError, run_load
 from tests.support.emulator import FIXED_MODEL
 from tests.support.loadgen import ROOT, config, ns
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 
 def _steady_rows(run_dir) -> int:
     try:

@@ -27,6 +27,8 @@ from resources.contract import manifest as mf
 from resources.contract.schemas import PARTIAL_SUFFIX, read_records
 from tests.support.loadgen import ROOT
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 DISK = 1 << 20  # the tmpfs, and the file-size limit: the chunk log fills it in a few seconds
 LOAD = ["--concurrency", "8", "--requests", "1000000", "--warmup-requests", "4",
         "--input-tokens", "16", "--output-tokens", "64", "--no-tokenize", "--no-progress",
@@ -129,7 +131,11 @@ def test_a_disk_that_fills_mid_step_stops_the_run_cleanly(emulator, disk, capsys
     m = mf.load(run_dir / "manifest.json")
     assert m["phases"]["steady"]["ended_at"] is not None
     assert m["phases"]["warmup"]["ended_at"] is not None
-    assert m["steps"] == []  # the one step was cut short by the full disk
+    # the one step was cut short by the full disk: listed, and flagged client-limited (its
+    # load was never fully sent), so its rows never read as a valid step
+    assert m["steps"] == [{"step": "c=8", "load_mode": "concurrency", "target": 8.0,
+                           "client_limited": True, "client_cpu_share": None,
+                           "loop_lag_p99_s": None}]
 
     steady, warm, _ = _kept(done, run_dir)
     assert warm is not None and warm.num_rows == 4
@@ -172,7 +178,8 @@ def test_a_worker_process_on_a_full_disk_stops_the_run_cleanly(emulator, disk):
         assert reason in w["reason"]
     assert {w["name"] for w in m["workers"]} == {"w0", "w1"}
     assert m["phases"]["steady"]["ended_at"] is not None
-    assert m["steps"] == []
+    # the step the full disk cut short: listed, client-limited
+    assert [(s["step"], s["client_limited"]) for s in m["steps"]] == [("c=8", True)]
     # the failed worker's streams stay as its shards, read like any other
     assert [n for n in names if n.endswith(PARTIAL_SUFFIX)], names
     steady, warm, _ = _kept(done, run_dir)
@@ -199,3 +206,18 @@ def test_one_worker_of_several_on_a_full_disk_says_so(emulator, disk):
     steady, warm, _ = _kept(done, run_dir)
     assert set(steady.column("worker").to_pylist()) == {"pod-1"}
     assert warm is not None and warm.num_rows == 2  # its half of the warm-up
+
+
+def test_a_profile_cut_short_lists_every_segment_it_was_running():
+    """A profile's segments share one schedule: a full disk cuts all of them not yet
+    recorded, each listed client-limited (the single-step case runs end to end above)."""
+    from resources.loadgen.steps import Run
+
+    run = Run.__new__(Run)  # only the bookkeeping of the steps is exercised here
+    run.steps, run.current = [], None
+    run.current_profile = [("rate=2", "rate", 2.0), ("rate=4", "rate", 4.0)]
+    run._record_cut()
+    assert [(s["step"], s["client_limited"], s["loop_lag_p99_s"]) for s in run.steps] == [
+        ("rate=2", True, None), ("rate=4", True, None)]
+    run._record_cut()  # nothing under way any more: nothing listed twice
+    assert len(run.steps) == 2

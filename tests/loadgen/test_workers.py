@@ -30,6 +30,8 @@ from resources.loadgen.workers.shards import merge_shards
 from resources.loadgen.workers.share import Share
 from tests.support.loadgen import ROOT, config, ns, rows
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 TTFT_MS = 50
 
 
@@ -79,8 +81,9 @@ def test_two_workers_send_what_one_sends(emu, tmp_path):
     # one merged file per log, no shard left behind
     names = sorted(os.listdir(tmp_path / "two"))
     assert not [n for n in names if ".w" in n], names
+    # §6: the merged file lists the shard files it holds, by name
     assert pq.read_schema(tmp_path / "two" / "chunk_log.parquet").metadata[
-        b"servingbench.merged_shards"] == b"w0,w1"
+        b"servingbench.merged_shards"] == b"chunk_log.w0.parquet,chunk_log.w1.parquet"
     steady, warm = rows(tmp_path / "two"), rows(tmp_path / "two", "warmup_log")
     assert len({r["request_id"] for r in steady + warm}) == 34
     assert {r["worker"] for r in steady} == {"w0", "w1"} and None not in {r["worker"] for r in warm}

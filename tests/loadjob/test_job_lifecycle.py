@@ -16,8 +16,8 @@ import pyarrow.ipc  # noqa: F401 - pa.ipc
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines.catalog import load_candidates
 from pipelines.cli.loadpod import uploads
-from pipelines.config import load_candidates
 from resources.analysis.analyze import analyze_run
 from resources.contract import manifest as mf
 from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
@@ -34,6 +34,8 @@ from tests.support.eks.fake_kube import FakeKubeApi
 from tests.support.eks.specs import DIGEST
 from tests.support.emulator import FIXED_MODEL
 from tests.support.fleet import candidates_file
+
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "good"
 IMAGE = f"registry.example/servingbench@{DIGEST}"

@@ -133,3 +133,21 @@ def test_the_job_and_its_secret_carry_what_the_reaper_proves_a_run_by():
         assert reaper._ours_and_dead(obj["metadata"], dead), obj["kind"]
     assert asked == [(nodegroup_name(RUN), RUN)] * 2
     assert not reaper._ours_and_dead(render(spec(owner="another-install"))["metadata"], dead)
+
+
+def test_a_failed_pods_last_log_lines_are_redacted_before_the_manifest():
+    from resources.loadjob.job import outcomes
+
+    key = "engine-key-0123456789abcdef"
+    said = (f"Traceback ...\nrequests.exceptions.HTTPError: 401 for "
+            f"http://admin:hunter2@10.0.0.7:8000/v1 with Authorization: Bearer {key}\n"
+            "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY hf_AbCdEfGhIjKlMnOp")
+    pod = {"metadata": {"name": "sb-load-x-0-abcde", "creationTimestamp": "2026-11-29T02:09:12Z",
+                        "annotations": {"batch.kubernetes.io/job-completion-index": "0"}},
+           "status": {"phase": "Failed", "containerStatuses": [{"name": "load", "state": {
+               "terminated": {"exitCode": 1, "reason": "Error", "message": said}}}]}}
+    (o,) = outcomes(1, [pod], None, (key,))
+    reason = o.as_manifest()["reason"]
+    assert "container load exited 1 (Error)" in reason and "[REDACTED]" in reason
+    for secret in (key, "hunter2", "wJalrXUtnFEMI", "hf_AbCdEfGhIjKlMnOp"):
+        assert secret not in reason, secret

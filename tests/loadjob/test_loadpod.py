@@ -20,6 +20,8 @@ from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED, read_records
 from resources.storage import runstore
 from tests.support.emulator import FIXED_MODEL
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

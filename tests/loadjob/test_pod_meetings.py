@@ -223,17 +223,28 @@ def test_s3_errors_are_retried_until_the_bound_and_name_no_secret(s3_bucket):
     assert sync.left_behind["label"] == "c=1"
 
 
-@pytest.mark.serial  # wall-clock starts and meeting bounds
+def ahead(seconds: float) -> Clock:
+    """A pod's clock that reads `seconds` later than this machine's: what the pod sees that
+    much later, without the test waiting for it."""
+    now = Clock.start()
+    return Clock(now.anchor_utc_ns + int(seconds * S), now.anchor_perf_ns)
+
+
+@pytest.mark.serial  # the first step 2 s short of the latest start allowed, by the real clock
 def test_a_pod_that_never_started_is_given_up_soon_and_a_very_late_one_runs_nothing(tmp_path):
     board = Board(str(tmp_path / "barrier"))  # the same board over a local folder
     just_in_time = time.time_ns() - int((LATE_START_S - 2) * S)
     pod0 = PodSync(board, 0, 2, "pod-0", just_in_time, (600.0, 600.0))
     run = SimpleNamespace(clock=Clock.start(), steps=[{"step": "c=1", "client_limited": False}])
+    # the pod's clock past the Job's instant + LATE_START_S + the window: every start written
+    # in time is listed by then (instead of the test waiting those seconds out)
+    later = ahead(2 + WINDOW_S + 0.1)
 
     async def steps() -> None:
         await pod0(run, "c=1")  # 58 s late: it still runs, and says it started
         # pod-1 never said it started: given up 60 s (+ the window) after the Job's
         # instant, long before this meeting's deadline (600 s after c=1 started)
+        run.clock = later
         await asyncio.wait_for(pod0(run, "c=2"), 60)
 
     asyncio.run(steps())

@@ -15,6 +15,8 @@ from resources.analysis.gates import CHECK_NAMES, bill_gates, request_gates
 from resources.analysis.rundir import open_run
 from tests.support.chain import FIXTURES, checks, materialized, replay_resources, run_job
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 REQUEST = ["steady_requests_are_complete", "request_timestamps_are_ordered",
            "warmup_and_steady_are_separated", "output_tokens_are_counted"]
 BILL = ["bill_matches_run_scope", "bill_has_a_single_source"]

@@ -11,8 +11,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipelines.catalog import load_candidates
 from pipelines.cli import main as cli
-from pipelines.config import ConfigError, load_candidates
+from pipelines.config import ConfigError
 from resources.loadgen.config import LoadConfig
 from resources.loadgen.errors import LoadConfigError
 

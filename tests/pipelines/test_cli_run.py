@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pipelines.cli import main as cli
+
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.catalog import load_candidates
 from pipelines.cli import main as cli
-from pipelines.config import DEFAULT_FILE, ConfigError, load_candidates
+from pipelines.config import DEFAULT_FILE, ConfigError
 
 SHEET = Path(__file__).resolve().parents[2] / "pipelines" / "price_sheet.yaml"
 GOOD = ("name: c1, instance_type: p5.48xlarge, "

@@ -38,10 +38,10 @@ def test_definitions_snapshot(tmp_path):
         node = graph.get(dg.AssetKey(key))
         assert sorted(p.to_user_string() for p in node.parent_keys) == sorted(parents), key
     jobs = sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__"))
-    assert jobs == ["benchmark_job", "bill_refresh_job", "reaper_job"]
+    assert jobs == ["benchmark_job", "bill_refresh_job", "peer_import_job", "reaper_job"]
     selected = {j.name: sorted(k.to_user_string() for k in j.asset_layer.selected_asset_keys)
                 for j in defs.resolve_all_job_defs()
-                if not j.name.startswith("__") and j.name != "reaper_job"}
+                if not j.name.startswith("__") and j.name not in ("reaper_job", "peer_import_job")}
     assert selected["benchmark_job"] == ASSETS
     assert selected["bill_refresh_job"] == ["benchmark_report", "cost_explorer_bill",
                                             "cost_per_1m_output_tokens", "derived_metrics"]

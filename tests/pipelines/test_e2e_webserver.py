@@ -13,8 +13,11 @@ from pathlib import Path
 
 import httpx
 import pyarrow.parquet as pq
+import pytest
 
 from tests.support.net import free_port
+
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
 
 REPO = Path(__file__).resolve().parents[2]
 CANDIDATES = """

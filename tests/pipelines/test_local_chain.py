@@ -7,6 +7,7 @@ import json
 import os
 
 import dagster as dg
+import duckdb
 import pyarrow.parquet as pq
 import pytest
 
@@ -14,6 +15,8 @@ from assets.benchmark import RUN_TAG
 from pipelines.profiles import Settings
 from resources.loadgen.generator import LoadGenerator
 from tests.support.chain import checks, materialized, run_job
+
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
 
 QUICK = LoadGenerator(concurrency=(1, 2), requests_per_step=6, warmup_requests=2,
                      output_tokens=16, input_tokens=64)
@@ -57,6 +60,19 @@ def test_local_chain_end_to_end_is_emulated_and_separates_warmup(tmp_path):
     for name in ("derived_metrics", "cost_per_1m", "headline"):
         sources = set(pq.read_table(run_dir / f"{name}.parquet")["source"].to_pylist())
         assert sources == {"emulated"}, name
+    # the frontier and the what-if costs (contract §3.6, §4.1): in the folder, the DuckDB
+    # file and the cost asset's metadata, the interactivity levels beside the headline
+    assert {b["price_source"] for b in manifest["price_bases"]} == {"price_sheet"}
+    what_if = pq.read_table(run_dir / "cost_what_if.parquet")
+    assert what_if.num_rows == 2 * len(manifest["price_bases"])  # 2 steps × the sheet's bases
+    cost_md = md["cost_per_1m_output_tokens"]
+    assert "EMULATED" in cost_md["interactivity_levels"] and "WHAT-IF" in cost_md["cost_what_if"]
+    con = duckdb.connect(str(tmp_path / "servingbench.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM frontier").fetchall() == [(2,)]
+        assert con.execute("SELECT count(*) FROM frontier_levels").fetchall() == [(6,)]
+    finally:
+        con.close()
     # the emulator process is gone
     pid = json.loads((run_dir / "deployment.json").read_text())["pid"]
     assert _gone(pid)

@@ -8,7 +8,8 @@ import pytest
 
 from assets.benchmark import initial_manifest
 from assets.bill import _record_price_bases
-from pipelines.config import ConfigError, load_candidates
+from pipelines.catalog import load_candidates
+from pipelines.config import ConfigError
 from resources.contract import manifest as mf
 from tests.support.runbuilder import clean_run
 

@@ -17,8 +17,10 @@ import pytest
 
 from resources.analysis.analyze import analyze_run
 from resources.contract import manifest as mf
-from resources.replay import ReplayLoad
 from tests.support.chain import FIXTURES, materialized, replay_resources, run_job
+from tests.support.replay import ReplayLoad
+
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
 
 CANDIDATE = "p5-scout-bf16-tp8"
 

@@ -12,6 +12,8 @@ from resources.contract import manifest as mf
 from resources.contract.schemas import read_records
 from tests.support.signals import ChainRun
 
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
+
 
 def started(run: ChainRun, phase: str):
     return lambda: phase in run.manifest_phases()

@@ -65,6 +65,7 @@ def _gone(pid: int) -> bool:
     return False
 
 
+@pytest.mark.serial  # a wall-clock deadline: run alone, after the parallel pass
 @pytest.mark.timeout(240)
 def test_teardown_runs_within_its_deadline_whatever_the_telemetry_endpoints_do(tmp_path):
     EVENTS.clear()
@@ -84,7 +85,9 @@ def test_teardown_runs_within_its_deadline_whatever_the_telemetry_endpoints_do(t
     assert set(hit) >= {"/trickle", "/header-trickle"}
     assert {"load_ended", "engine_stopped", "cluster_teardown"} <= set(EVENTS)
     assert EVENTS["load_ended"] <= EVENTS["engine_stopped"] <= EVENTS["cluster_teardown"]
-    assert EVENTS["cluster_teardown"] - EVENTS["load_ended"] < TEARDOWN_DEADLINE_S
+    gap = EVENTS["cluster_teardown"] - EVENTS["load_ended"]
+    print(f"cluster teardown {gap:.2f} s after the load ended")  # shown with -s
+    assert gap < TEARDOWN_DEADLINE_S
     assert STOP_TIMEOUT_S < TEARDOWN_DEADLINE_S
     assert _gone(EVENTS["engine_pid"])
     run_dir = next((tmp_path / "runs").iterdir())

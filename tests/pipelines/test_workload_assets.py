@@ -7,9 +7,11 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from resources.replay import RecordedBill, ReplayCluster, ReplayLoad, ReplayModelServer
 from tests.support.chain import materialized, run_job
+from tests.support.replay import RecordedBill, ReplayCluster, ReplayLoad, ReplayModelServer
 from tests.support.runbuilder import RunBuilder
+
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
 
 HOURLY = 55.04
 

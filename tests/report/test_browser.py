@@ -40,6 +40,9 @@ def test_reports_load_without_console_errors(reports, tmp_path):
         assert len(images) == (4 if name == "comparison" else 3), name
         assert all(complete and w > 500 and h > 300 for complete, w, h in images), images
         assert page.facts["scripts"] == 0 and page.facts["tables"] >= 5
+        if name == "comparison":  # the frontier section rendered: its plots and level table
+            frontier = page.facts["sections"]["frontier"].lower()
+            assert "cheapest" in frontier and "runner-up" in frontier and "what-if" in frontier
         if name == "measured":
             assert page.facts["banner"] is None and "EMULATED" not in page.facts["title"]
         else:

@@ -114,3 +114,13 @@ def test_run_report_shows_its_frontier_and_labels_what_if(runs):
     assert "spot_price_history" in text and "capacity_block" in text
     # the billed cost section never mentions a what-if basis
     assert "spot" not in Page(_section(html, "cost")).plain
+
+
+def test_a_line_with_no_valid_step_draws_hollow_points_only():
+    """A busy machine marks every step client-limited: no frontier, no crash."""
+    from resources.report.frontier_plots import plot_frontier_cost, plot_frontier_throughput
+
+    run = _run("busy", [("c=1", False, 50.0, 10.0, 5.0), ("c=4", False, 20.0, 40.0, 1.2)])
+    assert pareto(run.frontier).empty and "interactivity_tok_s" in pareto(run.frontier)
+    assert plot_frontier_throughput([run], [5, 10]) is not None
+    assert plot_frontier_cost([run], [5, 10]) is not None  # the invalid steps' costs, hollow

@@ -9,7 +9,7 @@ import dagster as dg
 from pipelines.definitions import build_definitions
 from pipelines.profiles import Settings
 from resources.loadgen.generator import LoadGenerator
-from resources.replay import RecordedBill, ReplayCluster, ReplayLoad, ReplayModelServer
+from tests.support.replay import RecordedBill, ReplayCluster, ReplayLoad, ReplayModelServer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DATE = "2026-11-29"

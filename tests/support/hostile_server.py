@@ -234,6 +234,17 @@ MODES = {
     "huge_int": _bad(b'{"choices":[{"text":"' + b'a"}],"usage":{"completion_tokens":' + b"9" * 5000 + b"}}"),
     "not_json": _bad(b"{ECHO"),
     "non_utf8": _bad(b'{"choices":[{"text":"\xff\xfe\xfd"}]}'),
+    # reasoning models and image prompts: a field of the wrong type is a protocol_error
+    "reasoning_int": _bad(b'{"choices":[{"delta":{"reasoning_content":5}}],"echo":"ECHO"}'),
+    "reasoning_object": _bad(b'{"choices":[{"index":0,"text":"","reasoning":{"x":1}}],'
+                             b'"usage":{"completion_tokens":2}}'),
+    "reasoning_tokens_str": _bad(b'{"choices":[],"usage":{"completion_tokens":1,'
+                                 b'"completion_tokens_details":{"reasoning_tokens":"x"}}}'),
+    "reasoning_tokens_negative": _bad(b'{"choices":[],"usage":{"completion_tokens":1,'
+                                      b'"completion_tokens_details":{"reasoning_tokens":-2}}}'),
+    "image_tokens_negative": _bad(b'{"choices":[{"text":"a"}],"usage":{"prompt_tokens":3,'
+                                  b'"completion_tokens":1,"prompt_tokens_details":'
+                                  b'{"image_tokens":-1}}}', first=True),
     "endless_event": endless_event,
     "trickle": trickle,
     "close_before_headers": close_before_headers,

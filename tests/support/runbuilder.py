@@ -36,12 +36,14 @@ from resources.contract.schemas import (
     CHUNK_LOG,
     OPTIONAL_COLUMNS,
     REQUEST_LOG,
+    STATS,
     TELEMETRY,
     TS,
+    required_columns,
     write_parquet,
 )
-from resources.report.rundata import DERIVED_COLUMNS, STATS
 
+DERIVED_COLUMNS = required_columns("derived_metrics")  # what the analyzer writes
 T0 = mf.parse_ts("2026-11-29T02:00:00Z")
 S = 1_000_000_000  # ns per second
 MS = 1_000_000  # ns per millisecond
@@ -337,6 +339,9 @@ def _metrics_row(run_id: str, source: str, conc: int, reqs: list, chunks: list) 
                request_s=len(ok) / window, achieved_concurrency=conc_sum / window,
                goodput_s=good / window)
     row.update(_stats("ttft_s", ttft))
+    # these logs predate first_answer_at and reasoning_tokens: both stay null (ttfat_s_n 0)
+    row.update(_stats("ttfat_s", []))
+    row["reasoning_tokens"] = None
     row.update(_stats("ttft_sched_s", [(r["first_token_at"] - r["scheduled_at"]) / S for r in ok]))
     lag = np.asarray([(r["sent_at"] - r["scheduled_at"]) / S for r in reqs])
     row.update(sched_lag_s_p50=float(np.percentile(lag, 50)),
@@ -345,8 +350,17 @@ def _metrics_row(run_id: str, source: str, conc: int, reqs: list, chunks: list) 
     row["itl_multi_token_share"] = multi / total_gaps if total_gaps else None
     row.update(_stats("tpot_s", tpot))
     row.update(_stats("e2e_s", [(r["finished_at"] - r["sent_at"]) / S for r in ok]))
-    row.update(valid=not reasons, invalid_reason=";".join(reasons) or None)
+    row.update(spec_acceptance_rate=None, valid=not reasons,
+               invalid_reason=";".join(reasons) or None)
     return row
+
+
+# what the analyzer writes today: the report's required columns (DERIVED_COLUMNS) plus
+# the ones it reads only when present (time to first answer, reasoning, draft acceptance)
+_AT = DERIVED_COLUMNS.index("ttft_s_n") + 1
+ANALYZER_COLUMNS = (*DERIVED_COLUMNS[:_AT], *(f"ttfat_s_{s}" for s in STATS), "reasoning_tokens",
+                    *DERIVED_COLUMNS[_AT:DERIVED_COLUMNS.index("valid")], "spec_acceptance_rate",
+                    "valid", "invalid_reason")
 
 
 def _derived_type(name: str) -> pa.DataType:
@@ -356,7 +370,8 @@ def _derived_type(name: str) -> pa.DataType:
         return pa.bool_()
     if name in ("run_id", "step", "load_mode", "source", "invalid_reason"):
         return pa.string()
-    if name in ("n_requests", "n_ok", "input_tokens", "output_tokens") or name.endswith("_n"):
+    if (name in ("n_requests", "n_ok", "input_tokens", "output_tokens", "reasoning_tokens")
+            or name.endswith("_n")):
         return pa.int64()
     return pa.float64()
 
@@ -483,7 +498,7 @@ def simulated_run(root: Path, c: Candidate, run_id: str, created_at: str = "2026
     b.bill_row_ns(month[0], month[1], 1.0, 1.0, service="AWS Key Management Service",
                   usage_type="KMS-Keys", instance_type=None, usage_unit="Keys", source="fixture")
     run_dir = b.write(root / run_id)
-    pq.write_table(_table(metrics, {n: _derived_type(n) for n in DERIVED_COLUMNS}),
+    pq.write_table(_table(metrics, {n: _derived_type(n) for n in ANALYZER_COLUMNS}),
                    run_dir / "derived_metrics.parquet")
     failed = GATE_NAMES[5] if c.gate_fail else None
     gates = [dict(rule=rule, name=name, passed=name != failed,

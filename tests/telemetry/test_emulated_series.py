@@ -11,6 +11,7 @@ import threading
 
 import httpx
 import pyarrow.parquet as pq
+import pytest
 
 from assets import telemetry as telemetry_link
 from emulator.process import EmulatorProcess
@@ -21,6 +22,8 @@ from resources.model_server.emulator import EmulatorModelServer
 from resources.telemetry import Sampler, sources_from
 from tests.support.chain import materialized, run_job
 from tests.support.emulator import SCOUT
+
+pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
 
 
 def series(rows, device, metric):

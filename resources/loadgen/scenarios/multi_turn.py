@@ -16,6 +16,7 @@ import time
 import uuid
 
 from resources.loadgen.config import step_name
+from resources.loadgen.images import message_content
 from resources.loadgen.schedule import rate_steps
 from resources.loadgen.selfwatch import InFlight
 from resources.loadgen.workload import Item
@@ -29,17 +30,23 @@ async def session(run, step: str, mode: str, target: float, scheduled: int,
     sid = str(uuid.uuid4())
     messages: list[dict] = []
     text = ""
+    images = 0  # images in the history so far (each turn resends them)
     for turn in range(s.turns):
         user = run.wl.next_item()
         if chat:
-            messages.append({"role": "user", "content": user.prompt})
+            content = user.prompt
+            if user.images:
+                content = message_content(user.prompt, run.wl.image_parts(user.images))
+                images += len(user.images)
+            messages.append({"role": "user", "content": content})
             item = Item(list(messages), user.output_tokens)
         else:
             text = f"{text} {user.prompt}".strip()
             item = Item(text, user.output_tokens)
 
-        def tag(req, turn=turn):
+        def tag(req, turn=turn, images=images):
             req.session_id, req.turn, req.text = sid, turn, []
+            req.input_images = images or None
 
         if inflight is not None:
             inflight.inc()
@@ -75,7 +82,7 @@ async def steady(run) -> None:
 
 async def _closed(run, c: int, sessions: int | None, duration_s: float | None) -> InFlight:
     name = step_name("concurrency", c)
-    # several workers: this one's share of the slots and sessions (share.py)
+    # several workers: this one's share of the slots and sessions (workers/share.py)
     slots, sessions = run.share.concurrency(c), run.share.requests(sessions, c)
     stop_at = None if duration_s is None else _now() + int(duration_s * 1e9)
     started = 0

@@ -1,7 +1,8 @@
 """What a scenario asks for: one strict object, from the CLI flags or a candidate's YAML.
 
-kinds: `fixed` (the single-request steps of the load config), `multi_turn`, `trace`,
-`batch`, `slo_search`. Unknown keys and kinds are errors that name the key and suggest
+kinds: `fixed` (the single-request steps of the load config), `multi_turn`, `agentic`,
+`trace`, `batch`, `slo_search`. Images (`images`, `image_size`) go with the token targets:
+any kind built from them may carry them. Unknown keys and kinds are errors that name the key and suggest
 the nearest valid one.
 """
 
@@ -13,20 +14,25 @@ from pathlib import Path
 
 from resources.loadgen.errors import LoadConfigError
 
-KINDS = ("fixed", "multi_turn", "trace", "batch", "slo_search")
+KINDS = ("fixed", "multi_turn", "agentic", "trace", "batch", "slo_search")
 TRACE_FORMATS = ("mooncake", "azure")
 SLO_KEYS = ("ttft_p99_s", "tpot_p99_s")
 SEARCH_OVER = ("rate", "concurrency")  # open-loop arrivals per second, or requests in flight
 # keys a kind accepts besides `kind` (the token targets and dataset belong to every kind)
-COMMON = ("input_tokens", "output_tokens", "dataset")
+COMMON = ("input_tokens", "output_tokens", "dataset", "images", "image_size")
 KEYS = {
     "fixed": COMMON,
     "multi_turn": (*COMMON, "turns", "think_time_s"),
+    "agentic": (*COMMON, "turns", "think_time_s", "max_context_tokens", "tool_result_tokens"),
     "trace": ("trace", "trace_format", "speedup", "max_requests"),
     "batch": (*COMMON, "requests", "max_in_flight"),
     "slo_search": (*COMMON, "slo", "max_probes", "over", "start_rate", "start_concurrency"),
 }
 BATCH_INPUT_TOKENS, BATCH_OUTPUT_TOKENS = 4096, 64  # the throughput job: long in, short out
+# an agent: a task prompt, short answers (tool calls), a tool result appended every turn,
+# until the context reaches Llama 4's usual serving limit
+AGENTIC_INPUT_TOKENS, AGENTIC_OUTPUT_TOKENS = 2048, 64
+AGENTIC_TURNS, AGENTIC_MAX_CONTEXT, AGENTIC_TOOL_RESULT = 64, 131072, 2048
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,8 @@ class Scenario:
     over: str = "rate"
     start_rate: float = 1.0
     start_concurrency: int = 1
+    max_context_tokens: int = AGENTIC_MAX_CONTEXT
+    tool_result_tokens: int = AGENTIC_TOOL_RESULT
 
     def __post_init__(self) -> None:
         check(self)
@@ -87,6 +95,8 @@ def check(s: Scenario, where: str = "scenario") -> None:
     _pos_int(f"{where}.max_probes", s.max_probes)
     _pos_num(f"{where}.start_rate", s.start_rate)
     _pos_int(f"{where}.start_concurrency", s.start_concurrency)
+    _pos_int(f"{where}.max_context_tokens", s.max_context_tokens)
+    _pos_int(f"{where}.tool_result_tokens", s.tool_result_tokens)
     if s.over not in SEARCH_OVER:
         raise LoadConfigError(f"{where}.over: {s.over!r} is not one of {', '.join(SEARCH_OVER)}"
                               + suggest(s.over, SEARCH_OVER))
@@ -126,7 +136,16 @@ def from_mapping(obj: dict, where: str = "scenario") -> tuple[Scenario, dict]:
             other = [k for k, ks in KEYS.items() if key in ks]
             hint = suggest(key, allowed) or (f" (a key of kind {other[0]!r})" if other else "")
             raise LoadConfigError(f"{where}.{key}: unknown key for kind {kind!r}{hint}")
+    if "images" in obj and (isinstance(obj["images"], bool) or not isinstance(obj["images"], int)
+                            or not 0 <= obj["images"] <= 64):
+        raise LoadConfigError(f"{where}.images: expected an integer 0..64, got {obj['images']!r}")
+    if obj.get("image_size") is not None:
+        from resources.loadgen.images import parse_size
+
+        parse_size(obj["image_size"], f"{where}.image_size")
     fields = {k: v for k, v in obj.items() if k not in COMMON}
+    if kind == "agentic":
+        fields.setdefault("turns", AGENTIC_TURNS)
     if "trace" in fields and fields["trace"] is not None:
         fields["trace"] = Path(fields["trace"])
     if "slo" in fields and not isinstance(fields["slo"], dict):

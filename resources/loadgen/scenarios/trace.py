@@ -165,7 +165,7 @@ async def steady(run) -> None:
     s = run.cfg.scenario
     rows = read_trace(s.trace, s.trace_format, s.max_requests)
     offsets, rate = plan(rows, s.speedup)
-    # several workers: each replays the rows whose index is its own (share.py); every body
+    # several workers: each replays the rows whose index is its own (workers/share.py); every body
     # is built in trace order first, so a row's prompt is the one a single worker sends
     bodies = run.share.deal(request_bodies(run, rows))
     offsets = run.share.deal(offsets)

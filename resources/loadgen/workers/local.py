@@ -236,6 +236,7 @@ class _Parent:
     def coordinate(self) -> None:
         before = None
         in_step = False
+        step_label = ""
         deadline_stop: float | None = None
         while True:
             failed_before = {w.name for w in self.workers if w.failed}
@@ -272,6 +273,7 @@ class _Parent:
                 in_step = label != "warmup"
                 if label != "warmup":
                     self.progress.step_start(label, None)
+                    step_label = label
             for w in self.workers:
                 if w.alive:
                     w.label = None
@@ -279,6 +281,22 @@ class _Parent:
                         w.conn.send(("go", go))
         if in_step:  # the last workers died mid-step: keep what the others reported
             self.written(self._close_step, before, self.dead_during)
+            if self.full is not None:
+                self._list_cut(step_label)
+
+    def _list_cut(self, label: str) -> None:
+        """A step the full disk cut short before any worker reported it: listed anyway,
+        client-limited (its load was never fully sent), so its rows never read as valid."""
+        mode, _, target = label.partition("=")
+        if any(s["step"] == label for s in self.steps) or mode not in ("c", "rate"):
+            return
+        try:
+            value = float(target)
+        except ValueError:
+            return
+        self.steps.append({"step": label, "load_mode": "concurrency" if mode == "c" else "rate",
+                           "target": value, "client_limited": True, "client_cpu_share": None,
+                           "loop_lag_p99_s": None})
 
     def written(self, write, *args) -> bool:
         """`write(*args)`; False when it found the disk full (the run is then stopped)."""

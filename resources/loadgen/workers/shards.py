@@ -22,6 +22,7 @@ from resources.contract.schemas import (
     MERGED_SHARDS_KEY,
     PARTIAL_SUFFIX,
     RUN_FILES,
+    merged_entries,
     merged_workers,
     read_file,
     record_files,
@@ -95,7 +96,11 @@ def merge_shards(run_dir: Path) -> dict:
         if main is not None and main.name.endswith(PARTIAL_SUFFIX):
             raise ValueError(f"{main}: an unfinished single-process log beside worker shards")
         names = held | {worker_of(p, name) for p in shards}
-        meta = {MERGED_SHARDS_KEY: ",".join(sorted(names)).encode()}
+        # §6: the merged file lists the shard files it holds, by name (the ones an earlier
+        # merge listed, and these)
+        entries = {e if "." in e else f"{name}.{e}.parquet" for e in merged_entries(main)}
+        entries |= {p.name for p in shards}
+        meta = {MERGED_SHARDS_KEY: ",".join(sorted(entries)).encode()}
         files = ([main] if main is not None else []) + shards
         rows[name] = _write(name, files, meta, run_dir / f"{name}.parquet")
         _remove(run_dir, name, names)

@@ -5,10 +5,21 @@ from __future__ import annotations
 
 from resources.model_server.engines import Engine, flag
 
+# servingbench's method -> SGLang's --speculative-algorithm (MTP heads run as EAGLE drafts)
+ALGORITHMS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "EAGLE", "ngram": "NGRAM"}
+
 
 def _speculative(value) -> list[str]:
     """{"algorithm": "EAGLE", "draft_model_path": ..., "num_steps": 3, ...}: one
-    `--speculative-<key>` flag each, as SGLang spells them."""
+    `--speculative-<key>` flag each, as SGLang spells them; or a candidate's engine-neutral
+    {"method", "draft_tokens", "draft_model"}, as a chain of `draft_tokens` single drafts
+    (top-k 1, so every step verifies draft_tokens + 1 tokens). SGLang exports no
+    drafted/accepted counters, so its acceptance rate stays null in the metrics."""
+    if "draft_tokens" in value:
+        k = value["draft_tokens"]
+        value = {"algorithm": ALGORITHMS[value["method"]], "num_steps": k, "eagle_topk": 1,
+                 "num_draft_tokens": k + 1,
+                 **({"draft_model_path": value["draft_model"]} if value.get("draft_model") else {})}
     args: list[str] = []
     for key, v in value.items():
         args += [f"--speculative-{key.replace('_', '-')}", str(v)]
@@ -17,10 +28,13 @@ def _speculative(value) -> list[str]:
 
 SETTINGS = {
     "quantization": flag("--quantization"),
-    "kv_cache_dtype": flag("--kv-cache-dtype"),
+    # SGLang names the FP8 format (fp8_e4m3 | fp8_e5m2); `fp8` is vLLM's e4m3 default
+    "kv_cache_dtype": lambda value: ["--kv-cache-dtype", {"fp8": "fp8_e4m3"}.get(value, value)],
     "max_num_seqs": flag("--max-running-requests"),
     # vLLM's per-step token budget is, with chunked prefill, SGLang's prefill chunk size
     "max_num_batched_tokens": flag("--chunked-prefill-size"),
+    # a reasoning model's parser: its thinking streams as reasoning deltas
+    "reasoning_parser": flag("--reasoning-parser"),
     "speculative": _speculative,
 }
 

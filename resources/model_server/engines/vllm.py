@@ -14,9 +14,27 @@ SETTINGS = {
     "kv_cache_dtype": flag("--kv-cache-dtype"),
     "max_num_seqs": flag("--max-num-seqs"),
     "max_num_batched_tokens": flag("--max-num-batched-tokens"),
-    # {"method": "eagle", "model": ..., "num_speculative_tokens": 3}, as vLLM takes it
-    "speculative": lambda value: ["--speculative-config", json.dumps(value, sort_keys=True)],
+    # a reasoning model's parser: its thinking streams as reasoning deltas
+    "reasoning_parser": flag("--reasoning-parser"),
+    # {"method": "eagle", "model": ..., "num_speculative_tokens": 3}, as vLLM takes it, or a
+    # candidate's engine-neutral {"method", "draft_tokens", "draft_model"} (speculative())
+    "speculative": lambda value: ["--speculative-config",
+                                  json.dumps(speculative(value), sort_keys=True)],
 }
+
+
+def speculative(value: dict) -> dict:
+    """vLLM's --speculative-config from servingbench's {"method", "draft_tokens",
+    "draft_model"} (a value already in vLLM's words passes through): EAGLE / EAGLE-3 with
+    their drafter, n-gram prompt lookup, or the model's own MTP layers."""
+    if "draft_tokens" not in value:
+        return value
+    out = {"method": value["method"], "num_speculative_tokens": value["draft_tokens"]}
+    if value.get("draft_model"):
+        out["model"] = value["draft_model"]
+    if value["method"] == "ngram":
+        out.update(prompt_lookup_min=2, prompt_lookup_max=4)
+    return out
 QUANTIZATION = {"bf16": None, "fp8": "fp8"}
 
 
@@ -46,6 +64,9 @@ GAUGES = {
     "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
     "requests_running": ("vllm:num_requests_running",),
     "requests_waiting": ("vllm:num_requests_waiting",),
+    # speculative decoding's cumulative counters (V1): drafted and accepted tokens
+    "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
+    "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
 }
 COUNTERS = Counters(
     generation_tokens="vllm:generation_tokens_total",

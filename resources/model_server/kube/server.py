@@ -18,7 +18,7 @@ from resources.contract.candidate import Candidate
 from resources.contract.scope import ClusterInfo
 from resources.contract.timestamps import format_ts
 from resources.http import control
-from resources.model_server import engines
+from resources.model_server import engine_args, engines
 from resources.model_server.interface import Deployment, ModelServer
 from resources.model_server.kube.client import KubeClient, RolloutError
 from resources.model_server.kube.coldstart import manifest_phases
@@ -51,7 +51,14 @@ def engine_spec_for(candidate: Candidate, run_id: str, nodegroup: str, **expose)
         engine=engine.family, accelerator=engine.accelerator, image=candidate.image_digest,
         model=candidate.model, tensor_parallel=tp, devices=candidate.tensor_parallel,
         max_model_len=candidate.max_model_len, expert_parallel=candidate.expert_parallel,
-        quantization=engine.quantization[candidate.precision], **expose)
+        quantization=engine.quantization[candidate.precision],
+        # a sweep's engine settings by their common name, and the candidate's speculative
+        # decoding and reasoning parser; the engine's file spells them
+        settings={**engine_args.active(candidate.engine_args or {}),
+                  **({"speculative": candidate.speculative.as_setting()}
+                     if candidate.speculative else {}),
+                  **({"reasoning_parser": candidate.reasoning.parser}
+                     if candidate.reasoning else {})}, **expose)
 
 
 class KubeModelServer(ModelServer):

@@ -72,7 +72,8 @@ def fresh_s3_bucket(moto_url: str, monkeypatch, bucket: str = "sb-runs") -> str:
            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/servingbench-test-creds"}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    httpx.post(f"{moto_url}/moto-api/reset").raise_for_status()
+    # a reset can take seconds on a loaded machine (httpx waits 5 s by default)
+    httpx.post(f"{moto_url}/moto-api/reset", timeout=60).raise_for_status()
     boto3.client("s3", endpoint_url=moto_url, region_name=REGION, aws_access_key_id=DUMMY_KEY_ID,
                  aws_secret_access_key=DUMMY_SECRET).create_bucket(Bucket=bucket)
     return f"s3://{bucket}/prefix"

@@ -65,7 +65,7 @@ costed AS (
         coalesce(ic.usd, 0) + coalesce(hc.usd, 0) AS window_cost_usd,
         hc.usd AS other_hourly_usd,
         ic.billed_rate,
-        $node_count * $hourly_usd_per_node AS hourly_price_usd,
+        CAST($node_count * $hourly_usd_per_node AS DOUBLE) AS hourly_price_usd,
         coalesce(p.included, []) AS included,
         coalesce(p.excluded, []) AS excluded_items
     FROM metrics m
@@ -105,6 +105,7 @@ SELECT
         ), '')
     END AS cross_check_note,
     c.included, c.excluded_items,
-    $price_region AS price_region, $purchase_option AS purchase_option, $retrieved_on AS retrieved_on
+    CAST($price_region AS VARCHAR) AS price_region, CAST($purchase_option AS VARCHAR) AS purchase_option,
+    CAST($retrieved_on AS VARCHAR) AS retrieved_on
 FROM checked c, bill_source s
 ORDER BY c.load_mode, c.target, c.step

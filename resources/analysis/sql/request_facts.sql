@@ -2,11 +2,14 @@
 -- contract §5 rules 1, 2 and 4: one row per steady request with the chunk-level facts the
 -- gates validate (chunk work stays here, in DuckDB; only per-request rows leave).
 -- inputs (views): steady (request log, phase = steady), steady_req (steady_req.sql),
---                 chunk_gaps (chunk_gaps.sql)
+--                 chunk_gaps (chunk_gaps.sql), chunks (chunk log: only for repeated ids)
 -- params: none
 -- order_violation names every broken pair of scheduled ≤ sent ≤ first ≤ last ≤ finished.
--- Chunks are counted per request number first (chunk_gaps holds no ids), then per request_id:
--- a request_id that appears twice in the log (rule 3's business) counts the chunks of both.
+-- Each request row is judged with the chunk rows carrying its request_id, each counted once
+-- (contract §5): chunk_gaps numbers chunks per request row, so a request_id that repeats
+-- (rule 3's business) takes one row's count, never the sum over its repeats; and for such an
+-- id (a shard left beside its merged file repeats its chunk rows too) the chunk sum is taken
+-- over distinct chunk rows. Only repeated ids reach the chunk log a second time.
 WITH per_no AS (
     SELECT req_no,
            count(*) AS n_chunks,
@@ -18,20 +21,29 @@ WITH per_no AS (
 ),
 per_request AS (
     SELECT r.request_id,
-           sum(p.n_chunks) AS n_chunks,
-           sum(p.chunk_tokens) AS chunk_tokens,
-           sum(p.chunks_out_of_order) AS chunks_out_of_order,
-           sum(p.chunks_outside) AS chunks_outside
+           max(p.n_chunks) AS n_chunks,
+           max(p.chunk_tokens) AS chunk_tokens,
+           max(p.chunks_out_of_order) AS chunks_out_of_order,
+           max(p.chunks_outside) AS chunks_outside
     FROM per_no p JOIN steady_req r USING (req_no)
     GROUP BY r.request_id
+),
+repeated AS (
+    SELECT request_id FROM steady_req GROUP BY request_id HAVING count(*) > 1
+),
+once AS (
+    SELECT request_id, count(*) AS n_chunks, sum(tokens) AS chunk_tokens
+    FROM (SELECT DISTINCT request_id, seq, "at", tokens FROM chunks
+          WHERE request_id IN (SELECT request_id FROM repeated))
+    GROUP BY request_id
 )
 SELECT
     row_number() OVER () - 1 AS _row,
     s.request_id, s.status, s.output_tokens_source,
     s.scheduled_at, s.sent_at, s.first_token_at, s.last_token_at, s.finished_at,
     s.output_tokens,
-    CAST(coalesce(p.n_chunks, 0) AS BIGINT) AS n_chunks,
-    CAST(coalesce(p.chunk_tokens, 0) AS BIGINT) AS chunk_tokens,
+    CAST(coalesce(o.n_chunks, p.n_chunks, 0) AS BIGINT) AS n_chunks,
+    CAST(coalesce(o.chunk_tokens, p.chunk_tokens, 0) AS BIGINT) AS chunk_tokens,
     CAST(coalesce(p.chunks_out_of_order, 0) AS BIGINT) AS chunks_out_of_order,
     CAST(coalesce(p.chunks_outside, 0) AS BIGINT) AS chunks_outside,
     -- contract §5 rule 2 over every pair of the chain whose both sides are present
@@ -48,5 +60,5 @@ SELECT
         CASE WHEN s.finished_at < s.first_token_at THEN 'finished_at before first_token_at' END,
         CASE WHEN s.finished_at < s.last_token_at THEN 'finished_at before last_token_at' END
     ), '') AS order_violation
-FROM steady s LEFT JOIN per_request p USING (request_id)
+FROM steady s LEFT JOIN per_request p USING (request_id) LEFT JOIN once o USING (request_id)
 ORDER BY _row

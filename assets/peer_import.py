@@ -1,0 +1,93 @@
+"""peer_import_job: other tools' results (a folder, or an S3 prefix) imported into run folders
+and analyzed, as `servingbench import` and `servingbench analyze` do one at a time
+(docs/import.md). Each result becomes `<runs_dir>/<run_id>/`; a run whose folder already
+exists is left as it is (imports never overwrite), so the job can run again over a prefix
+that keeps growing.
+
+No `from __future__ import annotations` here: Dagster reads the op's config class from its
+annotation at definition time, and a string annotation it cannot resolve."""
+
+import tempfile
+from pathlib import Path
+
+import dagster as dg
+
+from resources.analysis.analyze import analyze_run
+from resources.analysis.summary import table
+from resources.contract import manifest as mf
+from resources.peers import PEERS, module_for
+from resources.peers.discover import results_in
+from resources.peers.records import PeerFileError, default_run_id, write_run
+from resources.storage.runstore import RunStoreError, download, is_remote
+
+COLUMNS = [("result", "result", ""), ("run_id", "run", ""), ("outcome", "outcome", "")]
+
+
+class PeerImportConfig(dg.Config):
+    peer: str
+    source: str  # a local folder or s3://bucket/prefix holding the peer's results
+    run_source: str = "emulated"  # "measured" only when the peer ran against a real engine
+    candidate: str | None = None
+
+
+def import_results(folder: Path, cfg: PeerImportConfig, runs_dir: Path) -> list[dict]:
+    """Import and analyze every result of `cfg.peer` under `folder`; one row per result."""
+    rows = []
+    reader = module_for(cfg.peer)
+    base = {"candidate": cfg.candidate} if cfg.candidate else {}
+    for path in results_in(folder, cfg.peer):
+        name = str(path.relative_to(folder))
+        try:
+            run = reader.read(path)
+            run_id = default_run_id(run)
+            out = runs_dir / run_id
+            if out.exists():
+                rows.append({"result": name, "run_id": run_id, "outcome": "already imported"})
+                continue
+            write_run(run, out, base, run_id=run_id, source=cfg.run_source)
+        except (PeerFileError, mf.ManifestError) as exc:
+            rows.append({"result": name, "run_id": None, "outcome": f"malformed: {exc}"})
+            continue
+        result = analyze_run(out)
+        outcome = {0: "accepted", 3: "rejected by a gate"}.get(result.exit_code, result.message)
+        rows.append({"result": name, "run_id": run_id, "outcome": outcome, "run_dir": str(out)})
+    return rows
+
+
+@dg.op(required_resource_keys={"storage"},
+       description="Import a peer's results (aiperf, guidellm, inference-perf, vllm) from a "
+                   "folder or S3 prefix into run folders and analyze each.")
+def import_peer_results(context, config: PeerImportConfig) -> list[dict]:
+    if config.peer not in PEERS:
+        raise dg.Failure(description=f"peer: {config.peer!r} is not one of {PEERS}")
+    if config.run_source not in mf.SOURCES:
+        raise dg.Failure(description=f"run_source: {config.run_source!r} is not one of "
+                                     f"{mf.SOURCES}")
+    storage = context.resources.storage
+    runs_dir = Path(storage.runs_dir)
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="peer-import-") as tmp:
+        folder = Path(config.source)
+        if is_remote(config.source):
+            try:
+                download(config.source, Path(tmp))
+            except (RunStoreError, OSError) as exc:
+                raise dg.Failure(description=f"source: {exc}") from None
+            folder = Path(tmp)
+        elif not folder.is_dir():
+            raise dg.Failure(description=f"source: {config.source} is not a folder")
+        rows = import_results(folder, config, runs_dir)
+    for row in rows:
+        if row.get("run_dir") and row["outcome"] in ("accepted", "rejected by a gate"):
+            storage.publish_folder(Path(row["run_dir"]),
+                                   status="accepted" if row["outcome"] == "accepted" else "rejected")
+    context.add_output_metadata({"results": dg.MetadataValue.md(table(rows, COLUMNS, markdown=True)),
+                                 "imported": len([r for r in rows if r.get("run_dir")])})
+    return rows
+
+
+@dg.job(name="peer_import_job", executor_def=dg.in_process_executor,
+        description="Import another tool's benchmark results into run folders and analyze "
+                    "them (docs/import.md).")
+def peer_import_job():
+    import_peer_results()

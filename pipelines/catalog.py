@@ -1,0 +1,73 @@
+"""The candidates file as the pipeline reads it: the file's own candidates (pipelines/config.py
+validates each) and the combinations of its sweeps (pipelines/sweeps.py expands them), one
+list whose names are unique, each candidate in its concurrency pool.
+
+Everything that runs candidates asks here: the Dagster definitions (a sweep's combinations
+are partitions too), the demo, `servingbench sweep`, `servingbench engine prepare`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from pipelines.config import (
+    _TYPES,
+    DEFAULT_FILE,
+    REPO,
+    ConfigError,
+    assign_pools,
+)
+from pipelines.config import _candidate as candidate
+from pipelines.config import _check_keys as check_keys
+from pipelines.config import _read_yaml as read_yaml
+from pipelines.sweeps import Sweep, expand
+from resources.contract.candidate import Candidate
+
+
+def load_candidates(path: Path | str = DEFAULT_FILE) -> list[Candidate]:
+    """Read and validate a candidates file; raise ConfigError naming the key on any problem.
+    The file's candidates first, then every sweep's combinations that can run."""
+    candidates, sweeps = load_file(path)
+    return candidates + [m for s in sweeps for m in s.members]
+
+
+def load_sweeps(path: Path | str = DEFAULT_FILE) -> list[Sweep]:
+    """The file's sweeps (pipelines/sweeps.py), each with its members and its skips."""
+    return load_file(path)[1]
+
+
+def load_file(path: Path | str = DEFAULT_FILE) -> tuple[list[Candidate], list[Sweep]]:
+    path = Path(path)
+    doc = read_yaml(path, f"{path}: not found")
+    where = path.name
+    check_keys(doc, {"defaults", "candidates", "pools", "sweeps"}, where)
+    defaults = doc.get("defaults") or {}
+    check_keys(defaults, _TYPES, f"{where}: defaults")
+    raw = doc.get("candidates")
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{where}.candidates: expected a non-empty list")
+    base = REPO if path.resolve().is_relative_to(REPO) else path.parent
+    out = [candidate(c, defaults, f"{where}: candidates[{i}]", base) for i, c in enumerate(raw)]
+    raw_sweeps = doc.get("sweeps") or {}
+    if not isinstance(raw_sweeps, dict):
+        raise ConfigError(f"{where}.sweeps: expected a mapping of sweep name to {{base, matrix}}")
+    by_name = {c.get("name"): c for c in raw if isinstance(c, dict)}
+    sweeps = [expand(name, body, by_name, defaults, where, base)
+              for name, body in raw_sweeps.items()]
+    every = out + [m for s in sweeps for m in s.members]
+    names = [c.name for c in every] + [k.name for s in sweeps for k in s.skipped]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"{where}.candidates: duplicate name {dupes[0]!r}")
+    runnable = {c.name for c in every}
+    for i, c in enumerate(every):
+        ref = c.quality.reference if c.quality else None
+        if ref is not None and ref not in runnable:
+            where_c = f"candidates[{i}]" if i < len(out) else f"sweeps.{c.sweep['name']}"
+            raise ConfigError(f"{where}: {where_c}.quality.reference: no candidate "
+                              f"named {ref!r}")
+    pooled = assign_pools(every, doc.get("pools"), where)
+    by = {c.name: c for c in pooled}
+    sweeps = [replace(s, members=tuple(by[m.name] for m in s.members)) for s in sweeps]
+    return pooled[:len(out)], sweeps

@@ -1,0 +1,44 @@
+"""The steady phase of a run with a load ladder (ladder.py): each step an ordinary closed-
+or open-loop step, then the analysis' reading of it (through the run's `judge`, after its
+records are flushed), until the ladder says stop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from resources.loadgen.config import step_name
+from resources.loadgen.ladder import stop_reason
+from resources.loadgen.schedule import rate_steps
+
+_now = time.perf_counter_ns
+
+
+async def steady(run) -> None:
+    cfg, ladder = run.cfg, run.cfg.ladder
+    closed = ladder.over == "concurrency"
+    before: float | None = None
+    for k, load in enumerate(ladder.targets()):
+        name = step_name(ladder.over, load)
+        if closed:
+            async def drive(c=int(load)):
+                return await run.closed("steady", c, cfg.requests_per_step, cfg.duration_s)
+
+            expected = cfg.requests_per_step
+        else:
+            offsets = rate_steps([load], cfg.arrival, cfg.seed + k, cfg.requests_per_step,
+                                 cfg.duration_s)[0]
+
+            async def drive(name=name, rate=load, offsets=offsets) -> None:
+                await run.open("steady", [(name, rate, 0, offsets)], _now())
+
+            expected = len(offsets)
+        await run.run_step(name, ladder.over, float(load), expected, drive)
+        run.rec.flush()
+        valid, tok_s = await asyncio.to_thread(run.judge, name)
+        why = stop_reason(ladder, valid, tok_s, before)
+        if why is not None:
+            run.ladder_stop = f"stopped after {name}: {why}"
+            return
+        before = tok_s
+    run.ladder_stop = f"reached the ladder's maximum {ladder.max:g}"

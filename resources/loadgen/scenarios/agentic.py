@@ -1,0 +1,125 @@
+"""Agentic sessions: an agent's loop of short model calls over a context that only grows.
+
+Turn 0 sends the task (`input_tokens`); every later turn appends the model's answer (a tool
+call, `output_tokens`, short) and a tool result of `tool_result_tokens`, and asks again. A
+session ends after `turns` turns or before its context would pass `max_context_tokens`,
+whichever comes first. The history is resent every turn, so a prefix cache can serve all
+but the newest tool result, until the sessions' contexts together no longer fit the
+server's KV cache: then the cache evicts, hits turn into misses, and TTFT jumps (the
+analyzer's TTFT by context length, `ttft_by_context.parquet`, shows where).
+
+Tool results go as user messages wrapped in `<tool_result>`: a `tool` role needs tool-call
+ids the load generator cannot invent and some servers (llama.cpp's) refuse it. Loops and
+failures are multi-turn's (multi_turn.py): closed loop keeps N sessions going, open loop
+starts sessions at the rate, a failed turn ends its session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+
+from resources.loadgen.config import step_name
+from resources.loadgen.images import message_content
+from resources.loadgen.schedule import rate_steps
+from resources.loadgen.selfwatch import InFlight
+from resources.loadgen.workload import Item
+
+_now = time.perf_counter_ns
+
+
+def _fits(s, context: int | None, out: int) -> bool:
+    """Whether one more turn fits: its context (the last prompt, the answer and a new tool
+    result) plus its answer stays within max_context_tokens."""
+    if context is None:
+        return True
+    return context + out + s.tool_result_tokens + out <= s.max_context_tokens
+
+
+async def session(run, step: str, mode: str, target: float, scheduled: int,
+                  inflight: InFlight | None = None) -> None:
+    s, chat = run.cfg.scenario, run.cfg.api == "chat"
+    sid = str(uuid.uuid4())
+    task = run.wl.next_item()
+    out = task.output_tokens
+    tool = run.wl.filler(s.tool_result_tokens)
+    # the task's images (chat only) stay in the history: every turn resends them
+    parts = run.wl.image_parts(task.images) if chat and task.images else []
+    messages: list[dict] = [{"role": "user", "content": (
+        message_content(task.prompt, parts) if parts else task.prompt)}]
+    text = task.prompt if isinstance(task.prompt, str) else ""
+    context: int | None = None
+    for turn in range(s.turns):
+        if turn and not _fits(s, context, out):
+            return
+        item = Item(list(messages) if chat else text, out)
+
+        def tag(req, turn=turn):
+            req.session_id, req.turn, req.text = sid, turn, []
+            req.input_images = len(parts) or None
+
+        if inflight is not None:
+            inflight.inc()
+        try:
+            req = await run.send("steady", step, mode, target, scheduled, item, tag)
+        finally:
+            if inflight is not None:
+                inflight.dec()
+        if req.status != "ok":
+            return
+        context = req.input_tokens
+        answer = "".join(req.text)
+        result = f"<tool_result turn={turn}> {tool} </tool_result>"
+        if chat:
+            messages += [{"role": "assistant", "content": answer},
+                         {"role": "user", "content": result}]
+        else:
+            text = f"{text}{answer}\n{result}\n"
+        scheduled = req.finished + int(s.think_time_s * 1e9)
+        while (now := _now()) < scheduled:
+            await asyncio.sleep((scheduled - now) / 1e9)
+
+
+async def steady(run) -> None:
+    cfg, s = run.cfg, run.cfg.scenario
+    sessions = math.ceil(cfg.requests_per_step / s.turns) if cfg.requests_per_step else None
+    for c in cfg.concurrency:
+        await run.run_step(step_name("concurrency", c), "concurrency", float(c),
+                           sessions and sessions * s.turns,
+                           lambda c=c: _closed(run, c, sessions, cfg.duration_s))
+    offsets = rate_steps(cfg.rates, cfg.arrival, cfg.seed, sessions, cfg.duration_s)
+    for rate, offs in zip(cfg.rates, offsets, strict=True):
+        await run.run_step(step_name("rate", rate), "rate", float(rate), len(offs) * s.turns,
+                           lambda rate=rate, offs=offs: _open(run, rate, offs))
+
+
+async def _closed(run, c: int, sessions: int | None, duration_s: float | None) -> InFlight | None:
+    name = step_name("concurrency", c)
+    slots, sessions = run.share.concurrency(c), run.share.requests(sessions, c)
+    stop_at = None if duration_s is None else _now() + int(duration_s * 1e9)
+    started = 0
+    inflight = InFlight(slots)
+
+    async def worker() -> None:
+        nonlocal started
+        while (sessions is None or started < sessions) and (stop_at is None or _now() < stop_at):
+            started += 1
+            await session(run, name, "concurrency", float(c), _now(), inflight)
+
+    await asyncio.gather(*[run.spawn(worker()) for _ in range(slots)])
+    inflight.stop()
+    return inflight if run.cfg.scenario.think_time_s == 0 else None
+
+
+async def _open(run, rate: float, offsets: list[float]) -> None:
+    name = step_name("rate", rate)
+    origin = run.origin
+    tasks = set()
+    for off in run.share.deal(offsets):
+        deadline = origin + int(off * 1e9)
+        while (now := _now()) < deadline:
+            await asyncio.sleep((deadline - now) / 1e9)
+        tasks.add(run.spawn(session(run, name, "rate", rate, deadline)))
+    await asyncio.gather(*tasks)

@@ -1,0 +1,333 @@
+"""What every peer reader returns (`PeerRun`) and the one writer of the run folder it becomes.
+
+A peer keeps some of the timestamps servingbench records and not others. Each reader fills
+what its peer recorded and leaves the rest None; nothing here makes a missing time up. The
+chunk log is the peer's own chunk times (`chunk_times = "recorded"`), or rebuilt from its
+time to first token and inter-token latencies (`"reconstructed_from_itl"`), or, where the
+peer kept only the first and last token times, those two (`"first_and_last"`); the
+request log's `output_tokens_source` says which (contract §2.2, docs/import.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from resources.contract import manifest as mf
+from resources.contract.schemas import CHUNK_LOG, REQUEST_LOG, STATUSES, write_parquet
+
+NS = 1_000_000_000
+CHUNK_TIMES = ("recorded", "reconstructed_from_itl", "first_and_last")
+# Where a peer's output token count came from (the manifest's `import.output_tokens`).
+TOKEN_COUNTS = ("usage", "tokenizer", "chunks")
+# The figures a peer's own summary is held against its records with (per step).
+FIGURES = ("requests", "ok", "output_tokens", "ttft_ms_mean", "itl_ms_mean")
+# Counts must agree exactly; a mean may differ by rounding in the peer's summary.
+MEAN_TOLERANCE = 0.01
+
+
+class PeerFileError(ValueError):
+    """A peer's result file is malformed, truncated or mixed-version: the message names the
+    file and the field."""
+
+
+@dataclass
+class PeerRequest:
+    step: str
+    load_mode: str
+    target: float | None
+    phase: str = "steady"
+    request_id: str | None = None
+    scheduled_ns: int | None = None
+    sent_ns: int | None = None
+    first_token_ns: int | None = None
+    last_token_ns: int | None = None
+    finished_ns: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    chunk_ns: list[int] | None = None      # absolute chunk times, when known
+    chunk_tokens: list[int] | None = None  # tokens per chunk; None: one each
+    chunk_kinds: list[str | None] | None = None  # `reasoning` where the peer saw it (§2.3)
+    status: str = "ok"
+    http_status: int | None = None
+    error: str | None = None
+    cached_tokens: int | None = None
+
+
+@dataclass
+class PeerRun:
+    peer: str
+    peer_version: str | None
+    files: list[Path]
+    requests: list[PeerRequest]
+    chunk_times: str
+    output_tokens: str
+    model: str | None = None
+    scenario: dict | None = None
+    # the peer's own summary, per step: {step: {figure: value}} over FIGURES (those it states)
+    figures: dict[str, dict[str, float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+# --- reading a peer's JSON with errors that name the file and the field ---------------------
+
+def need(obj, key: str, kinds, where: str, path: Path, nullable: bool = False):
+    """`obj[key]` of one of `kinds`, or PeerFileError naming `path` and `where.key`."""
+    if not isinstance(obj, dict):
+        raise PeerFileError(f"{path}: {where}: expected an object, got {type(obj).__name__}")
+    if key not in obj:
+        raise PeerFileError(f"{path}: {where}.{key}: missing")
+    value = obj[key]
+    if value is None and nullable:
+        return None
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    bad_bool = isinstance(value, bool) and bool not in kinds
+    if not isinstance(value, kinds) or bad_bool or (
+            isinstance(value, float) and not math.isfinite(value)):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise PeerFileError(f"{path}: {where}.{key}: expected {names}, got {_short(value)}")
+    return value
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+NUM = (int, float)
+
+
+def seconds_ns(t: float) -> int:
+    """Seconds as a float (a Unix time, a perf_counter reading) -> integer ns, to the float's
+    own precision: `round(t * 1e9)` would round a 2026 Unix time to 256 ns, since the product
+    is past 2^60; the whole seconds and the fraction are converted apart (both exact)."""
+    whole = math.floor(t)
+    return whole * NS + round((t - whole) * NS)
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# --- chunk times from inter-token latencies --------------------------------------------------
+
+def chunks_from_itl(sent_ns: int, ttft_s: float, itls_s: list[float]) -> list[int]:
+    """The chunk times a peer that kept only TTFT and the gaps between chunks implies:
+    `sent + ttft`, then each gap added on. Rounded once per chunk from the running sum in
+    seconds, so rounding never accumulates."""
+    out, elapsed = [], ttft_s
+    out.append(sent_ns + seconds_ns(elapsed))
+    for gap in itls_s:
+        elapsed += gap
+        out.append(sent_ns + seconds_ns(elapsed))
+    return out
+
+
+# --- the peer's summary against its own records ----------------------------------------------
+
+def record_figures(requests: list[PeerRequest]) -> dict[str, dict[str, float]]:
+    """FIGURES per step from the steady records, computed as the peers define them: TTFT
+    and the mean gap between chunks over successful requests."""
+    out: dict[str, dict[str, float]] = {}
+    for step in dict.fromkeys(r.step for r in requests if r.phase == "steady"):
+        rs = [r for r in requests if r.phase == "steady" and r.step == step]
+        ok = [r for r in rs if r.status == "ok"]
+        ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in ok
+                if r.first_token_ns is not None and r.sent_ns is not None]
+        gaps = [(b - a) / 1e6 for r in ok if r.chunk_ns for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
+        fig = {"requests": float(len(rs)), "ok": float(len(ok)),
+               "output_tokens": float(sum(r.output_tokens or 0 for r in ok))}
+        if ttft:
+            fig["ttft_ms_mean"] = sum(ttft) / len(ttft)
+        if gaps:
+            fig["itl_ms_mean"] = sum(gaps) / len(gaps)
+        out[step] = fig
+    return out
+
+
+def disagreements(run: PeerRun) -> list[str]:
+    """Where the peer's own summary says something its records do not."""
+    mine = record_figures(run.requests)
+    notes = []
+    for step, theirs in run.figures.items():
+        have = mine.get(step, {})
+        for name in FIGURES:
+            if name not in theirs:
+                continue
+            said, found = theirs[name], have.get(name)
+            if found is None:
+                notes.append(f"step {step}: the peer's summary gives {name} {said:g}, its "
+                             "records have nothing to compute it from")
+                continue
+            exact = name in ("requests", "ok", "output_tokens")
+            off = abs(said - found) > (0.5 if exact else MEAN_TOLERANCE * max(abs(found), 1e-9))
+            if off:
+                rel = f" ({(said - found) / found:+.1%})" if found else ""
+                notes.append(f"step {step}: the peer's summary gives {name} {said:g}, its "
+                             f"records give {found:g}{rel}")
+    return notes
+
+
+# --- the run folder --------------------------------------------------------------------------
+
+def source_of(run: PeerRun, r: PeerRequest) -> str:
+    """The request log's `output_tokens_source` of an imported request (docs/import.md):
+    `itl` when its chunk times were rebuilt from the peer's inter-token latencies;
+    `first_last` when the peer kept only the first and last token times; `usage`
+    when the count is the server's and the chunk log's tokens add up to it (rule 4 then
+    checks it, as for servingbench's own runs); else `peer`: the peer's count, with chunk
+    tokens the peer did not keep."""
+    if run.chunk_times == "reconstructed_from_itl":
+        return "itl"
+    if run.chunk_times == "first_and_last":
+        return "first_last"
+    chunk_sum = sum(r.chunk_tokens) if r.chunk_tokens else len(r.chunk_ns or ())
+    if run.output_tokens == "usage" and (r.output_tokens is None or r.output_tokens == chunk_sum):
+        return "usage"
+    return "peer"
+
+
+def _check(run: PeerRun) -> None:
+    ids = [r.request_id for r in run.requests]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise PeerFileError(f"{run.files[0]}: request id {dup!r} appears twice")
+    for r in run.requests:
+        if r.status not in STATUSES:
+            raise PeerFileError(f"{run.files[0]}: request {r.request_id}: status {r.status!r}")
+
+
+def _request_rows(run: PeerRun, run_id: str, phase: str) -> pa.Table:
+    rows = [r for r in run.requests if r.phase == phase]
+    cols = {
+        "run_id": [run_id] * len(rows),
+        "request_id": [r.request_id for r in rows],
+        "phase": [phase] * len(rows),
+        "step": [r.step for r in rows],
+        "load_mode": [r.load_mode for r in rows],
+        "target": [r.target for r in rows],
+        "scheduled_at": [r.scheduled_ns for r in rows],
+        "sent_at": [r.sent_ns for r in rows],
+        "first_token_at": [r.first_token_ns for r in rows],
+        "last_token_at": [r.last_token_ns for r in rows],
+        "finished_at": [r.finished_ns for r in rows],
+        "input_tokens": [r.input_tokens for r in rows],
+        "output_tokens": [r.output_tokens for r in rows],
+        "output_tokens_source": [source_of(run, r) for r in rows],
+        "chunks": [len(r.chunk_ns or ()) for r in rows],
+        "status": [r.status for r in rows],
+        "http_status": [r.http_status for r in rows],
+        "error": [r.error for r in rows],
+        "cached_tokens": [r.cached_tokens for r in rows],
+    }
+    arrays = [pa.array(cols.get(f.name, [None] * len(rows)), f.type) for f in REQUEST_LOG]
+    return pa.Table.from_arrays(arrays, schema=REQUEST_LOG)
+
+
+def _chunk_rows(run: PeerRun, run_id: str) -> pa.Table:
+    rid, seq, at, tokens, kinds = [], [], [], [], []
+    for r in run.requests:
+        for i, t in enumerate(r.chunk_ns or ()):
+            rid.append(r.request_id)
+            seq.append(i)
+            at.append(t)
+            tokens.append(r.chunk_tokens[i] if r.chunk_tokens else 1)
+            kinds.append(r.chunk_kinds[i] if r.chunk_kinds else None)
+    cols = {"run_id": [run_id] * len(rid), "request_id": rid, "seq": seq, "at": at,
+            "tokens": tokens, "kind": kinds}
+    # a column the contract adds later is written null, as an absent optional column reads
+    arrays = [pa.array(cols.get(f.name, [None] * len(rid)), f.type) for f in CHUNK_LOG]
+    return pa.Table.from_arrays(arrays, schema=CHUNK_LOG)
+
+
+def _span(rs: list[PeerRequest]) -> dict | None:
+    starts = [r.sent_ns for r in rs if r.sent_ns is not None]
+    ends = [r.finished_ns for r in rs if r.finished_ns is not None]
+    if not starts or not ends:
+        return None
+    return {"started_at": mf.format_ts(min(starts)), "ended_at": mf.format_ts(max(ends))}
+
+
+def _steps(run: PeerRun) -> list[dict]:
+    steps: dict[str, dict] = {}
+    for r in sorted((r for r in run.requests if r.phase == "steady"),
+                    key=lambda r: r.sent_ns if r.sent_ns is not None else 0):
+        # The peers do not watch their own client, so no step is known to be client-limited;
+        # `false` here means "not flagged" (the manifest's `import.notes` says so).
+        steps.setdefault(r.step, {"step": r.step, "load_mode": r.load_mode, "target": r.target,
+                                  "client_limited": False, "client_cpu_share": None,
+                                  "loop_lag_p99_s": None})
+    return list(steps.values())
+
+
+def default_run_id(run: PeerRun) -> str:
+    first = min((r.sent_ns for r in run.requests if r.sent_ns is not None), default=0)
+    stamp = mf.format_ts(first)[:19].replace("-", "").replace(":", "")
+    return f"{stamp}Z-{run.peer}-{sha256(run.files[0])[:8]}"
+
+
+def manifest_for(run: PeerRun, base: dict, run_id: str, source: str) -> dict:
+    """The manifest of the imported run: `base`'s candidate and scope (from --manifest-from
+    or the flags), the peer's timing, and the `import` block saying what came from where."""
+    first = min((r.sent_ns for r in run.requests if r.sent_ns is not None), default=None)
+    if first is None:
+        raise PeerFileError(f"{run.files[0]}: no request has a send time")
+    m = mf.empty(run_id, source, first)
+    # what describes the candidate and its scope (accelerators, price bases included); never
+    # what belongs to the other run (its id, times, steps, workers, an import of its own)
+    keep = (set(mf.TOP_KEYS) | set(mf.OPTIONAL_KEYS)) - {
+        "run_id", "source", "created_at", "phases", "steps", "workers", "import"}
+    m.update({k: v for k, v in base.items() if k in keep and v is not None})
+    if m["model"] is None:
+        m["model"] = run.model
+    if m["scenario"] is None:
+        m["scenario"] = run.scenario
+    phases = {}
+    for phase in ("warmup", "steady"):
+        span = _span([r for r in run.requests if r.phase == phase])
+        if span:
+            phases[phase] = span
+    m["phases"] = phases
+    m["steps"] = _steps(run)
+    m["import"] = {
+        "peer": run.peer, "peer_version": run.peer_version,
+        "files": [p.name for p in run.files],
+        "files_sha256": [sha256(p) for p in run.files],
+        "chunk_times": run.chunk_times, "output_tokens": run.output_tokens,
+        "notes": list(run.notes) + [
+            "steps[].client_limited: the peer does not watch its own client; false means "
+            "not flagged, not measured"],
+    }
+    return mf.validate(m)
+
+
+def write_run(run: PeerRun, out: Path, base: dict, run_id: str | None = None,
+              source: str = "emulated") -> dict:
+    """Write `run` as a run folder at `out` (created; an existing folder with files in it is
+    refused, never overwritten). Returns the manifest."""
+    if run.chunk_times not in CHUNK_TIMES or run.output_tokens not in TOKEN_COUNTS:
+        raise ValueError(f"reader of {run.peer}: chunk_times/output_tokens out of range")
+    if not run.requests:
+        raise PeerFileError(f"{run.files[0]}: no request records in it")
+    _check(run)
+    run.notes = list(run.notes) + disagreements(run)
+    m = manifest_for(run, base, run_id or default_run_id(run), source)
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"--out {out}: exists and is not an empty folder (an import "
+                              "never overwrites a run)")
+    out.mkdir(parents=True, exist_ok=True)
+    write_parquet(_request_rows(run, m["run_id"], "warmup"), out / "warmup_log.parquet")
+    write_parquet(_request_rows(run, m["run_id"], "steady"),
+                  out / "steady_state_request_log.parquet")
+    write_parquet(_chunk_rows(run, m["run_id"]), out / "chunk_log.parquet")
+    mf.dump(m, out / "manifest.json")
+    return m

@@ -1,0 +1,66 @@
+"""What the sampler reads, one file per kind of endpoint: `sources/<source>.py` defines its
+source class and `KINDS`, the `Deployment.telemetry` kinds it serves (`{"kind": …, "url" |
+"pid": …}` -> a source). Each source's `sample()` returns rows `(device, metric, value)` or
+raises; the sampler turns a raise into a `sample_error` row.
+
+Every HTTP read goes through the project's bounded control reads (resources/http/control.py):
+an overall deadline, a byte cap and no decompression, so a trickling, silent, flooding or
+gzip-bombing exporter costs one tick at most and never the run (nor its teardown). Adding a
+source is adding one file here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+
+import httpx
+
+from resources.http import control
+
+MAX_BYTES = 4 << 20  # a DCGM exposition of 8 GPUs is ~40 KB; anything far larger is not one
+
+# a description (`{"kind": …, …}`) and the read timeout ({} or {"timeout_s": …}) -> a source
+Build = Callable[[dict, dict], object]
+
+
+class SourceError(RuntimeError):
+    pass
+
+
+def fetch(client: httpx.Client, url: str, deadline_s: float) -> bytes:
+    try:
+        resp, body = control.request(client, "GET", url, max_bytes=MAX_BYTES,
+                                     deadline_s=deadline_s)
+    except control.ControlError as exc:
+        raise SourceError(f"GET {exc}") from None
+    if resp.status_code != 200:
+        raise SourceError(f"GET {url}: HTTP {resp.status_code}")
+    if resp.headers.get("content-encoding", "identity").lower() not in ("", "identity"):
+        # asked for identity: a compressed answer is refused, never inflated
+        raise SourceError(f"GET {url}: {resp.headers['content-encoding']}-encoded answer")
+    return body
+
+
+def _kinds() -> dict[str, Build]:
+    found: dict[str, Build] = {}
+    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        found |= importlib.import_module(f"{__name__}.{mod.name}").KINDS
+    return found
+
+
+KINDS = _kinds()
+
+
+def build(specs: list[dict], timeout_s: float | None = None) -> list:
+    """Sources from a deployment's plain descriptions (`Deployment.telemetry`)."""
+    t = {} if timeout_s is None else {"timeout_s": timeout_s}
+    out = []
+    for s in specs:
+        make = KINDS.get(s["kind"])
+        if make is None:
+            raise ValueError(f"telemetry source kind {s['kind']!r}: expected "
+                             + ", ".join(sorted(KINDS)))
+        out.append(make(s, t))
+    return out

@@ -1,0 +1,77 @@
+"""peer_import_job: a folder or an S3 prefix of peer results (here the vLLM fixture, and a
+damaged copy) imported and analyzed by a real Dagster run; S3 is moto's server on
+127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from pipelines.definitions import build_definitions
+from pipelines.profiles import Settings
+from resources.contract import manifest as mf
+from tests.support.eks.aws import fresh_s3_bucket, run_moto_server
+
+pytestmark = pytest.mark.slow  # real Dagster runs (and moto's server): left out of `make check`
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "peers" / "vllm_bench_serve_0.33.0.json"
+
+
+@pytest.fixture(scope="module")
+def moto_s3():
+    yield from run_moto_server()
+
+
+def results(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    shutil.copy(FIXTURE, folder / "a.json")
+    doc = json.loads(FIXTURE.read_text())
+    doc["itls"].pop()  # one entry short: a cut file
+    (folder / "sub").mkdir()
+    (folder / "sub" / "b.json").write_text(json.dumps(doc))
+    return folder
+
+
+def run_job(data_dir: Path, source: str):
+    defs = build_definitions(Settings(data_dir=data_dir))
+    config = {"ops": {"import_peer_results": {"config": {"peer": "vllm", "source": source}}}}
+    return defs.resolve_job_def("peer_import_job").execute_in_process(
+        run_config=config, instance=dg.DagsterInstance.ephemeral())
+
+
+def check(result, data_dir: Path) -> None:
+    assert result.success
+    rows = {r["result"]: r for r in result.output_for_node("import_peer_results")}
+    assert rows["a.json"]["outcome"] == "accepted"
+    assert rows["sub/b.json"]["outcome"].startswith("malformed: ")
+    assert "result.itls: 3 entries" in rows["sub/b.json"]["outcome"]
+    run_dir = Path(rows["a.json"]["run_dir"])
+    assert run_dir.parent == data_dir / "runs"
+    assert mf.load(run_dir / "manifest.json")["import"]["peer"] == "vllm"
+    assert (run_dir / "derived_metrics.parquet").exists() and (run_dir / "gates.json").exists()
+
+
+def test_the_job_imports_and_analyzes_every_result_of_a_folder(tmp_path) -> None:
+    data = tmp_path / "data"
+    check(run_job(data, str(results(tmp_path / "drop"))), data)
+    # run again over the same folder: nothing is overwritten
+    again = {r["result"]: r for r in run_job(data, str(tmp_path / "drop"))
+             .output_for_node("import_peer_results")}
+    assert again["a.json"]["outcome"] == "already imported"
+
+
+def test_the_job_reads_an_s3_prefix(tmp_path, moto_s3, monkeypatch) -> None:
+    import boto3
+
+    prefix = fresh_s3_bucket(moto_s3, monkeypatch)
+    local = results(tmp_path / "drop")
+    s3 = boto3.client("s3")
+    bucket, key = prefix[len("s3://"):].split("/", 1)
+    for name in ("a.json", "sub/b.json"):
+        s3.upload_file(str(local / name), bucket, f"{key}/peer-results/{name}")
+    data = tmp_path / "data"
+    check(run_job(data, f"{prefix}/peer-results"), data)
