@@ -202,11 +202,16 @@ def scenario_from_args(a: argparse.Namespace):
     if agentic and a.scenario != "agentic":
         raise LoadConfigError(f"{agentic[0]}: needs --scenario agentic")
     if a.scenario == "multi-turn":
-        return Scenario("multi_turn", turns=a.turns or 3, think_time_s=a.think_time_s)
+        return Scenario("multi_turn", turns=3 if a.turns is None else a.turns,
+                        think_time_s=a.think_time_s)
     if a.scenario == "agentic":
-        return Scenario("agentic", turns=a.turns or AGENTIC_TURNS, think_time_s=a.think_time_s,
-                        max_context_tokens=a.max_context_tokens or AGENTIC_MAX_CONTEXT,
-                        tool_result_tokens=a.tool_result_tokens or AGENTIC_TOOL_RESULT)
+        def given(value, default):  # 0 is a value to refuse, not "use the default"
+            return default if value is None else value
+
+        return Scenario("agentic", turns=given(a.turns, AGENTIC_TURNS),
+                        think_time_s=a.think_time_s,
+                        max_context_tokens=given(a.max_context_tokens, AGENTIC_MAX_CONTEXT),
+                        tool_result_tokens=given(a.tool_result_tokens, AGENTIC_TOOL_RESULT))
     if a.scenario == "batch":
         return Scenario("batch", requests=a.requests or 64, max_in_flight=a.max_in_flight)
     return None

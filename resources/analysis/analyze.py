@@ -78,12 +78,14 @@ def _write_gates(run_dir: Path, gates: list[Gate]) -> None:
 
 def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | None,
                            context: pa.Table | None = None) -> None:
-    """contract §3.1 always, with TTFT by context length; §3.4 for a batch job, §3.5 for an
+    """contract §3.1 always, TTFT by context length for session runs; §3.4 for a batch job, §3.5 for an
     SLO search."""
     write_parquet(check_output(workload_outputs.by_cache(run), "derived_metrics_by_cache"),
                   run.path / "derived_metrics_by_cache.parquet")
     context = context if context is not None else workload_outputs.by_context(run)
-    write_parquet(check_output(context, "ttft_by_context"), run.path / "ttft_by_context.parquet")
+    if context is not None:
+        write_parquet(check_output(context, "ttft_by_context"),
+                      run.path / "ttft_by_context.parquet")
     for name, obj in (("job.json", job), ("slo_capacity.json", capacity)):
         if obj is not None:
             durable.write_json(run.path / name, obj)

@@ -24,7 +24,15 @@ def by_cache(run: RunFolder) -> pa.Table:
     return sqlfiles.query(run.con, "metrics_by_cache", run_id=run.manifest["run_id"])
 
 
-def by_context(run: RunFolder) -> pa.Table:
+# the kinds whose context grows turn by turn: there TTFT by context length says where the KV
+# cache and the prefix cache stop holding the sessions; a run of fixed-length requests has
+# one context bucket and gets no file (its folder reads as contract §6 lists it)
+SESSION_KINDS = ("multi_turn", "agentic")
+
+
+def by_context(run: RunFolder) -> pa.Table | None:
+    if scenario_kind(run.manifest) not in SESSION_KINDS:
+        return None
     return sqlfiles.query(run.con, "ttft_by_context", run_id=run.manifest["run_id"])
 
 

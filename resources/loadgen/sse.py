@@ -36,6 +36,7 @@ _CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*[{\]]')
 # reasoning only with the first and without the second.
 _REASONING_TEXT = re.compile(rb'"reasoning(?:_content)?"\s*:\s*"(?:[^"\\]|\\.)')
 _ANSWER_TEXT = re.compile(rb'"(?:content|text)"\s*:\s*"(?:[^"\\]|\\.)')
+_REASONING_NULL = re.compile(rb'"reasoning(?:_content)?"\s*:\s*null\s*[,}]')
 # Events per request: a token per chunk at most, plus role, usage-only and keep-alive
 # events; a stream past CHUNK_FACTOR x max_tokens + CHUNK_SLACK is no honest answer, and
 # without a bound one hostile stream grows memory and the chunk log without end.
@@ -135,9 +136,12 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
         # a reasoning chunk the fast path takes: reasoning text as a string, no answer text
         # beside it; anything else with "reasoning in it (both kinds in one delta, a
         # reasoning field of another type, usage details) is decoded and checked
-        if thinking and (_REASONING_TEXT.search(payload) is None
-                         or _ANSWER_TEXT.search(payload) is not None):
-            return _on_json(req, payload, at)
+        if thinking:
+            if payload.count(b'"reasoning') == len(_REASONING_NULL.findall(payload)):
+                thinking = False  # SGLang's `"reasoning_content": null` on an answer chunk
+            elif (_REASONING_TEXT.search(payload) is None
+                  or _ANSWER_TEXT.search(payload) is not None):
+                return _on_json(req, payload, at)
         if req.input_tokens is None and b'"prompt_tokens"' in payload:
             p = _PROMPT.search(payload)
             if p is None or b'"image' in payload:  # a count the fast path cannot read or check

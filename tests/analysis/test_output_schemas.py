@@ -16,10 +16,11 @@ from tests.support.runbuilder import clean_run
 def test_every_output_of_a_real_analysis_has_its_contract_schema(tmp_path):
     run_dir = clean_run().write(tmp_path / "run")
     assert analyze_run(run_dir).accepted
-    # the clean run has no telemetry and no price bases; frontier_levels is the comparison's
+    # the clean run has no telemetry and no price bases, and is no session run (no TTFT by
+    # context length: the agentic tests check that file); frontier_levels is the comparison's
     written = {p.stem for p in run_dir.glob("*.parquet")} & set(OUTPUTS)
     assert written == {"derived_metrics", "derived_metrics_by_cache", "cost_per_1m", "headline",
-                       "frontier", "ttft_by_context"}
+                       "frontier"}
     for name in written:
         schema = OUTPUTS[name]
         got = pq.read_schema(run_dir / f"{name}.parquet")

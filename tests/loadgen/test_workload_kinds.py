@@ -155,6 +155,9 @@ USAGE = b',"usage":{"prompt_tokens":3,"completion_tokens":%d}}'
     # no usage streamed: one token a chunk, the kind from the JSON
     ([b'{"choices":[{"delta":{"reasoning_content":" a"}}]}',
       b'{"choices":[{"delta":{"content":" b"}}]}'], [1, 1], [1, 0]),
+    # SGLang's answer chunks carry `"reasoning_content": null`: answers, on the fast path
+    ([b'{"choices":[{"delta":{"role":null,"content":" a","reasoning_content":null}}]' + USAGE % 1],
+     [1], None),
     # an answer that quotes the word "reasoning" is still an answer
     ([b'{"choices":[{"delta":{"content":" \\"reasoning\\": no"}}]' + USAGE % 1], [1], None),
 ])
@@ -162,3 +165,51 @@ def test_reasoning_and_answer_chunks_are_told_apart(payloads, tokens, flags):
     got_tokens, got_flags, _ = _kinds(*payloads)
     assert got_tokens == tokens
     assert (None if got_flags is None else list(got_flags)) == flags
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--images", "1"], "images: image prompts need the chat API"),
+    (["--api", "chat", "--images", "1", "--image-size", "10x"], "--image-size: expected WIDTHxHEIGHT"),
+    (["--max-context-tokens", "4096"], "--max-context-tokens: needs --scenario agentic"),
+    (["--api", "chat", "--scenario", "agentic", "--tool-result-tokens", "0"],
+     "tool_result_tokens: must be a positive integer"),
+])
+def test_bad_workload_flags_exit_2_naming_the_flag(tmp_path, capsys, flags, message):
+    from pipelines.cli.load import main
+
+    try:
+        code = main(["--endpoint", "http://127.0.0.1:9", "--model", "m",
+                     "--out", str(tmp_path / "run"), *flags])
+    except SystemExit as exc:  # argparse refuses a malformed value itself
+        code = exc.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_dataset_rows_name_image_sizes_or_files(tmp_path):
+    import base64
+    import json
+
+    from emulator.vision import data_url_size
+    from resources.loadgen.errors import LoadConfigError
+    from resources.loadgen.images import png
+    from resources.loadgen.workload import Tokenizer, Workload
+
+    (tmp_path / "cat.png").write_bytes(png(640, 480, (1, 2, 3)))
+    data = tmp_path / "rows.jsonl"
+    data.write_text(json.dumps({"prompt": "describe", "output_tokens": 8,
+                                "images": ["1024x768", "cat.png"]}) + "\n")
+    wl = Workload(config("http://127.0.0.1:1", api="chat", dataset=data),
+                  Tokenizer("http://127.0.0.1:1", "m", {}, False))
+    item = wl.next_item()
+    body = json.loads(wl.body(item, None))
+    parts = body["messages"][0]["content"]
+    assert parts[0]["type"] == "text" and parts[0]["text"].endswith("describe")
+    urls = [p["image_url"]["url"] for p in parts[1:]]
+    assert [data_url_size(u) for u in urls] == [(1024, 768), (640, 480)]
+    assert base64.b64decode(urls[1][22:]) == (tmp_path / "cat.png").read_bytes()
+    data.write_text(json.dumps({"prompt": "x", "images": ["missing.png"]}) + "\n")
+    with pytest.raises(LoadConfigError, match=r"rows\.jsonl:1: images: cannot read"):
+        Workload(config("http://127.0.0.1:1", api="chat", dataset=data),
+                 Tokenizer("http://127.0.0.1:1", "m", {}, False))

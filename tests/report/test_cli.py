@@ -33,14 +33,18 @@ def test_a_folder_of_runs_stands_for_its_runs(runs, tmp_path, capsys):
     for run in (runs[3], runs[4]):
         shutil.copytree(run, root / run.name)
     assert main([str(root)]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == \
-        f"comparison report: {root.resolve() / 'comparison.html'}"
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        f"comparison report: {root.resolve() / 'comparison.html'}",
+        f"frontier levels: {root.resolve() / 'frontier_levels.parquet'}"]
+    assert (root / "frontier_levels.parquet").is_file()
     assert (root / "comparison_plots").is_dir()
     assert all((root / r.name / "report.html").exists() for r in (runs[3], runs[4]))
     # again: the comparison's own outputs beside the runs are not mistaken for runs
     assert main([str(root), "--out", str(tmp_path / "elsewhere.html")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 3 and lines[-1] == f"comparison report: {tmp_path / 'elsewhere.html'}"
+    assert len(lines) == 4 and lines[-2:] == [
+        f"comparison report: {tmp_path / 'elsewhere.html'}",
+        f"frontier levels: {tmp_path / 'frontier_levels.parquet'}"]
     assert "Candidate comparison" in (tmp_path / "elsewhere.html").read_text()
 
 
