@@ -16,6 +16,7 @@ among the suspects that ran during the wait (by overlap), and what none of them 
 in typed arrays, so the measurement allocates no tracked objects per event.
 
     .venv/bin/python benchmarks/loop_stalls.py [--c 256] [--count 768] [--repeat 2] [--baseline REF]
+    .venv/bin/python benchmarks/loop_stalls.py --gc-cost   # only what a full collection costs
 
 `--baseline REF` runs the load generator as it was at REF (`resources/` via `git archive`)
 beside this tree, alternating, against the same server. Writes benchmarks/out/loop_stalls.json.
@@ -179,6 +180,35 @@ def child(base: str, c: int, count: int, run_dir: Path, threshold_ms: float) -> 
     }
 
 
+def gc_cost(repeat: int = 9) -> dict:
+    """What one full collection costs in a load generator's process after its imports (the
+    stall a generation-2 collection inside a step would be), before and after gc.freeze()."""
+    import gc
+    import statistics
+
+    sys.path.insert(0, os.environ.get("SB_CLIENT_ROOT") or str(ROOT))
+    import pyarrow as pa
+
+    import resources.loadgen.runner  # noqa: F401 - the load generator's own imports
+
+    pa.array([0], pa.timestamp("ns", tz="UTC"))
+
+    def full() -> float:
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            gc.collect()
+            times.append((time.perf_counter() - t) * 1e3)
+        return statistics.median(times)
+
+    tracked = len(gc.get_objects())
+    before = full()
+    gc.freeze()
+    after = full()
+    return {"tracked_objects": tracked, "full_collection_ms": before,
+            "full_collection_frozen_ms": after, "load": os.getloadavg()[0]}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--c", type=int, default=256)
@@ -189,7 +219,12 @@ def main(argv: list[str] | None = None) -> int:
                          "1 ms resolution)")
     ap.add_argument("--baseline", default=None, metavar="REF")
     ap.add_argument("--child", nargs=3, metavar=("BASE", "RUN_DIR", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--gc-cost", action="store_true",
+                    help="only: one full collection's cost after the imports, then frozen")
     a = ap.parse_args(argv)
+    if a.gc_cost:
+        print(json.dumps(gc_cost()))
+        return 0
     if a.child:
         base, run_dir, out = a.child
         Path(out).write_text(json.dumps(child(base, a.c, a.count, Path(run_dir), a.threshold_ms)))
@@ -197,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path[:0] = [str(HERE), str(ROOT)]
     from loadgen_accuracy import extract, start_server, taskset
 
+    cost = json.loads(subprocess.run([*taskset(0), sys.executable, __file__, "--gc-cost"],
+                                     capture_output=True, text=True, check=True, cwd=ROOT,
+                                     timeout=300).stdout)
     results = []
     with tempfile.TemporaryDirectory(prefix="sb-stalls-") as d:
         tmp = Path(d)
@@ -225,7 +263,11 @@ def main(argv: list[str] | None = None) -> int:
             server.terminate()
             server.wait(10)
     (HERE / "out").mkdir(exist_ok=True)
-    (HERE / "out/loop_stalls.json").write_text(json.dumps(results, indent=1))
+    (HERE / "out/loop_stalls.json").write_text(json.dumps({"gc_cost": cost, "runs": results},
+                                                          indent=1))
+    print(f"one full collection after the load generator's imports ({cost['tracked_objects']:,} "
+          f"tracked objects): {cost['full_collection_ms']:.2f} ms; after gc.freeze(): "
+          f"{cost['full_collection_frozen_ms']:.3f} ms (median of 9, load {cost['load']:.1f})\n")
     print(f"c={a.c}, {a.count} requests x 128 tokens; stall = probe wake-up > {a.threshold_ms} ms late\n")
     print("| client | pass | load | lag p50 / p99 / max ms | stalls (ms in all) | "
           + " | ".join(f"{k} share" for k in [*KINDS, "other"]) + " |")

@@ -18,7 +18,10 @@ HERE = Path(__file__).resolve().parent
 
 # name -> (full arguments, --quick arguments)
 BENCHMARKS = {
-    "analyze_scale": (["--sizes", "10000:128,100000:128,1000000:16"], ["--sizes", "10000:128"]),
+    "analyze_scale": (["--sizes", "10000:128,100000:128,1000000:128", "--steps", "64",
+                       "--pandas-max", "0"], ["--sizes", "10000:128", "--steps", "64"]),
+    "analyze_startup": (["--repeat", "3"], ["--repeat", "1"]),
+    "loop_stalls": (["--repeat", "2"], ["--repeat", "1", "--count", "256"]),
     "emulator_throughput": (["--suite", "3", "--seconds", "4"], ["--streams", "64", "--seconds", "2"]),
     "loadgen_accuracy": (["--repeat", "3"], ["--quick"]),
     "recorder_flush": (["--rounds", "200"], ["--rounds", "40"]),

@@ -7,6 +7,7 @@ modules are imported lazily so `servingbench --help` stays fast.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -50,7 +51,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"servingbench: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[name][0])
-    return int(module.main(rest) or 0)
+    try:
+        return int(module.main(rest) or 0)
+    except BrokenPipeError:
+        # the reader went away (`servingbench sweep list | head`): what it read was all it
+        # wanted; point stdout at /dev/null so the interpreter's final flush raises nothing
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -73,9 +73,11 @@ class _Deferred(types.ModuleType):
 
 def _defer(name: str) -> None:
     """Put a stand-in for module `name` into sys.modules (and on its parent package)."""
-    if name in sys.modules or importlib.util.find_spec(name) is None:
+    spec = None if name in sys.modules else importlib.util.find_spec(name)
+    if spec is None:
         return
     stand_in = _Deferred(name)
+    stand_in.__spec__ = spec  # importlib.util.find_spec(name) answers as for the real one
     sys.modules[name] = stand_in
     parent, _, child = name.rpartition(".")
     if parent:

@@ -9,7 +9,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 
-from resources.loadgen import pool
+from resources.loadgen import gcpolicy, pool
 from resources.loadgen.clock import Clock
 from resources.loadgen.config import LoadConfig, step_name
 from resources.loadgen.probe import api_url
@@ -57,8 +57,10 @@ class LoadLoops:
         self.origin = 0  # the current scenario step's start (perf_counter ns)
 
     async def barrier(self, label: str) -> int:
-        """Before a step (or the end, `label` "end"): wait for the other workers, if any,
-        and return the instant the step starts at, on this process's perf_counter clock."""
+        """Before a step (or the end, `label` "end"): freeze what is alive for the garbage
+        collector (gcpolicy), wait for the other workers, if any, and return the instant
+        the step starts at, on this process's perf_counter clock."""
+        gcpolicy.between_steps()
         return _now() if self.sync is None else await self.sync(self, label)
 
     # --- one request -----------------------------------------------------------------

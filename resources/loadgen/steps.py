@@ -13,7 +13,7 @@ from pathlib import Path
 
 from resources.contract import durable
 from resources.contract import manifest as mf
-from resources.loadgen import pool
+from resources.loadgen import gcpolicy, pool
 from resources.loadgen.config import step_name
 from resources.loadgen.errors import DiskFullError, LeftBehind
 from resources.loadgen.loops import LoadLoops
@@ -235,6 +235,7 @@ def drive(run: Run, recorder: Recorder, save: Callable[..., None] | None = None)
         pass  # (a pod) the others went on without this one: it stops here, its summary says why
     finally:
         saved.restore()
+        gcpolicy.run_ended()
         try:
             recorder.finalize()
         finally:

@@ -288,3 +288,21 @@ def test_the_sweeps_frontier_pools_its_members_and_leaves_parity_failures_unrank
     assert got == {("a", "c=1"): (True, "pass"), ("a", "c=2"): (True, "pass"),
                    ("b", "c=1"): (True, "pass"), ("b", "c=2"): (False, "pass"),
                    ("c", "c=1"): (False, "FAILED (unranked)")}
+
+
+def test_a_reader_that_stops_early_ends_the_listing_quietly():
+    # a process boundary is the point: the command writes into a pipe whose reader is gone
+    # (`servingbench sweep list | head` once head has its lines)
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "sweep", "list", "scout-p5"],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
