@@ -15,14 +15,10 @@ before it is asked). slo_capacity.json is written by the analyzer from the recor
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 from resources.loadgen.config import step_name
-from resources.loadgen.schedule import rate_steps
+from resources.loadgen.ladder_steps import judged_step
 
 TOLERANCE = 0.1  # stop when (not_met − met) / not_met ≤ this
-_now = time.perf_counter_ns
 
 
 def next_rate(rate: float, met: float | None, not_met: float | None) -> float | None:
@@ -49,7 +45,7 @@ def next_concurrency(c: int, met: int | None, not_met: int | None) -> int | None
 
 
 async def steady(run) -> None:
-    cfg, s = run.cfg, run.cfg.scenario
+    s = run.cfg.scenario
     closed = s.over == "concurrency"
     met = not_met = None
     load: float | None = s.start_concurrency if closed else s.start_rate
@@ -61,22 +57,7 @@ async def steady(run) -> None:
         if name in seen:
             break
         seen.add(name)
-        if closed:
-            async def drive(c=load):
-                return await run.closed("steady", c, cfg.requests_per_step, cfg.duration_s)
-
-            expected = cfg.requests_per_step
-        else:
-            offsets = rate_steps([load], cfg.arrival, cfg.seed + k, cfg.requests_per_step,
-                                 cfg.duration_s)[0]
-
-            async def drive(name=name, rate=load, offsets=offsets) -> None:
-                await run.open("steady", [(name, rate, 0, offsets)], _now())
-
-            expected = len(offsets)
-        await run.run_step(name, mode, float(load), expected, drive)
-        run.rec.flush()
-        valid, ok = await asyncio.to_thread(run.judge, name)
+        valid, ok = await judged_step(run, mode, load, k)
         if valid and ok:
             met = load if met is None else max(met, load)
         else:
