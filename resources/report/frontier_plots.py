@@ -55,7 +55,10 @@ def lines(latest: Sequence[RunData]) -> list[Line]:
             grouped.setdefault(group_key(run)[0], []).append(run)
     out = []
     for label, runs in grouped.items():
-        points = pd.concat([r.frontier for r in runs], ignore_index=True)
+        # a member that failed quality parity is shown, never on a frontier (as it is never
+        # ranked): its steps carry the mark that keeps pareto() from counting them
+        points = pd.concat([r.frontier.assign(failed_parity=r.failed_parity) for r in runs],
+                           ignore_index=True)
         wi = [r.what_if for r in runs if r.what_if is not None and not r.what_if.empty]
         emulated = any(r.emulated for r in runs)
         name = f"{label} ({len(runs)} settings)" if len(runs) > 1 else label
@@ -68,6 +71,8 @@ def pareto(points: pd.DataFrame) -> pd.DataFrame:
     """The valid points no other valid point beats on both axes (ties all kept), by
     interactivity: the same rule as sql/frontier.sql, over a line's pooled steps."""
     ok = points[points["valid"].fillna(False).astype(bool) & points[X].notna() & points[Y].notna()]
+    if "failed_parity" in ok:
+        ok = ok[~ok["failed_parity"].fillna(False).astype(bool)]
     xs, ys = ok[X].to_numpy(float), ok[Y].to_numpy(float)
     keep = [not np.any((xs >= x) & (ys >= y) & ((xs > x) | (ys > y))) for x, y in zip(xs, ys, strict=True)]
     return ok[np.asarray(keep, dtype=bool)].sort_values(X)
@@ -80,6 +85,16 @@ def _invalid(points: pd.DataFrame) -> pd.DataFrame:
 def _invalid_label(line: Line, drawn: pd.DataFrame) -> str | None:
     """Named in the legend only when the line has nothing else to name it."""
     return f"{line.label}: invalid steps only" if drawn.empty else None
+
+
+def _failed_parity(ax, line: Line, color, y: str) -> None:
+    """A cross over each step of a member that failed quality parity: shown, never joined."""
+    p = line.points
+    if "failed_parity" not in p or not p["failed_parity"].any():
+        return
+    bad = p[p["failed_parity"].astype(bool)]
+    ax.scatter(bad[X], bad[y], s=70, marker="x", color=color, lw=1.8, zorder=5,
+               label=f"{line.label}: failed quality parity (never on a frontier)")
 
 
 def _levels(ax, levels: Sequence[float]) -> None:
@@ -118,6 +133,7 @@ def plot_frontier_throughput(latest: Sequence[RunData], levels: Sequence[float])
         if not bad.empty:
             ax.scatter(bad[X], bad[Y], s=60, facecolors="white", edgecolors=color, lw=1.8,
                        zorder=4, label=_invalid_label(line, front))
+        _failed_parity(ax, line, color, Y)
     ax.set_ylim(bottom=0)
     _finish(ax, xs, "output tokens/s per accelerator", levels)
     title(ax, "output tokens/s per accelerator vs interactivity", emulated,

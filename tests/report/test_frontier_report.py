@@ -124,3 +124,15 @@ def test_a_line_with_no_valid_step_draws_hollow_points_only():
     assert pareto(run.frontier).empty and "interactivity_tok_s" in pareto(run.frontier)
     assert plot_frontier_throughput([run], [5, 10]) is not None
     assert plot_frontier_cost([run], [5, 10]) is not None  # the invalid steps' costs, hollow
+
+
+def test_a_member_that_failed_quality_parity_is_never_on_the_pooled_frontier():
+    # two valid steps; the faster and cheaper one belongs to a member that failed parity
+    points = pd.DataFrame({
+        "step": ["c=1", "c=1"], "valid": [True, True],
+        "interactivity_tok_s": [36.9, 40.8], "output_tok_s_per_accel": [16.1, 17.9],
+        "failed_parity": [False, True]})
+    front = pareto(points)
+    assert front["interactivity_tok_s"].tolist() == [36.9]
+    # without the mark, the same two steps leave only the faster one
+    assert pareto(points.drop(columns="failed_parity"))["interactivity_tok_s"].tolist() == [40.8]
