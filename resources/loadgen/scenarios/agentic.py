@@ -17,13 +17,11 @@ starts sessions at the rate, a failed turn ends its session.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 import uuid
 
-from resources.loadgen.config import step_name
 from resources.loadgen.images import message_content
-from resources.loadgen.schedule import rate_steps
+from resources.loadgen.scenarios.multi_turn import drive_sessions
 from resources.loadgen.selfwatch import InFlight
 from resources.loadgen.workload import Item
 
@@ -83,43 +81,4 @@ async def session(run, step: str, mode: str, target: float, scheduled: int,
 
 
 async def steady(run) -> None:
-    cfg, s = run.cfg, run.cfg.scenario
-    sessions = math.ceil(cfg.requests_per_step / s.turns) if cfg.requests_per_step else None
-    for c in cfg.concurrency:
-        await run.run_step(step_name("concurrency", c), "concurrency", float(c),
-                           sessions and sessions * s.turns,
-                           lambda c=c: _closed(run, c, sessions, cfg.duration_s))
-    offsets = rate_steps(cfg.rates, cfg.arrival, cfg.seed, sessions, cfg.duration_s)
-    for rate, offs in zip(cfg.rates, offsets, strict=True):
-        await run.run_step(step_name("rate", rate), "rate", float(rate), len(offs) * s.turns,
-                           lambda rate=rate, offs=offs: _open(run, rate, offs))
-
-
-async def _closed(run, c: int, sessions: int | None, duration_s: float | None) -> InFlight | None:
-    name = step_name("concurrency", c)
-    slots, sessions = run.share.concurrency(c), run.share.requests(sessions, c)
-    stop_at = None if duration_s is None else _now() + int(duration_s * 1e9)
-    started = 0
-    inflight = InFlight(slots)
-
-    async def worker() -> None:
-        nonlocal started
-        while (sessions is None or started < sessions) and (stop_at is None or _now() < stop_at):
-            started += 1
-            await session(run, name, "concurrency", float(c), _now(), inflight)
-
-    await asyncio.gather(*[run.spawn(worker()) for _ in range(slots)])
-    inflight.stop()
-    return inflight if run.cfg.scenario.think_time_s == 0 else None
-
-
-async def _open(run, rate: float, offsets: list[float]) -> None:
-    name = step_name("rate", rate)
-    origin = run.origin
-    tasks = set()
-    for off in run.share.deal(offsets):
-        deadline = origin + int(off * 1e9)
-        while (now := _now()) < deadline:
-            await asyncio.sleep((deadline - now) / 1e9)
-        tasks.add(run.spawn(session(run, name, "rate", rate, deadline)))
-    await asyncio.gather(*tasks)
+    await drive_sessions(run, session)

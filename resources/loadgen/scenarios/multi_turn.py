@@ -68,19 +68,27 @@ async def session(run, step: str, mode: str, target: float, scheduled: int,
 
 
 async def steady(run) -> None:
+    await drive_sessions(run, session)
+
+
+async def drive_sessions(run, session) -> None:
+    """The steady phase of a session scenario (multi-turn, agentic): one closed-loop step per
+    concurrency (c sessions in flight) and one open-loop step per rate (session arrivals),
+    each session run by `session(run, step, mode, target, scheduled[, inflight])`."""
     cfg, s = run.cfg, run.cfg.scenario
     sessions = math.ceil(cfg.requests_per_step / s.turns) if cfg.requests_per_step else None
     for c in cfg.concurrency:
         await run.run_step(step_name("concurrency", c), "concurrency", float(c),
                            sessions and sessions * s.turns,
-                           lambda c=c: _closed(run, c, sessions, cfg.duration_s))
+                           lambda c=c: _closed(run, session, c, sessions, cfg.duration_s))
     offsets = rate_steps(cfg.rates, cfg.arrival, cfg.seed, sessions, cfg.duration_s)
     for rate, offs in zip(cfg.rates, offsets, strict=True):
         await run.run_step(step_name("rate", rate), "rate", float(rate), len(offs) * s.turns,
-                           lambda rate=rate, offs=offs: _open(run, rate, offs))
+                           lambda rate=rate, offs=offs: _open(run, session, rate, offs))
 
 
-async def _closed(run, c: int, sessions: int | None, duration_s: float | None) -> InFlight:
+async def _closed(run, session, c: int, sessions: int | None,
+                  duration_s: float | None) -> InFlight | None:
     name = step_name("concurrency", c)
     # several workers: this one's share of the slots and sessions (workers/share.py)
     slots, sessions = run.share.concurrency(c), run.share.requests(sessions, c)
@@ -102,7 +110,7 @@ async def _closed(run, c: int, sessions: int | None, duration_s: float | None) -
     return inflight if run.cfg.scenario.think_time_s == 0 else None
 
 
-async def _open(run, rate: float, offsets: list[float]) -> None:
+async def _open(run, session, rate: float, offsets: list[float]) -> None:
     name = step_name("rate", rate)
     origin = run.origin  # the step's common start (every worker's)
     tasks = set()
