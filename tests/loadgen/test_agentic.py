@@ -25,7 +25,9 @@ TURNS, TASK, TOOL, OUT, MAX_CONTEXT = 7, 1024, 1024, 16, 8192
 @pytest.fixture(scope="module")
 def small_kv(tmp_path_factory):
     gt = tmp_path_factory.mktemp("agentic") / "gt.jsonl"
-    with EmulatorProcess(["--time-scale", "0.05", "--cold-start-s", "0", "--seed", "3",
+    # time scale 0.2: a miss's modelled prefill of 4k–8k tokens stays well above the loop's own
+    # milliseconds of noise (at 0.05 the cliff was ~2× that noise and the ratio flaked)
+    with EmulatorProcess(["--time-scale", "0.2", "--cold-start-s", "0", "--seed", "3",
                           "--kv-cache-tokens", str(KV_TOKENS), "--ground-truth", str(gt)]) as e:
         e.gt = gt
         yield e
