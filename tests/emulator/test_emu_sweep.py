@@ -78,12 +78,11 @@ def test_an_fp8_kv_cache_reads_half_the_kv_bytes():
 
 
 def test_the_running_server_queues_beyond_max_num_seqs(tmp_path):
-    # max-num-seqs 2 and 4 requests sent at once: two run, two wait for a free slot, so the
-    # 3rd and 4th first tokens come a whole service time (prefill + 15 decode steps of a
-    # batch of 2, as the model says) after the 1st and 2nd.
+    # max-num-seqs 2 and 4 requests sent at once: two run, two wait for a free slot. The
+    # check reads what the server did from each stream's own first and last token, never a
+    # time since sending: on a loaded machine a connection can reach the server late, and
+    # that delay belongs to the client, not to the scheduler under test.
     scale = 4.0
-    m = perf()
-    service = (m.prefill_time(64) + 15 * m.decode_step(2, 72)) * scale
     args = ["--time-scale", str(scale), "--cold-start-s", "0", "--max-num-seqs", "2",
             "--max-num-batched-tokens", "4096", "--kv-cache-dtype", "fp8"]
     with EmulatorProcess(args) as e:
@@ -94,10 +93,19 @@ def test_the_running_server_queues_beyond_max_num_seqs(tmp_path):
         run_dir = tmp_path / "run"
         run_load(config(e.base_url, model=name, concurrency=[4], requests_per_step=4,
                         input_tokens=64, output_tokens=16), run_dir, progress=False)
-    ttft = sorted((ns(r["first_token_at"]) - ns(r["sent_at"])) / 1e9 for r in rows(run_dir))
-    assert len(ttft) == 4
-    assert ttft[2] - ttft[1] > 0.7 * service
-    assert ttft[1] < 0.5 * service
+    spans = sorted((ns(r["first_token_at"]), ns(r["last_token_at"])) for r in rows(run_dir))
+    assert len(spans) == 4
+    # never more than two streams decoding at one instant, and two at some instant (one
+    # slot, or no limit at all, would give 1 or 4)
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans],
+                   key=lambda e: (e[0], e[1]))
+    live, most = 0, 0
+    for _, step in edges:
+        live += step
+        most = max(most, live)
+    assert most == 2
+    # the third stream starts only once a slot is free: after the first stream has ended
+    assert spans[2][0] >= min(b for _, b in spans)
 
 
 def test_the_embedded_default_passes_a_candidates_engine_args_to_the_emulator(tmp_path):
