@@ -46,3 +46,15 @@ def test_an_unreadable_memory_limit_exits_2_naming_the_variable(tmp_path, scratc
     assert cli(["analyze", str(run_dir)]) == 2
     assert MEMORY_ENV in capsys.readouterr().err
     assert list(scratch_root.iterdir()) == []
+
+
+def test_the_benchmarks_synthetic_run_is_accepted_by_the_analyzer(tmp_path):
+    # The analyzer benchmarks (benchmarks/analyze_*.py) build their folders with
+    # synthetic_run; a column added to the contract must reach it, or they stop at set-up.
+    from tests.support.runbuilder import synthetic_run
+
+    run_dir = synthetic_run(tmp_path / "run", 200, chunks=8, steps=(4,))
+    result = analyze_run(run_dir, write=False)
+    assert result.exit_code == ACCEPTED, result.gates
+    (row,) = result.metrics.to_pylist()
+    assert row["step"] == "c=4" and row["n_ok"] == 200

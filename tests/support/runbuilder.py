@@ -34,6 +34,7 @@ from resources.contract import manifest as mf
 from resources.contract.schemas import (
     BILL,
     CHUNK_LOG,
+    OPTIONAL_CHUNK_COLUMNS,
     OPTIONAL_COLUMNS,
     REQUEST_LOG,
     STATS,
@@ -589,6 +590,8 @@ def _synthetic_requests(rng, run_id, ids, phase, step, mode, target, start_ns, g
         "seq": np.tile(np.arange(chunks, dtype=np.int64), n),
         "at": pa.array(at.reshape(-1), TS),
         "tokens": np.full(n * chunks, tokens_per_chunk, dtype=np.int64),
+        # the optional `kind` (§2.3): null, every chunk an answer's
+        **{name: pa.nulls(n * chunks, CHUNK_LOG.field(name).type) for name in OPTIONAL_CHUNK_COLUMNS},
     }, schema=CHUNK_LOG)
     return req, chunk, int(finished.max())
 
