@@ -86,9 +86,14 @@ def run_child(mode: str, run_dir: Path, tree: Path = HERE.parent) -> dict:
     wall = time.perf_counter() - t0
     shutil.rmtree(scratch, ignore_errors=True)
     if proc.returncode != 0:
-        mine = [ln for ln in err.splitlines()  # without /usr/bin/time's own lines
-                if ln.strip() and not ln.startswith("\t") and not ln.startswith("Command ")]
-        return {"error": mine[-1] if mine else f"exit {proc.returncode}"}
+        # the child's own stderr ends where /usr/bin/time's report begins (whose "Command
+        # being timed" line spans the child's whole multi-line program); keep a signal line
+        own, _, timed = err.partition("\tCommand being timed:")
+        mine = [ln for ln in own.splitlines() if ln.strip() and not ln.startswith("Command ")]
+        killed = [ln for ln in own.splitlines() if ln.startswith("Command terminated by signal")]
+        rss = [ln for ln in timed.splitlines() if "Maximum resident set size" in ln]
+        return {"error": "; ".join([*(mine[-1:] or [f"exit {proc.returncode}"]), *killed,
+                                    *(r.strip() for r in rss)])}
     row = json.loads(out.strip().splitlines()[-1])
     row.update(wall_s=wall, spill_peak_mb=spill / 2**20)
     cpu = 0.0

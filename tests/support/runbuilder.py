@@ -559,6 +559,12 @@ def build_comparison(root: Path) -> list[Path]:
 
 
 # --- synthetic runs of any size (the benchmarks' folders) -----------------------------------
+# Without the optional columns (§2.2, §2.3: absent means one worker, no sessions, no cache
+# report, every chunk an answer's): the folder is then also readable by an analyzer from before
+# a column was added, which the benchmarks' --baseline runs on the same folder.
+_SYNTHETIC_REQUEST_LOG = pa.schema([f for f in REQUEST_LOG if f.name not in OPTIONAL_COLUMNS])
+_SYNTHETIC_CHUNK_LOG = pa.schema([f for f in CHUNK_LOG if f.name not in OPTIONAL_CHUNK_COLUMNS])
+
 def _synthetic_requests(rng, run_id, ids, phase, step, mode, target, start_ns, gap_ns, chunks, itl_ns,
               tokens_per_chunk):
     n = len(ids)
@@ -579,9 +585,7 @@ def _synthetic_requests(rng, run_id, ids, phase, step, mode, target, start_ns, g
         "output_tokens": out, "output_tokens_source": ["usage"] * n,
         "chunks": np.full(n, chunks, dtype=np.int64), "status": ["ok"] * n,
         "http_status": pa.array(np.full(n, 200, dtype=np.int32)), "error": pa.nulls(n, pa.string()),
-        # the optional columns (§2.2): one worker, no sessions, no prefix cache reported
-        **{name: pa.nulls(n, REQUEST_LOG.field(name).type) for name in OPTIONAL_COLUMNS},
-    }, schema=REQUEST_LOG)
+    }, schema=_SYNTHETIC_REQUEST_LOG)
     ids_arr = pa.array(ids)
     chunk = pa.table({
         "run_id": pa.DictionaryArray.from_arrays(np.zeros(n * chunks, dtype=np.int32),
@@ -590,9 +594,7 @@ def _synthetic_requests(rng, run_id, ids, phase, step, mode, target, start_ns, g
         "seq": np.tile(np.arange(chunks, dtype=np.int64), n),
         "at": pa.array(at.reshape(-1), TS),
         "tokens": np.full(n * chunks, tokens_per_chunk, dtype=np.int64),
-        # the optional `kind` (§2.3): null, every chunk an answer's
-        **{name: pa.nulls(n * chunks, CHUNK_LOG.field(name).type) for name in OPTIONAL_CHUNK_COLUMNS},
-    }, schema=CHUNK_LOG)
+    }, schema=_SYNTHETIC_CHUNK_LOG)
     return req, chunk, int(finished.max())
 
 
@@ -605,8 +607,8 @@ def synthetic_run(run_dir: Path, n_requests: int, chunks: int = 128,
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     run_id = f"synthetic-{n_requests}-{seed}"
-    steady_w = pq.ParquetWriter(run_dir / "steady_state_request_log.parquet", REQUEST_LOG)
-    chunk_w = pq.ParquetWriter(run_dir / "chunk_log.parquet", CHUNK_LOG)
+    steady_w = pq.ParquetWriter(run_dir / "steady_state_request_log.parquet", _SYNTHETIC_REQUEST_LOG)
+    chunk_w = pq.ParquetWriter(run_dir / "chunk_log.parquet", _SYNTHETIC_CHUNK_LOG)
     warm_ids = [str(uuid.UUID(int=int(x), version=4)) for x in rng.integers(0, 2**62, 8)]
     warm, warm_chunks, t = _synthetic_requests(rng, run_id, warm_ids, "warmup", f"c={steps[0]}",
                                                "concurrency", steps[0], T0, S // 10, chunks,
