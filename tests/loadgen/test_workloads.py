@@ -92,7 +92,13 @@ def test_mooncake_replay_keeps_the_scaled_times_and_shares_prefixes(emu, tmp_pat
         assert r["output_tokens"] == w.output_tokens
         assert r["input_tokens"] == w.input_tokens  # the emulator counts one token per word
     lags = sorted((ns(r["sent_at"]) - ns(r["scheduled_at"])) / 1e9 for r in got)
-    assert lags[len(lags) // 2] < 0.05 and lags[-1] < 0.5  # fidelity, generous on a shared host
+    assert lags[0] >= 0  # never early
+    # never late unnoticed: a loaded machine may send late, but then the self-watch (its
+    # scheduling lag p99 over 10 ms) marks the step client-limited; only a step it passed
+    # must have kept to the trace's times (a bound that load cannot fail)
+    (step,) = mf.load(tmp_path / "run" / "manifest.json")["steps"]
+    if not step["client_limited"]:
+        assert lags[len(lags) // 2] < 0.05 and lags[-1] < 0.5, (lags, step)
     seen: set[int] = set()
     for r, w in zip(got, want, strict=True):
         first = w.hash_ids[0]
