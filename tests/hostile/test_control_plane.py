@@ -24,14 +24,16 @@ KW = dict(model="hostile", concurrency=[1], requests_per_step=2, warmup_requests
 # the fallback of every failed /tokenize): they run in the parallel pass.
 @pytest.mark.serial
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize(("control", "why"), [("gzip_bomb", "compressed /metrics answer"),
-                                              ("huge", "larger than"),
-                                              ("trickle", "no complete answer within")])
+@pytest.mark.parametrize(("control", "why", "bound_s"), [
+    ("gzip_bomb", "compressed /metrics answer", 1.0), ("huge", "larger than", 1.0),
+    # a trickle lasts until the bound, once per read (the /tokenize and each /metrics
+    # scrape): a shorter bound, as one byte comes every 0.1 s
+    ("trickle", "no complete answer within", 0.4)])
 def test_a_hostile_metrics_or_tokenize_answer_costs_a_bounded_read(
-        start_hostile, tmp_path, monkeypatch, control, why):
+        start_hostile, tmp_path, monkeypatch, control, why, bound_s):
     monkeypatch.setenv(API_KEY_ENV, API_KEY)
-    monkeypatch.setattr(server_metrics, "SCRAPE_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(workload, "TOKENIZE_DEADLINE_S", 1.0)
+    monkeypatch.setattr(server_metrics, "SCRAPE_TIMEOUT_S", bound_s)
+    monkeypatch.setattr(workload, "TOKENIZE_DEADLINE_S", bound_s)
     srv = start_hostile("--control", control)
     run_load(LoadConfig(endpoint=srv.base_url, **KW), tmp_path / "run", progress=False)
     assert {r["status"] for r in rows(tmp_path / "run")} == {"ok"}
