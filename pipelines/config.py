@@ -273,9 +273,9 @@ def _check_sizes(scenario: dict, max_model_len: int, where: str) -> None:
             raise ConfigError(f"{where}: input_tokens + output_tokens = {total:,} does not fit "
                               f"max_model_len {max_model_len:,}")
     if scenario.get("kind") == "agentic":
-        from resources.loadgen.scenarios.spec import AGENTIC_MAX_CONTEXT
+        from resources.loadgen.scenarios.spec import default
 
-        context = scenario.get("max_context_tokens", AGENTIC_MAX_CONTEXT)
+        context = scenario.get("max_context_tokens", default("agentic", "max_context_tokens"))
         if _is_int(context) and context > max_model_len:
             raise ConfigError(f"{where}.max_context_tokens: {context:,} does not fit "
                               f"max_model_len {max_model_len:,} (a session would be refused "
