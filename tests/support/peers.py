@@ -84,10 +84,15 @@ def tokenizer(py: Path, where: Path, byte_level: bool = False) -> Path:
     kind = "byte" if byte_level else "word"
     built = Path(py).parent.parent / "servingbench-tokenizers" / f"{kind}-{digest}"
     if not (built / "tokenizer.json").exists():
-        built.parent.mkdir(parents=True, exist_ok=True)
-        # built beside its final name and renamed into place: a worker that finds the folder
-        # finds it whole, and two that build it at once both end with a complete one
-        scratch = Path(tempfile.mkdtemp(prefix=f".{kind}-", dir=built.parent))
+        try:
+            built.parent.mkdir(parents=True, exist_ok=True)
+            # built beside its final name and renamed into place: a worker that finds the
+            # folder finds it whole, and two that build it at once both end with a whole one
+            scratch = Path(tempfile.mkdtemp(prefix=f".{kind}-", dir=built.parent))
+        except OSError:  # a read-only install: build it where it is wanted, as before
+            subprocess.run([str(py), "-c", code, str(where)], check=True, capture_output=True,
+                           timeout=300)
+            return where
         try:
             subprocess.run([str(py), "-c", code, str(scratch / "tok")], check=True,
                            capture_output=True, timeout=300)
