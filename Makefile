@@ -94,8 +94,9 @@ test: $(STAMP) engine chromium peers
 	$(PYTEST) -m "not serial" $(PARALLEL)
 	$(PYTEST) -m serial
 
-# The inner loop: what `make test` lints, and the tests not marked slow or serial (no
-# engine, no browser install, no chain of several processes).
+# The inner loop, under 2 minutes on 2 cores: what `make test` lints, and the tests not marked
+# slow or serial (no engine, no browser install, no chain of several processes, no file of
+# many analyses: tests/conftest.py HEAVY_FILES).
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
