@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from resources.analysis import reconcile as rc
 from resources.report.html import badge, cell, para, pct, table
 from resources.report.plots import figure, plain_log, save, step_colors, styled, title
+from resources.report.registry import Section
 from resources.report.rundata import ReportError, RunData
 from resources.report.sections import n
 
@@ -121,3 +122,9 @@ def write_server_ttft_plot(run: RunData, server: dict | None, out_dir: Path,
                            slo_ttft_s: float | None) -> Path | None:
     fig = plot_server_ttft(run, server, slo_ttft_s)
     return None if fig is None else save(fig, Path(out_dir) / "server_ttft.png")
+
+
+SECTIONS = (
+    Section("run", 120, "Server reconciliation (client vs the engine's /metrics)",
+            "reconciliation", lambda p: section(p.reconciliation)),
+)

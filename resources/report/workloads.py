@@ -19,7 +19,8 @@ from matplotlib.figure import Figure
 
 from resources.report.html import cell, is_null, para, table
 from resources.report.plots import figure, plain_log, step_colors, styled, title
-from resources.report.rundata import ReportError, RunData
+from resources.report.registry import Section
+from resources.report.rundata import ReportError, RunData, headline_row
 from resources.report.sections import money, n, share
 
 CONTEXT_FILE = "ttft_by_context.parquet"
@@ -194,3 +195,23 @@ def comparison_table(latest: list[RunData], headline_step) -> str:
         "First answer: time to the first answer (not reasoning) token, what a user of a "
         "reasoning model waits for. Draft acceptance: accepted ÷ drafted tokens of "
         "speculative decoding over the step (null: no counters, or no speculation).")
+
+
+def _context_body(page) -> str | None:
+    frame = read_context(page.run)
+    return context(frame) if has_context(page.run, frame) else None
+
+
+SECTIONS = (
+    Section("run", 40, "Reasoning: time to first answer token, cost per answer token",
+            "reasoning", lambda p: reasoning(p.run)
+            if p.run.metrics is not None and has_reasoning(p.run) else None),
+    Section("run", 41, "Speculative decoding: draft acceptance", "speculative",
+            lambda p: speculative(p.run)
+            if p.run.metrics is not None and has_speculative(p.run) else None),
+    Section("run", 42, "TTFT by context length (ttft_by_context.parquet)", "context",
+            _context_body),
+    Section("comparison", 50, "Reasoning and speculative decoding", "reasoning",
+            lambda p: comparison_table(p.latest, lambda r: (headline_row(r, p.slo) or {}).get("step"))
+            if comparison_applies(p.latest) else None),
+)
