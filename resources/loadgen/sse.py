@@ -25,6 +25,7 @@ from resources.loadgen.redact import short_error
 MAX_TOKENS = (1 << 31) - 1
 MAX_EVENT_BYTES = 1 << 20  # one SSE event; a longer one is a protocol_error
 _COMPLETION = re.compile(rb'"completion_tokens"\s*:\s*(\d{1,10})\s*[,}]')
+_COMPLETION_KEY = b'"completion_tokens"'
 _PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d{1,10})\s*[,}]')
 _CACHED = re.compile(rb'"cached_tokens"\s*:\s*(\d{1,10})\s*[,}]')
 # The fast path's shape check: `choices`, when present, opens a list whose first element is
@@ -128,7 +129,15 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
     if payload == b"[DONE]":
         return True
     thinking = b'"reasoning' in payload  # a reasoning model's chunk, or its usage details
-    m = _COMPLETION.search(payload)
+    # _COMPLETION.search written as bytes.find (a fast scan) and a match where the key
+    # starts: the same first match, without the regex engine walking the whole payload
+    k = payload.find(_COMPLETION_KEY)
+    m = None
+    while k >= 0:
+        m = _COMPLETION.match(payload, k)
+        if m is not None:
+            break
+        k = payload.find(_COMPLETION_KEY, k + 1)
     if m is not None and payload[:1] == b"{" and payload[-1:] == b"}":
         c = payload.find(b'"choices"')
         if c >= 0 and _CHOICES.match(payload, c) is None:
@@ -300,11 +309,21 @@ class Events:
             buf += data
             data = buf
         req, start, scan = self.req, 0, self.scan
+        find = data.find
         while True:
-            i = data.find(b"\n\n", scan)
+            i = find(b"\n\n", scan)
             if i < 0:
                 break
-            done = _on_event(req, data[start:i], at)
+            # the common one-line `data: {...}` event: its payload is cut straight from the
+            # bytes (one copy, not three: event, payload, stripped payload), and stripped
+            # only when it does not already start with `{` and end with `}`
+            if data.startswith(b"data: ", start) and find(b"\n", start, i) < 0:
+                if data[start + 6] == 123 and data[i - 1] == 125:  # {...}
+                    done = _on_data(req, data[start + 6:i], at)
+                else:
+                    done = _on_data(req, data[start + 6:i].strip(), at)
+            else:
+                done = _on_event(req, data[start:i], at)
             start = scan = i + 2
             self.n += 1
             if self.n > self.max_events:
