@@ -138,7 +138,7 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
         if m is not None:
             break
         k = payload.find(_COMPLETION_KEY, k + 1)
-    if m is not None and payload[:1] == b"{" and payload[-1:] == b"}":
+    if m is not None and payload[0] == 123 and payload[-1] == 125:  # {...} (m: not empty)
         c = payload.find(b'"choices"')
         if c >= 0 and _CHOICES.match(payload, c) is None:
             return _on_json(req, payload, at)  # a shape the fast path does not take
@@ -299,7 +299,7 @@ class Events:
     def feed(self, data: bytes, at: int) -> bool:
         """Count the events completed by `data` (read at `at`); True once `[DONE]` is seen.
         Raises Malformed for bytes that are not an OpenAI stream."""
-        if self.cr or b"\r" in data:
+        if self.cr or 13 in data:  # a "\r" (an int needle: no buffer to acquire)
             if self.cr:
                 data = b"\r" + data
             self.cr = data[-1:] == b"\r"
@@ -309,15 +309,27 @@ class Events:
             buf += data
             data = buf
         req, start, scan = self.req, 0, self.scan
-        find = data.find
-        while True:
-            i = find(b"\n\n", scan)
-            if i < 0:
-                break
+        find, end = data.find, len(data)
+        while scan < end:  # the common read ends with its last event: no search past it
+            one_line = False
+            if scan == start:  # a fresh event: its first newline says whether it is one line
+                i = find(b"\n", start)
+                if i < 0:
+                    break
+                if i + 1 < end and data[i + 1] == 10:
+                    one_line = True
+                else:
+                    i = find(b"\n\n", i)
+                    if i < 0:
+                        break
+            else:
+                i = find(b"\n\n", scan)
+                if i < 0:
+                    break
             # the common one-line `data: {...}` event: its payload is cut straight from the
             # bytes (one copy, not three: event, payload, stripped payload), and stripped
             # only when it does not already start with `{` and end with `}`
-            if data.startswith(b"data: ", start) and find(b"\n", start, i) < 0:
+            if one_line and data.startswith(b"data: ", start):
                 if data[start + 6] == 123 and data[i - 1] == 125:  # {...}
                     done = _on_data(req, data[start + 6:i], at)
                 else:
