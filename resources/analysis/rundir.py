@@ -151,6 +151,10 @@ def connect(duckdb_path: str | None = None) -> tuple[duckdb.DuckDBPyConnection, 
             "memory_limit": os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY,
             "temp_directory": str(scratch / "spill"),
         })
+        # DuckDB's own bar is drawn on stdout for any query past 2 s: in the middle of the
+        # CLI's output (and of a --json answer) on a night-sized run. (A session setting:
+        # connect()'s config refuses it.)
+        con.execute("SET enable_progress_bar = false")
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise

@@ -34,6 +34,9 @@ def test_duckdb_is_bounded_and_works_in_a_scratch_folder_removed_at_the_end(tmp_
         assert run.scratch is not None and run.scratch.parent == scratch_root
         assert spill.startswith(str(run.scratch)) and database.startswith(str(run.scratch))
         assert limit.replace(" ", "").upper() in {"286.1MIB", "300.0MB", "300MB"}
+        # no bar of DuckDB's own on stdout in the middle of the CLI's answer
+        bar = run.con.sql("SELECT current_setting('enable_progress_bar')").fetchall()[0][0]
+        assert bar is False
     assert list(scratch_root.iterdir()) == []
     assert analyze_run(run_dir).exit_code == ACCEPTED
     assert list(scratch_root.iterdir()) == []
