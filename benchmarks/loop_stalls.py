@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="sb-stalls-") as d:
         tmp = Path(d)
-        server, base, _ = start_server(tmp)
+        server, base, *_ = start_server(tmp)
         trees = [("this tree", None)]
         if a.baseline:
             trees.append((f"at {a.baseline}", extract(a.baseline, tmp)))

@@ -202,14 +202,16 @@ class _ChunkStream(_StreamFile):
             raise ValueError(f"{n} chunk times but {len(reasoning)} chunk kinds")
         kinds = bytes(n) if reasoning is None else bytes(1 + (k != 0) for k in reasoning)
         new_at, new_tokens = array("q", at), array("q", tokens)
-        if n and not (_I64[0] - self.offset_ns <= min(at) and max(at) <= _I64[1] - self.offset_ns):
+        # once shifted, a time leaves int64 on one side only (the offset's sign): one pass
+        off = self.offset_ns
+        if n and (max(at) > _I64[1] - off if off >= 0 else min(at) < _I64[0] - off):
             raise OverflowError("a chunk time outside the timestamp range once shifted to UTC")
         rid = request_id.encode()
         end = self.rid_offsets[-1]
         offsets = array("i", range(end + len(rid), end + len(rid) * n + 1, len(rid)))
         self.at += new_at
         self.tokens += new_tokens
-        self.seq.extend(range(n))
+        self.seq.fromlist(list(range(n)))
         self.rid_data += rid * n
         self.rid_offsets += offsets
         self.kind += kinds

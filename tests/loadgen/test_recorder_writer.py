@@ -116,3 +116,18 @@ def test_a_crash_after_a_flush_leaves_the_rows_readable(tmp_path):
     assert steady.column("request_id").to_pylist() == [f"r{k}" for k in range(5)]
     assert chunks.num_rows == 15
     rec.close_writer()
+
+
+def test_a_chunk_time_that_would_leave_int64_once_in_utc_is_kept_as_a_protocol_error(tmp_path):
+    rec = Recorder(tmp_path / "run", "run-1", Clock.start())
+    bad = _req("bad", chunks=2)
+    bad.chunk_at = [2_000, (1 << 63) - 10]  # fits int64 as perf ns, not shifted to UTC
+    rec.add(_req("good"))
+    rec.add(bad)
+    rec.add(_req("after"))
+    rec.finalize()
+    steady = {r["request_id"]: r for r in read_records(tmp_path / "run", "steady_state_request_log").to_pylist()}
+    assert steady["bad"]["status"] == "protocol_error" and "unrecordable" in steady["bad"]["error"]
+    assert steady["good"]["status"] == steady["after"]["status"] == "ok"
+    chunks = read_records(tmp_path / "run", "chunk_log").column("request_id").to_pylist()
+    assert chunks == ["good"] * 3 + ["after"] * 3
