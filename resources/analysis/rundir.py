@@ -190,8 +190,8 @@ def open_run(path: Path, duckdb_path: str | None = None) -> RunFolder:
     except (duckdb.Error, pa.ArrowException, OSError) as exc:
         con.close()
         shutil.rmtree(scratch, ignore_errors=True)
-        if is_disk_full(exc):
-            raise
+        if is_disk_full(exc) or isinstance(exc, duckdb.OutOfMemoryException):
+            raise  # the input is fine: the machine's limits stopped it
         raise locate_unreadable(path, exc) from None
     except BaseException:
         con.close()
