@@ -12,7 +12,7 @@ import pandas as pd
 from resources.analysis.frontier import DEFAULT_LEVELS, levels_of_folders
 from resources.analysis.ranking import Standing, rank
 from resources.contract.schemas import check_output, write_parquet
-from resources.report import frontier_section, registry
+from resources.report import registry
 from resources.report import sections as s
 from resources.report.html import (
     Cell,
@@ -344,6 +344,7 @@ def write_comparison_report(run_dirs: list[Path | str], out_path: Path | str,
     plot_dir = out.parent / f"{out.stem}_plots"
     plots = write_comparison_plots(all_runs, plot_dir, *slo)
     table = levels_of_folders([r.run_dir for r in all_runs], slo[0], levels)
-    plots |= frontier_section.write_plots(latest_per_candidate(all_runs), plot_dir, levels)
+    for drawn in registry.plots("comparison"):
+        plots |= drawn.draw(all_runs, plot_dir, slo, levels)
     write_parquet(check_output(table, "frontier_levels"), out.parent / LEVELS_FILE)
     return write_html(render(all_runs, plots, slo, table, out.parent), out)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
@@ -52,17 +52,31 @@ class Section:
     body: Callable[[object], str | None]  # RunPage | ComparisonPage -> HTML, None: not shown
 
 
-def discover(package: ModuleType) -> dict[str, list[Section]]:
-    """Every section `package`'s files declare, per report, in order. A malformed `SECTIONS`
+@dataclass(frozen=True)
+class Plots:
+    """PNGs a file draws for a report before the page is rendered. `run`: `draw(run, out_dir,
+    slo_ttft_s, slo_tpot_s)`; `comparison`: `draw(runs, out_dir, slo, levels)`; either returns
+    {name: path} of what it drew ({} when the data is not there). `captions`: name ->
+    (title, caption) for the run report's Plots section."""
+
+    report: str
+    order: int
+    draw: Callable[..., dict[str, Path]]
+    captions: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def discover(package: ModuleType) -> dict[str, list]:
+    """Every section `package`'s files declare, per report, in order, and (under "<report>
+    plots") every Plots they declare (`DRAWS`). A malformed `SECTIONS` or `DRAWS`
     (not Sections, an unknown report, an order or anchor taken twice in one report) is an
     ImportError naming the file: a broken section must stop the report, never vanish."""
-    found: dict[str, list[tuple[Section, str]]] = {r: [] for r in REPORTS}
+    found: dict[str, list[tuple]] = {r: [] for r in REPORTS} | {f"{r} plots": [] for r in REPORTS}
     for mod in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{package.__name__}.{mod.name}")
-        if not hasattr(module, "SECTIONS"):
+        if not hasattr(module, "SECTIONS") and not hasattr(module, "DRAWS"):
             continue  # a helper (html, plots, rundata, ...), not a section's file
         where = os.path.relpath(os.path.join(mod.module_finder.path, f"{mod.name}.py"))
-        declared = module.SECTIONS
+        declared = getattr(module, "SECTIONS", ())
         if not isinstance(declared, Sequence) or not all(isinstance(s, Section) for s in declared):
             raise ImportError(f"{where}: SECTIONS must be a tuple of Section(...)")
         for s in declared:
@@ -75,21 +89,36 @@ def discover(package: ModuleType) -> dict[str, list[Section]]:
                                       f"the place of {at}'s {other.anchor!r} (order {other.order}) "
                                       f"in the {s.report} report")
             found[s.report].append((s, where))
+        for p in getattr(module, "DRAWS", ()):
+            if not isinstance(p, Plots) or p.report not in REPORTS:
+                raise ImportError(f"{where}: DRAWS must be a tuple of Plots(...) for a report "
+                                  f"of {', '.join(REPORTS)}")
+            found[f"{p.report} plots"].append((p, where))
     return {r: [s for s, _ in sorted(v, key=lambda sw: sw[0].order)] for r, v in found.items()}
 
 
-_FOUND: dict[str, list[Section]] | None = None
+_FOUND: dict[str, list] | None = None
 
 
-def sections(report: str) -> list[Section]:
-    """The sections of `report`, in order (the package's files are read on the first call:
-    the report modules themselves declare sections, so they cannot be read at import)."""
+def _found() -> dict[str, list]:
+    # the package's files are read on the first call: the report modules themselves
+    # declare sections, so they cannot be read while they are being imported
     global _FOUND
     if _FOUND is None:
         import resources.report as package
 
         _FOUND = discover(package)
-    return _FOUND[report]
+    return _FOUND
+
+
+def sections(report: str) -> list[Section]:
+    """The sections of `report`, in order."""
+    return _found()[report]
+
+
+def plots(report: str) -> list[Plots]:
+    """What the files draw for `report`, in order."""
+    return _found()[f"{report} plots"]
 
 
 def render(report: str, page) -> list[str]:

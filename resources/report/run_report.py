@@ -8,14 +8,14 @@ from resources.analysis.summary import measured_host
 from resources.report import reconciliation as recon
 from resources.report import registry
 from resources.report import sections as s
-from resources.report import workloads as wl
 from resources.report.html import emulated_banner, image, page, para, write_html
-from resources.report.plots import save, write_run_plots
+from resources.report.plots import write_run_plots
 from resources.report.registry import RunPage, Section
 from resources.report.rundata import RunData, load_run
 
 DEFAULT_SLO = (2.0, 0.1)  # contract §3 defaults (TTFT s, TPOT s)
 
+# the plots plots.py draws; a section's file declares its own (DRAWS, registry.Plots)
 PLOT_CAPTIONS = {
     "ttft_cdf": ("TTFT CDF per step", "Client-side TTFT (sent_at to first token) of every ok "
                  "steady request; dashed lines are invalid steps."),
@@ -26,14 +26,6 @@ PLOT_CAPTIONS = {
     "telemetry": ("telemetry over time", "Accelerator utilization, memory, power and the "
                   "engine's KV cache and queue from telemetry.parquet; grey is warm-up, each "
                   "shaded band a steady step's window; red ticks are failed samples."),
-    "server_ttft": ("TTFT histogram, client-side vs server-side", "Share of requests whose "
-                    "TTFT is at most each bucket bound of the engine's histogram: left the "
-                    "client's own measurement (sent to first token), right the server-side "
-                    "histogram from its /metrics (arrival to first token inside the engine)."),
-    "ttft_by_context": ("TTFT and prefix-cache share by context length", "Left: TTFT p50 "
-                        "(solid) and p99 (dashed) per context-length bucket and step; right: "
-                        "the share of the prompt the server served from its prefix cache. A "
-                        "jump on the left where the share falls is the KV cache evicting."),
 }
 EMULATED_TEXT = ("EMULATED \u2014 every number on this page comes from the local engine "
                  "emulator, not from a real engine on real hardware. Not a measurement.")
@@ -49,7 +41,10 @@ def slo_of(runs: list[RunData]) -> tuple[float, float]:
 
 
 def _plots(page: RunPage) -> str:
-    figs = [image(path, PLOT_CAPTIONS[name][0], PLOT_CAPTIONS[name][1])
+    captions = dict(PLOT_CAPTIONS)
+    for drawn in registry.plots("run"):
+        captions |= drawn.captions
+    figs = [image(path, captions[name][0], captions[name][1])
             for name, path in page.plots.items()]
     if "ttft_cdf" not in page.plots:
         figs.append(para("No raw request/chunk log in the folder: CDFs not drawn."))
@@ -101,12 +96,8 @@ def write_run_report(run_dir: Path | str, out_path: Path | str | None = None,
     run = load_run(run_dir)
     slo_ttft, slo_tpot = slo or slo_of([run])
     plots = write_run_plots(run, run.run_dir / "plots", slo_ttft, slo_tpot)
-    reconciliation, server = recon.reconcile_run(run)
-    server_plot = recon.write_server_ttft_plot(run, server, run.run_dir / "plots", slo_ttft)
-    if server_plot is not None:
-        plots["server_ttft"] = server_plot
-    ctx = wl.read_context(run)
-    if wl.has_context(run, ctx) and (fig := wl.plot_context(run, ctx)) is not None:
-        plots["ttft_by_context"] = save(fig, run.run_dir / "plots" / "ttft_by_context.png")
+    reconciliation, _ = recon.reconcile_run(run)  # writes reconciliation.json, an output
+    for drawn in registry.plots("run"):
+        plots |= drawn.draw(run, run.run_dir / "plots", slo_ttft, slo_tpot)
     out = Path(out_path) if out_path else run.run_dir / "report.html"
     return write_html(render_run(run, plots, reconciliation), out)

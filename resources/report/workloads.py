@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 from matplotlib.figure import Figure
 
 from resources.report.html import cell, is_null, para, table
-from resources.report.plots import figure, plain_log, step_colors, styled, title
-from resources.report.registry import Section
+from resources.report.plots import figure, plain_log, save, step_colors, styled, title
+from resources.report.registry import Plots, Section
 from resources.report.rundata import ReportError, RunData, headline_row
 from resources.report.sections import money, n, share
 
@@ -214,4 +214,20 @@ SECTIONS = (
     Section("comparison", 50, "Reasoning and speculative decoding", "reasoning",
             lambda p: comparison_table(p.latest, lambda r: (headline_row(r, p.slo) or {}).get("step"))
             if comparison_applies(p.latest) else None),
+)
+
+
+def _draw(run: RunData, out_dir: Path, slo_ttft_s: float, slo_tpot_s: float) -> dict[str, Path]:
+    frame = read_context(run)
+    if has_context(run, frame) and (fig := plot_context(run, frame)) is not None:
+        return {"ttft_by_context": save(fig, Path(out_dir) / "ttft_by_context.png")}
+    return {}
+
+
+DRAWS = (
+    Plots("run", 20, _draw, {"ttft_by_context": (
+        "TTFT and prefix-cache share by context length", "Left: TTFT p50 (solid) and p99 "
+        "(dashed) per context-length bucket and step; right: the share of the prompt the server "
+        "served from its prefix cache. A jump on the left where the share falls is the KV "
+        "cache evicting.")}),
 )

@@ -10,8 +10,10 @@ from resources.report import registry
 from tests.support.droppedin import package
 
 QUEUE = '''
-from resources.report.registry import Section
+from resources.report.registry import Plots, Section
 
+DRAWS = (Plots("run", 30, lambda run, out_dir, slo_ttft_s, slo_tpot_s: {},
+               {"queue": ("queue depth", "Requests waiting, per step.")}),)
 SECTIONS = (
     Section("run", 65, "Queue depth", "queue", lambda p: "<p>q</p>" if p.run else None),
     Section("comparison", 85, "Queue depth side by side", "queue", lambda p: "<p>qq</p>"),
@@ -27,10 +29,14 @@ def test_a_dropped_in_section_file_is_found_in_its_report_and_place(tmp_path, mo
     assert [(s.anchor, s.order) for s in found["run"]] == [("late", 5), ("queue", 65)]
     assert [(s.anchor, s.order) for s in found["comparison"]] == [("queue", 85), ("late", 95)]
     assert found["run"][1].body(registry.RunPage(run=None, plots={}, reconciliation=None)) is None
+    # and what the files draw for the run report, in order, with their captions
+    assert [p.order for p in found["run plots"]] == [30, 30]
+    assert [list(p.captions) for p in found["run plots"]] == [["late"], ["queue"]]
 
 
 @pytest.mark.parametrize(("source", "says"), [
     ("SECTIONS = ('not a section',)\n", "SECTIONS must be a tuple of Section"),
+    ("DRAWS = ({'queue': 1},)\n", "DRAWS must be a tuple of Plots"),
     (QUEUE.replace('"run"', '"nightly"'), "report 'nightly' is not one of run, comparison"),
     (QUEUE.replace('"queue", lambda p: "<p>qq', '"telemetry", lambda p: "<p>qq'),
      "takes the place of"),
@@ -52,3 +58,6 @@ def test_the_reports_keep_their_sections_in_their_order():
     assert [s.anchor for s in registry.sections("comparison")] == [
         "headline", "frontier", "plots", "workloads", "reasoning", "repeatability",
         "regression", "telemetry", "gates", "invalid", "manifest", "cold-start", "runs"]
+    # the plots a section's file draws come after plots.py's, in the files' order
+    assert [name for p in registry.plots("run") for name in p.captions] == [
+        "server_ttft", "ttft_by_context"]
