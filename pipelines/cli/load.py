@@ -19,7 +19,7 @@ from resources.contract.digits import is_digits
 from resources.contract.manifest import ManifestError
 from resources.loadgen.config import LoadConfig
 from resources.loadgen.errors import DiskFullError, LoadConfigError, LoadError, RunExistsError
-from resources.loadgen.scenarios.spec import default, default_targets
+from resources.loadgen.scenarios.spec import default, default_targets, own_steps
 
 
 def _ints(text: str) -> list[int]:
@@ -237,7 +237,7 @@ def config_from_args(a: argparse.Namespace) -> LoadConfig:
     ladder = ladder_from_args(a)
     concurrency = a.concurrency
     if concurrency is None:
-        concurrency = [] if (a.rate or a.profile or ladder or kind in ("trace", "slo_search")) \
+        concurrency = [] if (a.rate or a.profile or ladder or own_steps(kind)) \
             else [1, 4, 8, 16, 32]
     requests = a.requests if a.requests is not None else (None if a.duration else 64)
     if kind == "batch":

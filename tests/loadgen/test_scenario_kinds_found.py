@@ -56,3 +56,6 @@ def test_the_real_kinds_keep_the_contract_names_and_order():
         spec.from_mapping({"kind": "batch", "turns": 2}, "c.scenario")
     # a kind's own default: an agent's session is long, a chat's is short
     assert spec.Scenario("agentic").turns == 64 and spec.Scenario("multi_turn").turns == 3
+    # what the load config asks of a kind comes from its KIND too
+    assert [k for k in spec.KINDS if spec.own_steps(k)] == ["trace", "batch", "slo_search"]
+    assert [k for k in spec.KINDS if spec.one_worker(k)] == ["batch", "slo_search"]

@@ -42,6 +42,10 @@ class Kind:
     default_targets: Mapping[str, int] = field(default_factory=dict)
     # the whole scenario, after every key's check: `(scenario, where)`, raising LoadConfigError
     check: Callable[[object, str], None] | None = None
+    # it schedules its own steps (the load config's concurrency / rates / profile do not apply)
+    own_steps: bool = False
+    # it runs in one load worker only (its steps cannot be split across worker processes)
+    one_worker: bool = False
 
 
 def suggest(word: str, choices) -> str:

@@ -46,7 +46,9 @@ KIND = Kind("slo_search", order=5, keys={
     "over": Key("rate", one_of(SEARCH_OVER)),
     "start_rate": Key(1.0, pos_num),
     "start_concurrency": Key(1, pos_int),
-}, check=_check)
+}, check=_check,
+    # each probe is decided from the last one's records: not split across workers yet
+    own_steps=True, one_worker=True)
 
 TOLERANCE = 0.1  # stop when (not_met − met) / not_met ≤ this
 

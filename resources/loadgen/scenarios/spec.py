@@ -20,7 +20,8 @@ from resources.loadgen.errors import LoadConfigError
 from resources.loadgen.scenarios.kind import COMMON, SLO_KEYS, Kind, suggest
 
 __all__ = ["COMMON", "KEYS", "KINDS", "SLO_KEYS", "Scenario", "check", "default",
-           "default_targets", "discover", "from_mapping", "parse_slo", "suggest"]
+           "default_targets", "discover", "from_mapping", "one_worker", "own_steps", "parse_slo",
+           "suggest"]
 
 # the package's modules that are not a kind's file
 _NOT_KINDS = frozenset({"spec", "kind", "drive"})
@@ -86,6 +87,8 @@ Scenario = make_dataclass(
     [("kind", str, field(default="fixed")),
      *((name, object, field(default=_UNSET)) for name in _FIELDS)],
     namespace={"__post_init__": _post_init, "describe": _describe,
+               "own_steps": property(lambda self: own_steps(self.kind)),
+               "one_worker": property(lambda self: one_worker(self.kind)),
                "__doc__": "A scenario: its kind and every kind's keys (spec.KINDS)."},
     frozen=True)
 Scenario.__module__ = __name__  # pickled by name into the load workers' processes
@@ -94,6 +97,16 @@ Scenario.__module__ = __name__  # pickled by name into the load workers' process
 def default(kind: str, key: str):
     """What `key` is for a scenario of `kind` that does not set it."""
     return _KINDS[kind].keys[key].default
+
+
+def own_steps(kind: str | None) -> bool:
+    """Whether a scenario of `kind` schedules its own steps (no concurrency / rates apply)."""
+    return kind in _KINDS and _KINDS[kind].own_steps
+
+
+def one_worker(kind: str | None) -> bool:
+    """Whether a scenario of `kind` runs in one load worker only."""
+    return kind in _KINDS and _KINDS[kind].one_worker
 
 
 def default_targets(kind: str) -> dict[str, int]:

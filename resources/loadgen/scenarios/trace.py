@@ -54,7 +54,7 @@ KIND = Kind("trace", order=3, targets=False, keys={
     "trace_format": Key(None),
     "speedup": Key(1.0, pos_num),
     "max_requests": Key(None, optional(pos_int)),
-}, check=_check)
+}, check=_check, own_steps=True)
 
 
 @dataclass(frozen=True)
