@@ -1,7 +1,9 @@
 """`servingbench analyze <run_dir>`: gates, metrics and cost for a run folder (contract §6).
 
 Exit status: 0 accepted, 3 rejected by a gate, 2 unreadable or malformed input, 74 the
-outputs did not fit on the disk (nothing earlier overwritten; make room and run it again).
+outputs did not fit on the disk (nothing earlier overwritten; make room and run it again),
+75 the analysis needed more memory than SERVINGBENCH_ANALYZE_MEMORY allows (nothing written;
+raise it and run it again).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from pipelines.cli.argtypes import positive_floats
 from resources.analysis import gx
-from resources.analysis.analyze import MALFORMED, NO_ROOM, analyze_run
+from resources.analysis.analyze import MALFORMED, NO_MEMORY, NO_ROOM, analyze_run
 from resources.analysis.metrics import DEFAULT_SLO
 from resources.analysis.summary import render
 from resources.storage.runstore import RunStoreError, fetch, is_remote, publish
@@ -61,7 +63,7 @@ def main(argv: list[str]) -> int:
             doc[name] = None if table is None else table.to_pylist()
         print(json.dumps(doc, indent=2, default=str))
     else:
-        print(render(result), file=sys.stderr if result.exit_code in (MALFORMED, NO_ROOM) else sys.stdout)
+        print(render(result), file=sys.stderr if result.exit_code in (MALFORMED, NO_ROOM, NO_MEMORY) else sys.stdout)
     return result.exit_code
 
 

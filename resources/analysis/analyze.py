@@ -6,6 +6,7 @@ One implementation: `servingbench analyze`, the Dagster assets and the tests all
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +17,14 @@ from resources.analysis import frontier as frontier_mod
 from resources.analysis import sqlfiles, workload_outputs
 from resources.analysis.gates import Gate, run_gates
 from resources.analysis.metrics import DEFAULT_SLO, step_metrics
-from resources.analysis.rundir import RunFolder, is_disk_full, locate_unreadable, open_run
+from resources.analysis.rundir import (
+    DEFAULT_MEMORY,
+    MEMORY_ENV,
+    RunFolder,
+    is_disk_full,
+    locate_unreadable,
+    open_run,
+)
 from resources.analysis.telemetry import read_telemetry, telemetry_metrics
 from resources.contract import durable
 from resources.contract.manifest import ManifestError
@@ -24,6 +32,9 @@ from resources.contract.schemas import SchemaError, check_output, write_parquet
 
 ACCEPTED, MALFORMED, REJECTED = 0, 2, 3
 NO_ROOM = 74  # sysexits' EX_IOERR: the outputs did not fit on the disk (the input is fine)
+# sysexits' EX_TEMPFAIL: the analysis needed more memory than DuckDB was allowed (the input is
+# fine; raise the limit and analyze again)
+NO_MEMORY = 75
 COST_FILES = ("cost_per_1m.parquet", "headline.parquet")
 
 
@@ -115,6 +126,14 @@ def _no_scratch(exc: BaseException) -> str:
             "was written: free space under TMPDIR (or point TMPDIR elsewhere) and analyze again")
 
 
+def _no_memory(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    limit = os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY
+    return (f"out of memory: the analysis needed more than {MEMORY_ENV}={limit} allows ({text}); "
+            f"nothing was written and the records are untouched: set {MEMORY_ENV} higher "
+            "(e.g. 8GB) and analyze again")
+
+
 def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                 write: bool = True) -> Analysis:
     """Gate, measure and cost one run folder; write its outputs beside the raw records.
@@ -128,6 +147,8 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
         run = open_run(run_dir)
     except (ManifestError, SchemaError) as exc:
         return Analysis(run_dir, MALFORMED, message=str(exc))
+    except duckdb.OutOfMemoryException as exc:
+        return Analysis(run_dir, NO_MEMORY, message=_no_memory(exc))
     except (duckdb.Error, OSError) as exc:
         if not is_disk_full(exc):
             raise
@@ -155,6 +176,8 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
         except (duckdb.Error, pa.ArrowException, OSError) as exc:
             if is_disk_full(exc):
                 return Analysis(run_dir, NO_ROOM, message=_no_scratch(exc), manifest=run.manifest)
+            if isinstance(exc, duckdb.OutOfMemoryException):
+                return Analysis(run_dir, NO_MEMORY, message=_no_memory(exc), manifest=run.manifest)
             # a corrupt page passes the schema check and fails only when scanned: malformed
             # input, named by file; nothing has been written yet
             return Analysis(run_dir, MALFORMED, message=str(locate_unreadable(run_dir, exc)),

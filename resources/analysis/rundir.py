@@ -151,6 +151,10 @@ def connect(duckdb_path: str | None = None) -> tuple[duckdb.DuckDBPyConnection, 
             "memory_limit": os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY,
             "temp_directory": str(scratch / "spill"),
         })
+        # DuckDB's own bar is drawn on stdout for any query past 2 s: in the middle of the
+        # CLI's output (and of a --json answer) on a night-sized run. (A session setting:
+        # connect()'s config refuses it.)
+        con.execute("SET enable_progress_bar = false")
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
@@ -186,8 +190,8 @@ def open_run(path: Path, duckdb_path: str | None = None) -> RunFolder:
     except (duckdb.Error, pa.ArrowException, OSError) as exc:
         con.close()
         shutil.rmtree(scratch, ignore_errors=True)
-        if is_disk_full(exc):
-            raise
+        if is_disk_full(exc) or isinstance(exc, duckdb.OutOfMemoryException):
+            raise  # the input is fine: the machine's limits stopped it
         raise locate_unreadable(path, exc) from None
     except BaseException:
         con.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from resources.analysis.analyze import NO_ROOM, Analysis
+from resources.analysis.analyze import NO_MEMORY, NO_ROOM, Analysis
 
 NOT_MEASURED = "not measured"
 
@@ -262,7 +262,7 @@ def render(a: Analysis) -> str:
     """The human summary `servingbench analyze` prints."""
     if a.exit_code == 2:
         return f"MALFORMED: {a.message}"
-    if a.exit_code == NO_ROOM:
+    if a.exit_code in (NO_ROOM, NO_MEMORY):
         return f"NOT WRITTEN: {a.message}"
     m = a.manifest or {}
     emulated = m.get("source") == "emulated"

@@ -34,6 +34,9 @@ def test_duckdb_is_bounded_and_works_in_a_scratch_folder_removed_at_the_end(tmp_
         assert run.scratch is not None and run.scratch.parent == scratch_root
         assert spill.startswith(str(run.scratch)) and database.startswith(str(run.scratch))
         assert limit.replace(" ", "").upper() in {"286.1MIB", "300.0MB", "300MB"}
+        # no bar of DuckDB's own on stdout in the middle of the CLI's answer
+        bar = run.con.sql("SELECT current_setting('enable_progress_bar')").fetchall()[0][0]
+        assert bar is False
     assert list(scratch_root.iterdir()) == []
     assert analyze_run(run_dir).exit_code == ACCEPTED
     assert list(scratch_root.iterdir()) == []
@@ -58,3 +61,18 @@ def test_the_benchmarks_synthetic_run_is_accepted_by_the_analyzer(tmp_path):
     assert result.exit_code == ACCEPTED, result.gates
     (row,) = result.metrics.to_pylist()
     assert row["step"] == "c=4" and row["n_ok"] == 200
+
+
+def test_a_run_larger_than_the_memory_limit_allows_is_75_naming_the_variable(tmp_path, capsys,
+                                                                              monkeypatch):
+    # Out of memory is the machine's limit, not bad input (never exit 2 "unreadable"): the
+    # message names the variable to raise, and nothing is written or changed.
+    from tests.support.runbuilder import synthetic_run
+
+    run_dir = synthetic_run(tmp_path / "run", 2000, chunks=64, steps=(8,))
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    monkeypatch.setenv(MEMORY_ENV, "8MB")
+    assert cli(["analyze", str(run_dir)]) == 75
+    err = capsys.readouterr().err
+    assert "out of memory" in err and f"{MEMORY_ENV}=8MB" in err and "unreadable" not in err
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before

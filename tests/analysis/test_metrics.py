@@ -88,6 +88,35 @@ def test_mixed_chunk_sizes_share(tmp_path):
     assert_stats(row, "itl_s", [0.01, 0.01, 0.01, 0.01, 0.02 / 3, 0.02 / 3, 0.02 / 3])
 
 
+def test_itl_percentiles_are_numpys_over_the_token_list_where_ranks_share_a_bucket(tmp_path):
+    # The ITL percentiles are taken without holding the token list (a histogram finds the
+    # ranks' buckets, only those are sorted): here most gaps sit inside one 10 µs bucket, so
+    # several ranks fall in it, beside a tail of bundled chunks and ties across requests.
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    b = RunBuilder()
+    b.request("c=4", phase="warmup", sent=0, chunks=[(50, 1)], finished=60)
+    per_token, t = [], 100_000  # µs: whole microseconds keep the builder's ns exact
+    for _ in range(60):
+        at, chunks = t + 20_000, []
+        for k in range(12):
+            tokens = int(rng.choice([1, 1, 1, 3]))
+            gap = 5_000 + int(rng.integers(0, 8)) if rng.random() < 0.8 else int(rng.integers(6, 40)) * 1000
+            at += gap if k else 0
+            chunks.append((at / 1000, tokens))
+            if k:
+                per_token += [gap / 1e6 / tokens] * tokens
+        b.request("c=4", sent=t / 1000, chunks=chunks, finished=(at + 1000) / 1000)
+        t = at + 2000
+    row = only_step(b.write(tmp_path / "run", bill=False))
+    want = np.quantile(np.array(per_token), [0.5, 0.9, 0.95, 0.99])
+    got = [row[f"itl_s_p{p}"] for p in (50, 90, 95, 99)]
+    assert got == pytest.approx(want.tolist(), rel=1e-9, abs=1e-12)
+    assert row["itl_s_n"] == len(per_token)
+    assert row["itl_s_mean"] == pytest.approx(float(np.mean(per_token)), rel=1e-9)
+
+
 def failed_run(n_ok: int, n_failed: int) -> RunBuilder:
     b = RunBuilder()
     b.request("c=1", phase="warmup", sent=0, chunks=[(50, 1)], finished=60)

@@ -73,17 +73,72 @@ gaps AS (
     FROM chunk_gaps g JOIN steady_req r USING (req_no)
     WHERE r.ok AND g.seq >= 1
 ),
-token_gaps AS (
-    SELECT step, itl FROM gaps, range(tokens) WHERE itl IS NOT NULL
+-- Its percentiles are quantile_cont's over that token-weighted list, computed without the
+-- list: quantile_cont keeps every value of a group in memory, which DuckDB cannot spill (a
+-- night-sized step has hundreds of millions of tokens). Instead: a histogram of 10 µs buckets
+-- (a few thousand rows whatever the run's size) says which bucket holds each rank that a
+-- percentile interpolates between, and only the chunks of those buckets are sorted and
+-- ranked. Exact: the values picked are the same order statistics.
+itl_w AS (
+    SELECT step, itl, tokens AS w, CAST(floor(itl * 1e5) AS BIGINT) AS b
+    FROM gaps WHERE itl IS NOT NULL
+),
+itl_hist AS (
+    SELECT step, b, CAST(sum(w) AS BIGINT) AS w, sum(itl * w) AS itl_w_sum,
+           min(itl) AS itl_min, max(itl) AS itl_max
+    FROM itl_w GROUP BY step, b
+),
+itl_n AS (
+    SELECT step, CAST(sum(w) AS BIGINT) AS n, min(itl_min) AS itl_s_min,
+           max(itl_max) AS itl_s_max, sum(itl_w_sum) / sum(w) AS itl_s_mean
+    FROM itl_hist GROUP BY step
+),
+-- quantile_cont's rule: position h = (n - 1) * p of the sorted list (0-based), between the
+-- values at ranks floor(h) and ceil(h)
+itl_ranks AS (
+    SELECT step, i, h, CAST(floor(h) AS BIGINT) AS lo, CAST(ceil(h) AS BIGINT) AS hi
+    FROM (SELECT step, i, CAST(n - 1 AS DOUBLE) * p AS h
+          FROM itl_n, (VALUES (1, 0.50::DOUBLE), (2, 0.90::DOUBLE), (3, 0.95::DOUBLE),
+                              (4, 0.99::DOUBLE)) q(i, p))
+),
+itl_hist_cum AS (   -- bucket b holds the ranks [start, start + w)
+    SELECT step, b, w,
+           CAST(sum(w) OVER (PARTITION BY step ORDER BY b
+                             ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS BIGINT) - w AS start
+    FROM itl_hist
+),
+itl_need AS (
+    SELECT DISTINCT c.step, c.b, c.start
+    FROM itl_ranks r JOIN itl_hist_cum c ON c.step = r.step
+    WHERE (c.start <= r.lo AND r.lo < c.start + c.w) OR (c.start <= r.hi AND r.hi < c.start + c.w)
+),
+itl_cum AS (   -- in those buckets only: value itl holds the ranks [upto - w, upto)
+    SELECT x.step, x.itl, x.w,
+           n.start + CAST(sum(x.w) OVER (PARTITION BY x.step, x.b ORDER BY x.itl
+                                         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+                          AS BIGINT) AS upto
+    FROM itl_w x JOIN itl_need n ON x.step = n.step AND x.b = n.b
+),
+itl_at AS (
+    SELECT r.step, r.i, r.h, r.lo,
+           min(c.itl) FILTER (WHERE c.upto - c.w <= r.lo AND r.lo < c.upto) AS v_lo,
+           min(c.itl) FILTER (WHERE c.upto - c.w <= r.hi AND r.hi < c.upto) AS v_hi
+    FROM itl_ranks r JOIN itl_cum c ON c.step = r.step
+    GROUP BY r.step, r.i, r.h, r.lo
 ),
 itl AS (
-    SELECT step,
-        quantile_cont(itl, [0.50, 0.90, 0.95, 0.99]) AS q,
-        avg(itl) AS itl_s_mean,
-        min(itl) AS itl_s_min,
-        max(itl) AS itl_s_max,
-        count(itl) AS itl_s_n
-    FROM token_gaps GROUP BY step
+    SELECT n.step,
+        -- numpy's linear interpolation (exact at both ends); quantile_cont's agrees with it
+        -- to the last bit or one unit in it
+        list(CASE WHEN a.v_hi = a.v_lo THEN a.v_lo
+                  WHEN a.h - a.lo < 0.5 THEN a.v_lo + (a.v_hi - a.v_lo) * (a.h - a.lo)
+                  ELSE a.v_hi - (a.v_hi - a.v_lo) * (1 - (a.h - a.lo)) END ORDER BY a.i) AS q,
+        any_value(n.itl_s_mean) AS itl_s_mean,
+        any_value(n.itl_s_min) AS itl_s_min,
+        any_value(n.itl_s_max) AS itl_s_max,
+        any_value(n.n) AS itl_s_n
+    FROM itl_n n JOIN itl_at a USING (step)
+    GROUP BY n.step
 ),
 itl_share AS (
     SELECT step, avg(CASE WHEN tokens > 1 THEN 1.0 ELSE 0.0 END) AS itl_multi_token_share
