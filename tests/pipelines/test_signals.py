@@ -1,6 +1,7 @@
-"""SIGTERM, Ctrl-C and kill -9 in each phase of a local chain run (`servingbench run` as a
-real subprocess): it ends, tears down what it created (the emulator), keeps its records
-readable, and leaves no orphan process, even when killed with SIGKILL."""
+"""SIGTERM in each phase of a local chain run (`servingbench run` as a real subprocess) and
+kill -9 mid-load: it ends, tears down what it created (the emulator), keeps its records
+readable, and leaves no orphan process, even when killed with SIGKILL. Ctrl-C mid-load is
+the load generator's to take, in-process."""
 
 from __future__ import annotations
 
