@@ -129,11 +129,14 @@ def test_ctrl_c_mid_load_is_taken_by_the_load_generator(tmp_path):
     srv = FixedTimingServer(tmp_path, ttft_ms=5, itl_ms=2)
     run_dir = tmp_path / "run"
 
+    done = threading.Event()  # never a late SIGINT: it would stop this whole pytest process
+
     def interrupt_once_flushed():  # mid-load: steady requests streaming, one flushed
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _flushed(run_dir):
+        while not done.is_set() and time.monotonic() < deadline and not _flushed(run_dir):
             time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGINT)
+        if not done.is_set():
+            os.kill(os.getpid(), signal.SIGINT)
 
     saved = signal.signal(signal.SIGINT, raising)
     try:  # 2000 requests: seconds of steady load for the signal to land in, and a run that
@@ -146,6 +149,7 @@ def test_ctrl_c_mid_load_is_taken_by_the_load_generator(tmp_path):
             run_load(cfg, run_dir, progress=False)
         assert signal.getsignal(signal.SIGINT) is raising
     finally:
+        done.set()
         signal.signal(signal.SIGINT, saved)
         srv.stop()
     assert calls == []
