@@ -79,6 +79,12 @@ peers:
 # real engine's, the hostile one) starts once. Each pass fails `make` on any non-zero exit,
 # 5 (no tests collected) included.
 PYTEST := $(VENV)/bin/python -m pytest
+# Bytecode is written while the tests run, even where the environment turns it off
+# (PYTHONDONTWRITEBYTECODE, as CI machines often do; an empty value is "unset" to Python):
+# otherwise every pytest process rewrites the assertions of every test module again (~6
+# CPU-seconds per xdist worker) and every process a test starts compiles this project's
+# modules again. The files land in __pycache__ folders, which git ignores.
+test check: export PYTHONDONTWRITEBYTECODE :=
 TEST_WORKERS ?= 3
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
@@ -88,8 +94,9 @@ test: $(STAMP) engine chromium peers
 	$(PYTEST) -m "not serial" $(PARALLEL)
 	$(PYTEST) -m serial
 
-# The inner loop: what `make test` lints, and the tests not marked slow or serial (no
-# engine, no browser install, no chain of several processes).
+# The inner loop, under 2 minutes on 2 cores: what `make test` lints, and the tests not marked
+# slow or serial (no engine, no browser install, no chain of several processes, no file of
+# many analyses: tests/conftest.py HEAVY_FILES).
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache

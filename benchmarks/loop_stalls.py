@@ -7,6 +7,10 @@ each of its wake-ups comes (the loop's lag), and every suspect is timed as it ru
 
 * garbage collections (`gc.callbacks`, per generation),
 * the recorder's flush (every 0.25 s, on the loop) and its per-request `add`,
+* the recorder's writer thread (where the tree has one: the Arrow build and IPC write of a
+  flush, off the loop; during a stall it can only have held the GIL the loop waited for,
+  and its overlap is counted beside the loop's own suspects, so the shares may add up to
+  more than the stall),
 * the progress line (per request and per tick),
 * `data_received` (the per-chunk work: HTTP parse, SSE split, stamping).
 
@@ -37,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 
 KINDS = ["gc gen0", "gc gen1", "gc gen2", "recorder flush", "recorder add", "progress",
-         "data_received"]
+         "data_received", "recorder writer"]
 
 
 def child(base: str, c: int, count: int, run_dir: Path, threshold_ms: float) -> dict:
@@ -93,6 +97,21 @@ def child(base: str, c: int, count: int, run_dir: Path, threshold_ms: float) -> 
                     ev_end.append(now())
         setattr(cls, name, wrapper)
 
+    # the writer thread's spans in arrays of their own: the loop thread appends to the
+    # others, and three appends from two threads could interleave
+    wr_start, wr_end = array("q"), array("q")
+    if hasattr(recorder_mod.Recorder, "_write"):
+        write_orig = recorder_mod.Recorder._write
+
+        def write_timed(*a, **kw):
+            t0 = now()
+            try:
+                return write_orig(*a, **kw)
+            finally:
+                if watching[0]:
+                    wr_start.append(t0)
+                    wr_end.append(now())
+        recorder_mod.Recorder._write = write_timed
     timed(recorder_mod.Recorder, "flush", "recorder flush")
     timed(recorder_mod.Recorder, "add", "recorder add")
     timed(progress_mod.Progress, "tick", "progress")
@@ -133,6 +152,10 @@ def child(base: str, c: int, count: int, run_dir: Path, threshold_ms: float) -> 
         sys.stderr = saved
     gc.callbacks.remove(on_gc)
 
+    for t0, t1 in zip(wr_start, wr_end, strict=True):
+        ev_kind.append(kind_no["recorder writer"])
+        ev_start.append(t0)
+        ev_end.append(t1)
     # per suspect: how often, how long
     per_kind: dict[str, list[int]] = {k: [] for k in KINDS}
     for k, s, e in zip(ev_kind, ev_start, ev_end, strict=True):
@@ -238,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="sb-stalls-") as d:
         tmp = Path(d)
-        server, base, _ = start_server(tmp)
+        server, base, *_ = start_server(tmp)
         trees = [("this tree", None)]
         if a.baseline:
             trees.append((f"at {a.baseline}", extract(a.baseline, tmp)))

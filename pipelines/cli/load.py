@@ -342,7 +342,7 @@ def pod_sync(cfg: LoadConfig, args: argparse.Namespace, share):
     or, alone, without a place to meet or with a single step, `--start-at` (and then back
     to back)."""
     from resources.loadgen.workers.barriers import StartAt
-    from resources.loadgen.workers.podsync import PodSync, bounds, has_meetings
+    from resources.loadgen.workers.podsync import PodSync, Waits, bounds, has_meetings
 
     if args.barrier_uri is None or share.count == 1 or not has_meetings(cfg):
         return StartAt(share.start_at_ns)
@@ -350,11 +350,15 @@ def pod_sync(cfg: LoadConfig, args: argparse.Namespace, share):
     from resources.storage.runstore import RunStoreError
 
     try:
+        waits = Waits.from_env(os.environ)
+    except ValueError as exc:
+        raise LoadConfigError(str(exc)) from None
+    try:
         board = Board(args.barrier_uri)
     except RunStoreError as exc:
         raise LoadConfigError(f"--barrier-uri: {exc}") from None
     return PodSync(board, share.index, share.count, share.name, share.start_at_ns,
-                   bounds(cfg, args.barrier_timeout))
+                   bounds(cfg, args.barrier_timeout), waits)
 
 
 def _run_pod(cfg: LoadConfig, args: argparse.Namespace, share) -> int:

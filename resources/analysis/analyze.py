@@ -159,9 +159,12 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
         except SchemaError as exc:
             return Analysis(run_dir, MALFORMED, message=str(exc), manifest=run.manifest)
         try:
-            gates = run_gates(run)
+            # the metrics first: DuckDB releases the GIL while it works, so this overlaps
+            # the Great Expectations import that the CLI started on a thread (gx.preload);
+            # the gates, which need GX, then find it (nearly) ready
             metrics = step_metrics(run, slos[0], telemetry)
             tm = None if telemetry is None else telemetry_metrics(run, metrics, telemetry)
+            gates = run_gates(run)
             accepted = all(g.passed is not False for g in gates)
             cost = headline = None
             if accepted and run.has_bill:

@@ -102,18 +102,23 @@ _ctx: tuple | None = None
 
 
 def _context():
-    global _ctx
     with _lock:
-        if _ctx is None:
-            logging.getLogger("great_expectations").setLevel(logging.ERROR)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                gx, progress_bars = _import_gx()
-            ctx = gx.get_context(mode="ephemeral")
-            ctx.variables.progress_bars = progress_bars(globally=False)
-            source = ctx.data_sources.add_pandas("servingbench")
-            _ctx = (gx, ctx, source)
-        return _ctx
+        return _context_unlocked()
+
+
+def _context_unlocked():
+    """The process's (gx, context, pandas datasource); the caller holds `_lock`."""
+    global _ctx
+    if _ctx is None:
+        logging.getLogger("great_expectations").setLevel(logging.ERROR)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gx, progress_bars = _import_gx()
+        ctx = gx.get_context(mode="ephemeral")
+        ctx.variables.progress_bars = progress_bars(globally=False)
+        source = ctx.data_sources.add_pandas("servingbench")
+        _ctx = (gx, ctx, source)
+    return _ctx
 
 
 def _preload() -> None:
@@ -144,15 +149,34 @@ def expectations():
     return _context()[0].expectations
 
 
+# One validation definition (asset, suite, definition) per distinct list of expectations,
+# made on first use and run again for every later DataFrame: adding them to the context
+# costs GX more than validating a run's facts (it stores and re-serialises its whole
+# datasource on each add), and a process analysing many runs (a sweep, a Dagster job, the
+# tests) asks for the same few lists every time.
+_definitions: dict[tuple, Any] = {}
+
+
+def _definition(items: list[Any], label: str):
+    key = (label, *map(repr, items))
+    with _lock:
+        vd = _definitions.get(key)
+        if vd is None:
+            gx, ctx, source = _context_unlocked()
+            uid = f"{label}_{next(_counter)}"
+            batch = source.add_dataframe_asset(uid).add_batch_definition_whole_dataframe("all")
+            suite = ctx.suites.add(gx.ExpectationSuite(name=uid))
+            for item in items:
+                suite.add_expectation(item)
+            vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=uid, data=batch,
+                                                                        suite=suite))
+            _definitions[key] = vd
+        return vd
+
+
 def validate(df: pd.DataFrame, items: list[Any], label: str) -> list[Outcome]:
     """Validate `df` (which has a `_row` key column) against expectation objects."""
-    gx, ctx, source = _context()
-    uid = f"{label}_{next(_counter)}"
-    batch = source.add_dataframe_asset(uid).add_batch_definition_whole_dataframe("all")
-    suite = ctx.suites.add(gx.ExpectationSuite(name=uid))
-    for item in items:
-        suite.add_expectation(item)
-    vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=uid, data=batch, suite=suite))
+    vd = _definition(items, label)
     result = vd.run(
         batch_parameters={"dataframe": df},
         result_format={"result_format": "COMPLETE", "unexpected_index_column_names": ["_row"]},

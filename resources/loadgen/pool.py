@@ -52,7 +52,7 @@ class _Exchange:
 
     __slots__ = ("conn", "req", "waiter", "tm", "total_deadline", "secrets", "parser", "events",
                  "at", "head_bytes", "headers_done", "ctype", "framed", "error_body", "complete", "keep_alive",
-                 "timed", "resolved", "by_stream", "drain_timer")
+                 "timed", "resolved", "by_stream", "drain_timer", "plain")
 
     def __init__(self, conn: _Conn, req: Request, waiter: asyncio.Future, tm: asyncio.Timeout,
                  total_deadline: float, secrets: tuple[str, ...],
@@ -73,6 +73,10 @@ class _Exchange:
         self.resolved = False
         self.by_stream = False  # resolved from the server's bytes (not a timeout or a cancel)
         self.drain_timer: asyncio.TimerHandle | None = None
+        # the common state, mid-stream: a 200 whose head is read, first token seen, not yet
+        # done, complete or resolved; a read in it checks one flag, not six. Every way out
+        # of it (the [DONE], the end of the message, a resolve) clears it.
+        self.plain = False
 
     # --- httptools callbacks (may raise; feed_data re-raises them wrapped) ------------
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -97,6 +101,10 @@ class _Exchange:
                             "not text/event-stream")
 
     def on_body(self, body: bytes) -> None:
+        if self.plain:
+            if self.events.feed(body, self.at):
+                self.plain = False
+            return
         if self.resolved or self.events.done:
             return  # what follows [DONE], or an answer already judged: drained, not read
         if self.error_body is not None:
@@ -109,6 +117,7 @@ class _Exchange:
             self.keep_alive = False
 
     def on_message_complete(self) -> None:
+        self.plain = False
         if self.complete:
             return
         self.complete = True
@@ -149,6 +158,8 @@ class _Exchange:
                 req.error = short_error(f"broken HTTP body framing after {len(req.chunk_at)} "
                                         f"chunks: {exc}", self.secrets)
             return self._resolve(at, reuse=False)
+        if self.plain:
+            return
         if self.resolved:  # draining what followed [DONE]
             if self.complete:
                 self._release()
@@ -175,6 +186,8 @@ class _Exchange:
             self.timed = True
             if not self.tm.expired():
                 self.tm.reschedule(self.total_deadline)
+        if self.timed:
+            self.plain = True  # every check above passed: until a way out, only this one
 
     def lost(self, exc: BaseException | None) -> None:
         """The connection closed (by the server, the network or an abort of ours)."""
@@ -198,6 +211,7 @@ class _Exchange:
     def abandon(self) -> None:
         """The request ended without the stream (timeout, cancellation, an exception):
         the connection is closed, as it may still carry the rest of the answer."""
+        self.plain = False
         if not self.resolved:
             self.resolved = True
             self.conn.abort()
@@ -209,6 +223,7 @@ class _Exchange:
                                 self.secrets)
 
     def _resolve(self, at: int, reuse: bool) -> None:
+        self.plain = False
         self.resolved = self.by_stream = True
         self.req.finished = at
         if not self.waiter.done():

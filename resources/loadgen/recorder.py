@@ -5,6 +5,13 @@ Finished requests are buffered in memory and appended as Arrow IPC stream batche
 the last interval. `finalize()` turns each stream into `<name>.parquet` (atomically) and
 removes the stream. Times arrive as perf_counter ns and are mapped to UTC here.
 
+A flush on the event loop only swaps the buffers (microseconds); the Arrow build and the
+IPC write run on the recorder's writer thread, one flush after the other in the order they
+were handed over, so the loop is not held while batches are built and written.
+`flush(wait=False)` is the run's periodic flush; `flush()` waits for everything handed over
+so far to be on disk (the run's end, a step boundary, `finalize()`), and either raises what
+the writer met (DiskFullError once, as before; any other error each time).
+
 One worker of several (`worker="w1"`) writes its own shard files `<name>.w1.partial.arrows`
 → `<name>.w1.parquet` (contract §6) and sets the `worker` column on every row; the run
 merges the shards afterwards (shards.py).
@@ -13,10 +20,13 @@ merges the shards afterwards (shards.py).
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from array import array
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from resources.contract import durable
@@ -114,52 +124,57 @@ class _Stream(_StreamFile):
         for k, v in row.items():
             self.cols[k].append(v)
 
-    def flush(self) -> None:
-        if not self.cols[self.schema.names[0]]:
-            return
+    def take(self) -> tuple[int, dict[str, list]] | None:
+        """The rows added since the last take, handed over (the loop's side of a flush)."""
+        n = len(self.cols[self.schema.names[0]])
+        if not n:
+            return None
+        cols, self.cols = self.cols, {k: [] for k in self.schema.names}
+        return n, cols
+
+    def write(self, taken: dict[str, list]) -> None:
+        """Build and append one batch (the writer thread's side)."""
         try:
-            batch = self._batch()
+            batch = self._batch(taken)
         except (pa.ArrowException, OverflowError, TypeError, ValueError):
             # Rows are checked before they are added, so this is a defect; still, the
             # rows that can be written are, and none stays behind to fail every later flush.
-            batch = self._salvage()
+            batch = self._batch(self._salvage(taken))
         self.writer.write_batch(batch)
         self.sink.flush()
-        for v in self.cols.values():
-            v.clear()
 
-    def _batch(self) -> pa.RecordBatch:
-        # The flush blocks the event loop, so a chunk arriving meanwhile is stamped late:
-        # times are shifted to UTC in Python and built straight as timestamps (a compute
+    def _batch(self, cols: dict[str, list]) -> pa.RecordBatch:
+        # Times are shifted to UTC in Python and built straight as timestamps (a compute
         # call costs ~50 µs per column, five times the conversion of a flush's rows).
         arrays = []
         for f in self.schema:
-            values = self.cols[f.name]
+            values = cols[f.name]
             if f.name in _TS_COLS:
                 values = [None if v is None else v + self.offset_ns for v in values]
             arrays.append(pa.array(values, f.type))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
-    def _salvage(self) -> pa.RecordBatch:
-        rows = [dict(zip(self.cols, vals, strict=True)) for vals in zip(*self.cols.values(), strict=True)]
-        for v in self.cols.values():
-            v.clear()
-        for row in rows:
+    def _salvage(self, cols: dict[str, list]) -> dict[str, list]:
+        out: dict[str, list] = {k: [] for k in self.schema.names}
+        for vals in zip(*cols.values(), strict=True):
+            row = dict(zip(cols, vals, strict=True))
             try:
                 pa.RecordBatch.from_pylist([row], schema=self.schema)
             except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
                 row = unrecordable(row, exc)
-            self.add(row)
-        return self._batch()
+            for k, v in row.items():
+                out[k].append(v)
+        return out
 
     def pending(self) -> int:
         return len(self.cols[self.schema.names[0]])
 
 
 class _ChunkStream(_StreamFile):
-    """The chunk log, the bulk of the data: typed buffers of UTC times (shifted as each
-    request is added), turned into Arrow without a per-value conversion or a compute call,
-    so a flush blocks the event loop for microseconds, not milliseconds."""
+    """The chunk log, the bulk of the data: typed buffers filled as each request is added
+    (times as perf ns, a C-level copy of the request's list: no Python step per chunk),
+    turned into Arrow without a per-value conversion; the shift to UTC is one compute call
+    per flush, on the writer thread."""
 
     def __init__(self, path: Path, run_id: str, offset_ns: int) -> None:
         super().__init__(path, CHUNK_LOG, offset_ns)
@@ -177,16 +192,20 @@ class _ChunkStream(_StreamFile):
             reasoning: bytearray | None = None) -> None:
         """`reasoning`: one byte per chunk, 1 for a reasoning chunk (contract §2.3 `kind`),
         or None when the request streamed none."""
-        # Every typed array is built first (a value out of int64 range raises here), then
-        # all are appended: the columns never end up with different lengths.
+        # Every typed array is built first (a value out of int64 range raises here, and so
+        # does a time that would leave it once shifted to UTC), then all are appended: the
+        # columns never end up with different lengths.
         n = len(at)
         if len(tokens) != n:
             raise ValueError(f"{n} chunk times but {len(tokens)} token counts")
         if reasoning is not None and len(reasoning) != n:
             raise ValueError(f"{n} chunk times but {len(reasoning)} chunk kinds")
         kinds = bytes(n) if reasoning is None else bytes(1 + (k != 0) for k in reasoning)
+        new_at, new_tokens = array("q", at), array("q", tokens)
+        # once shifted, a time leaves int64 on one side only (the offset's sign): one pass
         off = self.offset_ns
-        new_at, new_tokens = array("q", [a + off for a in at]), array("q", tokens)
+        if n and (max(at) > _I64[1] - off if off >= 0 else min(at) < _I64[0] - off):
+            raise OverflowError("a chunk time outside the timestamp range once shifted to UTC")
         rid = request_id.encode()
         end = self.rid_offsets[-1]
         offsets = array("i", range(end + len(rid), end + len(rid) * n + 1, len(rid)))
@@ -197,33 +216,30 @@ class _ChunkStream(_StreamFile):
         self.rid_offsets += offsets
         self.kind += kinds
 
-    def flush(self) -> None:
+    def take(self) -> tuple[int, tuple] | None:
         n = len(self.at)
         if not n:
-            return
-        def ints(a: array, kind: pa.DataType = _I64_TYPE) -> pa.Array:
-            return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(a)])
-        at = ints(self.at, _AT_TYPE)
-        rid = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(self.rid_offsets),
-                                                     pa.py_buffer(bytes(self.rid_data))])
-        run = pa.repeat(pa.scalar(self.run_id, pa.string()), n)
-        kind = (pa.array([_KINDS[k] for k in self.kind], pa.string()) if any(self.kind)
-                else pa.nulls(n, pa.string()))
-        batch = pa.RecordBatch.from_arrays([run, rid, ints(self.seq), at, ints(self.tokens), kind],
-                                           schema=CHUNK_LOG)
-        try:
-            self.writer.write_batch(batch)
-            self.sink.flush()
-        except BaseException:
-            # The batch shares the arrays' memory and the traceback keeps it alive; an array
-            # whose buffer is exported cannot grow, so the next add() would fail half-way.
-            # Keep the rows in fresh copies.
-            self.at, self.tokens, self.seq = array("q", self.at), array("q", self.tokens), array(
-                "q", self.seq)
-            self.rid_offsets = array("i", self.rid_offsets)
-            self.kind = bytearray(self.kind)
-            raise
+            return None
+        taken = (n, self.at, self.tokens, self.seq, self.rid_data, self.rid_offsets, self.kind)
         self._clear()
+        return n, taken
+
+    def write(self, taken: tuple) -> None:
+        """Build and append one batch from buffers the loop no longer touches."""
+        n, at_perf, tokens, seq, rid_data, rid_offsets, kinds = taken
+
+        def ints(a: array) -> pa.Array:
+            return pa.Array.from_buffers(_I64_TYPE, n, [None, pa.py_buffer(a)])
+        at = pc.add(ints(at_perf), pa.scalar(self.offset_ns, _I64_TYPE)).view(_AT_TYPE)
+        rid = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(rid_offsets),
+                                                     pa.py_buffer(rid_data)])
+        run = pa.repeat(pa.scalar(self.run_id, pa.string()), n)
+        kind = (pa.array([_KINDS[k] for k in kinds], pa.string()) if any(kinds)
+                else pa.nulls(n, pa.string()))
+        batch = pa.RecordBatch.from_arrays([run, rid, ints(seq), at, ints(tokens), kind],
+                                           schema=CHUNK_LOG)
+        self.writer.write_batch(batch)
+        self.sink.flush()
 
     def pending(self) -> int:
         return len(self.at)
@@ -291,6 +307,11 @@ class Recorder:
         self.reserve = durable.Reserve(run_dir)
         self.full: DiskFullError | None = None
         self.cut_back = dict.fromkeys(NAMES, 0)  # rows removed again from a failed flush
+        self.lost = dict.fromkeys(NAMES, 0)  # rows handed to the writer that it never wrote
+        self.error: BaseException | None = None  # what stopped the writer, if not a full disk
+        self._reported = False  # the full disk was raised once (later flushes are no-ops)
+        self._jobs: queue.Queue = queue.Queue()
+        self._writer: threading.Thread | None = None
 
     def add(self, req: Request) -> None:
         name = "warmup_log" if req.phase == "warmup" else "steady_state_request_log"
@@ -322,29 +343,80 @@ class Recorder:
         self.streams[name].add(row)
         self.counts[name] += 1
 
-    def flush(self) -> None:
-        """Append what finished since the last flush. On a full disk: DiskFullError, the
-        streams end after their last complete batch, and every later flush is a no-op."""
+    def flush(self, wait: bool = True) -> None:
+        """Hand what finished since the last flush to the writer thread; with `wait`, return
+        once everything handed over so far is written. On a full disk: DiskFullError (from
+        this call, or from the first one after the writer met it), the streams end after
+        their last complete batch, and every later flush is a no-op."""
+        self._report()
         if self.full is not None:
             return
+        job = []
         # Chunks first: a request row on disk always has its chunks on disk before it.
+        for name in ("chunk_log", "warmup_log", "steady_state_request_log"):
+            taken = self.streams[name].take()
+            if taken is not None:
+                job.append((name, *taken))
+        if job:
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_jobs, daemon=True,
+                                                name=f"recorder-{self.worker or 'run'}")
+                self._writer.start()
+            self._jobs.put(job)
+        if wait:
+            self._jobs.join()
+            self._report()
+
+    def _report(self) -> None:
+        if self.error is not None:
+            raise self.error
+        if self.full is not None and not self._reported:
+            self._reported = True
+            raise self.full
+
+    def _write_jobs(self) -> None:
+        """The writer thread: one job (one flush's rows of every stream) after the other."""
+        while True:
+            job = self._jobs.get()
+            try:
+                if job is None:
+                    return
+                self._write(job)
+            finally:
+                self._jobs.task_done()
+
+    def _write(self, job: list[tuple[str, int, object]]) -> None:
         # A flush is all or nothing across the streams: should one fail, those already
         # appended in this round are cut back too, so no chunk is ever left on disk without
         # its request row.
+        if self.full is not None or self.error is not None:
+            for name, rows, _ in job:
+                self.lost[name] += rows
+            return
         marks = {name: s.sink.good for name, s in self.streams.items()}
         done: dict[str, int] = {}
-        for name in ("chunk_log", "warmup_log", "steady_state_request_log"):
-            n = self.streams[name].pending()
+        for k, (name, rows, taken) in enumerate(job):
             try:
-                self.streams[name].flush()
-            except OSError as exc:
-                if not durable.is_disk_full(exc):
-                    raise
-                for back, rows in done.items():
-                    self.streams[back].sink.cut(marks[back])
-                    self.cut_back[back] += rows
-                raise self.stop(self.streams[name].path, exc) from None
-            done[name] = n
+                self.streams[name].write(taken)
+            except BaseException as exc:  # noqa: BLE001 - kept, and raised on the loop's side
+                for later, n, _ in job[k:]:
+                    self.lost[later] += n
+                if isinstance(exc, OSError) and durable.is_disk_full(exc):
+                    for back, n in done.items():
+                        self.streams[back].sink.cut(marks[back])
+                        self.cut_back[back] += n
+                    self.stop(self.streams[name].path, exc)
+                else:
+                    self.error = exc
+                return
+            done[name] = rows
+
+    def close_writer(self) -> None:
+        """Wait for what was handed over, then end the writer thread."""
+        if self._writer is not None:
+            self._jobs.put(None)
+            self._writer.join()
+            self._writer = None
 
     def stop(self, path: Path, exc: OSError) -> DiskFullError:
         """Stop recording because writing `path` hit a full disk; give back the reserve so
@@ -364,6 +436,8 @@ class Recorder:
             self.flush()
         except DiskFullError:
             pass
+        finally:
+            self.close_writer()
         for s in self.streams.values():
             if self.full is not None:
                 s.abandon()
@@ -379,7 +453,8 @@ class Recorder:
             if out is not None:
                 self.reserve.release()
                 return out
-        self.full.unwritten = {n: s.pending() + self.cut_back[n] for n, s in self.streams.items()}
+        self.full.unwritten = {n: s.pending() + self.cut_back[n] + self.lost[n]
+                               for n, s in self.streams.items()}
         self.full.kept = {n: self.counts[n] - self.full.unwritten[n] for n in NAMES}
         raise self.full
 

@@ -159,7 +159,9 @@ class Run(LoadLoops):
         while True:
             await asyncio.sleep(FLUSH_S)
             try:
-                self.rec.flush()
+                # the buffers are swapped here; the writer thread builds and writes them
+                # (the end of the run, below, waits for it)
+                self.rec.flush(wait=False)
             except DiskFullError:
                 # the run stops: nothing more can be kept, and main says why once its
                 # workers are cancelled (their requests go nowhere: the disk is full)

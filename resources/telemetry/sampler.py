@@ -77,11 +77,14 @@ class Sampler:
         self.thread.start()
         return self
 
-    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> Path | None:
-        """Stop after the current tick (at most `timeout_s`), write telemetry.parquet, return
-        its path. A loop still reading after `timeout_s` is left behind, writing nothing."""
+    def stop(self, timeout_s: float | None = None) -> Path | None:
+        """Stop after the current tick (at most `timeout_s`, default STOP_TIMEOUT_S), write
+        telemetry.parquet, return its path. A loop still reading after `timeout_s` is left
+        behind, writing nothing."""
         if self.thread is None:
             return None
+        if timeout_s is None:  # read at the call: a test of the whole chain may shorten it
+            timeout_s = STOP_TIMEOUT_S
         self.stop_event.set()
         self.thread.join(timeout_s)
         with self.lock:

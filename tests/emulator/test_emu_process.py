@@ -50,6 +50,7 @@ def test_cold_start_phases_health_503_then_200(tmp_path):
         proc.wait(timeout=5)
 
 
+@pytest.mark.serial  # a wall-clock bound on the stop: a starved process exits late
 def test_sigterm_stops_cleanly_within_a_second_even_mid_stream():
     with EmulatorProcess(["--fixed-timing", "1:50", "--cold-start-s", "0"]) as e:
         import threading
@@ -74,7 +75,8 @@ def _swallow(base: str) -> None:
 def test_sigint_stops_too():
     with EmulatorProcess(["--fixed-timing", "1:1", "--cold-start-s", "0"]) as e:
         e.proc.send_signal(signal.SIGINT)
-        assert e.proc.wait(timeout=2) == 0
+        # that it stops; how soon is the serial SIGTERM test's (a starved process exits late)
+        assert e.proc.wait(timeout=30) == 0
 
 
 def test_configuration_that_does_not_fit_refuses_to_start_with_exit_3():

@@ -4,15 +4,13 @@ bill refresh and reaper jobs never wait on them."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from pipelines.catalog import load_candidates
+from pipelines.cli import main as cli
 from pipelines.config import ConfigError
 from resources.contract.timestamps import parse_ts
 from tests.support.fleet import candidates_file, intervals
@@ -22,20 +20,26 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # three full chains, two of them in turn, on a shared 2-core machine
-def test_p5_runs_never_overlap_while_g6e_runs_beside_them(tmp_path):
-    """Three real run processes on one on-disk Dagster instance (`run --all --parallel 3`)."""
+def test_p5_runs_never_overlap_while_g6e_runs_beside_them(tmp_path, monkeypatch, capsys):
+    """Three real run processes on one on-disk Dagster instance (`run --all --parallel 3`).
+    The runs are the processes that must stay apart; the command that starts them is called
+    in-process (a fourth interpreter importing Dagster would prove nothing more), its
+    environment the one the run processes inherit."""
     cands = candidates_file(tmp_path, {"p5-a": "p5.48xlarge", "p5-b": "p5.48xlarge",
                                        "g6e-a": "g6e.48xlarge"},
                             pools="{p5: 1, g6e: 2}", requests=4)
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"),
+    env = {"DAGSTER_HOME": str(tmp_path / "home"),
            "SERVINGBENCH_DATA_DIR": str(tmp_path / "data"), "SERVINGBENCH_CANDIDATES": str(cands),
            "SERVINGBENCH_EMULATOR_TIME_SCALE": "0.3", "SERVINGBENCH_EMULATOR_COLD_START_S": "0.2"}
-    env.pop("SERVINGBENCH_PROFILE", None)
-    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", "--all", "--parallel",
-                           "3", "--date", "2026-11-29"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "pools g6e: 2, p5: 1" in proc.stdout
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SERVINGBENCH_PROFILE", raising=False)
+    monkeypatch.chdir(REPO)
+    rc = cli(["run", "--all", "--parallel", "3", "--date", "2026-11-29"])
+    out = capsys.readouterr()
+    assert rc == 0, out.out[-3000:] + out.err[-3000:]
+    assert "3 of 3 candidates" in out.out, out.out[-3000:]
+    assert "pools g6e: 2, p5: 1" in out.out
     spans = intervals(tmp_path / "data" / "runs")
     assert sorted(spans) == ["g6e-a", "p5-a", "p5-b"]
     (a0, a1), (b0, b1) = sorted([spans["p5-a"], spans["p5-b"]])

@@ -39,10 +39,19 @@ def _same(a: dict, b: dict) -> bool:
     return norm(a) == b
 
 
-def test_analyze_on_s3_gives_the_same_outputs_as_on_disk(s3_bucket, tmp_path, capsys):
-    disk = tmp_path / "disk" / "run-good"
+@pytest.fixture(scope="module")
+def analyzed(tmp_path_factory) -> Path:
+    """The good fixture analyzed once on disk: the reference the analysis on S3 must
+    reproduce, and the finished folder the listing and query tests publish copies of (an
+    analysis of a copy is the same analysis; only the S3 side is what those tests prove)."""
+    disk = tmp_path_factory.mktemp("disk") / "run-good"
     shutil.copytree(FIXTURES / "good", disk)
     assert cli(["analyze", str(disk)]) == 0
+    return disk
+
+
+def test_analyze_on_s3_gives_the_same_outputs_as_on_disk(analyzed, s3_bucket, tmp_path, capsys):
+    disk = analyzed
     capsys.readouterr()
     raw = tmp_path / "raw"
     shutil.copytree(FIXTURES / "good", raw)
@@ -72,12 +81,11 @@ def test_a_listing_skips_a_folder_without_its_marker(s3_bucket, tmp_path, capsys
     assert "no _COMPLETE marker" in capsys.readouterr().err
 
 
-def test_duckdb_queries_the_runs_on_s3_through_pyarrow_datasets(s3_bucket, tmp_path):
+def test_duckdb_queries_the_runs_on_s3_through_pyarrow_datasets(analyzed, s3_bucket, tmp_path):
     runs = f"{s3_bucket}/runs"
     for run_id in ("run-a", "run-b"):
         folder = tmp_path / run_id
-        shutil.copytree(FIXTURES / "good", folder)
-        assert cli(["analyze", str(folder)]) == 0
+        shutil.copytree(analyzed, folder)
         runstore.publish(folder, f"{runs}/{run_id}")
     con = duckdb.connect()
     con.register("headline", runstore.scan(runs, "headline.parquet"))
@@ -185,14 +193,13 @@ def test_an_update_takes_the_marker_away_while_it_rewrites(s3_bucket, tmp_path, 
     assert runstore.get(uri, ["bill.parquet"], tmp_path / "x") == []
 
 
-def test_the_run_index_and_cost_table_are_queryable_from_any_pod(s3_bucket, tmp_path):
+def test_the_run_index_and_cost_table_are_queryable_from_any_pod(analyzed, s3_bucket, tmp_path):
     """What the DuckDB file of one pod held, read from the published runs: `runs` (with
     each run's status) and the cross-run tables, in a fresh process-local DuckDB."""
     runs = f"{s3_bucket}/runs"
     for run_id, status in (("run-a", "accepted"), ("run-r", "rejected")):
         folder = tmp_path / run_id
-        shutil.copytree(FIXTURES / "good", folder)
-        assert cli(["analyze", str(folder)]) == 0
+        shutil.copytree(analyzed, folder)
         if status == "rejected":  # a rejected run has no cost tables
             for name in ("cost_per_1m.parquet", "headline.parquet"):
                 (folder / name).unlink()

@@ -33,6 +33,9 @@ def small_kv(tmp_path_factory):
         yield e
 
 
+# serial: the cliff is a ratio of client-measured TTFT medians, and a busy machine's delay adds
+# to both sides alike (shrinking the ratio); alone it stands 5-6x above the 2.5x asked
+@pytest.mark.serial
 def test_agentic_sessions_grow_and_fall_off_a_ttft_cliff_at_the_kv_capacity(small_kv, tmp_path):
     run_dir = tmp_path / "run"
     scenario = Scenario("agentic", turns=TURNS, max_context_tokens=MAX_CONTEXT,

@@ -92,7 +92,13 @@ def test_mooncake_replay_keeps_the_scaled_times_and_shares_prefixes(emu, tmp_pat
         assert r["output_tokens"] == w.output_tokens
         assert r["input_tokens"] == w.input_tokens  # the emulator counts one token per word
     lags = sorted((ns(r["sent_at"]) - ns(r["scheduled_at"])) / 1e9 for r in got)
-    assert lags[len(lags) // 2] < 0.05 and lags[-1] < 0.5  # fidelity, generous on a shared host
+    assert lags[0] >= 0  # never early
+    # never late unnoticed: a loaded machine may send late, but then the self-watch (its
+    # scheduling lag p99 over 10 ms) marks the step client-limited; only a step it passed
+    # must have kept to the trace's times (a bound that load cannot fail)
+    (step,) = mf.load(tmp_path / "run" / "manifest.json")["steps"]
+    if not step["client_limited"]:
+        assert lags[len(lags) // 2] < 0.05 and lags[-1] < 0.5, (lags, step)
     seen: set[int] = set()
     for r, w in zip(got, want, strict=True):
         first = w.hash_ids[0]
@@ -260,7 +266,10 @@ def test_slo_search_over_concurrency_converges_on_the_modelled_emulator(tmp_path
     # so the search stops after 4 of its 6 probes
     assert [p["step"] for p in probes] == ["c=1", "c=2", "c=4", "c=3"]
     assert [p["step"] for p in probes] == [s["step"] for s in result.steps]
-    assert [p["met"] for p in probes] == [True, True, False, True]
+    # c=4 misses by a queue that load only lengthens; c=1 and c=2 meet with 1.5 service
+    # times to spare; c=3 meets with half of one (~80 ms), which a client slowed by a loaded
+    # machine can spend: that verdict is checked below when the self-watch passed every probe
+    assert [p["met"] for p in probes][:3] == [True, True, False]
     assert next_concurrency(3, 3, 4) is None
     # every probe is an ordinary closed-loop step of the run, with its requests recorded
     got = rows(run_dir)
@@ -278,6 +287,7 @@ def test_slo_search_over_concurrency_converges_on_the_modelled_emulator(tmp_path
         assert m["ttft_s_p99"] >= 0.95 * ((p["target"] - 1) * service + prefill)
         assert m["achieved_concurrency"] >= 0.9 * p["target"]  # the drain tail stays short
     if all(p["valid"] for p in probes):
+        assert probes[3]["met"] is True
         assert cap["capacity"] == 3 and cap["interval"] == [3, 4]
     else:  # a client-limited probe is never met: the capacity can only come out lower
         assert cap["capacity"] is None or cap["capacity"] <= 3

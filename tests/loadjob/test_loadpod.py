@@ -18,6 +18,7 @@ import pytest
 from pipelines.cli import main as cli
 from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED, read_records
 from resources.storage import runstore
+from resources.storage.board import Board
 from tests.support.emulator import FIXED_MODEL
 
 pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
@@ -74,21 +75,20 @@ def test_bad_input_is_exit_2_naming_it(tmp_path, capsys, monkeypatch):
     assert "--upload '/tmp/runs/x': expected s3://" in capsys.readouterr().err
 
 
-@pytest.mark.serial  # a wall-clock start and meeting bound
 def test_a_pod_stopped_by_a_full_disk_says_so_and_uploads_its_streams(server, s3_bucket, tmp_path):
     upload = f"{s3_bucket}/runs/run-9"
-    # the start leaves the pod time to import and probe on a busy machine: a pod that reaches
-    # its first meeting after it closed would be left behind before it filled its disk
-    start = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=6)).isoformat()
+    # pod-0 is gone before pod-1 starts (what a pod that stopped writes): at the meeting
+    # before the steady step pod-1 waits for no one and goes on alone to fill its disk. No
+    # deadline is within reach (a pod up to 60 s past the instant runs, the meeting closes
+    # 1,800 s after the warm-up began) and nothing compares measured times: not serial.
+    Board(f"{upload}/barrier").put("gone/0.pod-0", b"")
+    start = dt.datetime.now(dt.UTC).isoformat()
     p = loadpod(["--upload", upload, "--scratch", str(tmp_path / "scratch"), "--",
                  "--endpoint", server.base_url, "--model", FIXED_MODEL, "--concurrency", "8",
                  "--requests", "1000000", "--warmup-requests", "2", "--input-tokens", "8",
                  "--output-tokens", "64", "--no-tokenize", "--run-id", "run-9", "--no-progress",
                  "--drain-timeout", "5", "--worker-index", "env", "--worker-count", "2",
-                 # pod-0 never comes: the meeting before the steady step closes 4 s after the
-                 # warm-up began instead of at the default bound (a minute of waiting here),
-                 # and the pod goes on alone to fill its disk
-                 "--barrier-timeout", "4", "--start-at", start], "1", small_disk)
+                 "--start-at", start], "1", small_disk)
     assert p.returncode == 74, p.stderr[-3000:]
     assert "Traceback" not in p.stderr
     assert "disk full: cannot write" in p.stderr and "File too large" in p.stderr
@@ -100,3 +100,5 @@ def test_a_pod_stopped_by_a_full_disk_says_so_and_uploads_its_streams(server, s3
     assert steady.num_rows > 0 and set(steady["worker"].to_pylist()) == {"pod-1"}
     assert f"{steady.num_rows} steady_state_request_log" in p.stderr
     assert f"{chunks.num_rows} chunk_log" in p.stderr
+    # it met (alone) before the steady step, which its disk then cut short
+    assert [k.split(".")[1] for k in Board(f"{upload}/barrier").names("001-c=8")] == ["pod-1"]

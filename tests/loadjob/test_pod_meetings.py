@@ -19,16 +19,19 @@ from types import SimpleNamespace
 
 import pytest
 
+from pipelines.cli import main as cli
 from resources.contract import manifest as mf
 from resources.loadgen.clock import Clock
 from resources.loadgen.errors import LeftBehind
 from resources.loadgen.workers.podsync import (
     LATE_START_S,
     MARGIN_S,
+    SCALE_ENV,
     WINDOW_S,
     Arrival,
     Meeting,
     PodSync,
+    Waits,
     meet,
 )
 from resources.loadjob.job import PodOutcome
@@ -40,6 +43,9 @@ from tests.support.emulator import FIXED_MODEL, FixedTimingServer
 from tests.support.loadgen import ROOT, ns, rows
 
 S = 1_000_000_000
+# the pods here share one clock and moto lists every write at once: the meetings' fixed
+# waits (margin 1 s, window 2 s, poll 0.3 s) at a quarter; the deadlines stay as given
+FAST = "0.25"
 
 
 @pytest.fixture
@@ -55,14 +61,19 @@ def _start_at(seconds: float) -> str:
     return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
 
 
-def _pod(server, upload: str, scratch: Path, index: int, start_at: str, *extra: str):
-    args = ["loadpod", "--upload", upload, "--scratch", str(scratch), "--",
+def _args(server, upload: str, scratch: Path, start_at: str, *extra: str) -> list[str]:
+    return ["loadpod", "--upload", upload, "--scratch", str(scratch), "--",
             "--endpoint", server.base_url, "--model", FIXED_MODEL, "--input-tokens", "8",
             "--output-tokens", "24", "--run-id", "meet-1", "--no-progress",
             "--worker-index", "env", "--worker-count", "2", "--start-at", start_at, *extra]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "JOB_COMPLETION_INDEX": str(index)}
-    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _pod(server, upload: str, scratch: Path, index: int, start_at: str, *extra: str):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JOB_COMPLETION_INDEX": str(index),
+           SCALE_ENV: FAST}
+    return subprocess.Popen([sys.executable, "-m", "pipelines.cli",
+                             *_args(server, upload, scratch, start_at, *extra)], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _fetch(upload: str, dest: Path) -> list[str]:
@@ -76,14 +87,18 @@ def _summary(folder: Path, worker: str) -> dict:
     return json.loads((folder / f"worker.{worker}.json").read_text())
 
 
-@pytest.mark.serial  # wall-clock starts and meeting bounds
 def test_no_step_starts_on_any_pod_before_every_pod_finished_the_last(slow_server, s3_bucket,
                                                                       tmp_path):
+    # Not serial: nothing here can be failed by a slow machine. The first step's instant is
+    # now: a pod past it starts at once (nothing below depends on the first start), the
+    # meetings have no deadline within reach (1,800 s for steps bounded by a count), and
+    # every time compared is a lower bound (sends after the meeting's start, after the
+    # previous step's last answer) that the protocol guarantees whatever the pods' speed.
     upload = f"{s3_bucket}/runs/meet-1"
-    start = _start_at(4)
-    # c=1 over two pods: pod-0 sends all 10 requests one after another, pod-1 none, so
+    start = _start_at(0)
+    # c=1 over two pods: pod-0 sends all 6 requests one after another, pod-1 none, so
     # back to back pod-1 would be in c=2 (and warm-up alike) while pod-0 is still in c=1
-    plan = ("--concurrency", "1,2", "--requests", "10", "--warmup-requests", "2")
+    plan = ("--concurrency", "1,2", "--requests", "6", "--warmup-requests", "2")
     pods = [_pod(slow_server, upload, tmp_path / f"s{i}", i, start, *plan) for i in (0, 1)]
     outs = [p.communicate(timeout=120) for p in pods]
     assert [p.returncode for p in pods] == [0, 0], outs
@@ -91,8 +106,8 @@ def test_no_step_starts_on_any_pod_before_every_pod_finished_the_last(slow_serve
     assert len(_fetch(upload, got)) == 8
     steady, warm = rows(got), rows(got, "warmup_log")
     by_step = {name: [r for r in steady if r["step"] == name] for name in ("c=1", "c=2")}
-    assert len(by_step["c=1"]) == 10 and {r["worker"] for r in by_step["c=1"]} == {"pod-0"}
-    assert len(by_step["c=2"]) == 10 and {r["worker"] for r in by_step["c=2"]} == {"pod-0", "pod-1"}
+    assert len(by_step["c=1"]) == 6 and {r["worker"] for r in by_step["c=1"]} == {"pod-0"}
+    assert len(by_step["c=2"]) == 6 and {r["worker"] for r in by_step["c=2"]} == {"pod-0", "pod-1"}
     # no request of a step was sent before the last request of the one before finished
     phases = [warm, by_step["c=1"], by_step["c=2"]]
     for before, after in zip(phases, phases[1:], strict=False):
@@ -118,18 +133,23 @@ def _board(upload: str) -> list[str]:
     return [i.path[len(base) + 1:] for i in infos if i.type == pafs.FileType.File]
 
 
-@pytest.mark.serial  # wall-clock starts and meeting bounds
+@pytest.mark.serial  # pod-0's c=1 (0.6 s) must end within the 3 s meeting bound
 def test_a_pod_that_never_comes_is_left_behind_and_one_too_late_stops(slow_server, s3_bucket,
-                                                                      tmp_path):
+                                                                      tmp_path, monkeypatch,
+                                                                      capsys):
     upload = f"{s3_bucket}/runs/meet-1"
-    start = _start_at(6)
+    start = _start_at(0)
     plan = ("--concurrency", "1,2", "--requests", "4", "--warmup-requests", "0",
-            "--barrier-timeout", "6")
-    # pod-1 is not there: pod-0 waits for it until the meeting closes (6 s after c=1
-    # started), then goes on alone and names it
-    p0 = _pod(slow_server, upload, tmp_path / "s0", 0, start, *plan)
-    out0, err0 = p0.communicate(timeout=120)
-    assert p0.returncode == 0, err0
+            "--barrier-timeout", "3")
+    # pod-1 is not there: pod-0 waits for it until the meeting closes (3 s after c=1
+    # started), then goes on alone and names it. pod-0 runs in this process (no start-up to
+    # wait for before its instant); pod-1, whose exit status is the point, is a process.
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "0")
+    monkeypatch.setenv(SCALE_ENV, FAST)
+    capsys.readouterr()
+    assert cli(_args(slow_server, upload, tmp_path / "s0", start, *plan)) == 0, \
+        capsys.readouterr().err
+    out0 = capsys.readouterr().out
     assert "before c=2: went on without pod-1" in out0
     # pod-1 comes long after: it runs no step past the meeting it missed, says why, keeps
     # what it recorded (its c=1 share is empty) and tells the others it is gone
@@ -148,7 +168,9 @@ def test_a_pod_that_never_comes_is_left_behind_and_one_too_late_stops(slow_serve
     # wait past the bound
     assert [(s["step"], s["client_limited"]) for s in s0["steps"]] == [("c=1", True), ("c=2", True)]
     closed = mf.parse_ts(m["deadline"])
-    assert mf.parse_ts(m["start_at"]) == closed + int((WINDOW_S + MARGIN_S) * S)
+    assert closed == mf.parse_ts(start) + 3 * S
+    fast = Waits.from_env({SCALE_ENV: FAST})
+    assert mf.parse_ts(m["start_at"]) == closed + int(fast.window_s * S) + int(fast.margin_s * S)
     assert s1["left_behind"]["label"] == "c=2" and [s["step"] for s in s1["steps"]] == ["c=1"]
     assert {r["step"] for r in rows(got) if r["worker"] == "pod-0"} == {"c=1", "c=2"}
     # the collector names the pod the others went on without, and why
@@ -195,6 +217,28 @@ def test_every_pod_computes_the_same_meeting_from_the_same_arrivals():
     assert meet(members, three, {3}, deadline, 950 * S) == Meeting(
         first_three, frozenset({0, 1, 2}), frozenset({3}))
     assert Arrival.parse(arrivals[1].key) == arrivals[1] and Arrival.parse("gone") is None
+    # scaled waits (SCALE_ENV): the same decisions, a quarter of the margin and window
+    fast = Waits.from_env({SCALE_ENV: "0.25"})
+    assert (fast.poll_s, fast.margin_s, fast.window_s) == (0.075, 0.25, 0.5)
+    assert Waits.from_env({}) == Waits() == Waits(0.3, MARGIN_S, WINDOW_S)
+    assert meet(members, three, set(), deadline, deadline + S // 2 - 1, fast) is None
+    assert meet(members, three, set(), deadline, deadline + S // 2, fast).start_ns == \
+        deadline + 3 * S // 4
+    assert meet(members, arrivals, set(), deadline, 999 * S, fast).start_ns == 999 * S + S // 4
+    for bad in ("0", "-1", "nan", "inf", "fast"):
+        with pytest.raises(ValueError, match=f"{SCALE_ENV}="):
+            Waits.from_env({SCALE_ENV: bad})
+
+
+def test_a_bad_meeting_scale_is_exit_2_naming_the_variable(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(SCALE_ENV, "soon")
+    code = cli(["load", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--out",
+                str(tmp_path / "r"), "--concurrency", "1,2", "--worker-index", "0",
+                "--worker-count", "2", "--start-at", "2026-11-30T18:00:00Z", "--run-id", "r",
+                "--barrier-uri", str(tmp_path / "barrier")])
+    assert code == 2
+    assert f"{SCALE_ENV}='soon': expected a positive number" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 class _CountingBoard(Board):

@@ -151,31 +151,32 @@ def test_export_is_read_by_aiperfs_viewer_and_imports_back(aiperf_run, tmp_path)
     exported = tmp_path / "exported"
     assert cli(["export", str(run), "--format", "aiperf", "--out", str(exported)]) == 0
     step_dir = exported / "c=2"
-    # AIPerf's own reader (what `aiperf plot` draws from) loads the exported folder
+    # AIPerf's own reader (what `aiperf plot` draws from) loads the exported folder; then
+    # `aiperf plot`, AIPerf's viewer, draws it, in the same interpreter (the command its
+    # console script runs: one start of AIPerf's imports, not two): PNGs where a browser
+    # renders them (kaleido drives Chrome; `make chromium` installs Debian's), else it loads
+    # the data and says why it drew nothing
     probe = ("import sys, json; from pathlib import Path\n"
              "from aiperf.plot.core.data_loader import DataLoader\n"
              "d = DataLoader().load_run(Path(sys.argv[1]))\n"
              "ok = d.requests[d.requests['benchmark_phase'] == 'profiling']\n"
-             "print(json.dumps({'n': len(ok), 'concurrency': d.metadata.concurrency,\n"
-             "  'ttft': sorted(ok['time_to_first_token'].tolist())}))\n")
-    p = subprocess.run([str(py), "-c", probe, str(step_dir)], capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
-    seen = json.loads(p.stdout.strip().splitlines()[-1])
-    steady = ns_rows(run / "steady_state_request_log.parquet")
-    assert seen["n"] == REQUESTS and seen["concurrency"] == 2
-    assert seen["ttft"] == pytest.approx(sorted((r["first_token_at"] - r["sent_at"]) / 1e6
-                                                for r in steady))
-    # `aiperf plot`, AIPerf's viewer, draws it: PNGs where a browser renders them (kaleido
-    # drives Chrome; `make chromium` installs Debian's), else it loads the data and says why
-    # it drew nothing
+             "print('LOADED ' + json.dumps({'n': len(ok), 'concurrency': d.metadata.concurrency,\n"
+             "  'ttft': sorted(ok['time_to_first_token'].tolist())}), flush=True)\n"
+             "from aiperf.cli import app\n"
+             "sys.exit(app(['plot', sys.argv[1], '--output', sys.argv[2]]))\n")
     plots = tmp_path / "plots"
     browser = shutil.which("chromium")
     # its first run writes a plot config under $HOME: a home of the test's own
     env = {**os.environ, "HOME": str(tmp_path), **({"BROWSER_PATH": browser} if browser else {})}
-    p = subprocess.run([str(py.parent / "aiperf"), "plot", str(step_dir), "--output", str(plots)],
-                       capture_output=True, text=True, timeout=600, env=env)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    p = subprocess.run([str(py), "-c", probe, str(step_dir), str(plots)], capture_output=True,
+                       text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    (loaded,) = [ln for ln in p.stdout.splitlines() if ln.startswith("LOADED ")]
+    seen = json.loads(loaded.removeprefix("LOADED "))
+    steady = ns_rows(run / "steady_state_request_log.parquet")
+    assert seen["n"] == REQUESTS and seen["concurrency"] == 2
+    assert seen["ttft"] == pytest.approx(sorted((r["first_token_at"] - r["sent_at"]) / 1e6
+                                                for r in steady))
     assert (plots / "summary.txt").exists()
     if browser:
         assert list(plots.glob("*.png")), (plots / "summary.txt").read_text()

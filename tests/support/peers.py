@@ -7,8 +7,12 @@ in servingbench's; a test that needs one skips, naming `make peers`, when it is 
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -69,10 +73,34 @@ def require(peer: str) -> Path:
 
 
 def tokenizer(py: Path, where: Path, byte_level: bool = False) -> Path:
-    if not (where / "tokenizer.json").exists():
-        code = _BYTE_TOKENIZER if byte_level else _WORD_TOKENIZER
-        subprocess.run([str(py), "-c", code, str(where)], check=True, capture_output=True,
-                       timeout=300)
+    """The tokenizer folder at `where`, copied from the one built once per peer virtualenv
+    (keyed by the code that builds it): building it imports `transformers` in the peer's
+    interpreter, seconds of CPU that every module and benchmark run would otherwise repeat
+    for the same few kilobytes."""
+    if (where / "tokenizer.json").exists():
+        return where
+    code = _BYTE_TOKENIZER if byte_level else _WORD_TOKENIZER
+    digest = hashlib.sha256(code.encode()).hexdigest()[:12]
+    kind = "byte" if byte_level else "word"
+    built = Path(py).parent.parent / "servingbench-tokenizers" / f"{kind}-{digest}"
+    if not (built / "tokenizer.json").exists():
+        try:
+            built.parent.mkdir(parents=True, exist_ok=True)
+            # built beside its final name and renamed into place: a worker that finds the
+            # folder finds it whole, and two that build it at once both end with a whole one
+            scratch = Path(tempfile.mkdtemp(prefix=f".{kind}-", dir=built.parent))
+        except OSError:  # a read-only install: build it where it is wanted, as before
+            subprocess.run([str(py), "-c", code, str(where)], check=True, capture_output=True,
+                           timeout=300)
+            return where
+        try:
+            subprocess.run([str(py), "-c", code, str(scratch / "tok")], check=True,
+                           capture_output=True, timeout=300)
+            with contextlib.suppress(OSError):  # another worker renamed its copy first
+                (scratch / "tok").rename(built)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    shutil.copytree(built, where, dirs_exist_ok=True)
     return where
 
 

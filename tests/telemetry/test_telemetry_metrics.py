@@ -38,9 +38,16 @@ def rows_by_key(run_dir):
     return {(r["step"], r["device"], r["metric"]): r for r in t}
 
 
-def test_energy_per_1m_output_tokens_hand_computed(tmp_path):
-    run_dir = telemetry_run().write(tmp_path / "run")
-    result = analyze_run(run_dir)
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory):
+    """The hand-computed run analysed once (each analysis validates the folder with GX, a
+    second or more of CPU): three tests read different parts of the same outputs."""
+    run_dir = telemetry_run().write(tmp_path_factory.mktemp("telemetry") / "run")
+    return run_dir, analyze_run(run_dir)
+
+
+def test_energy_per_1m_output_tokens_hand_computed(analysed):
+    run_dir, result = analysed
     assert result.exit_code == 0, result.message
     rows = rows_by_key(run_dir)
     energy = rows[("c=2", "all", "energy_j_per_1m_output_tokens")]
@@ -50,9 +57,8 @@ def test_energy_per_1m_output_tokens_hand_computed(tmp_path):
     assert energy["source"] == "dcgm"
 
 
-def test_per_device_mean_max_n(tmp_path):
-    run_dir = telemetry_run().write(tmp_path / "run")
-    analyze_run(run_dir)
+def test_per_device_mean_max_n(analysed):
+    run_dir, _ = analysed
     rows = rows_by_key(run_dir)
     util = rows[("c=2", "gpu0", "accel_util")]
     assert (util["mean"], util["max"], util["n"]) == (pytest.approx(0.2), 0.3, 2)
@@ -64,9 +70,9 @@ def test_per_device_mean_max_n(tmp_path):
     assert all(r["run_id"] == "run-1" for r in rows.values())
 
 
-def test_flags_kv_full_and_headroom(tmp_path):
-    run_dir = telemetry_run().write(tmp_path / "run")
-    s = step_summary(analyze_run(run_dir).telemetry)[0]
+def test_flags_kv_full_and_headroom(analysed):
+    _, result = analysed
+    s = step_summary(result.telemetry)[0]
     assert s["mem_headroom_min"] == pytest.approx(1 - 78 / 80)
     assert s["mem_used_max_bytes"] == 78e9
     assert s["sample_errors"] == 1

@@ -38,6 +38,7 @@ self-watch starts after it, but the flush loop and signal handling go on meanwhi
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -56,6 +57,10 @@ LIST_RETRY_S = 30.0  # past the decision time, a pod that still cannot list give
 LATE_START_S = 60.0  # past the Job's instant: later than this, a pod runs nothing at all
 COUNT_BOUND_S = 1800.0  # a step bounded by a request count has no length known in advance
 SLACK_S = 60.0    # a --duration step: its duration, the drain timeout, the cancel grace, this
+# Scales POLL_S, MARGIN_S and WINDOW_S (default 1): for pods on one machine, which share one
+# clock and a board that lists every write at once, so their tests need not wait out room
+# made for a cluster. The deadlines themselves (`--barrier-timeout`, LATE_START_S) are kept.
+SCALE_ENV = "SERVINGBENCH_MEETING_SCALE"
 GONE = "gone"
 START = "start"
 _LABEL = re.compile(r"[^A-Za-z0-9=._-]")
@@ -81,6 +86,28 @@ class Arrival:
 
 
 @dataclass(frozen=True)
+class Waits:
+    """A meeting's fixed waits, in seconds (POLL_S, MARGIN_S, WINDOW_S unless scaled)."""
+    poll_s: float = POLL_S
+    margin_s: float = MARGIN_S
+    window_s: float = WINDOW_S
+
+    @classmethod
+    def from_env(cls, environ) -> Waits:
+        """The waits scaled by SCALE_ENV; ValueError names the variable."""
+        raw = environ.get(SCALE_ENV, "").strip()
+        if not raw:
+            return cls()
+        try:
+            k = float(raw)
+        except ValueError:
+            k = math.nan
+        if not (math.isfinite(k) and k > 0):
+            raise ValueError(f"{SCALE_ENV}={raw[:40]!r}: expected a positive number (default 1)")
+        return cls(POLL_S * k, MARGIN_S * k, WINDOW_S * k)
+
+
+@dataclass(frozen=True)
 class Meeting:
     start_ns: int              # UTC epoch ns the next step starts at
     present: frozenset[int]    # the workers that go on
@@ -88,15 +115,15 @@ class Meeting:
 
 
 def meet(members: frozenset[int], arrivals: list[Arrival], gone: set[int], deadline_ns: int,
-         now_ns: int) -> Meeting | None:
+         now_ns: int, waits: Waits = Waits()) -> Meeting | None:
     """The meeting every pod computes from the same objects, or None while it must wait.
 
     Everyone expected is there (or gone for good): the start is the last arrival plus
-    MARGIN_S. Not everyone, WINDOW_S past the deadline: the start is the deadline plus
-    WINDOW_S plus MARGIN_S, without the absent. Arrivals of non-members, or stamped past
-    the deadline, do not count."""
+    the margin (MARGIN_S). Not everyone, the window (WINDOW_S) past the deadline: the start
+    is the deadline plus the window plus the margin, without the absent. Arrivals of
+    non-members, or stamped past the deadline, do not count."""
     came = {a.index: a.at_ns for a in arrivals if a.index in members and a.at_ns <= deadline_ns}
-    window, margin = int(WINDOW_S * 1e9), int(MARGIN_S * 1e9)
+    window, margin = int(waits.window_s * 1e9), int(waits.margin_s * 1e9)
     if not members - came.keys() - gone:
         start = max(came.values(), default=now_ns) + margin
     elif now_ns >= deadline_ns + window:
@@ -135,8 +162,9 @@ class PodSync:
     later step over `board` (put(name, bytes), names(folder) -> [name]; OSError on failure)."""
 
     def __init__(self, board, index: int, count: int, name: str, start_at_ns: int,
-                 bound_s: tuple[float, float]) -> None:
+                 bound_s: tuple[float, float], waits: Waits = Waits()) -> None:
         self.board, self.index, self.name = board, index, name
+        self.waits = waits
         self.start_at_ns = start_at_ns
         self.warmup_bound_s, self.step_bound_s = bound_s
         self.members = frozenset(range(count))
@@ -220,10 +248,11 @@ class PodSync:
                 error = _say(exc)
             if clock.now_utc() > until_ns:
                 return error
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(self.waits.poll_s)
 
     async def _wait(self, folder: str, deadline: int, clock) -> Meeting | None:
-        give_up = deadline + int((WINDOW_S + MARGIN_S + LIST_RETRY_S) * 1e9)
+        w = self.waits
+        give_up = deadline + int((w.window_s + w.margin_s + LIST_RETRY_S) * 1e9)
         self._last_error = None
         while True:
             try:
@@ -233,12 +262,12 @@ class PodSync:
                 self._last_error = _say(exc)
                 if clock.now_utc() > give_up:
                     return None
-                await asyncio.sleep(POLL_S)
+                await asyncio.sleep(w.poll_s)
                 continue
             arrivals = [a for a in map(Arrival.parse, keys) if a is not None]
             gone = {int(k.split(".")[0]) for k in gone_keys if is_digits(k.split(".")[0])}
             if self.started is None and clock.now_utc() >= self.start_at_ns + int(
-                    (LATE_START_S + WINDOW_S) * 1e9):
+                    (LATE_START_S + w.window_s) * 1e9):
                 # every start written in time is listed by now; no later one runs anything
                 try:
                     self.started = {a.index for a in map(Arrival.parse, await asyncio.to_thread(
@@ -249,10 +278,10 @@ class PodSync:
                 gone |= self.members - self.started
             for a in arrivals:
                 self.names.setdefault(a.index, a.name)
-            meeting = meet(self.members, arrivals, gone, deadline, clock.now_utc())
+            meeting = meet(self.members, arrivals, gone, deadline, clock.now_utc(), w)
             if meeting is not None:
                 return meeting
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(w.poll_s)
 
     def _note(self, run, label: str, meeting: Meeting, deadline: int) -> None:
         late = max(0.0, (run.clock.now_utc() - meeting.start_ns) / 1e9)
