@@ -111,6 +111,12 @@ def _unknown(where: str, key, allowed) -> ConfigError:
     return ConfigError(f"{where}.{key}: unknown key{hint}")
 
 
+def _one_worker(kind) -> bool:
+    from resources.loadgen.scenarios.spec import one_worker
+
+    return isinstance(kind, str) and one_worker(kind)
+
+
 def _check_keys(obj: dict, allowed, where: str) -> None:
     if not isinstance(obj, dict):
         raise ConfigError(f"{where}: expected a mapping")
@@ -273,9 +279,9 @@ def _check_sizes(scenario: dict, max_model_len: int, where: str) -> None:
             raise ConfigError(f"{where}: input_tokens + output_tokens = {total:,} does not fit "
                               f"max_model_len {max_model_len:,}")
     if scenario.get("kind") == "agentic":
-        from resources.loadgen.scenarios.spec import AGENTIC_MAX_CONTEXT
+        from resources.loadgen.scenarios.spec import default
 
-        context = scenario.get("max_context_tokens", AGENTIC_MAX_CONTEXT)
+        context = scenario.get("max_context_tokens", default("agentic", "max_context_tokens"))
         if _is_int(context) and context > max_model_len:
             raise ConfigError(f"{where}.max_context_tokens: {context:,} does not fit "
                               f"max_model_len {max_model_len:,} (a session would be refused "
@@ -335,7 +341,7 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
             hourly_usd_per_node=(sheet.get("hourly_usd_per_node") or {}).get(merged["instance_type"]),
             bases=tuple(sheet_bases(sheet, merged["instance_type"])))
     load = _load_plan(merged.pop("load", {}), f"{where}.load")
-    if load.workers > 1 and isinstance(scenario, dict) and scenario.get("kind") in ("batch", "slo_search"):
+    if load.workers > 1 and isinstance(scenario, dict) and _one_worker(scenario.get("kind")):
         raise ConfigError(f"{where}.load.workers: scenario {scenario['kind']} runs with one worker "
                           f"only (got {load.workers})")
     if load.ladder is not None and isinstance(scenario, dict) and scenario.get("kind", "fixed") != "fixed":

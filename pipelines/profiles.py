@@ -20,11 +20,10 @@ import dagster as dg
 
 from pipelines.catalog import load_candidates
 from pipelines.config import DEFAULT_FILE, REPO, ConfigError
+from resources import billing
 from resources.aws.caller import Caller
-from resources.billing.cost_explorer import CostExplorerApi, CostExplorerBill
-from resources.billing.price_bases import PriceBasesLookup
+from resources.billing.cost_explorer import CostExplorerApi
 from resources.billing.price_list import PriceListApi
-from resources.billing.price_sheet import PriceSheetBill
 from resources.cluster.eks import EksNodegroupCluster
 from resources.cluster.eks_api import HEARTBEAT_STALE_S, EksNodegroups, check_owner
 from resources.cluster.local import LocalHostCluster
@@ -41,6 +40,10 @@ from resources.model_server.local import LocalModelServers
 from resources.storage.store import Storage
 
 PROFILES = ("local", "eks")
+# the bill source each profile bills with, by its name (resources/billing finds the file that
+# defines it): the embedded default prices its steady phase at the price sheet's rate; eks
+# reads the run's Cost Explorer bill
+BILL_SOURCE = {"local": "price_sheet", "eks": "cost_explorer"}
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ def resources_for(settings: Settings) -> dict:
             "cluster": LocalHostCluster(),
             "model_server": LocalModelServers(EmulatorModelServer(
                 time_scale=settings.time_scale, cold_start_s=settings.cold_start_s)),
-            "bill_source": PriceSheetBill(),
+            "bill_source": billing.build(BILL_SOURCE["local"]),
             "reaper": NothingToReap(),
         }
     try:
@@ -334,7 +337,7 @@ class EksResources:
                                             owner=s.owner, run_as_user=s.run_as_user,
                                             timeout_s=s.deploy_timeout_s,
                                             telemetry=s.telemetry()),
-            "bill_source": CostExplorerBill(self.billing, PriceBasesLookup.from_session(
+            "bill_source": billing.build(BILL_SOURCE["eks"], billing.Aws(
                 self.session, endpoint_url=s.endpoint_url, caller=self.caller)),
         }
 

@@ -19,15 +19,7 @@ from resources.contract.digits import is_digits
 from resources.contract.manifest import ManifestError
 from resources.loadgen.config import LoadConfig
 from resources.loadgen.errors import DiskFullError, LoadConfigError, LoadError, RunExistsError
-from resources.loadgen.scenarios.spec import (
-    AGENTIC_INPUT_TOKENS,
-    AGENTIC_MAX_CONTEXT,
-    AGENTIC_OUTPUT_TOKENS,
-    AGENTIC_TOOL_RESULT,
-    AGENTIC_TURNS,
-    BATCH_INPUT_TOKENS,
-    BATCH_OUTPUT_TOKENS,
-)
+from resources.loadgen.scenarios.spec import default, default_targets, own_steps
 
 
 def _ints(text: str) -> list[int]:
@@ -208,10 +200,12 @@ def scenario_from_args(a: argparse.Namespace):
         def given(value, default):  # 0 is a value to refuse, not "use the default"
             return default if value is None else value
 
-        return Scenario("agentic", turns=given(a.turns, AGENTIC_TURNS),
+        return Scenario("agentic", turns=given(a.turns, default("agentic", "turns")),
                         think_time_s=a.think_time_s,
-                        max_context_tokens=given(a.max_context_tokens, AGENTIC_MAX_CONTEXT),
-                        tool_result_tokens=given(a.tool_result_tokens, AGENTIC_TOOL_RESULT))
+                        max_context_tokens=given(a.max_context_tokens,
+                                                 default("agentic", "max_context_tokens")),
+                        tool_result_tokens=given(a.tool_result_tokens,
+                                                 default("agentic", "tool_result_tokens")))
     if a.scenario == "batch":
         return Scenario("batch", requests=a.requests or 64, max_in_flight=a.max_in_flight)
     return None
@@ -243,16 +237,15 @@ def config_from_args(a: argparse.Namespace) -> LoadConfig:
     ladder = ladder_from_args(a)
     concurrency = a.concurrency
     if concurrency is None:
-        concurrency = [] if (a.rate or a.profile or ladder or kind in ("trace", "slo_search")) \
+        concurrency = [] if (a.rate or a.profile or ladder or own_steps(kind)) \
             else [1, 4, 8, 16, 32]
     requests = a.requests if a.requests is not None else (None if a.duration else 64)
-    if kind == "batch":  # the throughput job: long input, short output, unless told otherwise
-        a.input_tokens = a.input_tokens or BATCH_INPUT_TOKENS
-        a.output_tokens = a.output_tokens or BATCH_OUTPUT_TOKENS
+    if kind == "batch":
         concurrency = [scenario.max_in_flight]
-    if kind == "agentic":  # a task prompt, then short answers (tool calls)
-        a.input_tokens = a.input_tokens or AGENTIC_INPUT_TOKENS
-        a.output_tokens = a.output_tokens or AGENTIC_OUTPUT_TOKENS
+    # the kind's own token targets (batch: long input, short output), unless told otherwise
+    targets = default_targets(kind) if kind else {}
+    a.input_tokens = a.input_tokens or targets.get("input_tokens")
+    a.output_tokens = a.output_tokens or targets.get("output_tokens")
     a.input_tokens = a.input_tokens or 512
     a.output_tokens = a.output_tokens or 128
     return LoadConfig(

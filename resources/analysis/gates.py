@@ -59,30 +59,48 @@ def _finish(rule: int, problems: list[tuple[str, set]], keys: pd.Series, extra: 
 
 
 def _run(df: pd.DataFrame, checks: list[tuple[str, object]], label: str) -> list[tuple[str, set]]:
+    return _run_many(df, [checks], label)[0]
+
+
+def _run_many(df: pd.DataFrame, groups: list[list[tuple[str, object]]],
+              label: str) -> list[list[tuple[str, set]]]:
+    """Several rules' checks of one DataFrame in one validation (GX's cost is mostly per
+    call and per expectation, not per row), each rule's (what, rows) back in its own list."""
     if df.empty:
-        return []
-    outcomes = gx.validate(df, [c for _, c in checks], label)
-    return [(what, set(o.rows)) for (what, _), o in zip(checks, outcomes, strict=True)]
+        return [[] for _ in groups]
+    flat = [c for checks in groups for c in checks]
+    outcomes = iter(gx.validate(df, [c for _, c in flat], label))
+    return [[(what, set(next(outcomes).rows)) for what, _ in checks] for checks in groups]
 
 
-def complete(facts: pd.DataFrame) -> Gate:
+def _complete_checks() -> list[tuple[str, object]]:
     E = gx.expectations()
     checks = [(f"{c} missing", E.ExpectColumnValuesToNotBeNull(column=c))
               for c in ("sent_at", "finished_at")]
     checks += [(f"ok request without {c}", E.ExpectColumnValuesToNotBeNull(
                    column=c, row_condition=OK, condition_parser="pandas"))
                for c in ("first_token_at", "last_token_at", "output_tokens")]
-    return _finish(1, _run(facts, checks, "complete"), facts["request_id"])
+    return checks
 
 
-def ordered(facts: pd.DataFrame) -> Gate:
+def complete(facts: pd.DataFrame, problems: list[tuple[str, set]] | None = None) -> Gate:
+    if problems is None:
+        problems = _run(facts, _complete_checks(), "complete")
+    return _finish(1, problems, facts["request_id"])
+
+
+def _ordered_checks() -> list[tuple[str, object]]:
     E = gx.expectations()
-    checks = [("timestamps out of order", E.ExpectColumnValuesToBeNull(column="order_violation")),
-              ("chunk times decrease with seq", E.ExpectColumnValuesToBeBetween(
-                  column="chunks_out_of_order", max_value=0)),
-              ("chunk outside [sent_at, finished_at]", E.ExpectColumnValuesToBeBetween(
-                  column="chunks_outside", max_value=0))]
-    problems = _run(facts, checks, "ordered")
+    return [("timestamps out of order", E.ExpectColumnValuesToBeNull(column="order_violation")),
+            ("chunk times decrease with seq", E.ExpectColumnValuesToBeBetween(
+                column="chunks_out_of_order", max_value=0)),
+            ("chunk outside [sent_at, finished_at]", E.ExpectColumnValuesToBeBetween(
+                column="chunks_outside", max_value=0))]
+
+
+def ordered(facts: pd.DataFrame, problems: list[tuple[str, set]] | None = None) -> Gate:
+    if problems is None:
+        problems = _run(facts, _ordered_checks(), "ordered")
     if problems and problems[0][1]:
         kinds = sorted(set("; ".join(facts["order_violation"].dropna()).split("; ")))
         problems[0] = (f"timestamps out of order: {', '.join(kinds)}", problems[0][1])
@@ -117,9 +135,9 @@ def phased(facts: pd.DataFrame, chunk_facts: dict | None = None) -> Gate:
                    extra_problems=chunk_problems)
 
 
-def counted(facts: pd.DataFrame) -> Gate:
+def _counted_checks() -> list[tuple[str, object]]:
     E = gx.expectations()
-    checks = [
+    return [
         ("ok request with output_tokens < 1", E.ExpectColumnValuesToBeBetween(
             column="output_tokens", min_value=1, row_condition=OK, condition_parser="pandas")),
         ("chunk tokens do not sum to output_tokens", E.ExpectColumnPairValuesToBeEqual(
@@ -128,7 +146,12 @@ def counted(facts: pd.DataFrame) -> Gate:
             row_condition='status=="ok" and output_tokens_source=="usage"',
             condition_parser="pandas")),
     ]
-    return _finish(4, _run(facts, checks, "counted"), facts["request_id"])
+
+
+def counted(facts: pd.DataFrame, problems: list[tuple[str, set]] | None = None) -> Gate:
+    if problems is None:
+        problems = _run(facts, _counted_checks(), "counted")
+    return _finish(4, problems, facts["request_id"])
 
 
 def _uncovered(periods: list[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
@@ -212,7 +235,11 @@ def request_gates(run: RunFolder) -> list[Gate]:
     phases = sqlfiles.query(run.con, "phase_facts", run_id=run_id).to_pandas()
     chunk_facts = sqlfiles.query(run.con, "chunk_phase_facts", run_id=run_id,
                                  max_examples=MAX_EXAMPLES).to_pylist()[0]
-    return [complete(facts), ordered(facts), phased(phases, chunk_facts), counted(facts)]
+    # rules 1, 2 and 4 read the same per-request facts: one validation for the three
+    p1, p2, p4 = _run_many(facts, [_complete_checks(), _ordered_checks(), _counted_checks()],
+                           "requests")
+    return [complete(facts, p1), ordered(facts, p2), phased(phases, chunk_facts),
+            counted(facts, p4)]
 
 
 def bill_gates(run: RunFolder) -> list[Gate]:

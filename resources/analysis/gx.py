@@ -174,14 +174,22 @@ def _definition(items: list[Any], label: str):
         return vd
 
 
+_INDEX = "servingbench_index"
+
+
 def validate(df: pd.DataFrame, items: list[Any], label: str) -> list[Outcome]:
-    """Validate `df` (which has a `_row` key column) against expectation objects."""
+    """Validate `df` (which has a `_row` key column) against expectation objects; one
+    Outcome per item, in the items' order."""
+    # GX returns a suite's results in an order of its own (grouped by kind of expectation)
+    # and would take two equal expectations for one: each carries its position in `meta`
+    for i, item in enumerate(items):
+        item.meta = {**(item.meta or {}), _INDEX: i}
     vd = _definition(items, label)
     result = vd.run(
         batch_parameters={"dataframe": df},
         result_format={"result_format": "COMPLETE", "unexpected_index_column_names": ["_row"]},
     )
-    outcomes = []
+    outcomes: list[Outcome | None] = [None] * len(items)
     for r in result.results:
         exc = (r.exception_info or {}).get("raised_exception")
         if exc:
@@ -190,5 +198,10 @@ def validate(df: pd.DataFrame, items: list[Any], label: str) -> list[Outcome]:
         kwargs = r.expectation_config.kwargs
         cols = ",".join(str(kwargs[k]) for k in ("column", "column_A", "column_B") if k in kwargs)
         rows = frozenset(int(d["_row"]) for d in r.result.get("unexpected_index_list") or [])
-        outcomes.append(Outcome(f"{r.expectation_config.type}({cols})", bool(r.success), rows))
+        outcomes[int(r.expectation_config.meta[_INDEX])] = Outcome(
+            f"{r.expectation_config.type}({cols})", bool(r.success), rows)
+    missing = [i for i, o in enumerate(outcomes) if o is None]
+    if missing:
+        raise RuntimeError(f"great_expectations returned no result for expectation(s) {missing} "
+                           f"of {label}")
     return outcomes

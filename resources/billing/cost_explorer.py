@@ -179,6 +179,15 @@ class CostExplorerBill(BillSource):
         self.billing = billing
         self.lookup = price_bases
 
+    @classmethod
+    def from_aws(cls, aws) -> CostExplorerBill:
+        if aws is None:
+            raise ValueError("bill source 'cost_explorer' reads AWS Cost Explorer: it needs "
+                             "the eks profile's AWS session")
+        return cls(CostExplorerApi(aws.session, endpoint_url=aws.endpoint_url, caller=aws.caller),
+                   PriceBasesLookup.from_session(aws.session, endpoint_url=aws.endpoint_url,
+                                                 caller=aws.caller))
+
     def price_bases(self, manifest: dict) -> list[dict] | None:
         return None if self.lookup is None else self.lookup.lookup(manifest)
 

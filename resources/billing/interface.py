@@ -10,7 +10,16 @@ import pyarrow as pa
 
 
 class BillSource(ABC):
+    """A file of resources/billing defines one; the package finds it by `source`, its name
+    (the bill rows' `source` value, and what a profile names it by)."""
+
     source: str
+
+    @classmethod
+    def from_aws(cls, aws) -> BillSource:
+        """This source for a profile: `aws` (resources.billing.Aws) on the eks profile, None
+        on the local one. A source that reads nothing from AWS needs no arguments."""
+        return cls()
 
     @abstractmethod
     def fetch_bill(self, manifest: dict) -> pa.Table:

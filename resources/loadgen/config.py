@@ -130,7 +130,7 @@ def validate(cfg: LoadConfig) -> None:
     for seg in cfg.profile:
         if len(seg) != 2 or not all(math.isfinite(v) for v in seg) or seg[0] <= 0 or seg[1] < 0:
             raise LoadConfigError(f"profile: segment {seg!r} is not (duration_s > 0, rate >= 0)")
-    own_steps = (cfg.scenario is not None and cfg.scenario.kind in ("trace", "batch", "slo_search")
+    own_steps = (cfg.scenario is not None and cfg.scenario.own_steps
                  or cfg.ladder is not None)
     if cfg.ladder is not None:
         if cfg.scenario is not None and cfg.scenario.kind != "fixed":
@@ -169,9 +169,8 @@ def validate(cfg: LoadConfig) -> None:
         raise LoadConfigError("shared_prefix_tokens: must be between 1 and input_tokens - 1")
     if isinstance(cfg.workers, bool) or not isinstance(cfg.workers, int) or cfg.workers < 1:
         raise LoadConfigError(f"workers: {cfg.workers!r} is not a positive integer")
-    if cfg.workers > 1 and cfg.scenario is not None and cfg.scenario.kind in ("batch", "slo_search"):
-        # a batch is one queue drained as fast as the server allows, and an SLO search decides
-        # each probe from the last one's records: neither is split across workers yet
+    if cfg.workers > 1 and cfg.scenario is not None and cfg.scenario.one_worker:
+        # its KIND says why (a batch's one queue, an SLO search's probe after probe)
         raise LoadConfigError(f"workers: scenario {cfg.scenario.kind} runs with one worker only "
                               f"(got workers={cfg.workers})")
     if isinstance(cfg.images, bool) or not isinstance(cfg.images, int) or not 0 <= cfg.images <= 64:

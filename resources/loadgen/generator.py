@@ -8,12 +8,7 @@ from pathlib import Path
 
 from resources.contract.candidate import Candidate, LoadPlan
 from resources.loadgen.images import parse_size
-from resources.loadgen.scenarios.spec import (
-    AGENTIC_INPUT_TOKENS,
-    AGENTIC_OUTPUT_TOKENS,
-    BATCH_INPUT_TOKENS,
-    BATCH_OUTPUT_TOKENS,
-)
+from resources.loadgen.scenarios.spec import default_targets
 
 
 @dataclass(frozen=True)
@@ -52,12 +47,7 @@ class LoadGenerator:
 
         plan = self.plan(candidate)
         scenario, targets = from_mapping(candidate.scenario, f"{candidate.name}.scenario")
-        if scenario.kind == "batch":
-            targets = {"input_tokens": BATCH_INPUT_TOKENS, "output_tokens": BATCH_OUTPUT_TOKENS,
-                       **targets}
-        if scenario.kind == "agentic":
-            targets = {"input_tokens": AGENTIC_INPUT_TOKENS,
-                       "output_tokens": AGENTIC_OUTPUT_TOKENS, **targets}
+        targets = {**default_targets(scenario.kind), **targets}
         images = targets.get("images") or 0
         cfg = LoadConfig(
             endpoint=endpoint, model=served_model, concurrency=list(plan.concurrency),

@@ -12,9 +12,8 @@ import pandas as pd
 from resources.analysis.frontier import DEFAULT_LEVELS, levels_of_folders
 from resources.analysis.ranking import Standing, rank
 from resources.contract.schemas import check_output, write_parquet
-from resources.report import frontier_section, telemetry
+from resources.report import registry
 from resources.report import sections as s
-from resources.report import workloads as wl
 from resources.report.html import (
     Cell,
     badge,
@@ -25,11 +24,11 @@ from resources.report.html import (
     num,
     page,
     para,
-    section,
     table,
     write_html,
 )
 from resources.report.plots import write_comparison_plots
+from resources.report.registry import ComparisonPage, Section
 from resources.report.regression import Thresholds, compare_to_history, record_of
 from resources.report.repeatability import step_spreads
 from resources.report.run_report import slo_of
@@ -271,6 +270,34 @@ def runs_table(runs: list[RunData], latest: list[RunData]) -> str:
     return table(("candidate", "run", "created_at", "source", "status", "", "folder"), rows)
 
 
+# The comparison's own sections; the others are declared by their files (frontier_section.py,
+# workloads.py, telemetry.py) and registry.py puts them all in order.
+SECTIONS = (
+    Section("comparison", 10, "Headline: cost at the SLO operating point", "headline",
+            lambda p: headline_table(p.latest, p.runs, p.spreads, p.slo, p.page_dir)),
+    Section("comparison", 30, "Plots", "plots", lambda p: image(
+        p.plots["latency_throughput"], "latency vs throughput",
+        "Every candidate's steps; dotted lines are the SLO.")
+        + image(p.plots["cost_per_1m"], "cost per 1M output tokens",
+                "At each candidate's SLO operating point; whiskers span all its runs.")),
+    Section("comparison", 40, "Workloads: SLO capacity searches and batch jobs", "workloads",
+            lambda p: workloads_table(p.latest)
+            if any(r.slo_capacity or r.job for r in p.latest) else None),
+    Section("comparison", 60, "Repeatability (steps run several times)", "repeatability",
+            lambda p: repeatability_table(p.spreads)),
+    Section("comparison", 70, "Regression check (latest run vs earlier runs)", "regression",
+            lambda p: regression_table(p.latest, p.runs, p.slo)),
+    Section("comparison", 90, "Gates", "gates", lambda p: gates_table(p.latest)),
+    Section("comparison", 100, "Invalid steps and why", "invalid",
+            lambda p: invalid_table(p.latest)),
+    Section("comparison", 110, "Manifests side by side", "manifest",
+            lambda p: side_by_side(p.latest)),
+    Section("comparison", 120, "Cold start side by side", "cold-start",
+            lambda p: cold_start_table(p.latest)),
+    Section("comparison", 130, "Runs included", "runs", lambda p: runs_table(p.runs, p.latest)),
+)
+
+
 def render(runs: list[RunData], plots: dict[str, Path], slo: tuple[float, float],
            levels=None, page_dir: Path | None = None) -> str:
     latest = latest_per_candidate(runs)
@@ -280,33 +307,8 @@ def render(runs: list[RunData], plots: dict[str, Path], slo: tuple[float, float]
         "<h1>Candidate comparison</h1>",
         f'<p class="sub">{len(latest)} candidates, {len(runs)} runs; the latest run of each '
         "candidate is compared.</p>",
-        section("Headline: cost at the SLO operating point",
-                headline_table(latest, runs, spreads, slo, page_dir), "headline"),
-        *([section("Frontier: what each level of interactivity costs",
-                   frontier_section.section_body(levels, plots, slo[0]), "frontier")]
-          if levels is not None else []),
-        section("Plots", image(plots["latency_throughput"], "latency vs throughput",
-                               "Every candidate's steps; dotted lines are the SLO.")
-                + image(plots["cost_per_1m"], "cost per 1M output tokens",
-                        "At each candidate's SLO operating point; whiskers span all its runs."),
-                "plots"),
-        *([section("Workloads: SLO capacity searches and batch jobs",
-                   workloads_table(latest), "workloads")]
-          if any(r.slo_capacity or r.job for r in latest) else []),
-        *([section("Reasoning and speculative decoding", wl.comparison_table(
-            latest, lambda r: (headline_row(r, slo) or {}).get("step")), "reasoning")]
-          if wl.comparison_applies(latest) else []),
-        section("Repeatability (steps run several times)", repeatability_table(spreads),
-                "repeatability"),
-        section("Regression check (latest run vs earlier runs)",
-                regression_table(latest, runs, slo), "regression"),
-        section("Accelerator telemetry (peak memory, utilization, energy)",
-                telemetry.comparison_section(latest), "telemetry"),
-        section("Gates", gates_table(latest), "gates"),
-        section("Invalid steps and why", invalid_table(latest), "invalid"),
-        section("Manifests side by side", side_by_side(latest), "manifest"),
-        section("Cold start side by side", cold_start_table(latest), "cold-start"),
-        section("Runs included", runs_table(runs, latest), "runs"),
+        *registry.render("comparison",
+                         ComparisonPage(runs, latest, spreads, plots, slo, levels, page_dir)),
     ]
     banner = emulated_banner(EMULATED_TEXT) if any_emulated else ""
     title = f"{'EMULATED data - ' if any_emulated else ''}servingbench comparison"
@@ -342,6 +344,7 @@ def write_comparison_report(run_dirs: list[Path | str], out_path: Path | str,
     plot_dir = out.parent / f"{out.stem}_plots"
     plots = write_comparison_plots(all_runs, plot_dir, *slo)
     table = levels_of_folders([r.run_dir for r in all_runs], slo[0], levels)
-    plots |= frontier_section.write_plots(latest_per_candidate(all_runs), plot_dir, levels)
+    for drawn in registry.plots("comparison"):
+        plots |= drawn.draw(all_runs, plot_dir, slo, levels)
     write_parquet(check_output(table, "frontier_levels"), out.parent / LEVELS_FILE)
     return write_html(render(all_runs, plots, slo, table, out.parent), out)

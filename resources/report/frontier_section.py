@@ -13,7 +13,8 @@ from resources.report import sections as s
 from resources.report.frontier_plots import plot_frontier_cost, plot_frontier_throughput
 from resources.report.html import badge, cell, image, para, table
 from resources.report.plots import save
-from resources.report.rundata import RunData
+from resources.report.registry import Plots, Section
+from resources.report.rundata import RunData, latest_per_candidate
 
 PLOTS = {"frontier_throughput": plot_frontier_throughput, "frontier_cost": plot_frontier_cost}
 CAPTIONS = {
@@ -116,3 +117,16 @@ def run_section(run: RunData) -> str:
             "(node count × hourly price × the step's window); never billed, never "
             "ranked. price_sheet prices are unverified."))
     return "\n".join(out)
+
+
+SECTIONS = (
+    Section("run", 70, "Frontier and what-if prices (not billed)", "frontier",
+            lambda p: run_section(p.run)),
+    Section("comparison", 20, "Frontier: what each level of interactivity costs", "frontier",
+            lambda p: None if p.levels is None else section_body(p.levels, p.plots, p.slo[0])),
+)
+
+DRAWS = (
+    Plots("comparison", 10, lambda runs, out_dir, slo, levels: write_plots(
+        latest_per_candidate(runs), out_dir, levels)),
+)

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from resources.analysis import reconcile as rc
 from resources.report.html import badge, cell, para, pct, table
 from resources.report.plots import figure, plain_log, save, step_colors, styled, title
+from resources.report.registry import Plots, Section
 from resources.report.rundata import ReportError, RunData
 from resources.report.sections import n
 
@@ -121,3 +122,24 @@ def write_server_ttft_plot(run: RunData, server: dict | None, out_dir: Path,
                            slo_ttft_s: float | None) -> Path | None:
     fig = plot_server_ttft(run, server, slo_ttft_s)
     return None if fig is None else save(fig, Path(out_dir) / "server_ttft.png")
+
+
+SECTIONS = (
+    Section("run", 120, "Server reconciliation (client vs the engine's /metrics)",
+            "reconciliation", lambda p: section(p.reconciliation)),
+)
+
+
+def _draw(run: RunData, out_dir: Path, slo_ttft_s: float, slo_tpot_s: float) -> dict[str, Path]:
+    # reconcile_run has read server_metrics.json already (and raised if it was unreadable)
+    path = write_server_ttft_plot(run, rc.load_server_metrics(run.run_dir), out_dir, slo_ttft_s)
+    return {} if path is None else {"server_ttft": path}
+
+
+DRAWS = (
+    Plots("run", 10, _draw, {"server_ttft": (
+        "TTFT histogram, client-side vs server-side", "Share of requests whose TTFT is at most "
+        "each bucket bound of the engine's histogram: left the client's own measurement (sent "
+        "to first token), right the server-side histogram from its /metrics (arrival to first "
+        "token inside the engine).")}),
+)

@@ -5,16 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from resources.analysis.summary import measured_host
-from resources.report import frontier_section, telemetry
 from resources.report import reconciliation as recon
+from resources.report import registry
 from resources.report import sections as s
-from resources.report import workloads as wl
-from resources.report.html import emulated_banner, image, page, para, section, write_html
-from resources.report.plots import save, write_run_plots
+from resources.report.html import emulated_banner, image, page, para, write_html
+from resources.report.plots import write_run_plots
+from resources.report.registry import RunPage, Section
 from resources.report.rundata import RunData, load_run
 
 DEFAULT_SLO = (2.0, 0.1)  # contract §3 defaults (TTFT s, TPOT s)
 
+# the plots plots.py draws; a section's file declares its own (DRAWS, registry.Plots)
 PLOT_CAPTIONS = {
     "ttft_cdf": ("TTFT CDF per step", "Client-side TTFT (sent_at to first token) of every ok "
                  "steady request; dashed lines are invalid steps."),
@@ -25,14 +26,6 @@ PLOT_CAPTIONS = {
     "telemetry": ("telemetry over time", "Accelerator utilization, memory, power and the "
                   "engine's KV cache and queue from telemetry.parquet; grey is warm-up, each "
                   "shaded band a steady step's window; red ticks are failed samples."),
-    "server_ttft": ("TTFT histogram, client-side vs server-side", "Share of requests whose "
-                    "TTFT is at most each bucket bound of the engine's histogram: left the "
-                    "client's own measurement (sent to first token), right the server-side "
-                    "histogram from its /metrics (arrival to first token inside the engine)."),
-    "ttft_by_context": ("TTFT and prefix-cache share by context length", "Left: TTFT p50 "
-                        "(solid) and p99 (dashed) per context-length bucket and step; right: "
-                        "the share of the prompt the server served from its prefix cache. A "
-                        "jump on the left where the share falls is the KV cache evicting."),
 }
 EMULATED_TEXT = ("EMULATED \u2014 every number on this page comes from the local engine "
                  "emulator, not from a real engine on real hardware. Not a measurement.")
@@ -47,20 +40,36 @@ def slo_of(runs: list[RunData]) -> tuple[float, float]:
     return DEFAULT_SLO
 
 
-def _workload_sections(run: RunData) -> list[str]:
-    """Reasoning, speculative decoding and context-length sections, where the run has them."""
-    out = []
-    if run.metrics is not None and wl.has_reasoning(run):
-        out.append(section("Reasoning: time to first answer token, cost per answer token",
-                           wl.reasoning(run), "reasoning"))
-    if run.metrics is not None and wl.has_speculative(run):
-        out.append(section("Speculative decoding: draft acceptance", wl.speculative(run),
-                           "speculative"))
-    ctx = wl.read_context(run)
-    if wl.has_context(run, ctx):
-        out.append(section("TTFT by context length (ttft_by_context.parquet)", wl.context(ctx),
-                           "context"))
-    return out
+def _plots(page: RunPage) -> str:
+    captions = dict(PLOT_CAPTIONS)
+    for drawn in registry.plots("run"):
+        captions |= drawn.captions
+    figs = [image(path, captions[name][0], captions[name][1])
+            for name, path in page.plots.items()]
+    if "ttft_cdf" not in page.plots:
+        figs.append(para("No raw request/chunk log in the folder: CDFs not drawn."))
+    return "\n".join(figs)
+
+
+# The run report's own sections, drawn by sections.py's helpers; the others are declared by
+# their files (workloads.py, frontier_section.py, telemetry.py, reconciliation.py) and
+# registry.py puts them all in order.
+SECTIONS = (
+    Section("run", 10, "Headline: the SLO operating point", "headline", lambda p: s.headline(p.run)),
+    Section("run", 20, "Gates (contract §5)", "gates", lambda p: s.gates(p.run)),
+    Section("run", 30, "Steps (steady phase)", "steps", lambda p: s.steps(p.run)),
+    Section("run", 50, "Invalid steps and why", "invalid", lambda p: s.invalid_steps(p.run)),
+    Section("run", 60, "Cost per 1M output tokens, per step", "cost", lambda p: s.cost(p.run)),
+    Section("run", 80, "Batch job (job.json)", "job",
+            lambda p: s.job(p.run) if p.run.job else None),
+    Section("run", 90, "SLO capacity search (slo_capacity.json)", "slo-search",
+            lambda p: s.slo_search(p.run) if p.run.slo_capacity else None),
+    Section("run", 110, "Plots", "plots", _plots),
+    Section("run", 130, "Manifest", "manifest", lambda p: s.manifest(p.run)),
+    Section("run", 140, "Cold start (provision, deploy and its sub-phases, warm-up)",
+            "cold-start", lambda p: s.cold_start(p.run)),
+    Section("run", 150, "Load generator self-watch", "self-watch", lambda p: s.self_watch(p.run)),
+)
 
 
 def render_run(run: RunData, plots: dict[str, Path], reconciliation: dict | None = None) -> str:
@@ -70,31 +79,7 @@ def render_run(run: RunData, plots: dict[str, Path], reconciliation: dict | None
         f'<p class="sub">source: {s.source_cell(run).html} \u00b7 status: {s.status(run).html}</p>',
         *([f'<p class="sub" id="measured-host">measured on {s.esc(host)}</p>']
           if (host := measured_host(run.manifest)) else []),
-        section("Headline: the SLO operating point", s.headline(run), "headline"),
-        section("Gates (contract §5)", s.gates(run), "gates"),
-        section("Steps (steady phase)", s.steps(run), "steps"),
-        *_workload_sections(run),
-        section("Invalid steps and why", s.invalid_steps(run), "invalid"),
-        section("Cost per 1M output tokens, per step", s.cost(run), "cost"),
-        section("Frontier and what-if prices (not billed)", frontier_section.run_section(run),
-                "frontier"),
-        *([section("Batch job (job.json)", s.job(run), "job")] if run.job else []),
-        *([section("SLO capacity search (slo_capacity.json)", s.slo_search(run), "slo-search")]
-          if run.slo_capacity else []),
-        section("Accelerator telemetry per step", telemetry.run_section(run), "telemetry"),
-    ]
-    figs = [image(path, PLOT_CAPTIONS[name][0], PLOT_CAPTIONS[name][1])
-            for name, path in plots.items()]
-    if "ttft_cdf" not in plots:
-        figs.append(para("No raw request/chunk log in the folder: CDFs not drawn."))
-    body += [
-        section("Plots", "\n".join(figs), "plots"),
-        section("Server reconciliation (client vs the engine's /metrics)",
-                recon.section(reconciliation), "reconciliation"),
-        section("Manifest", s.manifest(run), "manifest"),
-        section("Cold start (provision, deploy and its sub-phases, warm-up)",
-                s.cold_start(run), "cold-start"),
-        section("Load generator self-watch", s.self_watch(run), "self-watch"),
+        *registry.render("run", RunPage(run, plots, reconciliation)),
     ]
     banner = emulated_banner(EMULATED_TEXT) if run.emulated else ""
     title = f"{'EMULATED ' if run.emulated else ''}servingbench run {run.run_id}"
@@ -111,12 +96,8 @@ def write_run_report(run_dir: Path | str, out_path: Path | str | None = None,
     run = load_run(run_dir)
     slo_ttft, slo_tpot = slo or slo_of([run])
     plots = write_run_plots(run, run.run_dir / "plots", slo_ttft, slo_tpot)
-    reconciliation, server = recon.reconcile_run(run)
-    server_plot = recon.write_server_ttft_plot(run, server, run.run_dir / "plots", slo_ttft)
-    if server_plot is not None:
-        plots["server_ttft"] = server_plot
-    ctx = wl.read_context(run)
-    if wl.has_context(run, ctx) and (fig := wl.plot_context(run, ctx)) is not None:
-        plots["ttft_by_context"] = save(fig, run.run_dir / "plots" / "ttft_by_context.png")
+    reconciliation, _ = recon.reconcile_run(run)  # writes reconciliation.json, an output
+    for drawn in registry.plots("run"):
+        plots |= drawn.draw(run, run.run_dir / "plots", slo_ttft, slo_tpot)
     out = Path(out_path) if out_path else run.run_dir / "report.html"
     return write_html(render_run(run, plots, reconciliation), out)

@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from resources.analysis.telemetry import step_summary
 from resources.report.html import Cell, cell, num, para, pct, table
+from resources.report.registry import Section
 from resources.report.rundata import RunData
 
 GIB = 1 << 30
@@ -78,3 +79,11 @@ def comparison_section(latest: list[RunData]) -> str:
     return table(("candidate", "run", "peak memory GiB (a device)", "min headroom",
                   "peak utilization", "SLO step", "util mean there", "J / 1M out tok there",
                   "flags"), rows, classes)
+
+
+SECTIONS = (
+    Section("run", 100, "Accelerator telemetry per step", "telemetry",
+            lambda p: run_section(p.run)),
+    Section("comparison", 80, "Accelerator telemetry (peak memory, utilization, energy)",
+            "telemetry", lambda p: comparison_section(p.latest)),
+)

@@ -18,8 +18,9 @@ import pyarrow.parquet as pq
 from matplotlib.figure import Figure
 
 from resources.report.html import cell, is_null, para, table
-from resources.report.plots import figure, plain_log, step_colors, styled, title
-from resources.report.rundata import ReportError, RunData
+from resources.report.plots import figure, plain_log, save, step_colors, styled, title
+from resources.report.registry import Plots, Section
+from resources.report.rundata import ReportError, RunData, headline_row
 from resources.report.sections import money, n, share
 
 CONTEXT_FILE = "ttft_by_context.parquet"
@@ -194,3 +195,39 @@ def comparison_table(latest: list[RunData], headline_step) -> str:
         "First answer: time to the first answer (not reasoning) token, what a user of a "
         "reasoning model waits for. Draft acceptance: accepted ÷ drafted tokens of "
         "speculative decoding over the step (null: no counters, or no speculation).")
+
+
+def _context_body(page) -> str | None:
+    frame = read_context(page.run)
+    return context(frame) if has_context(page.run, frame) else None
+
+
+SECTIONS = (
+    Section("run", 40, "Reasoning: time to first answer token, cost per answer token",
+            "reasoning", lambda p: reasoning(p.run)
+            if p.run.metrics is not None and has_reasoning(p.run) else None),
+    Section("run", 41, "Speculative decoding: draft acceptance", "speculative",
+            lambda p: speculative(p.run)
+            if p.run.metrics is not None and has_speculative(p.run) else None),
+    Section("run", 42, "TTFT by context length (ttft_by_context.parquet)", "context",
+            _context_body),
+    Section("comparison", 50, "Reasoning and speculative decoding", "reasoning",
+            lambda p: comparison_table(p.latest, lambda r: (headline_row(r, p.slo) or {}).get("step"))
+            if comparison_applies(p.latest) else None),
+)
+
+
+def _draw(run: RunData, out_dir: Path, slo_ttft_s: float, slo_tpot_s: float) -> dict[str, Path]:
+    frame = read_context(run)
+    if has_context(run, frame) and (fig := plot_context(run, frame)) is not None:
+        return {"ttft_by_context": save(fig, Path(out_dir) / "ttft_by_context.png")}
+    return {}
+
+
+DRAWS = (
+    Plots("run", 20, _draw, {"ttft_by_context": (
+        "TTFT and prefix-cache share by context length", "Left: TTFT p50 (solid) and p99 "
+        "(dashed) per context-length bucket and step; right: the share of the prompt the server "
+        "served from its prefix cache. A jump on the left where the share falls is the KV "
+        "cache evicting.")}),
+)

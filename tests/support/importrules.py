@@ -45,19 +45,26 @@ def _matches(module: str, pattern: str) -> bool:
 class OnlyThrough(Contract):
     """The modules matching `modules` (e.g. `pkg.*`, each engine's file) are imported only by
     `through` and the modules under it: every other module asks `through`, so what those
-    modules know stays in one place."""
+    modules know stays in one place. `exempt`: modules matching `modules` that are not
+    covered (a package's own helpers beside its one-file entries); `allowed`: importers (and
+    the modules under them) that may still import a covered module directly (the tests
+    unit-testing one entry's own functions)."""
 
     modules = fields.StringField()
     through = fields.StringField()
+    exempt = fields.ListField(subfield=fields.StringField(), required=False, default=[])
+    allowed = fields.ListField(subfield=fields.StringField(), required=False, default=[])
 
     def check(self, graph, verbose: bool) -> ContractCheck:
         broken = []
         inside = self.through + "."
+        allowed = tuple(self.allowed)
         for module in sorted(graph.modules):
-            if not _matches(module, self.modules):
+            if not _matches(module, self.modules) or module in self.exempt:
                 continue
             for importer in sorted(graph.find_modules_that_directly_import(module)):
-                if importer != self.through and not importer.startswith(inside):
+                if (importer != self.through and not importer.startswith(inside)
+                        and not any(importer == a or importer.startswith(a + ".") for a in allowed)):
                     broken.append((importer, module))
         return ContractCheck(kept=not broken, metadata={"broken": broken})
 

@@ -21,11 +21,21 @@ import time
 import uuid
 
 from resources.loadgen.images import message_content
+from resources.loadgen.scenarios.kind import Key, Kind, non_neg_num, pos_int
 from resources.loadgen.scenarios.multi_turn import drive_sessions
 from resources.loadgen.selfwatch import InFlight
 from resources.loadgen.workload import Item
 
 _now = time.perf_counter_ns
+
+# an agent: a task prompt, short answers (tool calls), a tool result appended every turn,
+# until the context reaches Llama 4's usual serving limit
+KIND = Kind("agentic", order=2, keys={
+    "turns": Key(64, pos_int),
+    "think_time_s": Key(0.0, non_neg_num),
+    "max_context_tokens": Key(131072, pos_int),
+    "tool_result_tokens": Key(2048, pos_int),
+}, default_targets={"input_tokens": 2048, "output_tokens": 64})
 
 
 def _fits(s, context: int | None, out: int) -> bool:

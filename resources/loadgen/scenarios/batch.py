@@ -6,6 +6,15 @@ which the analyzer computes from the records."""
 from __future__ import annotations
 
 from resources.loadgen.config import step_name
+from resources.loadgen.scenarios.kind import Key, Kind, pos_int
+
+# the throughput job: long in, short out
+KIND = Kind("batch", order=4, keys={
+    "requests": Key(64, pos_int),
+    "max_in_flight": Key(16, pos_int),
+}, default_targets={"input_tokens": 4096, "output_tokens": 64},
+    # one queue drained as fast as the server allows: not split across workers yet
+    own_steps=True, one_worker=True)
 
 
 async def steady(run) -> None:

@@ -1,5 +1,5 @@
 """The steady phase of a run whose scenario is not `fixed`: one module per kind,
-`scenarios/<kind>.py`, whose `steady(run)` drives it (spec.py declares the kind's keys)."""
+`scenarios/<kind>.py`, whose `steady(run)` drives it (its `KIND` declares the kind's keys)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,6 @@ import importlib
 
 
 async def scenario_steady(run) -> None:
-    kind = run.cfg.scenario.kind  # spec.check admits only the kinds spec.KINDS names
+    kind = run.cfg.scenario.kind  # spec.check admits only the kinds whose files it found
     module = importlib.import_module(f"resources.loadgen.scenarios.{kind}")
     await module.steady(run)

@@ -17,11 +17,17 @@ import uuid
 
 from resources.loadgen.config import step_name
 from resources.loadgen.images import message_content
+from resources.loadgen.scenarios.kind import Key, Kind, non_neg_num, pos_int
 from resources.loadgen.schedule import rate_steps
 from resources.loadgen.selfwatch import InFlight
 from resources.loadgen.workload import Item
 
 _now = time.perf_counter_ns
+
+KIND = Kind("multi_turn", order=1, keys={
+    "turns": Key(3, pos_int),
+    "think_time_s": Key(0.0, non_neg_num),
+})
 
 
 async def session(run, step: str, mode: str, target: float, scheduled: int,

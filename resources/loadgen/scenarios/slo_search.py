@@ -16,7 +16,39 @@ before it is asked). slo_capacity.json is written by the analyzer from the recor
 from __future__ import annotations
 
 from resources.loadgen.config import step_name
+from resources.loadgen.errors import LoadConfigError
 from resources.loadgen.ladder_steps import judged_step
+from resources.loadgen.scenarios.kind import SLO_KEYS, Key, Kind, one_of, pos_int, pos_num, suggest
+
+SEARCH_OVER = ("rate", "concurrency")  # open-loop arrivals per second, or requests in flight
+
+
+def _slo(where: str, v) -> dict:
+    if not isinstance(v, dict):
+        raise LoadConfigError(f"{where}: expected a mapping like {{ttft_p99_s: 2, tpot_p99_s: 0.1}}")
+    return v
+
+
+def _check(s, where: str) -> None:
+    if not s.slo:
+        raise LoadConfigError(f"{where}.slo: required, e.g. ttft_p99_s=2,tpot_p99_s=0.1")
+    for k, v in s.slo.items():
+        if k not in SLO_KEYS:
+            raise LoadConfigError(f"{where}.slo: unknown key {k!r}" + suggest(k, SLO_KEYS))
+        pos_num(f"{where}.slo.{k}", v)
+    if s.max_probes < 2:
+        raise LoadConfigError(f"{where}.max_probes: a search needs at least 2 probes")
+
+
+KIND = Kind("slo_search", order=5, keys={
+    "slo": Key({}, convert=_slo),
+    "max_probes": Key(8, pos_int),
+    "over": Key("rate", one_of(SEARCH_OVER)),
+    "start_rate": Key(1.0, pos_num),
+    "start_concurrency": Key(1, pos_int),
+}, check=_check,
+    # each probe is decided from the last one's records: not split across workers yet
+    own_steps=True, one_worker=True)
 
 TOLERANCE = 0.1  # stop when (not_met − met) / not_met ≤ this
 

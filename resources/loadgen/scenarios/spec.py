@@ -1,135 +1,144 @@
 """What a scenario asks for: one strict object, from the CLI flags or a candidate's YAML.
 
-kinds: `fixed` (the single-request steps of the load config), `multi_turn`, `agentic`,
-`trace`, `batch`, `slo_search`. Images (`images`, `image_size`) go with the token targets:
-any kind built from them may carry them. Unknown keys and kinds are errors that name the key and suggest
-the nearest valid one.
+kinds: `fixed` (the single-request steps of the load config, driven by the generator itself,
+so declared here) and one per file `scenarios/<kind>.py` defining `KIND` (kind.py): today
+`multi_turn`, `agentic`, `trace`, `batch`, `slo_search`. This module finds those files and
+builds `Scenario` from what they declare: a key is a field, its default is its kind's.
+Images (`images`, `image_size`) go with the token targets: any kind built from them may carry
+them. Unknown keys and kinds are errors that name the key and suggest the nearest valid one.
 """
 
 from __future__ import annotations
 
-import difflib
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+import importlib
+import os
+import pkgutil
+from dataclasses import asdict, field, make_dataclass
 
+import resources.loadgen.scenarios as _package
 from resources.loadgen.errors import LoadConfigError
+from resources.loadgen.scenarios.kind import COMMON, SLO_KEYS, Kind, suggest
 
-KINDS = ("fixed", "multi_turn", "agentic", "trace", "batch", "slo_search")
-TRACE_FORMATS = ("mooncake", "azure")
-SLO_KEYS = ("ttft_p99_s", "tpot_p99_s")
-SEARCH_OVER = ("rate", "concurrency")  # open-loop arrivals per second, or requests in flight
-# keys a kind accepts besides `kind` (the token targets and dataset belong to every kind)
-COMMON = ("input_tokens", "output_tokens", "dataset", "images", "image_size")
-KEYS = {
-    "fixed": COMMON,
-    "multi_turn": (*COMMON, "turns", "think_time_s"),
-    "agentic": (*COMMON, "turns", "think_time_s", "max_context_tokens", "tool_result_tokens"),
-    "trace": ("trace", "trace_format", "speedup", "max_requests"),
-    "batch": (*COMMON, "requests", "max_in_flight"),
-    "slo_search": (*COMMON, "slo", "max_probes", "over", "start_rate", "start_concurrency"),
-}
-BATCH_INPUT_TOKENS, BATCH_OUTPUT_TOKENS = 4096, 64  # the throughput job: long in, short out
-# an agent: a task prompt, short answers (tool calls), a tool result appended every turn,
-# until the context reaches Llama 4's usual serving limit
-AGENTIC_INPUT_TOKENS, AGENTIC_OUTPUT_TOKENS = 2048, 64
-AGENTIC_TURNS, AGENTIC_MAX_CONTEXT, AGENTIC_TOOL_RESULT = 64, 131072, 2048
+__all__ = ["COMMON", "KEYS", "KINDS", "SLO_KEYS", "Scenario", "check", "default",
+           "default_targets", "discover", "from_mapping", "one_worker", "own_steps", "parse_slo",
+           "suggest"]
+
+# the package's modules that are not a kind's file
+_NOT_KINDS = frozenset({"spec", "kind", "drive"})
 
 
-@dataclass(frozen=True)
-class Scenario:
-    kind: str = "fixed"
-    turns: int = 3
-    think_time_s: float = 0.0
-    trace: Path | None = None
-    trace_format: str | None = None
-    speedup: float = 1.0
-    max_requests: int | None = None
-    requests: int = 64
-    max_in_flight: int = 16
-    slo: dict[str, float] = field(default_factory=dict)
-    max_probes: int = 8
-    over: str = "rate"
-    start_rate: float = 1.0
-    start_concurrency: int = 1
-    max_context_tokens: int = AGENTIC_MAX_CONTEXT
-    tool_result_tokens: int = AGENTIC_TOOL_RESULT
-
-    def __post_init__(self) -> None:
-        check(self)
-
-    def describe(self) -> dict:
-        """The manifest's view: only the keys this kind uses."""
-        d = asdict(self)
-        keep = {k for k in KEYS[self.kind] if k not in COMMON}
-        out = {"kind": self.kind, **{k: d[k] for k in sorted(keep)}}
-        if out.get("trace") is not None:
-            out["trace"] = str(out["trace"])
-        return out
+def discover(package=_package) -> dict[str, Kind]:
+    """`fixed` and every kind `package`'s files declare, in their order; a file that declares
+    none, or a kind already declared, is an ImportError naming the file (a broken kind must
+    stop every run, not vanish from the list)."""
+    found = {"fixed": Kind("fixed", 0)}
+    for mod in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if mod.name in _NOT_KINDS:
+            continue
+        where = os.path.relpath(os.path.join(mod.module_finder.path, f"{mod.name}.py"))
+        module = importlib.import_module(f"{package.__name__}.{mod.name}")
+        kind = getattr(module, "KIND", None)
+        if not isinstance(kind, Kind):
+            raise ImportError(f"{where}: a workload kind's file must define KIND = Kind(...), "
+                              f"got {type(kind).__name__}")
+        if kind.name in found:
+            raise ImportError(f"{where}: kind {kind.name!r} is declared twice")
+        if not callable(getattr(module, "steady", None)):
+            raise ImportError(f"{where}: a workload kind's file must define steady(run)")
+        found[kind.name] = kind
+    return dict(sorted(found.items(), key=lambda kv: (kv[1].order, kv[0])))
 
 
-def suggest(word: str, choices) -> str:
-    near = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {near[0]!r}?)" if near else ""
+_KINDS = discover()
+KINDS = tuple(_KINDS)
+# keys a kind accepts besides `kind` (the token targets and dataset belong to every kind
+# built from them)
+KEYS = {k.name: (*(COMMON if k.targets else ()), *k.keys) for k in _KINDS.values()}
+# every key of any kind, in the kinds' order; its default where the kind does not set one
+_FIELDS: dict[str, object] = {}
+for _kind in _KINDS.values():
+    for _name, _key in _kind.keys.items():
+        _FIELDS.setdefault(_name, _key)
+_UNSET = object()  # a field not given: the scenario's kind (else the first kind) says
 
 
-def _pos_int(where: str, v) -> None:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise LoadConfigError(f"{where}: must be a positive integer, got {v!r}")
+def _post_init(self) -> None:
+    if self.kind in _KINDS:
+        own = _KINDS[self.kind].keys
+        for name, key in _FIELDS.items():
+            if getattr(self, name) is _UNSET:
+                value = own.get(name, key).default
+                object.__setattr__(self, name, dict(value) if isinstance(value, dict) else value)
+    check(self)
 
 
-def _pos_num(where: str, v, zero_ok: bool = False) -> None:
-    if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or (v == 0 and not zero_ok):
-        raise LoadConfigError(f"{where}: must be a {'non-negative' if zero_ok else 'positive'} "
-                          f"number, got {v!r}")
+def _describe(self) -> dict:
+    """The manifest's view: only the keys this kind uses."""
+    d = asdict(self)
+    keep = {k for k in KEYS[self.kind] if k not in COMMON}
+    out = {"kind": self.kind, **{k: d[k] for k in sorted(keep)}}
+    if out.get("trace") is not None:
+        out["trace"] = str(out["trace"])
+    return out
 
 
-def check(s: Scenario, where: str = "scenario") -> None:
+Scenario = make_dataclass(
+    "Scenario",
+    [("kind", str, field(default="fixed")),
+     *((name, object, field(default=_UNSET)) for name in _FIELDS)],
+    namespace={"__post_init__": _post_init, "describe": _describe,
+               "own_steps": property(lambda self: own_steps(self.kind)),
+               "one_worker": property(lambda self: one_worker(self.kind)),
+               "__doc__": "A scenario: its kind and every kind's keys (spec.KINDS)."},
+    frozen=True)
+Scenario.__module__ = __name__  # pickled by name into the load workers' processes
+
+
+def default(kind: str, key: str):
+    """What `key` is for a scenario of `kind` that does not set it."""
+    return _KINDS[kind].keys[key].default
+
+
+def own_steps(kind: str | None) -> bool:
+    """Whether a scenario of `kind` schedules its own steps (no concurrency / rates apply)."""
+    return kind in _KINDS and _KINDS[kind].own_steps
+
+
+def one_worker(kind: str | None) -> bool:
+    """Whether a scenario of `kind` runs in one load worker only."""
+    return kind in _KINDS and _KINDS[kind].one_worker
+
+
+def default_targets(kind: str) -> dict[str, int]:
+    """The token targets a scenario of `kind` takes when neither it nor the flags set them."""
+    return dict(_KINDS[kind].default_targets) if kind in _KINDS else {}
+
+
+def _kind_error(kind, where: str) -> LoadConfigError:
+    return LoadConfigError(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}"
+                           + suggest(kind, KINDS))
+
+
+def check(s, where: str = "scenario") -> None:
     if s.kind not in KINDS:
-        raise LoadConfigError(f"{where}.kind: {s.kind!r} is not one of {', '.join(KINDS)}"
-                          + suggest(s.kind, KINDS))
-    _pos_int(f"{where}.turns", s.turns)
-    _pos_num(f"{where}.think_time_s", s.think_time_s, zero_ok=True)
-    _pos_num(f"{where}.speedup", s.speedup)
-    _pos_int(f"{where}.requests", s.requests)
-    _pos_int(f"{where}.max_in_flight", s.max_in_flight)
-    _pos_int(f"{where}.max_probes", s.max_probes)
-    _pos_num(f"{where}.start_rate", s.start_rate)
-    _pos_int(f"{where}.start_concurrency", s.start_concurrency)
-    _pos_int(f"{where}.max_context_tokens", s.max_context_tokens)
-    _pos_int(f"{where}.tool_result_tokens", s.tool_result_tokens)
-    if s.over not in SEARCH_OVER:
-        raise LoadConfigError(f"{where}.over: {s.over!r} is not one of {', '.join(SEARCH_OVER)}"
-                              + suggest(s.over, SEARCH_OVER))
-    if s.max_requests is not None:
-        _pos_int(f"{where}.max_requests", s.max_requests)
-    if s.kind == "trace":
-        if s.trace is None:
-            raise LoadConfigError(f"{where}.trace: required for a trace replay (a JSONL or CSV file)")
-        if s.trace_format not in TRACE_FORMATS:
-            raise LoadConfigError(f"{where}.trace_format: {s.trace_format!r} is not one of "
-                              f"{', '.join(TRACE_FORMATS)}" + suggest(s.trace_format, TRACE_FORMATS))
-        if not Path(s.trace).is_file():
-            raise LoadConfigError(f"{where}.trace: {s.trace} is not a file")
-    if s.kind == "slo_search":
-        if not s.slo:
-            raise LoadConfigError(f"{where}.slo: required, e.g. ttft_p99_s=2,tpot_p99_s=0.1")
-        for k, v in s.slo.items():
-            if k not in SLO_KEYS:
-                raise LoadConfigError(f"{where}.slo: unknown key {k!r}" + suggest(k, SLO_KEYS))
-            _pos_num(f"{where}.slo.{k}", v)
-        if s.max_probes < 2:
-            raise LoadConfigError(f"{where}.max_probes: a search needs at least 2 probes")
+        raise _kind_error(s.kind, where)
+    own = _KINDS[s.kind].keys
+    for name, key in _FIELDS.items():
+        key = own.get(name, key)
+        if key.check is not None:
+            key.check(f"{where}.{name}", getattr(s, name))
+    if _KINDS[s.kind].check is not None:
+        _KINDS[s.kind].check(s, where)
 
 
-def from_mapping(obj: dict, where: str = "scenario") -> tuple[Scenario, dict]:
+def from_mapping(obj: dict, where: str = "scenario") -> tuple[object, dict]:
     """A YAML scenario mapping → (Scenario, the token targets {input_tokens, output_tokens,
     dataset} it sets). Every key is checked against its kind."""
     if not isinstance(obj, dict):
         raise LoadConfigError(f"{where}: expected a mapping, got {type(obj).__name__}")
     kind = obj.get("kind", "fixed")
     if kind not in KINDS:
-        raise LoadConfigError(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}"
-                          + suggest(kind, KINDS))
+        raise _kind_error(kind, where)
     allowed = ("kind", *KEYS[kind])
     for key in obj:
         if key not in allowed:
@@ -144,12 +153,11 @@ def from_mapping(obj: dict, where: str = "scenario") -> tuple[Scenario, dict]:
 
         parse_size(obj["image_size"], f"{where}.image_size")
     fields = {k: v for k, v in obj.items() if k not in COMMON}
-    if kind == "agentic":
-        fields.setdefault("turns", AGENTIC_TURNS)
-    if "trace" in fields and fields["trace"] is not None:
-        fields["trace"] = Path(fields["trace"])
-    if "slo" in fields and not isinstance(fields["slo"], dict):
-        raise LoadConfigError(f"{where}.slo: expected a mapping like {{ttft_p99_s: 2, tpot_p99_s: 0.1}}")
+    own = _KINDS[kind].keys
+    for name in list(fields):
+        convert = own[name].convert if name in own else None
+        if convert is not None and fields[name] is not None:
+            fields[name] = convert(f"{where}.{name}", fields[name])
     try:
         scenario = Scenario(**fields)
     except LoadConfigError as exc:

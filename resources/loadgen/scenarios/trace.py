@@ -29,11 +29,32 @@ from pathlib import Path
 from resources.contract.digits import is_digits
 from resources.loadgen.config import MAX_TOKENS, jsonl, step_name
 from resources.loadgen.errors import LoadConfigError
+from resources.loadgen.scenarios.kind import Key, Kind, optional, pos_int, pos_num, suggest
 from resources.loadgen.workload import Item, filler_words
 
 MOONCAKE_BLOCK = 512
 LEAD_S = 0.05  # the schedule starts this long after the prompts are built
 _now = time.perf_counter_ns
+TRACE_FORMATS = ("mooncake", "azure")
+
+
+def _check(s, where: str) -> None:
+    if s.trace is None:
+        raise LoadConfigError(f"{where}.trace: required for a trace replay (a JSONL or CSV file)")
+    if s.trace_format not in TRACE_FORMATS:
+        raise LoadConfigError(f"{where}.trace_format: {s.trace_format!r} is not one of "
+                              f"{', '.join(TRACE_FORMATS)}" + suggest(s.trace_format, TRACE_FORMATS))
+    if not Path(s.trace).is_file():
+        raise LoadConfigError(f"{where}.trace: {s.trace} is not a file")
+
+
+# a replay's requests come from the trace, so it takes no token targets
+KIND = Kind("trace", order=3, targets=False, keys={
+    "trace": Key(None, convert=lambda where, v: Path(v)),
+    "trace_format": Key(None),
+    "speedup": Key(1.0, pos_num),
+    "max_requests": Key(None, optional(pos_int)),
+}, check=_check, own_steps=True)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ the cluster and the model servers all read it.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -87,15 +88,24 @@ class Engine:
         return args
 
 
-def _load() -> dict[str, Engine]:
-    found: dict[str, Engine] = {}
-    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        engine = importlib.import_module(f"{__name__}.{mod.name}").ENGINE
-        found[engine.name] = engine
-    return found
+def discover(path, package: str) -> dict[str, Engine]:
+    """Every engine the files of the package at `path` define. A file without
+    `ENGINE = Engine(...)`, or an engine name another file took, is an ImportError naming the
+    file: a broken engine must stop the import, never vanish from the candidates' choices."""
+    found: dict[str, tuple[Engine, str]] = {}
+    for mod in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
+        where = os.path.relpath(os.path.join(mod.module_finder.path, f"{mod.name}.py"))
+        engine = getattr(importlib.import_module(f"{package}.{mod.name}"), "ENGINE", None)
+        if not isinstance(engine, Engine):
+            raise ImportError(f"{where}: an engine's file must define ENGINE = Engine(...)")
+        if engine.name in found:
+            raise ImportError(f"{where}: engine {engine.name!r} is already defined in "
+                              f"{found[engine.name][1]}")
+        found[engine.name] = (engine, where)
+    return {name: engine for name, (engine, _) in found.items()}
 
 
-_ENGINES = _load()
+_ENGINES = discover(__path__, __name__)
 # the order candidates.yaml's messages list them in: the cloud engines first
 ORDER = tuple(sorted(_ENGINES, key=lambda n: (_ENGINES[n].where != "eks", n)))
 

@@ -12,6 +12,7 @@ source is adding one file here.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from collections.abc import Callable
 
@@ -43,14 +44,26 @@ def fetch(client: httpx.Client, url: str, deadline_s: float) -> bytes:
     return body
 
 
-def _kinds() -> dict[str, Build]:
-    found: dict[str, Build] = {}
-    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        found |= importlib.import_module(f"{__name__}.{mod.name}").KINDS
-    return found
+def discover(path, package: str) -> dict[str, Build]:
+    """Every kind the files of the package at `path` serve. A file without `KINDS` (a mapping
+    of kind -> callable), or a kind another file serves, is an ImportError naming the file:
+    a broken source must stop the sampler's start, never vanish from the kinds."""
+    found: dict[str, tuple[Build, str]] = {}
+    for mod in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
+        where = os.path.relpath(os.path.join(mod.module_finder.path, f"{mod.name}.py"))
+        kinds = getattr(importlib.import_module(f"{package}.{mod.name}"), "KINDS", None)
+        if not isinstance(kinds, dict) or not all(callable(b) for b in kinds.values()):
+            raise ImportError(f"{where}: a telemetry source's file must define KINDS = "
+                              "{kind: (description, timeout) -> source}")
+        for kind, build in kinds.items():
+            if kind in found:
+                raise ImportError(f"{where}: telemetry source kind {kind!r} is already "
+                                  f"served by {found[kind][1]}")
+            found[kind] = (build, where)
+    return {kind: build for kind, (build, _) in found.items()}
 
 
-KINDS = _kinds()
+KINDS = discover(__path__, __name__)
 
 
 def build(specs: list[dict], timeout_s: float | None = None) -> list:

@@ -1,0 +1,133 @@
+"""Where a report's sections come from: every file of `resources/report/` may declare
+`SECTIONS = (Section(...), ...)`, each naming the report it goes in (`run`: one run's page,
+`comparison`: the page across runs), its place in that report's order, its title and anchor,
+and `body(page) -> str | None` (None: the section does not apply to this page and is left
+out). The two reports ask `sections(report)` and render what it returns in order, so adding a
+section is adding one file (or one entry in the file whose data it shows).
+
+Orders are spaced by ten so that a new section slots between two without renumbering.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+REPORTS = ("run", "comparison")
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """What one run's sections are drawn from."""
+
+    run: object  # RunData
+    plots: dict[str, Path]
+    reconciliation: dict | None
+
+
+@dataclass(frozen=True)
+class ComparisonPage:
+    """What the comparison's sections are drawn from."""
+
+    runs: list  # every RunData given
+    latest: list  # the latest run of each candidate
+    spreads: object  # step_spreads(runs)
+    plots: dict[str, Path]
+    slo: tuple[float, float]
+    levels: object  # frontier_levels (pyarrow Table) or None
+    page_dir: Path | None
+
+
+@dataclass(frozen=True)
+class Section:
+    report: str  # "run" | "comparison"
+    order: int
+    title: str
+    anchor: str
+    body: Callable[[object], str | None]  # RunPage | ComparisonPage -> HTML, None: not shown
+
+
+@dataclass(frozen=True)
+class Plots:
+    """PNGs a file draws for a report before the page is rendered. `run`: `draw(run, out_dir,
+    slo_ttft_s, slo_tpot_s)`; `comparison`: `draw(runs, out_dir, slo, levels)`; either returns
+    {name: path} of what it drew ({} when the data is not there). `captions`: name ->
+    (title, caption) for the run report's Plots section."""
+
+    report: str
+    order: int
+    draw: Callable[..., dict[str, Path]]
+    captions: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def discover(package: ModuleType) -> dict[str, list]:
+    """Every section `package`'s files declare, per report, in order, and (under "<report>
+    plots") every Plots they declare (`DRAWS`). A malformed `SECTIONS` or `DRAWS`
+    (not Sections, an unknown report, an order or anchor taken twice in one report) is an
+    ImportError naming the file: a broken section must stop the report, never vanish."""
+    found: dict[str, list[tuple]] = {r: [] for r in REPORTS} | {f"{r} plots": [] for r in REPORTS}
+    for mod in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{package.__name__}.{mod.name}")
+        if not hasattr(module, "SECTIONS") and not hasattr(module, "DRAWS"):
+            continue  # a helper (html, plots, rundata, ...), not a section's file
+        where = os.path.relpath(os.path.join(mod.module_finder.path, f"{mod.name}.py"))
+        declared = getattr(module, "SECTIONS", ())
+        if not isinstance(declared, Sequence) or not all(isinstance(s, Section) for s in declared):
+            raise ImportError(f"{where}: SECTIONS must be a tuple of Section(...)")
+        for s in declared:
+            if s.report not in REPORTS:
+                raise ImportError(f"{where}: section {s.anchor!r}: report {s.report!r} is not "
+                                  f"one of {', '.join(REPORTS)}")
+            for other, at in found[s.report]:
+                if other.order == s.order or other.anchor == s.anchor:
+                    raise ImportError(f"{where}: section {s.anchor!r} (order {s.order}) takes "
+                                      f"the place of {at}'s {other.anchor!r} (order {other.order}) "
+                                      f"in the {s.report} report")
+            found[s.report].append((s, where))
+        for p in getattr(module, "DRAWS", ()):
+            if not isinstance(p, Plots) or p.report not in REPORTS:
+                raise ImportError(f"{where}: DRAWS must be a tuple of Plots(...) for a report "
+                                  f"of {', '.join(REPORTS)}")
+            found[f"{p.report} plots"].append((p, where))
+    return {r: [s for s, _ in sorted(v, key=lambda sw: sw[0].order)] for r, v in found.items()}
+
+
+_FOUND: dict[str, list] | None = None
+
+
+def _found() -> dict[str, list]:
+    # the package's files are read on the first call: the report modules themselves
+    # declare sections, so they cannot be read while they are being imported
+    global _FOUND
+    if _FOUND is None:
+        import resources.report as package
+
+        _FOUND = discover(package)
+    return _FOUND
+
+
+def sections(report: str) -> list[Section]:
+    """The sections of `report`, in order."""
+    return _found()[report]
+
+
+def plots(report: str) -> list[Plots]:
+    """What the files draw for `report`, in order."""
+    return _found()[f"{report} plots"]
+
+
+def render(report: str, page) -> list[str]:
+    """Each section of `report` that applies to `page`, as HTML, in order."""
+    from resources.report.html import section
+
+    out = []
+    for s in sections(report):
+        body = s.body(page)
+        if body is not None:
+            out.append(section(s.title, body, s.anchor))
+    return out
