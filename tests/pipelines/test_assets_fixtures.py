@@ -2,18 +2,31 @@
 tests/fixtures. A good one produces exactly the expected cost rows in DuckDB; a bad one is
 stopped at the check of the rule it breaks, and the cost table never materializes. Every
 bad one breaks exactly its rule, proven with the gate functions the checks run (one job run
-is the Dagster part; nine would prove the same blocking nine times)."""
+is the Dagster part; nine would prove the same blocking nine times). The good one's run also
+carries benchmark_report and the nightly regression check (WARN, non-blocking): its report,
+plots and server reconciliation, and the check firing on a history with a drop while the run
+still succeeds (the check's quiet side is its function's, in test_report_asset.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import dagster as dg
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 
 from resources.analysis.gates import CHECK_NAMES, bill_gates, request_gates
 from resources.analysis.rundir import open_run
 from tests.support.chain import FIXTURES, checks, materialized, replay_resources, run_job
+from tests.support.history import (
+    analyzed_good,
+    recording_with_server_metrics,
+    regression_check,
+    write_history,
+)
+from tests.support.replay import ReplayLoad
 
 pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
 
@@ -46,14 +59,32 @@ def gate_checks(fixture: str) -> dict[str, bool]:
     return {CHECK_NAMES[g.rule]: g.passed is not False for g in gates}
 
 
-def test_good_fixture_produces_the_exact_cost_rows(tmp_path):
-    result, _ = run_job(tmp_path, resources=replay_resources("good"))
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory):
+    """benchmark_job once on the `good` fixture, for every test that reads a passing run:
+    replayed with recorded engine counters (12 generated tokens where the client counted 9)
+    and after four earlier runs of its candidate that were 1.5x faster and cheaper, so its
+    report flags the reconciliation and the nightly regression check fires (WARN)."""
+    tmp = tmp_path_factory.mktemp("good-run")
+    good = analyzed_good(tmp_path_factory.mktemp("src"))
+    ids = write_history(tmp / "runs", pq.read_table(good / "headline.parquet"),
+                        [1.5, 1.5, 1.45, 1.55])
+    rec = recording_with_server_metrics(tmp)
+    resources = replay_resources("good") | {"load_generator": ReplayLoad(rec)}
+    result, _ = run_job(tmp, resources=resources)
+    return result, tmp, ids
+
+
+def test_good_fixture_produces_the_exact_cost_rows(good_run):
+    result, tmp_path, _ = good_run
     assert result.success
     found = checks(result)
     assert set(found) == set(REQUEST + BILL + REGRESSION + QUALITY)
     assert {k: v for k, v in found.items() if k in REQUEST + BILL} == gate_checks("good")
     # an emulated replay has no quality: "not applicable" is never a pass, and never blocks
     assert found.pop("quality_matches_reference") is False
+    # the regression check fired on the faster history (next tests), and blocked nothing
+    assert found.pop("headline_has_not_regressed") is False
     assert all(found.values())
     md = materialized(result)
     assert md["quality"]["accuracy"] is None
@@ -77,6 +108,36 @@ def test_good_fixture_produces_the_exact_cost_rows(tmp_path):
     assert partition == "p5-scout-bf16-tp8|2026-11-29"
     run_dir = tmp_path / "runs" / run_id
     assert (run_dir / "cost_per_1m.parquet").exists() and (run_dir / "gates.json").exists()
+
+
+def test_report_asset_writes_the_report_plots_and_reconciliation(good_run):
+    result, _, _ = good_run
+    md = materialized(result)["benchmark_report"]
+    run_dir = Path(md["report"]).parent
+    assert md["report"] == str(run_dir / "report.html") and "EMULATED" in Path(md["report"]).read_text()
+    plots = {k: v for k, v in md.items() if k.startswith("plot_")}
+    assert {"plot_ttft_cdf", "plot_itl_cdf", "plot_scaling", "plot_server_ttft"} <= set(plots)
+    assert all(Path(p).stat().st_size > 10_000 for p in plots.values())
+    # reconciliation: written beside derived_metrics.parquet, flagged, in the metadata
+    rec_json = json.loads((run_dir / "reconciliation.json").read_text())
+    assert rec_json["flagged_steps"] == ["c=2"] == md["flagged_steps"]
+    assert (rec_json["steps"][0]["client_tokens"], rec_json["steps"][0]["server_tokens"]) == (9, 12)
+    assert "| c=2 | 9 | 12 | +33.33% | 3 | 3 | **FLAGGED** |" in md["reconciliation"]
+    assert "derived_metrics.parquet" in {p.name for p in run_dir.iterdir()}
+
+
+def test_regression_check_fires_as_a_warning_on_a_history_with_a_drop(good_run):
+    # earlier runs were 1.5x faster and cheaper: this run's throughput fell by a third
+    result, _, ids = good_run
+    assert result.success  # non-blocking: the run and its report still complete
+    assert "benchmark_report" in materialized(result)
+    ev, meta = regression_check(result)
+    assert not ev.passed and ev.severity == dg.AssetCheckSeverity.WARN
+    assert meta["n_history"] == 4 and sorted(meta["history_run_ids"]) == ids
+    assert meta["regressed_metrics"] == ["output_tok_s", "cost_per_1m_output_usd"]
+    assert meta["output_tok_s_change"] == pytest.approx(1 / 1.5 - 1)
+    assert meta["cost_per_1m_output_usd_change"] == pytest.approx(0.5)
+    assert "REGRESSION" in ev.description
 
 
 @pytest.mark.parametrize("fixture", sorted(BAD))

@@ -1,12 +1,15 @@
 """A batch job's job.json and an SLO search's slo_capacity.json (contract §3.4, §3.5) in the
 Dagster asset metadata, and the search's SLO cost in the headline (asset metadata and the
-DuckDB file): benchmark_job replays hand-computed run folders through the real chain."""
+DuckDB file): benchmark_job replays a hand-computed search through the real chain, and the
+same metadata function takes a hand-computed batch job."""
 
 from __future__ import annotations
 
 import duckdb
 import pytest
 
+from assets.metrics import workload_metadata
+from resources.analysis.analyze import analyze_run
 from tests.support.chain import materialized, run_job
 from tests.support.replay import RecordedBill, ReplayCluster, ReplayLoad, ReplayModelServer
 from tests.support.runbuilder import RunBuilder
@@ -48,7 +51,11 @@ def test_search_capacity_and_slo_cost_in_the_metadata_and_the_store(tmp_path):
 
 
 def test_batch_job_in_the_metadata(tmp_path):
-    # makespan 3.6 s, 10 output tokens, the job window at 55.04 USD/h: 55.04 × 3.6 / 3600
+    # The job run above proves derived_metrics hands its analysis to workload_metadata and
+    # the search's cost reaches the headline; a batch job's metadata is that function's other
+    # branch, on the folder a replay would analyse (the recording itself): a second job run
+    # would prove the wiring again. makespan 3.6 s, 10 output tokens, the job window at
+    # 55.04 USD/h: 55.04 × 3.6 / 3600
     b = RunBuilder(run_id="rec-batch")
     b.manifest["scenario"] = {"kind": "batch", "requests": 3, "max_in_flight": 2,
                               "input_tokens": 4096, "output_tokens": 64}
@@ -56,9 +63,10 @@ def test_batch_job_in_the_metadata(tmp_path):
     b.request("c=2", sent=1000, chunks=[(3000, 1), (3100, 1)], finished=3100, sched=1000)
     b.request("c=2", sent=2200, chunks=[(4000, 2), (4500, 3)], finished=4600, sched=2200)
     b.hourly_bill()
-    result, _ = run_job(tmp_path / "data", resources=_replay(b.write(tmp_path / "recording")))
-    assert result.success
-    dm = materialized(result)["derived_metrics"]
+    run_dir = b.write(tmp_path / "recording")
+    result = analyze_run(run_dir)
+    assert result.exit_code == 0, result.message
+    dm = {k: v.value for k, v in workload_metadata(result, run_dir).items()}
     assert dm["job"]["makespan_s"] == pytest.approx(3.6) and dm["job"]["output_tokens"] == 10
     assert dm["job"]["cost_per_job_usd"] == pytest.approx(HOURLY * 3.6 / 3600)
     assert "makespan s" in dm["job_summary"] and "slo_capacity" not in dm

@@ -44,7 +44,7 @@ def test_emulated_run_report_carries_the_banner(reports):
     assert "EMULATED" in next(d for d in page.text if "servingbench run" in d)  # <title>
 
 
-def test_hostile_strings_are_escaped(runs):
+def test_hostile_strings_are_escaped_and_measured_runs_compare_without_a_banner(runs):
     run = runs[0]
     m = load(run / "manifest.json")
     m.update(candidate=HOSTILE_CANDIDATE, model=HOSTILE_MODEL)
@@ -59,9 +59,13 @@ def test_hostile_strings_are_escaped(runs):
         assert hostile not in html
         assert hostile in page.plain  # shown to the reader as text
     assert "&lt;script&gt;alert(&quot;c&quot;)&lt;/script&gt;" in html
-    cmp = write_comparison_report([run, runs[3]], run.parent / "cmp.html").read_text()
+    # the comparison of two measured runs: escaped there too, and no banner (one comparison
+    # page proves both)
+    cmp = write_comparison_report([run, runs[4]], run.parent / "cmp.html").read_text()
     page = check_safe(cmp)
     assert HOSTILE_CANDIDATE not in cmp and HOSTILE_CANDIDATE in page.plain
+    assert "emulated-banner" not in page.ids() and "EMULATED" not in page.plain
+    assert "Each step was run once per candidate" in page.plain
 
 
 def _table_after(page_html: str, section_id: str) -> list[list[str]]:
@@ -97,13 +101,6 @@ def test_comparison_report_compares_latest_runs_with_spread(reports):
     assert (out.parent / "comparison_plots" / "cost_per_1m.png").exists()
     runs_tbl = _table_after(html, "runs")
     assert [r[1] for r in runs_tbl[1:] if "earlier" in r] == ["fast-0", "fast-1"]
-
-
-def test_comparison_of_measured_runs_only_has_no_banner(runs, tmp_path):
-    html = write_comparison_report([runs[0], runs[4]], tmp_path / "c.html").read_text()
-    page = check_safe(html)
-    assert "emulated-banner" not in page.ids() and "EMULATED" not in page.plain
-    assert "Each step was run once per candidate" in page.plain
 
 
 def test_gate_failure_shows_the_gates_and_withholds_cost(runs, tmp_path):

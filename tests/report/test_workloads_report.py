@@ -47,45 +47,40 @@ def analyzed(tmp_path_factory):
     return batch, search
 
 
-def test_run_reports_show_the_job_and_the_search(analyzed, tmp_path):
+@pytest.fixture(scope="module")
+def pages(analyzed, tmp_path_factory):
+    """The batch and search run reports and their comparison, written once: the checks on
+    their text and the real browser read the same files."""
     batch, search = analyzed
-    job_page = check_safe(write_run_report(batch, tmp_path / "batch.html").read_text())
+    out = tmp_path_factory.mktemp("pages")
+    return (write_run_report(batch, out / "batch.html"), write_run_report(search, out / "search.html"),
+            write_comparison_report(list(analyzed), out / "c.html"))
+
+
+def test_run_reports_show_the_job_and_the_search(pages):
+    job_page = check_safe(pages[0].read_text())
     assert "job" in job_page.ids() and "slo-search" not in job_page.ids()
     text = job_page.plain
     assert "Batch job (job.json)" in text and "makespan (s)" in text and "$0.036" in text
-    page = check_safe(write_run_report(search, tmp_path / "search.html").read_text())
+    page = check_safe(pages[1].read_text())
     assert "slo-search" in page.ids() and "job" not in page.ids()
     assert "SLO capacity search (slo_capacity.json)" in page.plain
     assert "$616.67" in page.plain  # the SLO cost, in the search section and the headline
     assert "SLO cost USD / 1M output tok" in page.plain and "search capacity" in page.plain
 
 
-def test_comparison_shows_each_candidates_search_and_job(analyzed, tmp_path):
-    page = check_safe(write_comparison_report(list(analyzed), tmp_path / "c.html").read_text())
+def test_comparison_shows_each_candidates_search_and_job(pages):
+    page = check_safe(pages[2].read_text())
     assert "workloads" in page.ids()
     text = page.plain.split("Workloads: SLO capacity searches and batch jobs")[1]
     assert "search-candidate" in text and "batch-candidate" in text
     assert "[3, 4]" in text and "$616.67" in text and "$0.036" in text
 
 
-def test_a_report_without_workloads_has_no_such_section(tmp_path):
-    from tests.support.runbuilder import clean_run
-
-    run = clean_run().write(tmp_path / "plain")
-    analyze_run(run)
-    page = check_safe(write_run_report(run).read_text())
-    assert not {"job", "slo-search"} & page.ids()
-    assert "search capacity" not in page.plain
-
-
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent (Debian's "
                     "`chromium` package)")
-def test_the_sections_render_in_a_real_browser(analyzed, tmp_path):
-    batch, search = analyzed
-    pages = [write_run_report(batch, tmp_path / "b.html"),
-             write_run_report(search, tmp_path / "s.html"),
-             write_comparison_report(list(analyzed), tmp_path / "c.html")]
-    b, s, c = load_pages(pages, tmp_path / "profile")
+def test_the_sections_render_in_a_real_browser(pages, tmp_path):
+    b, s, c = load_pages(list(pages), tmp_path / "profile")
     for loaded in (b, s, c):
         assert loaded.errors == []
     job = b.facts["sections"]["job"]
@@ -122,7 +117,7 @@ def test_a_malformed_workload_file_names_the_file_and_key(analyzed, tmp_path, ca
     assert name in err and "Traceback" not in err
 
 
-def test_a_run_measured_on_this_host_names_the_host(tmp_path):
+def test_a_run_measured_on_this_host_names_the_host_and_a_plain_run_has_no_workloads(tmp_path):
     from resources.analysis.summary import render
     from resources.cluster.host import describe_host, host_facts
     from tests.support.runbuilder import clean_run
@@ -141,4 +136,10 @@ def test_a_run_measured_on_this_host_names_the_host(tmp_path):
     emulated.manifest.update(cluster_name="local:box", nodegroup=host)
     run = emulated.write(tmp_path / "emulated")
     assert "MEASURED on" not in render(analyze_run(run))
-    assert "measured-host" not in check_safe(write_run_report(run).read_text()).ids()
+    page = check_safe(write_run_report(run).read_text())
+    assert "measured-host" not in page.ids()
+    # a run without workloads (clean_run has neither job.json nor slo_capacity.json) has no
+    # such section
+    assert not (run / "job.json").exists() and not (run / "slo_capacity.json").exists()
+    assert not {"job", "slo-search"} & page.ids()
+    assert "search capacity" not in page.plain

@@ -1,6 +1,6 @@
-"""A tiny headless-Chromium driver for the report tests: a screenshot through Chromium's
-own `--screenshot` flag, and a DevTools (CDP) session on 127.0.0.1 that loads a page and
-collects its console errors, uncaught exceptions and failed loads."""
+"""A tiny headless-Chromium driver for the report tests: a DevTools (CDP) session on
+127.0.0.1 that loads pages, collects their console errors, uncaught exceptions and failed
+loads, and takes a screenshot of each."""
 
 from __future__ import annotations
 
@@ -18,16 +18,6 @@ CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--hide-scrollbars"]
-
-
-def screenshot(page: Path, out: Path, profile: Path, size: str = "1400,2400") -> Path:
-    """`chromium --headless --screenshot=out file://page`; raises if no PNG appears."""
-    cmd = [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", f"--window-size={size}",
-           f"--screenshot={out}", page.resolve().as_uri()]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False)
-    if proc.returncode != 0 or not out.exists():
-        raise RuntimeError(f"chromium screenshot failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return out
 
 
 @dataclass

@@ -3,6 +3,10 @@ the per-step table with its flags, and the comparison's peak memory and utilizat
 
 from __future__ import annotations
 
+import shutil
+
+import pytest
+
 from resources.analysis.analyze import analyze_run
 from resources.report.comparison import write_comparison_report
 from resources.report.plots import plot_telemetry
@@ -29,8 +33,20 @@ def run_with_telemetry(tmp_path, name="run"):
     return run_dir
 
 
-def test_time_series_plot_is_drawn_with_steps_marked_and_is_not_flat(tmp_path):
-    run = load_run(run_with_telemetry(tmp_path))
+@pytest.fixture(scope="module")
+def _analyzed(tmp_path_factory):
+    """The run with telemetry, written and analysed once."""
+    return run_with_telemetry(tmp_path_factory.mktemp("telemetry"))
+
+
+@pytest.fixture
+def telemetry_run(_analyzed, tmp_path):
+    """A fresh copy per test, so a report written into one never leaks into another."""
+    return shutil.copytree(_analyzed, tmp_path / _analyzed.name)
+
+
+def test_time_series_plot_is_drawn_with_steps_marked_and_is_not_flat(telemetry_run):
+    run = load_run(telemetry_run)
     fig = plot_telemetry(run)
     util_line = fig.axes[0].lines[0]
     y = util_line.get_ydata()
@@ -44,8 +60,8 @@ def test_time_series_plot_is_drawn_with_steps_marked_and_is_not_flat(tmp_path):
     assert max(power) == 1300.0 and min(power) == 160.0  # both devices summed
 
 
-def test_run_report_has_the_plot_and_the_flags(tmp_path):
-    run_dir = run_with_telemetry(tmp_path)
+def test_run_report_has_the_plot_and_the_flags(telemetry_run):
+    run_dir = telemetry_run
     html = write_run_report(run_dir).read_text()
     png = run_dir / "plots" / "telemetry.png"
     assert png.exists() and png.stat().st_size > 10_000
@@ -54,9 +70,9 @@ def test_run_report_has_the_plot_and_the_flags(tmp_path):
     assert "memory headroom 3.7% &lt; 5%" in html  # 77 of 80 GB used: 3.75 % left
 
 
-def test_comparison_shows_peak_memory_and_utilization(tmp_path):
+def test_comparison_shows_peak_memory_and_utilization(telemetry_run, tmp_path):
     out = tmp_path / "comparison.html"
-    write_comparison_report([run_with_telemetry(tmp_path)], out)
+    write_comparison_report([telemetry_run], out)
     html = out.read_text()
     section = html.split("Accelerator telemetry (peak memory, utilization, energy)")[1]
     section = section.split("</table>")[0]
