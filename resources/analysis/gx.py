@@ -24,9 +24,10 @@ import threading
 import types
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # imported by GX itself, on the preload thread: not on the CLI's start
+    import pandas as pd
 
 _counter = itertools.count()
 
