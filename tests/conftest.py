@@ -64,43 +64,11 @@ HEAVY_FILES = frozenset({
 })
 
 
-# The longest files of the parallel pass, longest first (measured, as above). pytest-xdist's
-# `--dist loadfile` hands files to the workers in collection order, so these go first: a
-# 40-second file handed out last keeps one worker busy while the others have nothing left
-# (longest-first is the classic makespan rule). Order only: every test still runs.
-LONGEST_FIRST = (
-    "tests/fleet/test_fleet_pools.py",
-    "tests/engine/test_llamacpp.py",
-    "tests/loadgen/test_workloads.py",
-    "tests/pipelines/test_signals.py",
-    "tests/peers/test_import_aiperf.py",
-    "tests/fleet/test_fleet_s3_runs.py",
-    "tests/analysis/test_gates.py",
-    "tests/pipelines/test_sweep_chain.py",
-    "tests/loadgen/test_workers.py",
-    "tests/pipelines/test_e2e_webserver.py",
-    "tests/pipelines/test_assets_fixtures.py",
-    "tests/peers/test_import_guidellm.py",
-    "tests/peers/test_import_inference_perf.py",
-    "tests/loadjob/test_job_lifecycle.py",
-    "tests/pipelines/test_local_chain.py",
-    "tests/loadgen/test_ladder.py",
-    "tests/pipelines/test_workload_chain.py",
-    "tests/pipelines/test_cli_run.py",
-    "tests/telemetry/test_emulated_series.py",
-)
-
-
 def pytest_collection_modifyitems(config, items):
     root = config.rootpath
-    missing = {f for f in HEAVY_FILES | set(LONGEST_FIRST) if not (root / f).exists()}
-    if missing:  # a renamed file would silently join the inner loop (or lose its place)
-        raise pytest.UsageError(f"tests/conftest.py names missing files: {sorted(missing)}")
-    rank = {f: i for i, f in enumerate(LONGEST_FIRST)}
-    where = {}
+    missing = {f for f in HEAVY_FILES if not (root / f).exists()}
+    if missing:  # a renamed file would silently join the inner loop
+        raise pytest.UsageError(f"tests/conftest.py HEAVY_FILES names missing files: {sorted(missing)}")
     for item in items:
-        where[item] = item.path.relative_to(root).as_posix()
-        if where[item] in HEAVY_FILES:
+        if item.path.relative_to(root).as_posix() in HEAVY_FILES:
             item.add_marker(pytest.mark.slow)
-    # stable: the other files keep their order after these, and each file its own
-    items.sort(key=lambda item: rank.get(where[item], len(rank)))
