@@ -122,6 +122,10 @@ def _context_unlocked():
     return _ctx
 
 
+_preload_lock = threading.Lock()  # not _lock: the import thread holds that one for seconds
+_preload_thread: threading.Thread | None = None
+
+
 def _preload() -> None:
     try:
         _context()
@@ -133,9 +137,13 @@ def preload() -> None:
     """Start importing GX on a daemon thread (a no-op once it is imported): DuckDB releases
     the GIL while it scans, so the import overlaps the SQL that runs before the gates. For a
     process that only analyzes (the CLI): the import silences warnings process-wide while it
-    runs."""
-    if _ctx is None:
-        threading.Thread(target=_preload, name="gx-import", daemon=True).start()
+    runs. At most one such thread: the CLI calls this before importing the command, and the
+    command again (it may also be called in-process, without the CLI's early start)."""
+    global _preload_thread
+    with _preload_lock:
+        if _ctx is None and _preload_thread is None:
+            _preload_thread = threading.Thread(target=_preload, name="gx-import", daemon=True)
+            _preload_thread.start()
 
 
 @dataclass(frozen=True)
