@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
-import pkgutil
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
+
+from resources.contract.discovery import package_files
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,7 @@ def discover(package: ModuleType) -> dict[str, type]:
     from resources.billing.interface import BillSource
 
     found: dict[str, tuple[type, str]] = {}
-    for mod in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{package.__name__}.{mod.name}")
-        where = os.path.relpath(os.path.join(mod.module_finder.path, f"{mod.name}.py"))
+    for module, where in package_files(package.__path__, package.__name__):
         for cls in vars(module).values():
             if not (inspect.isclass(cls) and issubclass(cls, BillSource)
                     and cls.__module__ == module.__name__ and not inspect.isabstract(cls)):

@@ -10,13 +10,12 @@ Orders are spaced by ten so that a new section slots between two without renumbe
 
 from __future__ import annotations
 
-import importlib
-import os
-import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+
+from resources.contract.discovery import package_files
 
 REPORTS = ("run", "comparison")
 
@@ -71,11 +70,9 @@ def discover(package: ModuleType) -> dict[str, list]:
     (not Sections, an unknown report, an order or anchor taken twice in one report) is an
     ImportError naming the file: a broken section must stop the report, never vanish."""
     found: dict[str, list[tuple]] = {r: [] for r in REPORTS} | {f"{r} plots": [] for r in REPORTS}
-    for mod in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{package.__name__}.{mod.name}")
+    for module, where in package_files(package.__path__, package.__name__):
         if not hasattr(module, "SECTIONS") and not hasattr(module, "DRAWS"):
             continue  # a helper (html, plots, rundata, ...), not a section's file
-        where = os.path.relpath(os.path.join(mod.module_finder.path, f"{mod.name}.py"))
         declared = getattr(module, "SECTIONS", ())
         if not isinstance(declared, Sequence) or not all(isinstance(s, Section) for s in declared):
             raise ImportError(f"{where}: SECTIONS must be a tuple of Section(...)")

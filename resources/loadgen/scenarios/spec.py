@@ -10,12 +10,10 @@ them. Unknown keys and kinds are errors that name the key and suggest the neares
 
 from __future__ import annotations
 
-import importlib
-import os
-import pkgutil
 from dataclasses import asdict, field, make_dataclass
 
 import resources.loadgen.scenarios as _package
+from resources.contract.discovery import package_files
 from resources.loadgen.errors import LoadConfigError
 from resources.loadgen.scenarios.kind import COMMON, SLO_KEYS, Kind, suggest
 
@@ -32,11 +30,7 @@ def discover(package=_package) -> dict[str, Kind]:
     none, or a kind already declared, is an ImportError naming the file (a broken kind must
     stop every run, not vanish from the list)."""
     found = {"fixed": Kind("fixed", 0)}
-    for mod in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if mod.name in _NOT_KINDS:
-            continue
-        where = os.path.relpath(os.path.join(mod.module_finder.path, f"{mod.name}.py"))
-        module = importlib.import_module(f"{package.__name__}.{mod.name}")
+    for module, where in package_files(package.__path__, package.__name__, _NOT_KINDS):
         kind = getattr(module, "KIND", None)
         if not isinstance(kind, Kind):
             raise ImportError(f"{where}: a workload kind's file must define KIND = Kind(...), "

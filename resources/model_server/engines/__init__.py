@@ -13,11 +13,10 @@ the cluster and the model servers all read it.
 
 from __future__ import annotations
 
-import importlib
-import os
-import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+from resources.contract.discovery import package_files
 
 # A swept setting's value -> the engine's arguments for it (e.g. 256 -> ["--max-num-seqs", "256"]).
 Setting = Callable[[object], list[str]]
@@ -93,9 +92,8 @@ def discover(path, package: str) -> dict[str, Engine]:
     `ENGINE = Engine(...)`, or an engine name another file took, is an ImportError naming the
     file: a broken engine must stop the import, never vanish from the candidates' choices."""
     found: dict[str, tuple[Engine, str]] = {}
-    for mod in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
-        where = os.path.relpath(os.path.join(mod.module_finder.path, f"{mod.name}.py"))
-        engine = getattr(importlib.import_module(f"{package}.{mod.name}"), "ENGINE", None)
+    for module, where in package_files(path, package):
+        engine = getattr(module, "ENGINE", None)
         if not isinstance(engine, Engine):
             raise ImportError(f"{where}: an engine's file must define ENGINE = Engine(...)")
         if engine.name in found:

@@ -11,13 +11,11 @@ source is adding one file here.
 
 from __future__ import annotations
 
-import importlib
-import os
-import pkgutil
 from collections.abc import Callable
 
 import httpx
 
+from resources.contract.discovery import package_files
 from resources.http import control
 
 MAX_BYTES = 4 << 20  # a DCGM exposition of 8 GPUs is ~40 KB; anything far larger is not one
@@ -49,9 +47,8 @@ def discover(path, package: str) -> dict[str, Build]:
     of kind -> callable), or a kind another file serves, is an ImportError naming the file:
     a broken source must stop the sampler's start, never vanish from the kinds."""
     found: dict[str, tuple[Build, str]] = {}
-    for mod in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
-        where = os.path.relpath(os.path.join(mod.module_finder.path, f"{mod.name}.py"))
-        kinds = getattr(importlib.import_module(f"{package}.{mod.name}"), "KINDS", None)
+    for module, where in package_files(path, package):
+        kinds = getattr(module, "KINDS", None)
         if not isinstance(kinds, dict) or not all(callable(b) for b in kinds.values()):
             raise ImportError(f"{where}: a telemetry source's file must define KINDS = "
                               "{kind: (description, timeout) -> source}")
