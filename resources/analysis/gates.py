@@ -83,9 +83,8 @@ def _complete_checks() -> list[tuple[str, object]]:
     return checks
 
 
-def complete(facts: pd.DataFrame, problems: list[tuple[str, set]] | None = None) -> Gate:
-    if problems is None:
-        problems = _run(facts, _complete_checks(), "complete")
+def complete(facts: pd.DataFrame, problems: list[tuple[str, set]]) -> Gate:
+    """`problems`: what the `_complete_checks()` found in `facts` (see request_gates)."""
     return _finish(1, problems, facts["request_id"])
 
 
@@ -98,9 +97,8 @@ def _ordered_checks() -> list[tuple[str, object]]:
                 column="chunks_outside", max_value=0))]
 
 
-def ordered(facts: pd.DataFrame, problems: list[tuple[str, set]] | None = None) -> Gate:
-    if problems is None:
-        problems = _run(facts, _ordered_checks(), "ordered")
+def ordered(facts: pd.DataFrame, problems: list[tuple[str, set]]) -> Gate:
+    """`problems`: what the `_ordered_checks()` found in `facts` (see request_gates)."""
     if problems and problems[0][1]:
         kinds = sorted(set("; ".join(facts["order_violation"].dropna()).split("; ")))
         problems[0] = (f"timestamps out of order: {', '.join(kinds)}", problems[0][1])
@@ -148,9 +146,8 @@ def _counted_checks() -> list[tuple[str, object]]:
     ]
 
 
-def counted(facts: pd.DataFrame, problems: list[tuple[str, set]] | None = None) -> Gate:
-    if problems is None:
-        problems = _run(facts, _counted_checks(), "counted")
+def counted(facts: pd.DataFrame, problems: list[tuple[str, set]]) -> Gate:
+    """`problems`: what the `_counted_checks()` found in `facts` (see request_gates)."""
     return _finish(4, problems, facts["request_id"])
 
 
