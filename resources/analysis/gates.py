@@ -7,6 +7,9 @@ rule 1 (GX's column-pair expectations ignore such rows), so nothing is counted t
 
 from __future__ import annotations
 
+import copy
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import pandas as pd
@@ -225,8 +228,33 @@ def no_bill(rule: int) -> Gate:
     return Gate(rule, NAMES[rule], None, 0, [], "no bill")
 
 
+# The same run folder is gated twice in one process: by the pipeline's blocking asset checks,
+# then by the analysis that writes gates.json beside the metrics. The verdicts depend on
+# nothing but the files read and the manifest, so the second call reuses the first's when
+# those are unchanged (RunFolder.identity), instead of validating every row again.
+_MEMO: OrderedDict[tuple, list[Gate]] = OrderedDict()
+_MEMO_SIZE = 8
+REQUEST_SETS = ("steady_state_request_log", "warmup_log", "chunk_log")
+BILL_SETS = ("bill",)
+
+
+def _memoized(rules: str, sets: tuple[str, ...], run: RunFolder,
+              compute: Callable[[RunFolder], list[Gate]]) -> list[Gate]:
+    key = (rules, run.identity(sets))
+    if key not in _MEMO:
+        _MEMO[key] = compute(run)
+        while len(_MEMO) > _MEMO_SIZE:
+            _MEMO.popitem(last=False)
+    _MEMO.move_to_end(key)
+    return copy.deepcopy(_MEMO[key])
+
+
 def request_gates(run: RunFolder) -> list[Gate]:
     """Rules 1-4, on the request logs and the chunk log."""
+    return _memoized("request", REQUEST_SETS, run, _request_gates)
+
+
+def _request_gates(run: RunFolder) -> list[Gate]:
     facts = sqlfiles.query(run.con, "request_facts").to_pandas()
     run_id = run.manifest["run_id"]
     phases = sqlfiles.query(run.con, "phase_facts", run_id=run_id).to_pandas()
@@ -241,6 +269,10 @@ def request_gates(run: RunFolder) -> list[Gate]:
 
 def bill_gates(run: RunFolder) -> list[Gate]:
     """Rules 5-6, on the bill (reported `passed: None`, "no bill", without one)."""
+    return _memoized("bill", REQUEST_SETS + BILL_SETS, run, _bill_gates)
+
+
+def _bill_gates(run: RunFolder) -> list[Gate]:
     if not run.has_bill:
         return [no_bill(5), no_bill(6)]
     return [scoped(run), single_source(run)]

@@ -15,6 +15,7 @@ would take 80 % of the machine's memory and spill into `.tmp` in the working dir
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -51,6 +52,16 @@ class RunFolder:
     has_bill: bool
     partial: list[str] = field(default_factory=list)  # record sets read from a partial stream
     scratch: Path | None = None  # DuckDB's spill folder, removed on close
+    # what was read, per record set: (path, inode, size, mtime_ns) of each file. Two opens of
+    # an unchanged folder read the same bytes (see `identity`).
+    files: dict[str, tuple] = field(default_factory=dict)
+
+    def identity(self, names) -> tuple:
+        """The identity of what this folder's record sets `names` and manifest hold: equal
+        for two opens of the same unchanged files (a rewrite changes the inode or the
+        modification time), so a result computed from them alone can be reused."""
+        return (str(self.path.resolve()), json.dumps(self.manifest, sort_keys=True, default=str),
+                tuple(self.files.get(n, ()) for n in names))
 
     def close(self) -> None:
         try:
@@ -83,7 +94,13 @@ _DUCKDB_TYPES = {pa.string(): "VARCHAR", pa.int32(): "INTEGER", pa.int64(): "BIG
                  pa.timestamp("ns", tz="UTC"): "TIMESTAMPTZ"}
 
 
-def _register(con: duckdb.DuckDBPyConnection, run_dir: Path, name: str, view: str) -> str:
+def _stamp(f: Path) -> tuple:
+    st = f.stat()
+    return (str(f), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _register(con: duckdb.DuckDBPyConnection, run_dir: Path, name: str, view: str,
+              read: dict[str, tuple]) -> str:
     """Make record set `name` the view `view`; returns how it was read.
 
     Shards are unioned with the merged file; a missing optional column reads as null. Paths
@@ -94,6 +111,7 @@ def _register(con: duckdb.DuckDBPyConnection, run_dir: Path, name: str, view: st
     files = [f.resolve() for f in record_files(run_dir, name)]
     if not files:
         return "missing"
+    read[name] = tuple(_stamp(f) for f in files)
     if any(f.name.endswith(PARTIAL_SUFFIX) for f in files):
         con.register(view, read_records(run_dir, name))
         return "partial"
@@ -174,9 +192,10 @@ def open_run(path: Path, duckdb_path: str | None = None) -> RunFolder:
     con.execute("SET TimeZone = 'UTC'")
     partial: list[str] = []
     has_bill = False
+    read: dict[str, tuple] = {}
     try:
         for name, view in VIEWS.items():
-            how = _register(con, path, name, view)
+            how = _register(con, path, name, view, read)
             if how == "missing":
                 if name in REQUIRED:
                     raise SchemaError(f"{path / (name + '.parquet')}: missing")
@@ -198,7 +217,7 @@ def open_run(path: Path, duckdb_path: str | None = None) -> RunFolder:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     return RunFolder(path=path, manifest=manifest, con=con, has_bill=has_bill, partial=partial,
-                     scratch=scratch)
+                     scratch=scratch, files=read)
 
 
 def is_disk_full(exc: BaseException) -> bool:
