@@ -158,29 +158,61 @@ def expectations():
     return _context()[0].expectations
 
 
-# One validation definition (asset, suite, definition) per distinct list of expectations,
-# made on first use and run again for every later DataFrame: adding them to the context
-# costs GX more than validating a run's facts (it stores and re-serialises its whole
-# datasource on each add), and a process analysing many runs (a sweep, a Dagster job, the
-# tests) asks for the same few lists every time.
+# One batch definition and suite per distinct list of expectations, made on first use and
+# used again for every later DataFrame: adding them to the context costs GX more than
+# validating a run's facts (it stores and re-serialises its whole datasource on each add),
+# and a process analysing many runs (a sweep, a Dagster job, the tests) asks for the same few
+# lists every time.
 _definitions: dict[tuple, Any] = {}
 
 
 def _definition(items: list[Any], label: str):
+    """(batch definition, suite) for this list of expectations."""
     key = (label, *map(repr, items))
     with _lock:
-        vd = _definitions.get(key)
-        if vd is None:
+        found = _definitions.get(key)
+        if found is None:
             gx, ctx, source = _context_unlocked()
             uid = f"{label}_{next(_counter)}"
             batch = source.add_dataframe_asset(uid).add_batch_definition_whole_dataframe("all")
             suite = ctx.suites.add(gx.ExpectationSuite(name=uid))
             for item in items:
                 suite.add_expectation(item)
-            vd = ctx.validation_definitions.add(gx.ValidationDefinition(name=uid, data=batch,
-                                                                        suite=suite))
-            _definitions[key] = vd
-        return vd
+            found = _definitions[key] = (batch, suite)
+        return found
+
+
+# GX rebuilds an expectation's configuration (a pydantic dump and a name conversion) every
+# time it reads one of its arguments, a few hundred times per validation: a third of the
+# validation's time on a run's facts (benchmarks/gx_validate.py). The expectations GX
+# validates are made afresh from the suite for each validation and nothing changes them
+# while it runs, so within one `validate` call, on its own thread, each one's configuration
+# is built once. Outside such a call the property is GX's own.
+_memo = threading.local()
+_patch_lock = threading.Lock()
+_patched = False
+
+
+def _remember_configurations() -> None:
+    global _patched
+    with _patch_lock:
+        if _patched:
+            return
+        from great_expectations.expectations.expectation import Expectation
+
+        build = Expectation.configuration.fget
+
+        def configuration(self):
+            cache = getattr(_memo, "cache", None)
+            if cache is None:
+                return build(self)
+            hit = cache.get(id(self))
+            if hit is None:  # the entry holds the expectation, so its id is not reused
+                hit = cache[id(self)] = (self, build(self))
+            return hit[1]
+
+        Expectation.configuration = property(configuration, doc=Expectation.configuration.__doc__)
+        _patched = True
 
 
 _INDEX = "servingbench_index"
@@ -193,11 +225,18 @@ def validate(df: pd.DataFrame, items: list[Any], label: str) -> list[Outcome]:
     # and would take two equal expectations for one: each carries its position in `meta`
     for i, item in enumerate(items):
         item.meta = {**(item.meta or {}), _INDEX: i}
-    vd = _definition(items, label)
-    result = vd.run(
-        batch_parameters={"dataframe": df},
-        result_format={"result_format": "COMPLETE", "unexpected_index_column_names": ["_row"]},
-    )
+    batch_definition, suite = _definition(items, label)
+    _remember_configurations()
+    _memo.cache = {}
+    try:
+        # a Batch's validate, not a ValidationDefinition's run: the same validator, without
+        # storing every result in the context (an in-memory store that only grows in a
+        # long-lived process: a Dagster code server, a sweep)
+        batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
+        result = batch.validate(suite, result_format={
+            "result_format": "COMPLETE", "unexpected_index_column_names": ["_row"]})
+    finally:
+        _memo.cache = None
     outcomes: list[Outcome | None] = [None] * len(items)
     for r in result.results:
         exc = (r.exception_info or {}).get("raised_exception")
