@@ -7,18 +7,25 @@ expectations and returns, per expectation, the `_row` keys of its unexpected row
 What GX imports that an in-memory pandas validation never uses is kept out of the import
 (measured in benchmarks/analyze_startup.py, docs/performance.md): the optional integrations
 it probes for are hidden while it is imported (`HIDDEN`), so it records them as not
-installed, and two modules it imports at module level only for expectations the gates never
-run are loaded on first use instead (`DEFERRED`). `preload()` starts the import on a thread
-of its own, so it overlaps the DuckDB work that comes before the first validation.
+installed; its data sources other than the in-memory pandas one and the built-in
+expectations the gates do not use are stand-ins (`UNUSED`, `EXPECTATIONS`), whose classes
+refuse to be made, naming this module; two modules it imports at module level only for an
+expectation the gates never run are loaded on first use instead (`DEFERRED`). A process
+that also uses GX for something else sets SERVINGBENCH_GX_WHOLE=1 and gets all of it (or
+imports GX itself first: nothing already imported is replaced). `preload()` starts the
+import on a thread of its own, so it overlaps the DuckDB work that comes before the first
+validation.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import itertools
 import logging
+import os
 import sys
 import threading
 import types
@@ -37,23 +44,96 @@ _counter = itertools.count()
 # other part of the process has already imported stays as it is.
 HIDDEN = ("sqlalchemy", "boto3", "botocore", "google", "azure", "pyspark", "snowflake",
           "trino", "databricks", "pyathena", "psycopg2", "pyodbc", "py4j")
-# Imported at module level by expect_column_kl_divergence_to_be_less_than (scipy.stats for
-# its test, altair for its chart), an expectation the gates never use: both load on first
-# attribute access instead, should anything touch them.
+# Imported at module level by GX's distribution tests (scipy.stats, by the metric
+# column_parameterized_distribution_ks_test_p_value) and charts (altair), which the gates
+# never use: both load on first attribute access instead, should anything touch them.
 DEFERRED = ("scipy.stats", "altair")
 
 
+# GX's data sources other than the in-memory pandas one (every module of
+# great_expectations/datasource/fluent/ that great_expectations/__init__ imports): Spark's need
+# pyspark (not a dependency), the SQL ones and the cloud-storage pandas ones need what HIDDEN
+# hides, and the file-path ones read files the gates never read (a fifth of GX's import).
+_FLUENT = "great_expectations.datasource.fluent."
+UNUSED = tuple(_FLUENT + name for name in (
+    "spark_datasource", "spark_file_path_datasource", "spark_filesystem_datasource",
+    "spark_dbfs_datasource", "spark_s3_datasource", "spark_google_cloud_storage_datasource",
+    "spark_azure_blob_storage_datasource", "data_asset.path.spark",
+    "sql_datasource", "sqlite_datasource", "postgres_datasource", "neon_datasource",
+    "citus_datasource", "aurora_datasource", "alloy_datasource", "redshift_datasource",
+    "snowflake_datasource", "databricks_sql_datasource", "bigquery_datasource",
+    "sql_server_datasource", "fabric", "fabric_datasource",
+    "pandas_s3_datasource", "pandas_google_cloud_storage_datasource",
+    "pandas_azure_blob_storage_datasource", "pandas_dbfs_datasource",
+    "pandas_filesystem_datasource", "pandas_file_path_datasource", "data_asset.path.pandas"))
+# The built-in expectations the gates use (resources/analysis/gates.py); GX's other sixty
+# (great_expectations/expectations/core/expect_*.py) are stand-ins. A gate that uses
+# another adds its module here: until then making one raises, naming this list.
+_CORE = "great_expectations.expectations.core."
+EXPECTATIONS = tuple(_CORE + name for name in (
+    "expect_column_values_to_not_be_null", "expect_column_values_to_be_null",
+    "expect_column_values_to_be_in_set", "expect_column_values_to_be_between",
+    "expect_column_values_to_be_unique", "expect_column_pair_values_to_be_equal",
+    "expect_column_pair_values_a_to_be_greater_than_b"))
+WHOLE_ENV = "SERVINGBENCH_GX_WHOLE"
+
+
+def stands_in(name: str) -> bool:
+    """Whether module `name` is a stand-in when servingbench imports GX."""
+    if os.environ.get(WHOLE_ENV, "") not in ("", "0"):
+        return False
+    if any(name == u or name.startswith(u + ".") for u in UNUSED):
+        return True
+    return (name.startswith(_CORE + "expect_") and name.count(".") == 3
+            and name not in EXPECTATIONS)
+
+
+class _NotLoaded:
+    """The base of every class a stand-in module hands out: GX's own modules import them by
+    name (and may test isinstance against them); making one says why it is missing."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        raise RuntimeError(
+            f"great_expectations' {type(self).__name__} was not imported: servingbench imports "
+            f"GX without what its gates do not use (resources/analysis/gx.py); set "
+            f"{WHOLE_ENV}=1, or import great_expectations before servingbench validates")
+
+
+class _StandIn(types.ModuleType):
+    """A module of GX that the gates never use: any name asked of it is a _NotLoaded class."""
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        made = type(attr, (_NotLoaded,), {"__module__": self.__name__})
+        setattr(self, attr, made)
+        return made
+
+
+class _StandInLoader(importlib.abc.Loader):
+    def create_module(self, spec):
+        return _StandIn(spec.name)
+
+    def exec_module(self, module) -> None:
+        module.__path__ = []  # a package: GX imports submodules of some of them
+
+
 class _Hide(importlib.abc.MetaPathFinder):
-    """Answers 'not installed' for the HIDDEN packages while it is on sys.meta_path, to the
-    thread importing GX only (another thread may import them meanwhile)."""
+    """While it is on sys.meta_path, to the thread importing GX only (another thread may
+    import them meanwhile): answers 'not installed' for the HIDDEN packages and a stand-in
+    for the modules that `stands_in`."""
 
     def __init__(self) -> None:
         self.thread = threading.get_ident()
 
     def find_spec(self, name, path=None, target=None):
-        if threading.get_ident() == self.thread and name.split(".")[0] in HIDDEN:
+        if threading.get_ident() != self.thread:
+            return None
+        if name.split(".")[0] in HIDDEN:
             raise ModuleNotFoundError(f"{name} hidden while Great Expectations is imported",
                                       name=name)
+        if stands_in(name):
+            return importlib.machinery.ModuleSpec(name, _StandInLoader(), is_package=True)
         return None
 
 
@@ -86,6 +166,10 @@ def _defer(name: str) -> None:
 
 
 def _import_gx():
+    if os.environ.get(WHOLE_ENV, "") not in ("", "0"):
+        import great_expectations as gx
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+        return gx, ProgressBarsConfig
     hide = _Hide()
     sys.meta_path.insert(0, hide)
     try:
