@@ -177,7 +177,10 @@ def test_batch_job_is_one_bounded_closed_loop_step(emu, tmp_path):
 def test_slo_search_converges_on_the_modelled_emulator_and_records_every_probe(tmp_path):
     # One sequence at a time (max-num-seqs 1): the emulator is a single queue whose service
     # time per request is known from its model, so no rate above 1 / service meets a TTFT
-    # SLO of 4 service times once the queue grows.
+    # SLO of 4 service times once the queue grows. The search starts at that rate: a probe
+    # takes 24 / rate seconds, so on a crowded host, where a probe can miss the SLO at any
+    # rate, each step down doubles the next probe's time (from a quarter of it, six probes
+    # took up to 85 s; from it, at most 32 s).
     scale = 0.5
     model = PerfModel(specs.config("p5.48xlarge", "scout", "bf16", None))
     service = (model.prefill_time(64) + 7 * model.decode_step(1, 70)) * scale
@@ -189,7 +192,7 @@ def test_slo_search_converges_on_the_modelled_emulator_and_records_every_probe(t
         cfg = config(e.base_url, model=name, concurrency=[], input_tokens=64, output_tokens=8,
                      arrival="constant", requests_per_step=24,
                      scenario=Scenario("slo_search", slo=slo, max_probes=6,
-                                       start_rate=round(0.25 / service, 1)))
+                                       start_rate=round(1.0 / service, 1)))
         result = run_load(cfg, run_dir, progress=False,
                           judge=lambda step: judge(run_dir, step, slo))
     assert 2 <= len(result.steps) <= 6
