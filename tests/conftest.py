@@ -3,6 +3,10 @@ the conftest beside the tests that use them, except those several folders share 
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import sys
+
 import pytest
 
 
@@ -72,3 +76,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.relative_to(root).as_posix() in HEAVY_FILES:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    # An xdist worker whose session is over (its results already sent) leaves at once. The
+    # interpreter's own teardown of a worker that has imported Dagster, Great Expectations,
+    # pandas and matplotlib, and joined whatever threads remain, took seconds, and the
+    # parallel pass ends only when its last worker has gone. A worker with a child process
+    # of multiprocessing's still alive exits the usual way, whose handler ends it.
+    if hasattr(config, "workerinput") and not multiprocessing.active_children():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
