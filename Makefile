@@ -92,9 +92,15 @@ SERIAL_FILES = $(shell grep -rl --include='test_*.py' 'mark\.serial' tests | sor
 TEST_WORKERS ?= 4
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
+# This project's modules are compiled once, in one process, before the workers start: in a
+# fresh clone each worker (and every process a test starts before the files exist) compiled
+# them again itself, ~3 CPU-seconds a worker against ~1 s for all of them here.
+COMPILE := $(VENV)/bin/python -m compileall -q -j 0 assets emulator pipelines resources tests
+
 test: $(STAMP) engine chromium peers
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(COMPILE)
 	$(PYTEST) -m "not serial" $(PARALLEL)
 	$(PYTEST) -m serial $(SERIAL_FILES)
 
@@ -104,6 +110,7 @@ test: $(STAMP) engine chromium peers
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(COMPILE)
 	$(PYTEST) -m "not slow and not serial" $(PARALLEL) --durations=10
 
 ui: $(STAMP)
