@@ -21,6 +21,7 @@ BENCHMARKS = {
     "analyze_scale": (["--sizes", "10000:128,100000:128,1000000:128", "--steps", "64",
                        "--pandas-max", "0"], ["--sizes", "10000:128", "--steps", "64"]),
     "analyze_startup": (["--repeat", "3"], ["--repeat", "1"]),
+    "gx_validate": (["--reps", "5"], ["--reps", "2", "--calls", "5"]),
     "loop_stalls": (["--repeat", "2"], ["--repeat", "1", "--count", "256"]),
     "emulator_throughput": (["--suite", "3", "--seconds", "4"], ["--streams", "64", "--seconds", "2"]),
     "loadgen_accuracy": (["--repeat", "3"], ["--quick"]),

@@ -53,7 +53,7 @@ DEFERRED = ("scipy.stats", "altair")
 # GX's data sources other than the in-memory pandas one (every module of
 # great_expectations/datasource/fluent/ that great_expectations/__init__ imports): Spark's need
 # pyspark (not a dependency), the SQL ones and the cloud-storage pandas ones need what HIDDEN
-# hides, and the file-path ones read files the gates never read (a fifth of GX's import).
+# hides, and the file-path ones read files the gates never read (about a third of GX's import).
 _FLUENT = "great_expectations.datasource.fluent."
 UNUSED = tuple(_FLUENT + name for name in (
     "spark_datasource", "spark_file_path_datasource", "spark_filesystem_datasource",
