@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 import pandas as pd
 
 from resources.analysis import gx, sqlfiles
-from resources.analysis.rundir import RunFolder
+from resources.analysis.rundir import REQUIRED, VIEWS, RunFolder
 from resources.contract.schemas import BILL_SOURCES, PHASES
 from resources.contract.timestamps import format_ts, parse_ts
 
@@ -234,8 +234,6 @@ def no_bill(rule: int) -> Gate:
 # those are unchanged (RunFolder.identity), instead of validating every row again.
 _MEMO: OrderedDict[tuple, list[Gate]] = OrderedDict()
 _MEMO_SIZE = 8
-REQUEST_SETS = ("steady_state_request_log", "warmup_log", "chunk_log")
-BILL_SETS = ("bill",)
 
 
 def _memoized(rules: str, sets: tuple[str, ...], run: RunFolder,
@@ -251,7 +249,7 @@ def _memoized(rules: str, sets: tuple[str, ...], run: RunFolder,
 
 def request_gates(run: RunFolder) -> list[Gate]:
     """Rules 1-4, on the request logs and the chunk log."""
-    return _memoized("request", REQUEST_SETS, run, _request_gates)
+    return _memoized("request", REQUIRED, run, _request_gates)
 
 
 def _request_gates(run: RunFolder) -> list[Gate]:
@@ -269,7 +267,7 @@ def _request_gates(run: RunFolder) -> list[Gate]:
 
 def bill_gates(run: RunFolder) -> list[Gate]:
     """Rules 5-6, on the bill (reported `passed: None`, "no bill", without one)."""
-    return _memoized("bill", REQUEST_SETS + BILL_SETS, run, _bill_gates)
+    return _memoized("bill", tuple(VIEWS), run, _bill_gates)
 
 
 def _bill_gates(run: RunFolder) -> list[Gate]:

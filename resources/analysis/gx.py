@@ -78,9 +78,14 @@ EXPECTATIONS = tuple(_CORE + name for name in (
 WHOLE_ENV = "SERVINGBENCH_GX_WHOLE"
 
 
+def _whole() -> bool:
+    """Whether this process imports GX whole (WHOLE_ENV set to anything but empty or 0)."""
+    return os.environ.get(WHOLE_ENV, "") not in ("", "0")
+
+
 def stands_in(name: str) -> bool:
     """Whether module `name` is a stand-in when servingbench imports GX."""
-    if os.environ.get(WHOLE_ENV, "") not in ("", "0"):
+    if _whole():
         return False
     if any(name == u or name.startswith(u + ".") for u in UNUSED):
         return True
@@ -166,7 +171,7 @@ def _defer(name: str) -> None:
 
 
 def _import_gx():
-    if os.environ.get(WHOLE_ENV, "") not in ("", "0"):
+    if _whole():
         import great_expectations as gx
         from great_expectations.data_context.types.base import ProgressBarsConfig
         return gx, ProgressBarsConfig
