@@ -1,10 +1,10 @@
 """Load generator accuracy and cost, against a fixed-timing server's ground truth.
 
-Server (the emulator's `--fixed-timing` mode, options from tests/support/emulator.py)
-pinned to CPU 1: 128 tokens, TTFT 20 ms, ITL 5 ms, on absolute deadlines, logging its own
-write times. The steady-CPU step (closed loop c=16) runs against a second such server
-that writes 4 tokens per chunk (every request drawn with the emulator's `bundle` fault:
-tokens due at the same times, written in fours). Each client pinned to CPU 0, one
+Server (benchmarks/fixed_server.py; `--server emulator`: the emulator's `--fixed-timing`
+mode, options from tests/support/emulator.py) pinned to CPU 1: 128 tokens, TTFT 20 ms,
+ITL 5 ms, on absolute deadlines, logging its own write times. The steady-CPU step (closed
+loop c=16) runs against a second such server that writes 4 tokens per chunk (tokens due at
+the same times, written in fours; the emulator's `bundle` fault on every request). Each client pinned to CPU 0, one
 after the other, in one run (the machine is noisy: compare ratios within a run):
 servingbench's load generator, a minimal raw-socket asyncio client (the limit), the
 load generator as it was at an earlier commit when `--baseline REF` is given (its
@@ -12,6 +12,7 @@ load generator as it was at an earlier commit when `--baseline REF` is given (it
 AIPerf when its virtualenv is given (see benchmarks/loadgen_aiperf.py).
 
     .venv/bin/python benchmarks/loadgen_accuracy.py [--quick] [--repeat N] [--baseline main]
+                                                    [--server lean|emulator]
                                                     [--aiperf /tmp/aiperf-venv/bin/python]
 
 Prints a markdown table and the targets checked against the raw client of the same run,
@@ -58,13 +59,23 @@ def taskset(cpu: int) -> list[str]:
     return ["taskset", "-c", str(cpu)] if os.cpu_count() and os.cpu_count() > 1 else []
 
 
-def start_server(tmp: Path, name: str = "server", *flags: str) -> tuple[subprocess.Popen, str, Path, int]:
-    """The server, its URL, its ground truth and the wall-clock offset at its start."""
+def start_server(tmp: Path, name: str = "server", tokens_per_chunk: int = 1,
+                 kind: str = "lean") -> tuple[subprocess.Popen, str, Path, int]:
+    """The server, its URL, its ground truth and the wall-clock offset at its start.
+
+    `lean` (benchmarks/fixed_server.py) keeps its deadlines at c=256; `emulator` is the
+    emulator's own `--fixed-timing` mode, which falls behind there (what the tables before
+    2026-12-02 were measured against)."""
     port_file, truth = tmp / f"{name}.port", tmp / f"{name}-truth.jsonl"
     offset = wall_offset()
-    proc = subprocess.Popen([*taskset(1), sys.executable, "-m", "emulator",
-                             *fixed_timing_args(TTFT_MS, ITL_MS, truth), *flags,
-                             "--port", "0", "--port-file", str(port_file)],
+    if kind == "lean":
+        cmd = [str(HERE / "fixed_server.py"), "--ttft-ms", f"{TTFT_MS:g}", "--itl-ms", f"{ITL_MS:g}",
+               "--tokens-per-chunk", str(tokens_per_chunk), "--ground-truth", str(truth)]
+    else:
+        cmd = ["-m", "emulator", *fixed_timing_args(TTFT_MS, ITL_MS, truth)]
+        if tokens_per_chunk > 1:  # the `bundle` fault on every request: DEFAULT_BUNDLE (4) a chunk
+            cmd += ["--fault-rate", "bundle=1"]
+    proc = subprocess.Popen([*taskset(1), sys.executable, *cmd, "--port", "0", "--port-file", str(port_file)],
                             stdout=subprocess.DEVNULL, cwd=ROOT)
     port = wait_port_file(port_file, proc)
     return proc, f"http://127.0.0.1:{port}", truth, offset
@@ -170,6 +181,9 @@ def main() -> int:
     ap.add_argument("--aiperf", default=None, help="python of a virtualenv with aiperf installed")
     ap.add_argument("--baseline", default=None, metavar="REF",
                     help="also measure the load generator as it was at this git ref (e.g. main)")
+    ap.add_argument("--server", choices=["lean", "emulator"], default="lean",
+                    help="the fixed-timing server: benchmarks/fixed_server.py (keeps its deadlines at "
+                         "c=256) or the emulator's --fixed-timing mode")
     ap.add_argument("--repeat", type=int, default=1,
                     help="passes, client order rotated each pass; the table shows medians")
     a = ap.parse_args()
@@ -182,8 +196,8 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="sb-loadgen-bench-") as d:
         tmp = Path(d)
-        servers = [start_server(tmp),
-                   start_server(tmp, "bundled", "--fault-rate", "bundle=1")]
+        servers = [start_server(tmp, kind=a.server),
+                   start_server(tmp, "bundled", BUNDLE, kind=a.server)]
         clients = [(RAW, "raw"), ("servingbench", "servingbench")]
         baseline = None
         if a.baseline:

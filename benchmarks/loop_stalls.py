@@ -1,6 +1,6 @@
 """Where the load generator's event loop stalls: each suspect timed, and its share of the lag.
 
-The fixed-timing emulator (128 tokens, TTFT 20 ms, ITL 5 ms; pinned to CPU 1, as in
+The bench's fixed-timing server (benchmarks/fixed_server.py: 128 tokens, TTFT 20 ms, ITL 5 ms; pinned to CPU 1, as in
 loadgen_accuracy.py) and servingbench's `run_load` (pinned to CPU 0, progress line on, into
 /dev/null) for one closed-loop step. Inside the client, a 1 ms probe task records how late
 each of its wake-ups comes (the loop's lag), and every suspect is timed as it runs:
