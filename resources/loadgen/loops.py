@@ -22,6 +22,9 @@ from resources.loadgen.workload import Item, Workload
 
 _now = time.perf_counter_ns
 CANCEL_GRACE_S = 5.0
+# deferred rows built per round of the loop's callbacks (~15 requests' rows on this machine):
+# short enough that a chunk arriving meanwhile is stamped within half a millisecond
+PUMP_BUDGET_NS = 500_000
 
 
 class LoadLoops:
@@ -36,6 +39,7 @@ class LoadLoops:
         self.progress = progress
         self.url = api_url(cfg)
         self.tasks: set[asyncio.Task] = set()
+        self._pumping = False  # a `_pump` is queued on the loop
         self.emulated = False
         self.steps: list[dict] = []
         self.phases: dict[str, dict] = {}
@@ -66,17 +70,26 @@ class LoadLoops:
     # --- one request -----------------------------------------------------------------
     async def _one(self, phase: str, step: str, mode: str, target: float, scheduled: int,
                    expect_in: int | None) -> None:
-        req = await self.send(phase, step, mode, target, scheduled, None)
+        req = await self.send(phase, step, mode, target, scheduled, None, later=True)
         if (req.phase == "steady" and expect_in is not None and req.input_tokens is not None
                 and req.input_tokens != expect_in):
             self.mismatch += 1
 
     async def send(self, phase: str, step: str, mode: str, target: float, scheduled: int,
-                   item: Item | None, tag=None, body: bytes | None = None) -> Request:
+                   item: Item | None, tag=None, body: bytes | None = None,
+                   later: bool = False) -> Request:
         """Send and record one request: `item`, or the workload's next one when None;
         `tag(req)` may mark it first (session, turn, text); `body`, when given, is the request
         body built ahead of its send time (and `item` is not used). Whatever happens, it is
-        recorded."""
+        recorded.
+
+        `later`: the recorder builds this request's row in a later round of the loop's
+        callbacks (`Recorder.add_later`, drained a slice per round by `_pump`), not before
+        this call returns. When a closed-loop round ends together, 256 answers finish in one
+        round of callbacks and each sends its successor at once; building their rows in that
+        same round too (~30 µs each on this machine) made it longer than the 20 ms TTFT of
+        the first new requests, whose first chunks then waited for it to end before they
+        were stamped. The counts, the progress line and the self-watch see it at once."""
         rid = str(uuid.uuid4())
         req = Request(rid, phase, step, mode, target, scheduled)
         try:
@@ -98,19 +111,33 @@ class LoadLoops:
         finally:
             # Also on cancellation: the request is recorded, then the CancelledError
             # goes on and stops its worker.
-            self._record(req)
+            self._record(req, later)
         return req
 
-    def _record(self, req: Request) -> None:
+    def _record(self, req: Request, later: bool = False) -> None:
         if req.emulated:
             self.emulated = True
         if self.watch is not None and req.sent is not None:
             self.watch.sched_lags.append((req.sent - req.scheduled) / 1e9)
-        self.rec.add(req)
+        if later:
+            self.rec.add_later(req)
+            if not self._pumping:
+                self._pumping = True
+                asyncio.get_running_loop().call_soon(self._pump)
+        else:
+            self.rec.add(req)
         if req.phase == "steady":
             self.statuses[req.status] += 1
             self.tokens += sum(req.chunk_tokens)
         self.progress.request_done(req)
+
+    def _pump(self) -> None:
+        """Build deferred rows for at most PUMP_BUDGET_NS, then give the loop back (its
+        sockets are read before the next slice)."""
+        if self.rec.settle(PUMP_BUDGET_NS):
+            asyncio.get_running_loop().call_soon(self._pump)
+        else:
+            self._pumping = False
 
     def spawn(self, coro) -> asyncio.Task:
         return self._spawn(coro)

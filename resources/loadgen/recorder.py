@@ -22,7 +22,9 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from array import array
+from collections import deque
 from pathlib import Path
 
 import pyarrow as pa
@@ -174,7 +176,11 @@ class _ChunkStream(_StreamFile):
     """The chunk log, the bulk of the data: typed buffers filled as each request is added
     (times as perf ns, a C-level copy of the request's list: no Python step per chunk),
     turned into Arrow without a per-value conversion; the shift to UTC is one compute call
-    per flush, on the writer thread."""
+    per flush, on the writer thread. `add` runs on the loop between a request's end and the
+    next one's send, 256 of them back to back when a closed-loop round ends together, so
+    it does no Python-level work per chunk: the sequence numbers are a slice of a shared
+    range, and a chunk's request id is an index into the flush's ids (expanded on the
+    writer thread)."""
 
     def __init__(self, path: Path, run_id: str, offset_ns: int) -> None:
         super().__init__(path, CHUNK_LOG, offset_ns)
@@ -183,7 +189,8 @@ class _ChunkStream(_StreamFile):
 
     def _clear(self) -> None:
         self.at, self.tokens, self.seq = array("q"), array("q"), array("q")
-        self.rid_data, self.rid_offsets = bytearray(), array("i", [0])
+        self.rids: list[str] = []  # the requests' ids, in order
+        self.ridx = array("i")  # per chunk: its request's index in `rids`
         # one byte per chunk, an index into _KINDS: 0 (null) for a request that streamed no
         # reasoning, so a run without reasoning writes an all-null `kind` for free
         self.kind = bytearray()
@@ -200,39 +207,37 @@ class _ChunkStream(_StreamFile):
             raise ValueError(f"{n} chunk times but {len(tokens)} token counts")
         if reasoning is not None and len(reasoning) != n:
             raise ValueError(f"{n} chunk times but {len(reasoning)} chunk kinds")
+        if not isinstance(request_id, str):
+            raise TypeError(f"request id {request_id!r} is not a string")
         kinds = bytes(n) if reasoning is None else bytes(1 + (k != 0) for k in reasoning)
         new_at, new_tokens = array("q", at), array("q", tokens)
         # once shifted, a time leaves int64 on one side only (the offset's sign): one pass
         off = self.offset_ns
         if n and (max(at) > _I64[1] - off if off >= 0 else min(at) < _I64[0] - off):
             raise OverflowError("a chunk time outside the timestamp range once shifted to UTC")
-        rid = request_id.encode()
-        end = self.rid_offsets[-1]
-        offsets = array("i", range(end + len(rid), end + len(rid) * n + 1, len(rid)))
         self.at += new_at
         self.tokens += new_tokens
-        self.seq.fromlist(list(range(n)))
-        self.rid_data += rid * n
-        self.rid_offsets += offsets
+        self.seq += _seq(n)
+        self.ridx += array("i", (len(self.rids),)) * n
+        self.rids.append(request_id)
         self.kind += kinds
 
     def take(self) -> tuple[int, tuple] | None:
         n = len(self.at)
         if not n:
             return None
-        taken = (n, self.at, self.tokens, self.seq, self.rid_data, self.rid_offsets, self.kind)
+        taken = (n, self.at, self.tokens, self.seq, self.rids, self.ridx, self.kind)
         self._clear()
         return n, taken
 
     def write(self, taken: tuple) -> None:
         """Build and append one batch from buffers the loop no longer touches."""
-        n, at_perf, tokens, seq, rid_data, rid_offsets, kinds = taken
+        n, at_perf, tokens, seq, rids, ridx, kinds = taken
 
         def ints(a: array) -> pa.Array:
             return pa.Array.from_buffers(_I64_TYPE, n, [None, pa.py_buffer(a)])
         at = pc.add(ints(at_perf), pa.scalar(self.offset_ns, _I64_TYPE)).view(_AT_TYPE)
-        rid = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(rid_offsets),
-                                                     pa.py_buffer(rid_data)])
+        rid = pa.array(rids, pa.string()).take(pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(ridx)]))
         run = pa.repeat(pa.scalar(self.run_id, pa.string()), n)
         kind = (pa.array([_KINDS[k] for k in kinds], pa.string()) if any(kinds)
                 else pa.nulls(n, pa.string()))
@@ -246,6 +251,16 @@ class _ChunkStream(_StreamFile):
 
 
 _KINDS = (None, "answer", "reasoning")
+_SEQ = array("q", range(1024))
+
+
+def _seq(n: int) -> array:
+    """0 … n−1 as int64, sliced from a shared range (grown when a request has more chunks)."""
+    global _SEQ
+    if n > len(_SEQ):
+        _SEQ = array("q", range(max(n, 2 * len(_SEQ))))
+    return _SEQ[:n]
+
 _I64 = (-(1 << 63), (1 << 63) - 1)
 _I32 = (-(1 << 31), (1 << 31) - 1)
 _INTS = {"scheduled_at": _I64, "sent_at": _I64, "first_token_at": _I64, "last_token_at": _I64,
@@ -312,6 +327,28 @@ class Recorder:
         self._reported = False  # the full disk was raised once (later flushes are no-ops)
         self._jobs: queue.Queue = queue.Queue()
         self._writer: threading.Thread | None = None
+        self._later: deque[Request] = deque()  # finished requests whose rows are not built yet
+
+    def add_later(self, req: Request) -> None:
+        """`add`, deferred: the row is built by `settle` (the loop's low-priority pump) or, at
+        the latest, by the next flush. A request is final when it is recorded: nothing
+        changes it afterwards."""
+        self._later.append(req)
+
+    def settle(self, budget_ns: int | None = None) -> bool:
+        """Add the deferred requests, all of them or (`budget_ns`) for about that long;
+        True when some are still waiting."""
+        later = self._later
+        if budget_ns is None:
+            while later:
+                self.add(later.popleft())
+            return False
+        stop = time.perf_counter_ns() + budget_ns
+        while later:
+            self.add(later.popleft())
+            if time.perf_counter_ns() >= stop:
+                break
+        return bool(later)
 
     def add(self, req: Request) -> None:
         name = "warmup_log" if req.phase == "warmup" else "steady_state_request_log"
@@ -348,6 +385,7 @@ class Recorder:
         once everything handed over so far is written. On a full disk: DiskFullError (from
         this call, or from the first one after the writer met it), the streams end after
         their last complete batch, and every later flush is a no-op."""
+        self.settle()
         self._report()
         if self.full is not None:
             return

@@ -131,3 +131,26 @@ def test_a_chunk_time_that_would_leave_int64_once_in_utc_is_kept_as_a_protocol_e
     assert steady["good"]["status"] == steady["after"]["status"] == "ok"
     chunks = read_records(tmp_path / "run", "chunk_log").column("request_id").to_pylist()
     assert chunks == ["good"] * 3 + ["after"] * 3
+
+
+def test_deferred_rows_are_built_in_order_by_settle_or_at_the_latest_by_the_next_flush(tmp_path):
+    """The loop's closed-loop requests are recorded with `add_later`: their rows are built a
+    slice at a time (`settle` with a budget) after the burst of sends, and a flush never
+    leaves one behind, interleaved with direct adds in the order they came."""
+    rec = Recorder(tmp_path / "run", "run-1", Clock.start())
+    for k in range(5):
+        rec.add_later(_req(f"a{k}", chunks=2))
+    assert rec.counts["steady_state_request_log"] == 0  # nothing built yet
+    assert rec.settle(budget_ns=0) is True  # one row a slice at the least, the rest wait
+    assert rec.counts["steady_state_request_log"] == 1 and rec.counts["chunk_log"] == 2
+    rec.add_later(_req("b0", chunks=1))
+    rec.flush()  # the flush builds every deferred row before it hands the rows over
+    assert rec.settle(budget_ns=0) is False
+    rec.add(_req("c0"))
+    rec.finalize()
+    rows = read_records(tmp_path / "run", "steady_state_request_log").column("request_id").to_pylist()
+    assert rows == ["a0", "a1", "a2", "a3", "a4", "b0", "c0"]
+    chunks = read_records(tmp_path / "run", "chunk_log")
+    assert chunks.column("request_id").to_pylist() == ["a0", "a0", "a1", "a1", "a2", "a2", "a3",
+                                                      "a3", "a4", "a4", "b0", "c0", "c0", "c0"]
+    assert chunks.column("seq").to_pylist() == [0, 1] * 5 + [0, 0, 1, 2]
