@@ -142,3 +142,22 @@ def test_a_meeting_arrival_with_non_ascii_digits_is_ignored_not_a_crash():
 
     assert Arrival.parse("1.pod-1.1764381600000000000") == Arrival(1, "pod-1", 1764381600000000000)
     assert Arrival.parse("².pod-1.5") is None and Arrival.parse("1.pod-1.٣") is None
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_a_body_spliced_from_the_escaped_filler_is_the_body_json_encodes(api):
+    """Bodies of long prompts reuse the filler's JSON (escaped once) and escape only each
+    request's own head; what goes out decodes to exactly the request the plain encoding
+    gives, characters JSON must escape included."""
+    wl = Workload(config("http://127.0.0.1:1", api=api, input_tokens=400, ignore_eos=True),
+                  Tokenizer("http://127.0.0.1:1", "m", {}, False))
+    options = {"include_usage": True, "continuous_usage_stats": True}
+    item = wl.next_item()
+    assert wl._tail(item.prompt) is not None  # the spliced path is the one taken
+    head = 'quote " back \\ tab \t nl \n é 漢 \x01 '
+    for prompt in (item.prompt, head + item.prompt, "short prompt"):
+        sent = json.loads(wl.body(item.__class__(prompt, item.output_tokens), options))
+        plain = {"model": FIXED_MODEL, "max_tokens": item.output_tokens, "stream": True, "temperature": 0,
+                 **({"messages": [{"role": "user", "content": prompt}]} if api == "chat" else {"prompt": prompt}),
+                 "stream_options": options, "ignore_eos": True, "min_tokens": item.output_tokens}
+        assert sent == plain
