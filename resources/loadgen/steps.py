@@ -16,7 +16,7 @@ from resources.contract import manifest as mf
 from resources.loadgen import gcpolicy, pool
 from resources.loadgen.config import step_name
 from resources.loadgen.errors import DiskFullError, LeftBehind
-from resources.loadgen.loops import LoadLoops
+from resources.loadgen.loops import PUMP_BUDGET_NS, LoadLoops
 from resources.loadgen.recorder import Recorder
 from resources.loadgen.scenarios.drive import scenario_steady
 from resources.loadgen.schedule import profile_schedule, rate_steps
@@ -158,6 +158,11 @@ class Run(LoadLoops):
     async def _flush_loop(self, main: asyncio.Task) -> None:
         while True:
             await asyncio.sleep(FLUSH_S)
+            # rows still waiting for the pump (a closed-loop round that just ended) are
+            # built here in the same slices, the loop reading its sockets between them,
+            # not all at once by the flush
+            while self.rec.settle(PUMP_BUDGET_NS):
+                await asyncio.sleep(0)
             try:
                 # the buffers are swapped here; the writer thread builds and writes them
                 # (the end of the run, below, waits for it)
