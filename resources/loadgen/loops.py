@@ -22,9 +22,11 @@ from resources.loadgen.workload import Item, Workload
 
 _now = time.perf_counter_ns
 CANCEL_GRACE_S = 5.0
-# deferred rows built per round of the loop's callbacks (~15 requests' rows on this machine):
-# short enough that a chunk arriving meanwhile is stamped within half a millisecond
+# deferred rows built per pump tick (~15 requests' rows on this machine): short enough that a
+# chunk arriving meanwhile is stamped within half a millisecond
 PUMP_BUDGET_NS = 500_000
+PUMP_TICK_NS = 1_000_000  # the pump's period
+PUMP_BUSY_NS = 1_000_000  # a tick this late: the loop is busy, the pump waits a tick
 
 
 class LoadLoops:
@@ -40,6 +42,7 @@ class LoadLoops:
         self.url = api_url(cfg)
         self.tasks: set[asyncio.Task] = set()
         self._pumping = False  # a `_pump` is queued on the loop
+        self._pump_at = 0  # when the queued `_pump` is due
         self.emulated = False
         self.steps: list[dict] = []
         self.phases: dict[str, dict] = {}
@@ -83,9 +86,9 @@ class LoadLoops:
         body built ahead of its send time (and `item` is not used). Whatever happens, it is
         recorded.
 
-        `later`: the recorder builds this request's row in a later round of the loop's
-        callbacks (`Recorder.add_later`, drained a slice per round by `_pump`), not before
-        this call returns. When a closed-loop round ends together, 256 answers finish in one
+        `later`: the recorder builds this request's row later (`Recorder.add_later`, drained
+        by `_pump` a slice a millisecond while the loop is not busy, and by every flush), not
+        before this call returns. When a closed-loop round ends together, 256 answers finish in one
         round of callbacks and each sends its successor at once; building their rows in that
         same round too (~30 µs each on this machine) made it longer than the 20 ms TTFT of
         the first new requests, whose first chunks then waited for it to end before they
@@ -123,7 +126,8 @@ class LoadLoops:
             self.rec.add_later(req)
             if not self._pumping:
                 self._pumping = True
-                asyncio.get_running_loop().call_soon(self._pump)
+                self._pump_at = _now() + PUMP_TICK_NS
+                asyncio.get_running_loop().call_later(PUMP_TICK_NS / 1e9, self._pump)
         else:
             self.rec.add(req)
         if req.phase == "steady":
@@ -132,10 +136,18 @@ class LoadLoops:
         self.progress.request_done(req)
 
     def _pump(self) -> None:
-        """Build deferred rows for at most PUMP_BUDGET_NS, then give the loop back (its
-        sockets are read before the next slice)."""
-        if self.rec.settle(PUMP_BUDGET_NS):
-            asyncio.get_running_loop().call_soon(self._pump)
+        """Build deferred rows for at most PUMP_BUDGET_NS a tick, and only when the loop is
+        not busy: a tick that fires late (the loop ran a long round of callbacks, as when a
+        closed-loop round ends together and its successors are sent) builds none, so the
+        rows never lengthen that stretch. The periodic flush builds whatever is left."""
+        now = _now()
+        late = now - self._pump_at
+        more = True
+        if late < PUMP_BUSY_NS:
+            more = self.rec.settle(PUMP_BUDGET_NS)
+        if more:
+            self._pump_at = _now() + PUMP_TICK_NS
+            asyncio.get_running_loop().call_later(PUMP_TICK_NS / 1e9, self._pump)
         else:
             self._pumping = False
 
