@@ -133,3 +133,39 @@ def test_a_run_folder_is_accepted_by_the_analyzer(server, tmp_path):
     assert sorted((m["step"], m["n_ok"], m["output_tokens"]) for m in metrics) == \
         [("c=1", 4, 32), ("c=2", 4, 32), ("rate=20", 4, 32)]
     assert {m["source"] for m in metrics} == {"emulated"}
+
+
+def test_closed_loop_bodies_built_ahead_go_out_in_the_order_the_workload_drew_them(
+        server, tmp_path, monkeypatch):
+    """While the requests stream, the loop builds the next ones' bodies (so a round that
+    ends together finds them ready); they go out first in, first out, each carrying the
+    prompt the workload drew for it, whether it was built ahead or at its send."""
+    from resources.loadgen import loops, pool
+    from resources.loadgen.workload import Workload
+
+    drawn, sent, ahead = [], [], []
+    next_item, real_send, prepare = Workload.next_item, pool.send, loops.LoadLoops._prepare
+
+    def draw(self):
+        item = next_item(self)
+        drawn.append(item.prompt)
+        return item
+
+    async def send(p, url, body, *a, **k):
+        sent.append(json.loads(body)["prompt"])
+        return await real_send(p, url, body, *a, **k)
+
+    def built_ahead(self, until):
+        before = len(self._ready)
+        prepare(self, until)
+        ahead.append(len(self._ready) - before)
+
+    monkeypatch.setattr(Workload, "next_item", draw)
+    monkeypatch.setattr(pool, "send", send)
+    monkeypatch.setattr(loops.LoadLoops, "_prepare", built_ahead)
+    cfg = config(server.base_url, concurrency=[4], requests_per_step=24, output_tokens=24)
+    run_load(cfg, tmp_path / "run", progress=False)
+    assert sum(ahead) > 0  # some were built ahead
+    assert len(sent) == 24
+    assert sent == drawn[:len(sent)]  # in the order drawn; those left over were drawn last
+    assert len(set(sent)) == len(sent)
