@@ -25,6 +25,7 @@ BENCHMARKS = {
     "loop_stalls": (["--repeat", "2"], ["--repeat", "1", "--count", "256"]),
     "emulator_throughput": (["--suite", "3", "--seconds", "4"], ["--streams", "64", "--seconds", "2"]),
     "loadgen_accuracy": (["--repeat", "3"], ["--quick"]),
+    "loadgen_round": (["--repeat", "6"], ["--repeat", "2"]),
     "recorder_flush": (["--rounds", "200"], ["--rounds", "40"]),
     "telemetry_overhead": (["--repeat", "3"], ["--repeat", "1", "--requests", "64"]),
     "report": (["--requests-per-slot", "1000", "--repeat", "3"],
