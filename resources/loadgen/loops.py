@@ -97,11 +97,11 @@ class LoadLoops:
 
         `later`: the recorder builds this request's row later (`Recorder.add_later`, drained
         by `_pump` a slice a millisecond while the loop is not busy, and by every flush), not
-        before this call returns. When a closed-loop round ends together, 256 answers finish in one
-        round of callbacks and each sends its successor at once; building their rows in that
-        same round too (~30 µs each on this machine) made it longer than the 20 ms TTFT of
-        the first new requests, whose first chunks then waited for it to end before they
-        were stamped. The counts, the progress line and the self-watch see it at once."""
+        before this call returns. When a closed-loop round ends together, 256 answers finish
+        in one round of callbacks and each sends its successor at once; building their rows
+        in that same round too (~30 µs each on this machine) made it longer than the 20 ms
+        TTFT of the first new requests, whose first chunks then waited for it to end before
+        they were stamped. The counts, the progress line and the self-watch see it at once."""
         rid = str(uuid.uuid4())
         req = Request(rid, phase, step, mode, target, scheduled)
         try:
@@ -161,11 +161,9 @@ class LoadLoops:
             more = self.rec.settle(PUMP_BUDGET_NS)
             if not more:
                 self._prepare(now + PUMP_BUDGET_NS)
+        self._pumping = False
         if more or len(self._ready) < self._ready_target:
-            self._pump_at = _now() + PUMP_TICK_NS
-            asyncio.get_running_loop().call_later(PUMP_TICK_NS / 1e9, self._pump)
-        else:
-            self._pumping = False
+            self._wake_pump()
 
     def _prepare(self, until: int) -> None:
         """Build the next requests' bodies ahead (the pump's idle time, until `until`): a

@@ -339,14 +339,10 @@ class Recorder:
         """Add the deferred requests, all of them or (`budget_ns`) for about that long;
         True when some are still waiting."""
         later = self._later
-        if budget_ns is None:
-            while later:
-                self.add(later.popleft())
-            return False
-        stop = time.perf_counter_ns() + budget_ns
+        stop = None if budget_ns is None else time.perf_counter_ns() + budget_ns
         while later:
             self.add(later.popleft())
-            if time.perf_counter_ns() >= stop:
+            if stop is not None and time.perf_counter_ns() >= stop:
                 break
         return bool(later)
 
