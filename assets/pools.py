@@ -11,7 +11,9 @@ slot count is brought in line before each claim.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,11 +29,34 @@ POLL_S = 1.0
 MAX_WAIT_S = 12 * 3600.0  # a night: a run still queued after that is failed, never left hanging
 
 
+@contextlib.contextmanager
+def _one_writer(instance) -> Iterator[None]:
+    """One process at a time sets slot counts on an on-disk (SQLite) instance: runs started
+    together (`run --all --parallel`) each bring their pool's count in line at once, and
+    Dagster's SQLite storage does not serialize that. Seen: two slots made for a pool of
+    limit 1 (both runs held it together), and a run failing on the limit row's unique
+    constraint. A file lock in the instance's folder serializes them; an instance without
+    one (Postgres, in the cluster) locks the limit row itself."""
+    root = getattr(instance, "root_directory", None)
+    if not root or not os.path.isdir(root):
+        yield
+        return
+    with open(os.path.join(root, ".servingbench-pools.lock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def sync_limit(instance, pool: str, limit: int) -> None:
     """Set `pool`'s slot count to `limit` unless it already is (writes only on change)."""
     storage = instance.event_log_storage
-    if storage.get_concurrency_info(pool).slot_count != limit:
-        storage.set_concurrency_slots(pool, limit)
+    if storage.get_concurrency_info(pool).slot_count == limit:
+        return
+    with _one_writer(instance):
+        if storage.get_concurrency_info(pool).slot_count != limit:  # another may have, meanwhile
+            storage.set_concurrency_slots(pool, limit)
 
 
 def free_finished(instance, pool: str) -> list[str]:

@@ -112,3 +112,41 @@ def test_the_pool_record_spans_provision_to_teardown(tmp_path):
     # the slot was given back
     info = instance.event_log_storage.get_concurrency_info("p5")
     assert (info.slot_count, info.claimed_slots) == (1, [])
+
+
+def _sync_at(home: str, start: float, pool: str, limit: int) -> None:
+    import os
+    import time
+
+    from assets.pools import sync_limit
+    os.environ["DAGSTER_HOME"] = home
+    instance = dg.DagsterInstance.get()
+    while time.time() < start:  # every process sets the count at the same moment
+        pass
+    sync_limit(instance, pool, limit)
+
+
+def test_runs_setting_a_pools_count_together_make_exactly_its_limit(tmp_path, monkeypatch):
+    """Runs started together each bring their pool's slot count in line at once; on an
+    on-disk instance that must make one slot for a limit of 1 and fail none of them (without
+    the lock, some attempts failed on the limit row's unique constraint, and a fleet run once
+    got two slots for a pool of one)."""
+    import multiprocessing
+    import time
+
+    ctx = multiprocessing.get_context("fork")  # Dagster is imported already: children start fast
+    for trial in range(4):
+        home = tmp_path / f"home{trial}"
+        home.mkdir()
+        (home / "dagster.yaml").write_text("")
+        monkeypatch.setenv("DAGSTER_HOME", str(home))
+        instance = dg.DagsterInstance.get()  # made (and migrated) once, before the race
+        instance.event_log_storage.get_concurrency_info("p5")
+        start = time.time() + 0.5
+        procs = [ctx.Process(target=_sync_at, args=(str(home), start, "p5", 1)) for _ in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [p.exitcode for p in procs] == [0] * 4, trial
+        assert instance.event_log_storage.get_concurrency_info("p5").slot_count == 1, trial
