@@ -19,7 +19,8 @@ COPY pipelines/ pipelines/
 COPY assets/ assets/
 COPY resources/ resources/
 COPY emulator/ emulator/
-COPY workspace.yaml README.md ./
+COPY sql/ sql/
+COPY setup.py workspace.yaml README.md ./
 RUN uv sync --frozen --no-dev --no-editable
 
 RUN useradd --uid 10001 --create-home servingbench \
@@ -27,4 +28,4 @@ RUN useradd --uid 10001 --create-home servingbench \
 USER 10001
 
 EXPOSE 3030
-CMD ["dagster", "api", "grpc", "-m", "pipelines.definitions", "-h", "0.0.0.0", "-p", "3030"]
+CMD ["dagster", "api", "grpc", "-m", "servingbench.pipelines.definitions", "-h", "0.0.0.0", "-p", "3030"]

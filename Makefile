@@ -29,7 +29,7 @@ $(UV):
 # thousands of modules again whenever writing them is off (PYTHONDONTWRITEBYTECODE) or races
 # (measured on a busy 2-core machine: 28 -> 12 CPU-seconds per `import dagster,
 # great_expectations`).
-$(STAMP): pyproject.toml uv.lock | $(UV)
+$(STAMP): pyproject.toml setup.py uv.lock | $(UV)
 	$(UV) sync --frozen --quiet --compile-bytecode
 	@touch $@
 
@@ -95,7 +95,7 @@ PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 # This project's modules are compiled once, in one process, before the workers start: in a
 # fresh clone each worker (and every process a test starts before the files exist) compiled
 # them again itself, ~3 CPU-seconds a worker against ~1 s for all of them here.
-COMPILE := $(VENV)/bin/python -m compileall -q -j 0 assets emulator pipelines resources tests
+COMPILE := $(VENV)/bin/python -m compileall -q -j 0 assets emulator pipelines resources sql tests
 
 test: $(STAMP) engine chromium peers
 	$(VENV)/bin/ruff check .

@@ -13,19 +13,18 @@ import time
 from pathlib import Path
 
 import dagster as dg
-
-from assets import cluster as cluster_link
-from assets import load as load_link
-from assets import model as model_link
-from assets import quality as quality_link
-from assets import telemetry as telemetry_link
-from assets.partitions import candidate_of, run_value
-from assets.pools import pool_slot
-from resources.contract import accelerators, durable
-from resources.contract import manifest as mf
-from resources.contract.candidate import Candidate
-from resources.loadgen import LoadConfigError, LoadError
-from resources.loadgen.generator import ladder_of
+from servingbench.assets import cluster as cluster_link
+from servingbench.assets import load as load_link
+from servingbench.assets import model as model_link
+from servingbench.assets import quality as quality_link
+from servingbench.assets import telemetry as telemetry_link
+from servingbench.assets.partitions import candidate_of, run_value
+from servingbench.assets.pools import pool_slot
+from servingbench.resources.contract import accelerators, durable
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.loadgen import LoadConfigError, LoadError
+from servingbench.resources.loadgen.generator import ladder_of
 
 # The Dagster run carries the servingbench run id under this tag, so the reaper can ask
 # whether the run that owns a node group is still going (pipelines/liveness.py).
@@ -47,12 +46,12 @@ def slo_judge(scenario: dict, run_dir: Path, ladder: dict | None = None):
     """An SLO search asks the analysis whether each probe met the SLO; a ladder asks for
     each step's validity and output tokens/s."""
     if ladder is not None:
-        from resources.analysis.workload_outputs import throughput_reading
+        from servingbench.resources.analysis.workload_outputs import throughput_reading
 
         return lambda step: throughput_reading(run_dir, step)
     if scenario.get("kind") != "slo_search":
         return None
-    from resources.analysis.workload_outputs import judge
+    from servingbench.resources.analysis.workload_outputs import judge
 
     slo = {k: float(v) for k, v in scenario["slo"].items()}
     return lambda step: judge(run_dir, step, slo)

@@ -7,10 +7,9 @@ from collections import Counter
 from pathlib import Path
 
 import dagster as dg
-
-from assets.partitions import run_value
-from resources.contract import manifest as mf
-from resources.contract.schemas import write_parquet
+from servingbench.assets.partitions import run_value
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.schemas import write_parquet
 
 
 def build(partitions_def) -> dg.AssetsDefinition:

@@ -9,15 +9,14 @@ import warnings
 from pathlib import Path
 
 import dagster as dg
-
-from resources.analysis.gates import (
+from servingbench.resources.analysis.gates import (
     BILL_RULES,
     CHECK_NAMES,
     REQUEST_RULES,
     bill_gates,
     request_gates,
 )
-from resources.analysis.rundir import open_run
+from servingbench.resources.analysis.rundir import open_run
 
 REQUEST_CHECKS = {rule: CHECK_NAMES[rule] for rule in REQUEST_RULES}
 BILL_CHECKS = {rule: CHECK_NAMES[rule] for rule in BILL_RULES}

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import dagster as dg
-
-from resources.cluster.interface import Cluster, ClusterInfo
-from resources.contract.candidate import Candidate
+from servingbench.resources.cluster.interface import Cluster, ClusterInfo
+from servingbench.resources.contract.candidate import Candidate
 
 
 def preflight(candidate: Candidate) -> dict:
     """TP vs accelerators per node, weights + KV cache vs accelerator memory, before anything
     is provisioned (resources/cluster/fit.py, the rule a sweep prunes with). Raises
     dg.Failure with the arithmetic when the model cannot load."""
-    from resources.cluster.fit import check
+    from servingbench.resources.cluster.fit import check
 
     fit = check(candidate)
     if fit.fits is False:

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow.parquet as pq
-
-from assets.partitions import run_value
-from resources.analysis.frontier import levels_of_folders
-from resources.analysis.metrics import DEFAULT_SLO
-from resources.analysis.summary import (
+from servingbench.assets.partitions import run_value
+from servingbench.resources.analysis.frontier import levels_of_folders
+from servingbench.resources.analysis.metrics import DEFAULT_SLO
+from servingbench.resources.analysis.summary import (
     FRONTIER_COLUMNS,
     WHAT_IF_COLUMNS,
     cost_rows,
@@ -21,7 +20,7 @@ from resources.analysis.summary import (
     not_measured,
     table,
 )
-from resources.contract import manifest as mf
+from servingbench.resources.contract import manifest as mf
 
 
 def build(partitions_def) -> dg.AssetsDefinition:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 import pyarrow.parquet as pq
-
-from resources.analysis.summary import table
+from servingbench.resources.analysis.summary import table
 
 # The load generator's watch on itself per step (manifest `steps[]`), not the step metrics.
 SELF_WATCH_COLUMNS = [("step", "step", ""), ("load_mode", "mode", ""), ("target", "target", ""),

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
-
-from assets.partitions import run_value
-from resources.analysis.analyze import NO_ROOM, analyze_run
-from resources.analysis.summary import job_text, slo_search_text, step_columns, table
+from servingbench.assets.partitions import run_value
+from servingbench.resources.analysis.analyze import NO_ROOM, analyze_run
+from servingbench.resources.analysis.summary import job_text, slo_search_text, step_columns, table
 
 
 def build(partitions_def) -> dg.AssetsDefinition:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import dagster as dg
-
-from resources.analysis.summary import table
-from resources.contract.timestamps import parse_ts
-from resources.model_server.interface import Deployment
+from servingbench.resources.analysis.summary import table
+from servingbench.resources.contract.timestamps import parse_ts
+from servingbench.resources.model_server.interface import Deployment
 
 PHASE_ORDER = ("deploy", "image_pull", "weights_load", "compile", "ready")
 

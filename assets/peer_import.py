@@ -11,14 +11,13 @@ import tempfile
 from pathlib import Path
 
 import dagster as dg
-
-from resources.analysis.analyze import analyze_run
-from resources.analysis.summary import table
-from resources.contract import manifest as mf
-from resources.peers import PEERS, module_for
-from resources.peers.discover import results_in
-from resources.peers.records import PeerFileError, default_run_id, write_run
-from resources.storage.runstore import RunStoreError, download, is_remote
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.analysis.summary import table
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.peers import PEERS, module_for
+from servingbench.resources.peers.discover import results_in
+from servingbench.resources.peers.records import PeerFileError, default_run_id, write_run
+from servingbench.resources.storage.runstore import RunStoreError, download, is_remote
 
 COLUMNS = [("result", "result", ""), ("run_id", "run", ""), ("outcome", "outcome", "")]
 

@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
-
-from resources.contract.timestamps import format_ts
+from servingbench.resources.contract.timestamps import format_ts
 
 # A run in one of these holds nothing any more (Dagster's own set, from its public API).
 FINISHED_STATUSES = frozenset({dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE,

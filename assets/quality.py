@@ -15,11 +15,16 @@ import warnings
 from pathlib import Path
 
 import dagster as dg
-
-from assets.partitions import run_value
-from resources.contract.candidate import Candidate
-from resources.quality import QualityError, evaluate, find_reference, load_summary, parity
-from resources.quality.evalset import EvalSetError, build
+from servingbench.assets.partitions import run_value
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.quality import (
+    QualityError,
+    evaluate,
+    find_reference,
+    load_summary,
+    parity,
+)
+from servingbench.resources.quality.evalset import EvalSetError, build
 
 REPO = Path(__file__).resolve().parents[1]   # a relative quality.dataset is from the repo root
 
@@ -69,7 +74,7 @@ def run_quality(candidate: Candidate, endpoint: str, served_model: str, run_id: 
 
 def judge(value: dict, candidate: str, runs_dir: Path):
     """The parity verdict for one run's quality value (written to quality_parity.json)."""
-    from resources.quality import Parity
+    from servingbench.resources.quality import Parity
 
     run_dir = Path(value["run_dir"])
     if value["status"] == "not_applicable":
@@ -99,7 +104,7 @@ def build_checks(partitions_def) -> list:
                           ins={"quality": dg.AssetIn("quality")},
                           required_resource_keys={"storage"})
     def quality_matches_reference(context, quality: dict):
-        from assets.partitions import candidate_of
+        from servingbench.assets.partitions import candidate_of
 
         verdict = judge(quality, candidate_of(context), context.resources.storage.runs_dir)
         md = {k: dg.MetadataValue.null() if v is None else

@@ -10,11 +10,10 @@ import warnings
 from pathlib import Path
 
 import dagster as dg
-
-from resources.analysis.summary import table
-from resources.contract import manifest as mf
-from resources.report.regression import Thresholds, compare_to_history, headline_record
-from resources.report.rundata import ReportError
+from servingbench.resources.analysis.summary import table
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.report.regression import Thresholds, compare_to_history, headline_record
+from servingbench.resources.report.rundata import ReportError
 
 REGRESSION_WINDOW = 5           # trailing median of the last N earlier runs
 REGRESSION_THRESHOLDS = Thresholds()  # throughput -10 %, p99 TTFT +20 %, cost per 1M +10 %
@@ -82,7 +81,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
                           "the same file.",
               required_resource_keys={"storage"})
     def benchmark_report(context, cost_per_1m_output_tokens: dict) -> dg.Output:
-        from resources.report import write_run_report
+        from servingbench.resources.report import write_run_report
 
         run_dir = Path(cost_per_1m_output_tokens["run_dir"])
         try:
@@ -130,7 +129,7 @@ def publish_unfinished_run(context) -> None:
         return  # it failed before its folder existed: nothing to publish
     status = "rejected" if context.op.name in GATE_STEPS else "failed"
     if status == "rejected":
-        from resources.analysis.analyze import analyze_run
+        from servingbench.resources.analysis.analyze import analyze_run
 
         analyze_run(run_dir)
     uri = storage.publish_folder(run_dir, status=status)

@@ -12,11 +12,10 @@ import contextlib
 from pathlib import Path
 
 import dagster as dg
-
-from resources.analysis.summary import table
-from resources.analysis.telemetry import for_run_dir, step_summary
-from resources.telemetry import Sampler, sources_from
-from resources.telemetry.sampler import DEFAULT_INTERVAL_S
+from servingbench.resources.analysis.summary import table
+from servingbench.resources.analysis.telemetry import for_run_dir, step_summary
+from servingbench.resources.telemetry import Sampler, sources_from
+from servingbench.resources.telemetry.sampler import DEFAULT_INTERVAL_S
 
 COLUMNS = [("step", "step", ""), ("util_mean", "util mean", ".0%"), ("util_max", "util max", ".0%"),
            ("mem_used_max_bytes", "peak mem B", ".3g"), ("mem_headroom_min", "headroom", ".1%"),

@@ -38,10 +38,10 @@ import json, resource, sys, time
 t0 = time.perf_counter()
 mode, run_dir = sys.argv[1], sys.argv[2]
 if mode == "duckdb":
-    from resources.analysis import gx
+    from servingbench.resources.analysis import gx
     gx._context()                                  # GX's fixed import cost, reported apart
     t1 = time.perf_counter()
-    from resources.analysis.analyze import analyze_run
+    from servingbench.resources.analysis.analyze import analyze_run
     result = analyze_run(run_dir)
     assert result.exit_code == 0, result.gates
     rows = result.metrics.to_pylist()

@@ -2,7 +2,7 @@
 
 One synthetic run folder (`tests/support/runbuilder.py` `synthetic_run`, default 10,000
 requests × 128 one-token chunks in one closed-loop step c=64) is analysed by
-`python -m pipelines.cli analyze RUN`, each time in a new process: `--repeat` times plainly
+`python -m servingbench.pipelines.cli analyze RUN`, each time in a new process: `--repeat` times plainly
 (wall time, peak RSS) and once under `python -X importtime` (the import breakdown, grouped
 by top-level package; self times, so the groups add up). With `--baseline REF`, the tree at
 REF (`resources/`, `pipelines/`, `sql/` extracted with `git archive`) is run the same way,
@@ -61,7 +61,7 @@ def extract(ref: str, dest: Path) -> Path:
 
 def run_once(tree: Path, run_dir: Path, importtime: bool) -> dict:
     cmd = [sys.executable, *(["-X", "importtime"] if importtime else []),
-           "-m", "pipelines.cli", "analyze", str(run_dir)]
+           "-m", "servingbench.pipelines.cli", "analyze", str(run_dir)]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
     proc = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *cmd], cwd=tree, env=env,

@@ -64,10 +64,10 @@ def child(a: argparse.Namespace) -> None:
     import time
     import uuid
 
-    from resources.loadgen import pool
-    from resources.loadgen.clock import Clock
-    from resources.loadgen.recorder import Recorder
-    from resources.loadgen.records import Request
+    from servingbench.resources.loadgen import pool
+    from servingbench.resources.loadgen.clock import Clock
+    from servingbench.resources.loadgen.recorder import Recorder
+    from servingbench.resources.loadgen.records import Request
 
     class Transport:
         def is_closing(self) -> bool:

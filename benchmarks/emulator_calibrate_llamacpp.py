@@ -51,8 +51,8 @@ def _label(c: int, i: int, o: int) -> str:
 
 
 def _drive(endpoint: str, model: str, root: Path, grid) -> list[dict]:
-    from resources.analysis.analyze import analyze_run
-    from resources.loadgen import LoadConfig, run_load
+    from servingbench.resources.analysis.analyze import analyze_run
+    from servingbench.resources.loadgen import LoadConfig, run_load
 
     points = []
     for c, i, o, n in grid:
@@ -81,7 +81,7 @@ def fit(points: list[dict], cfg) -> dict:
     """The fitted figures from the c=1 points, in the emulator's own terms: the prompt's
     FLOPs are the model's (2 × params per token + its attention term), so the line is
     TTFT = request overhead + FLOPs / effective FLOP/s."""
-    from emulator.model import PerfModel
+    from servingbench.emulator.model import PerfModel
 
     m = PerfModel(cfg)
     ones = [p for p in points if p["concurrency"] == 1]
@@ -100,7 +100,7 @@ def fit(points: list[dict], cfg) -> dict:
 
 
 def _fit_report(points: list[dict]) -> dict:
-    from emulator import specs
+    from servingbench.emulator import specs
 
     fitted = fit(points, specs.config("local.host-this-host", "gemma3-270m", "q4_k_m"))
     print(json.dumps(fitted, indent=1))
@@ -111,9 +111,9 @@ def _fit_report(points: list[dict]) -> dict:
 
 
 def measure(args) -> int:
-    from pipelines.catalog import load_candidates
-    from pipelines.config import REAL_FILE
-    from resources.model_server.llamacpp import LlamaCppModelServer, engine_available
+    from servingbench.pipelines.catalog import load_candidates
+    from servingbench.pipelines.config import REAL_FILE
+    from servingbench.resources.model_server.llamacpp import LlamaCppModelServer, engine_available
 
     why = engine_available()
     if why:
@@ -143,7 +143,7 @@ def measure(args) -> int:
 
 
 def check(args) -> int:
-    from emulator.process import EmulatorProcess
+    from servingbench.emulator.process import EmulatorProcess
 
     meas = json.loads(args.json.read_text())
     grid = [(p["concurrency"], p["input_tokens"], p["output_tokens"], p["requests"])

@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from emulator import specs
-from emulator.fit import fit_of
-from emulator.model import PerfModel
-from emulator.scheduler import simulate
+from servingbench.emulator import specs
+from servingbench.emulator.fit import fit_of
+from servingbench.emulator.model import PerfModel
+from servingbench.emulator.scheduler import simulate
 
 CANDIDATES = ["p5.48xlarge", "p4d.24xlarge", "g6e.48xlarge", "trn2.48xlarge", "inf2.48xlarge"]
 CONCURRENCY = [1, 4, 8, 16, 32, 64, 128, 256]

@@ -15,11 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from emulator import api
-from emulator.engine import FixedEngine
-from emulator.faults import Faults
-from emulator.metrics import Metrics
-from emulator.stream import Stream
+from servingbench.emulator import api
+from servingbench.emulator.engine import FixedEngine
+from servingbench.emulator.faults import Faults
+from servingbench.emulator.metrics import Metrics
+from servingbench.emulator.stream import Stream
 
 
 class NullConn:

@@ -58,7 +58,7 @@ def run(src: Path, conns: int, n: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         port_file = Path(tmp) / "port"
         server = subprocess.Popen(
-            [sys.executable, "-m", "emulator", "--fixed-timing", "0:5", "--cold-start-s", "0",
+            [sys.executable, "-m", "servingbench.emulator", "--fixed-timing", "0:5", "--cold-start-s", "0",
              "--port", "0", "--port-file", str(port_file)], cwd=src, stdout=subprocess.DEVNULL,
             env={**os.environ, "PYTHONPATH": str(src), "PYTHONDONTWRITEBYTECODE": "1"})
         try:

@@ -84,7 +84,7 @@ def run(streams: int, itl_ms: float, seconds: float, framework: bool = False,
     tokens = int(seconds * 1000 / itl_ms)
     with tempfile.TemporaryDirectory() as tmp:
         port_file, gt = Path(tmp) / "port", Path(tmp) / "gt.jsonl"
-        cmd = [sys.executable, "-m", "emulator", "--fixed-timing", f"0:{itl_ms}", "--cold-start-s",
+        cmd = [sys.executable, "-m", "servingbench.emulator", "--fixed-timing", f"0:{itl_ms}", "--cold-start-s",
                "0", "--port", "0", "--port-file", str(port_file), "--ground-truth", str(gt),
                *server_args]
         if framework:

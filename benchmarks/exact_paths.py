@@ -20,8 +20,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-from resources.analysis.metrics import step_metrics  # noqa: E402
-from resources.analysis.rundir import open_run  # noqa: E402
+from servingbench.resources.analysis.metrics import step_metrics  # noqa: E402
+from servingbench.resources.analysis.rundir import open_run  # noqa: E402
+
 from tests.support.runbuilder import synthetic_run  # noqa: E402
 
 

@@ -13,7 +13,7 @@ kernel's loopback send, measured with a bare socket loop on this machine).
 What it speaks (the emulator's bytes for a streamed token, so every client parses the
 same stream it would from the emulator): `POST /v1/completions` and
 `/v1/chat/completions` (request checks and prompt counts from the emulator's own
-`emulator.api`), HTTP/1.1 keep-alive, chunked SSE, `stream_options` include_usage and
+`servingbench.emulator.api`), HTTP/1.1 keep-alive, chunked SSE, `stream_options` include_usage and
 continuous_usage_stats, `X-Request-ID` echoed, the `x-servingbench-emulated: 1` header (it
 is not a model); `POST /tokenize`, `GET /v1/models`, `GET /health`; anything else is 404
 (no `/metrics`). Every request gets exactly `max_tokens` tokens (16 when absent), as if
@@ -49,8 +49,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emulator import api, tokenizer  # noqa: E402
-from emulator.groundtruth import Clock  # noqa: E402
+from servingbench.emulator import api, tokenizer  # noqa: E402
+from servingbench.emulator.groundtruth import Clock  # noqa: E402
 
 _perf = time.perf_counter_ns
 IN, OUT = select.EPOLLIN, select.EPOLLOUT

@@ -20,8 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent)]
 
 import pandas as pd  # noqa: E402
-
-from resources.analysis import gx  # noqa: E402
+from servingbench.resources.analysis import gx  # noqa: E402
 
 RESULT_FORMAT = {"result_format": "COMPLETE", "unexpected_index_column_names": ["_row"]}
 

@@ -72,7 +72,7 @@ def start_server(tmp: Path, name: str = "server", tokens_per_chunk: int = 1,
         cmd = [str(HERE / "fixed_server.py"), "--ttft-ms", f"{TTFT_MS:g}", "--itl-ms", f"{ITL_MS:g}",
                "--tokens-per-chunk", str(tokens_per_chunk), "--ground-truth", str(truth)]
     else:
-        cmd = ["-m", "emulator", *fixed_timing_args(TTFT_MS, ITL_MS, truth)]
+        cmd = ["-m", "servingbench.emulator", *fixed_timing_args(TTFT_MS, ITL_MS, truth)]
         if tokens_per_chunk > 1:  # the `bundle` fault on every request: DEFAULT_BUNDLE (4) a chunk
             cmd += ["--fault-rate", "bundle=1"]
     proc = subprocess.Popen([*taskset(1), sys.executable, *cmd, "--port", "0", "--port-file", str(port_file)],

@@ -25,16 +25,15 @@ from pathlib import Path
 # loadgen_accuracy.py --baseline) measured with this same driver
 sys.path.insert(0, os.environ.get("SB_CLIENT_ROOT") or str(Path(__file__).resolve().parents[1]))
 
-from resources.contract.schemas import read_records
-from resources.contract.timestamps import parse_ts
-from resources.loadgen import LoadConfig, run_load
+from servingbench.resources.contract.schemas import read_records
+from servingbench.resources.contract.timestamps import parse_ts
+from servingbench.resources.loadgen import LoadConfig, run_load
 
 
 def warm_up_imports() -> None:
     """Pay the one-off costs (imports, Arrow's time-zone data) before the clock starts."""
     import pyarrow as pa
-
-    import resources.loadgen.runner  # noqa: F401
+    import servingbench.resources.loadgen.runner  # noqa: F401
 
     pa.array([0], pa.timestamp("ns", tz="UTC"))
 
@@ -69,9 +68,8 @@ def workers_ceiling(argv: list[str]) -> None:
     import tempfile
 
     import httpx
-
-    from emulator import process
-    from resources.analysis.analyze import analyze_run
+    from servingbench.emulator import process
+    from servingbench.resources.analysis.analyze import analyze_run
 
     ap = argparse.ArgumentParser(prog="loadgen_sbclient.py --workers")
     ap.add_argument("--c", type=int, default=128, help="closed-loop concurrency")

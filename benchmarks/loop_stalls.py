@@ -52,16 +52,15 @@ def child(base: str, c: int, count: int, run_dir: Path, threshold_ms: float) -> 
     from bisect import bisect_left
 
     import pyarrow as pa
-
-    from resources.loadgen import LoadConfig, run_load
-    from resources.loadgen import progress as progress_mod
-    from resources.loadgen import recorder as recorder_mod
-    from resources.loadgen import selfwatch as selfwatch_mod
+    from servingbench.resources.loadgen import LoadConfig, run_load
+    from servingbench.resources.loadgen import progress as progress_mod
+    from servingbench.resources.loadgen import recorder as recorder_mod
+    from servingbench.resources.loadgen import selfwatch as selfwatch_mod
     try:
-        from resources.loadgen import pool as pool_mod
+        from servingbench.resources.loadgen import pool as pool_mod
         conn_cls = pool_mod._Conn
     except ImportError:  # before the client was split into modules
-        from resources.loadgen import client as client_mod
+        from servingbench.resources.loadgen import client as client_mod
         conn_cls = client_mod._Conn
 
     pa.array([0], pa.timestamp("ns", tz="UTC"))
@@ -211,8 +210,7 @@ def gc_cost(repeat: int = 9) -> dict:
 
     sys.path.insert(0, os.environ.get("SB_CLIENT_ROOT") or str(ROOT))
     import pyarrow as pa
-
-    import resources.loadgen.runner  # noqa: F401 - the load generator's own imports
+    import servingbench.resources.loadgen.runner  # noqa: F401 - the load generator's own imports
 
     pa.array([0], pa.timestamp("ns", tz="UTC"))
 

@@ -35,10 +35,10 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
 from benchstats import pct  # noqa: E402
+from servingbench.emulator.process import EmulatorProcess  # noqa: E402
+from servingbench.pipelines.cli import main as cli  # noqa: E402
+from servingbench.resources.analysis.analyze import analyze_run  # noqa: E402
 
-from emulator.process import EmulatorProcess  # noqa: E402
-from pipelines.cli import main as cli  # noqa: E402
-from resources.analysis.analyze import analyze_run  # noqa: E402
 from tests.support import peers  # noqa: E402
 from tests.support.emulator import FIXED_MODEL, fixed_timing_args  # noqa: E402
 

@@ -30,12 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipelines.catalog import load_candidates
-    from pipelines.config import REAL_FILE
-    from resources.analysis.analyze import analyze_run
-    from resources.analysis.reconcile import reconcile
-    from resources.loadgen import LoadConfig, run_load
-    from resources.model_server.llamacpp import LlamaCppModelServer, engine_available
+    from servingbench.pipelines.catalog import load_candidates
+    from servingbench.pipelines.config import REAL_FILE
+    from servingbench.resources.analysis.analyze import analyze_run
+    from servingbench.resources.analysis.reconcile import reconcile
+    from servingbench.resources.loadgen import LoadConfig, run_load
+    from servingbench.resources.model_server.llamacpp import LlamaCppModelServer, engine_available
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--concurrency", default="1,2,4")
@@ -99,10 +99,9 @@ def side_by_side(args, cand, root: Path) -> int:
     import os
 
     from loadgen_aiperf import make_gguf_tokenizer, run_aiperf_closed
-
-    from resources.analysis.analyze import analyze_run
-    from resources.loadgen import LoadConfig, run_load
-    from resources.model_server.llamacpp import LlamaCppModelServer, model_file_for
+    from servingbench.resources.analysis.analyze import analyze_run
+    from servingbench.resources.loadgen import LoadConfig, run_load
+    from servingbench.resources.model_server.llamacpp import LlamaCppModelServer, model_file_for
 
     tokenizer = make_gguf_tokenizer(args.aiperf, model_file_for(cand), root / "aiperf-tokenizer")
     (root / "deploy").mkdir(exist_ok=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import timeit
 
-from resources.loadgen import sse
-from resources.loadgen.records import Request
+from servingbench.resources.loadgen import sse
+from servingbench.resources.loadgen.records import Request
 
 CHUNK = (b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
          b'"choices":[{"index":0,"delta":{"content":" tokens"},"logprobs":null,'

@@ -35,17 +35,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(root: Path):
-    """`resources.loadgen.recorder` (and its Request) from `root`, in a fresh module set."""
+    """`servingbench.resources.loadgen.recorder` (and its Request) from `root`, in a fresh module set."""
     for name in [m for m in sys.modules if m == "resources" or m.startswith("resources.")]:
         del sys.modules[name]
     sys.path.insert(0, str(root))
     try:
-        rec = importlib.import_module("resources.loadgen.recorder")
+        rec = importlib.import_module("servingbench.resources.loadgen.recorder")
         try:  # a baseline from before the client was split keeps Request in client.py
-            records = importlib.import_module("resources.loadgen.records")
+            records = importlib.import_module("servingbench.resources.loadgen.records")
         except ModuleNotFoundError:
-            records = importlib.import_module("resources.loadgen.client")
-        clock = importlib.import_module("resources.loadgen.clock")
+            records = importlib.import_module("servingbench.resources.loadgen.client")
+        clock = importlib.import_module("servingbench.resources.loadgen.clock")
     finally:
         sys.path.remove(str(root))
     return rec, records.Request, clock.Clock

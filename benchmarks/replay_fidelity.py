@@ -29,14 +29,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchstats import pct  # noqa: E402
-
-from emulator.process import EmulatorProcess  # noqa: E402
-from resources.contract.schemas import read_records  # noqa: E402
-from resources.loadgen import LoadConfig, run_load  # noqa: E402
-from resources.loadgen.loops import LoadLoops  # noqa: E402
-from resources.loadgen.scenarios import trace as trace_mod  # noqa: E402
-from resources.loadgen.scenarios.spec import Scenario  # noqa: E402
-from resources.loadgen.workload import Item  # noqa: E402
+from servingbench.emulator.process import EmulatorProcess  # noqa: E402
+from servingbench.resources.contract.schemas import read_records  # noqa: E402
+from servingbench.resources.loadgen import LoadConfig, run_load  # noqa: E402
+from servingbench.resources.loadgen.loops import LoadLoops  # noqa: E402
+from servingbench.resources.loadgen.scenarios import trace as trace_mod  # noqa: E402
+from servingbench.resources.loadgen.scenarios.spec import Scenario  # noqa: E402
+from servingbench.resources.loadgen.workload import Item  # noqa: E402
 
 PREBUILT = trace_mod.request_bodies
 REAL_SEND = LoadLoops.send

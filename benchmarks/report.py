@@ -20,9 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from resources.report import write_comparison_report, write_run_report
-from resources.report.cdf import itl_cdf, ttft_cdf
-from resources.report.rundata import load_run
+from servingbench.resources.report import write_comparison_report, write_run_report
+from servingbench.resources.report.cdf import itl_cdf, ttft_cdf
+from servingbench.resources.report.rundata import load_run
+
 from tests.support.runbuilder import EMULATED, FAST, SLOW, simulated_run
 
 

@@ -25,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emulator.process import EmulatorProcess  # noqa: E402
-from resources.contract.schemas import read_records  # noqa: E402
-from resources.loadgen import LoadConfig, run_load  # noqa: E402
-from resources.telemetry import Sampler, sources_from  # noqa: E402
+from servingbench.emulator.process import EmulatorProcess  # noqa: E402
+from servingbench.resources.contract.schemas import read_records  # noqa: E402
+from servingbench.resources.loadgen import LoadConfig, run_load  # noqa: E402
+from servingbench.resources.telemetry import Sampler, sources_from  # noqa: E402
 
 MODES = {"off": None, "1 s": 1.0, "0.1 s": 0.1}
 

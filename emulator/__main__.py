@@ -1,5 +1,5 @@
 import sys
 
-from emulator.cli import main
+from servingbench.emulator.cli import main
 
 sys.exit(main())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from emulator import tokenizer, vision
+from servingbench.emulator import tokenizer, vision
 
 ERROR_TYPES = {400: "BadRequestError", 401: "Unauthorized", 404: "NotFoundError", 405: "MethodNotAllowed",
                429: "TooManyRequestsError", 500: "InternalServerError",

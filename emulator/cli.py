@@ -14,10 +14,10 @@ import signal
 import sys
 from pathlib import Path
 
-from emulator import faults, latency, specs
-from emulator.fit import fit_of
-from emulator.httpproto import HEAD_TIMEOUT_S, HttpConnection
-from emulator.server import App, Options
+from servingbench.emulator import faults, latency, specs
+from servingbench.emulator.fit import fit_of
+from servingbench.emulator.httpproto import HEAD_TIMEOUT_S, HttpConnection
+from servingbench.emulator.server import App, Options
 
 
 def _timing(text: str) -> tuple[float, float]:

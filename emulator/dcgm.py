@@ -23,7 +23,7 @@ from __future__ import annotations
 import collections
 import time
 
-from emulator import specs
+from servingbench.emulator import specs
 
 WINDOW_NS = 1_000_000_000
 MIB = 1 << 20

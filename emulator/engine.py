@@ -17,9 +17,9 @@ import heapq
 import itertools
 import time
 
-from emulator.httpproto import BATCH
-from emulator.metrics import Metrics
-from emulator.scheduler import Scheduler, Seq
+from servingbench.emulator.httpproto import BATCH
+from servingbench.emulator.metrics import Metrics
+from servingbench.emulator.scheduler import Scheduler, Seq
 
 
 class _Timer:

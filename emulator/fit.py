@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from emulator import specs
+from servingbench.emulator import specs
 
 
 @dataclass(frozen=True)

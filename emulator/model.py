@@ -18,7 +18,7 @@ unless docs/emulator.md says otherwise). One continuous-batching step processes
 
 from __future__ import annotations
 
-from emulator.specs import GB, Config
+from servingbench.emulator.specs import GB, Config
 
 
 class PerfModel:

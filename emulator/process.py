@@ -3,7 +3,7 @@
     with EmulatorProcess(["--time-scale", "0.01", "--seed", "1"]) as emu:
         httpx.get(emu.base_url + "/health")
 
-Starts `sys.executable -m emulator ARGS --port 0 --port-file <tmp>`, waits for the
+Starts `sys.executable -m servingbench.emulator ARGS --port 0 --port-file <tmp>`, waits for the
 port file and for /health 200, and on exit (also on exception) sends SIGTERM, then
 SIGKILL after 5 s, and reaps the process. If this process dies without stopping it (kill -9),
 the emulator notices within a fraction of a second (`--parent-pid`) and exits: no orphan.
@@ -59,7 +59,7 @@ class EmulatorProcess:
         port_file = Path(self._dir.name) / "port"
         self._stderr = open(Path(self._dir.name) / "stderr", "w+b")  # noqa: SIM115
         # --parent-pid: the emulator stops by itself if this process dies, even by SIGKILL
-        cmd = [sys.executable, "-m", "emulator", *self.args, "--host", self.host,
+        cmd = [sys.executable, "-m", "servingbench.emulator", *self.args, "--host", self.host,
                "--port", "0", "--port-file", str(port_file), "--parent-pid", str(os.getpid())]
         root = str(Path(__file__).resolve().parent.parent)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from emulator.model import PerfModel
+from servingbench.emulator.model import PerfModel
 
 
 @dataclass(eq=False)

@@ -14,18 +14,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulator import VERSION, api, faults, specs
-from emulator.dcgm import DeviceModel
-from emulator.engine import FixedEngine, ModelEngine
-from emulator.fit import FitResult
-from emulator.groundtruth import Clock, GroundTruth, format_ts
-from emulator.httpproto import HttpConnection, Request
-from emulator.metrics import Metrics
-from emulator.model import PerfModel
-from emulator.prefix_cache import PrefixCache
-from emulator.scheduler import Scheduler
-from emulator.speculative import Speculative
-from emulator.stream import Stream
+from servingbench.emulator import VERSION, api, faults, specs
+from servingbench.emulator.dcgm import DeviceModel
+from servingbench.emulator.engine import FixedEngine, ModelEngine
+from servingbench.emulator.fit import FitResult
+from servingbench.emulator.groundtruth import Clock, GroundTruth, format_ts
+from servingbench.emulator.httpproto import HttpConnection, Request
+from servingbench.emulator.metrics import Metrics
+from servingbench.emulator.model import PerfModel
+from servingbench.emulator.prefix_cache import PrefixCache
+from servingbench.emulator.scheduler import Scheduler
+from servingbench.emulator.speculative import Speculative
+from servingbench.emulator.stream import Stream
 
 NATURAL_MAX = 256  # without ignore_eos or max_tokens, a request "stops" within this many tokens
 

@@ -9,10 +9,10 @@ import time
 from array import array
 from collections.abc import Callable
 
-from emulator import api, tokenizer
-from emulator.faults import Faults
-from emulator.httpproto import HttpConnection
-from emulator.metrics import Metrics
+from servingbench.emulator import api, tokenizer
+from servingbench.emulator.faults import Faults
+from servingbench.emulator.httpproto import HttpConnection
+from servingbench.emulator.metrics import Metrics
 
 DONE = b"data: [DONE]\n\n"
 WORD_BYTES = [w.encode() for w in tokenizer.WORD_JSON]

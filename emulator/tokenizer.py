@@ -12,7 +12,7 @@ import json
 import re
 import zlib
 
-from emulator import vision
+from servingbench.emulator import vision
 
 VOCAB_SIZE = 202048  # Llama 4 vocabulary size (HF config.json vocab_size)
 _PIECE = re.compile(r"\w+|[^\w\s]")

@@ -11,18 +11,18 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from pipelines.config import (
+from servingbench.pipelines.config import (
     _TYPES,
     DEFAULT_FILE,
     REPO,
     ConfigError,
     assign_pools,
 )
-from pipelines.config import _candidate as candidate
-from pipelines.config import _check_keys as check_keys
-from pipelines.config import _read_yaml as read_yaml
-from pipelines.sweeps import Sweep, expand
-from resources.contract.candidate import Candidate
+from servingbench.pipelines.config import _candidate as candidate
+from servingbench.pipelines.config import _check_keys as check_keys
+from servingbench.pipelines.config import _read_yaml as read_yaml
+from servingbench.pipelines.sweeps import Sweep, expand
+from servingbench.resources.contract.candidate import Candidate
 
 
 def load_candidates(path: Path | str = DEFAULT_FILE) -> list[Candidate]:

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from resources.billing.price_bases import sheet_bases
-from resources.contract.candidate import (
+from servingbench.resources.billing.price_bases import sheet_bases
+from servingbench.resources.contract.candidate import (
     Candidate,
     LlamaCppPlan,
     LoadPlan,
@@ -25,9 +24,9 @@ from resources.contract.candidate import (
     ReasoningPlan,
     SpeculativePlan,
 )
-from resources.contract.schemas import PRICE_BASES
-from resources.loadgen.config import MAX_TOKENS
-from resources.model_server import engines
+from servingbench.resources.contract.schemas import PRICE_BASES
+from servingbench.resources.loadgen.config import MAX_TOKENS
+from servingbench.resources.model_server import engines
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_FILE = REPO / "pipelines" / "candidates.yaml"
@@ -93,8 +92,8 @@ _PRICE_KEYS = {"region", "purchase_option", "sheet"}
 def _check_scenario(scenario, base: Path, where: str) -> None:
     """Any workload of docs/workloads.md, checked by the load generator's own rules; a trace
     path is relative to the candidates file."""
-    from resources.loadgen.errors import LoadConfigError
-    from resources.loadgen.scenarios.spec import from_mapping
+    from servingbench.resources.loadgen.errors import LoadConfigError
+    from servingbench.resources.loadgen.scenarios.spec import from_mapping
 
     if isinstance(scenario, dict) and isinstance(scenario.get("trace"), str):
         scenario["trace"] = str(base / scenario["trace"])
@@ -112,7 +111,7 @@ def _unknown(where: str, key, allowed) -> ConfigError:
 
 
 def _one_worker(kind) -> bool:
-    from resources.loadgen.scenarios.spec import one_worker
+    from servingbench.resources.loadgen.scenarios.spec import one_worker
 
     return isinstance(kind, str) and one_worker(kind)
 
@@ -155,8 +154,8 @@ def _short(value) -> str:
 
 
 def _ladder(raw, where: str) -> dict:
-    from resources.loadgen.errors import LoadConfigError
-    from resources.loadgen.ladder import KEYS, Ladder
+    from servingbench.resources.loadgen.errors import LoadConfigError
+    from servingbench.resources.loadgen.ladder import KEYS, Ladder
 
     _check_keys(raw, KEYS, where)
     try:
@@ -279,7 +278,7 @@ def _check_sizes(scenario: dict, max_model_len: int, where: str) -> None:
             raise ConfigError(f"{where}: input_tokens + output_tokens = {total:,} does not fit "
                               f"max_model_len {max_model_len:,}")
     if scenario.get("kind") == "agentic":
-        from resources.loadgen.scenarios.spec import default
+        from servingbench.resources.loadgen.scenarios.spec import default
 
         context = scenario.get("max_context_tokens", default("agentic", "max_context_tokens"))
         if _is_int(context) and context > max_model_len:
@@ -363,7 +362,7 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
 def _engine_args(raw: dict, merged: dict, where: str) -> dict:
     """Checked values; an argument the candidate's engine has no setting for is an error
     here (a sweep lists such a combination as skipped before it gets this far)."""
-    from resources.model_server import engine_args
+    from servingbench.resources.model_server import engine_args
 
     try:
         args = engine_args.check(raw, where)

@@ -4,11 +4,10 @@ of the chosen profile (pipelines/profiles.py). `dagster dev -w workspace.yaml` l
 from __future__ import annotations
 
 import dagster as dg
-
-from assets import benchmark, bill, checks, cost, metrics, quality, report
-from assets.partitions import partitions_def
-from pipelines.profiles import Settings, resources_for
-from pipelines.schedules import jobs, schedules
+from servingbench.assets import benchmark, bill, checks, cost, metrics, quality, report
+from servingbench.assets.partitions import partitions_def
+from servingbench.pipelines.profiles import Settings, resources_for
+from servingbench.pipelines.schedules import jobs, schedules
 
 
 def build_definitions(settings: Settings | None = None, resources: dict | None = None) -> dg.Definitions:

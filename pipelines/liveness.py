@@ -1,7 +1,7 @@
 """Whether a servingbench run is still going, by the Dagster run that materializes it.
 
 The benchmark asset tags its Dagster run with the servingbench run id
-(`assets.benchmark.RUN_TAG`) as soon as the run id exists, before anything is created in the
+(`servingbench.assets.benchmark.RUN_TAG`) as soon as the run id exists, before anything is created in the
 cloud; the reaper asks here and keeps a run whose Dagster run has not finished."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import dagster as dg
-
-from assets.benchmark import RUN_TAG
+from servingbench.assets.benchmark import RUN_TAG
 
 # Every status before the end: a run queued, starting, running or being cancelled may still
 # create or use what carries its tag.

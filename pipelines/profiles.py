@@ -17,27 +17,26 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-
-from pipelines.catalog import load_candidates
-from pipelines.config import DEFAULT_FILE, REPO, ConfigError
-from resources import billing
-from resources.aws.caller import Caller
-from resources.billing.cost_explorer import CostExplorerApi
-from resources.billing.price_list import PriceListApi
-from resources.cluster.eks import EksNodegroupCluster
-from resources.cluster.eks_api import HEARTBEAT_STALE_S, EksNodegroups, check_owner
-from resources.cluster.local import LocalHostCluster
-from resources.cluster.reaper import EksReaper, NothingToReap
-from resources.contract.digits import is_digits
-from resources.loadgen.generator import LoadGenerator
-from resources.loadjob.run import KubeJobLoadGenerator
-from resources.model_server.emulator import EmulatorModelServer
-from resources.model_server.kube.client import KubeClient
-from resources.model_server.kube.reap import KubeRunObjects
-from resources.model_server.kube.server import KubeModelServer
-from resources.model_server.kube.token import TokenSource
-from resources.model_server.local import LocalModelServers
-from resources.storage.store import Storage
+from servingbench.pipelines.catalog import load_candidates
+from servingbench.pipelines.config import DEFAULT_FILE, REPO, ConfigError
+from servingbench.resources import billing
+from servingbench.resources.aws.caller import Caller
+from servingbench.resources.billing.cost_explorer import CostExplorerApi
+from servingbench.resources.billing.price_list import PriceListApi
+from servingbench.resources.cluster.eks import EksNodegroupCluster
+from servingbench.resources.cluster.eks_api import HEARTBEAT_STALE_S, EksNodegroups, check_owner
+from servingbench.resources.cluster.local import LocalHostCluster
+from servingbench.resources.cluster.reaper import EksReaper, NothingToReap
+from servingbench.resources.contract.digits import is_digits
+from servingbench.resources.loadgen.generator import LoadGenerator
+from servingbench.resources.loadjob.run import KubeJobLoadGenerator
+from servingbench.resources.model_server.emulator import EmulatorModelServer
+from servingbench.resources.model_server.kube.client import KubeClient
+from servingbench.resources.model_server.kube.reap import KubeRunObjects
+from servingbench.resources.model_server.kube.server import KubeModelServer
+from servingbench.resources.model_server.kube.token import TokenSource
+from servingbench.resources.model_server.local import LocalModelServers
+from servingbench.resources.storage.store import Storage
 
 PROFILES = ("local", "eks")
 # the bill source each profile bills with, by its name (resources/billing finds the file that

@@ -6,11 +6,10 @@ import datetime as dt
 import json
 
 import dagster as dg
-
-from assets.peer_import import peer_import_job
-from assets.report import publish_unfinished_run
-from pipelines.liveness import dagster_alive
-from resources.analysis.gates import RULE_OF
+from servingbench.assets.peer_import import peer_import_job
+from servingbench.assets.report import publish_unfinished_run
+from servingbench.pipelines.liveness import dagster_alive
+from servingbench.resources.analysis.gates import RULE_OF
 
 CHAIN = ["provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log",
          "quality", "cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens", "benchmark_report"]

@@ -36,9 +36,9 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pipelines import config as cfgmod
-from pipelines.config import NAME, ConfigError
-from resources.contract.candidate import Candidate
+from servingbench.pipelines import config as cfgmod
+from servingbench.pipelines.config import NAME, ConfigError
+from servingbench.resources.contract.candidate import Candidate
 
 SWEEP_KEYS = {"base", "matrix"}
 NESTED = ("engine_args", "scenario", "llamacpp", "load", "quality")
@@ -134,7 +134,7 @@ def derived_name(sweep: str, settings: dict) -> str:
 
 
 def _check_key(key, where: str) -> None:
-    from resources.model_server.engine_args import KEYS as ENGINE_ARGS
+    from servingbench.resources.model_server.engine_args import KEYS as ENGINE_ARGS
 
     allowed = [k for k in cfgmod._TYPES if k not in NOT_SWEPT]
     top, dot, sub = str(key).partition(".")
@@ -207,7 +207,7 @@ def _cannot_run(raw: dict, defaults: dict) -> str | None:
     """What rules a combination out before it is even a candidate: an engine argument the
     engine has no setting for, a shape longer than the context. Malformed values pass here
     and are refused by the candidate's own validation."""
-    from resources.model_server import engine_args
+    from servingbench.resources.model_server import engine_args
 
     merged = {**defaults, **raw}
     engine, args = merged.get("engine", "vllm"), merged.get("engine_args") or {}
@@ -228,7 +228,7 @@ def _cannot_run(raw: dict, defaults: dict) -> str | None:
 def expand(name: str, body, candidates_raw: dict, defaults: dict, where: str,
            base_path: Path) -> Sweep:
     """One sweep of the file; raises ConfigError naming the key for bad YAML."""
-    from resources.cluster.fit import check
+    from servingbench.resources.cluster.fit import check
 
     where = f"{where}: sweeps.{name}"
     if not isinstance(name, str) or not NAME.fullmatch(name) or len(name) > 40:

@@ -11,25 +11,25 @@ import os
 import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "analyze": ("pipelines.cli.analyze", "run the gates and metric SQL on a run folder"),
-    "load": ("pipelines.cli.load", "drive an OpenAI-compatible endpoint, write a run folder"),
-    "loadpod": ("pipelines.cli.loadpod", "one pod of the load Job: load as worker pod-<index>, "
+    "analyze": ("servingbench.pipelines.cli.analyze", "run the gates and metric SQL on a run folder"),
+    "load": ("servingbench.pipelines.cli.load", "drive an OpenAI-compatible endpoint, write a run folder"),
+    "loadpod": ("servingbench.pipelines.cli.loadpod", "one pod of the load Job: load as worker pod-<index>, "
                 "upload its shards to S3"),
-    "emulator": ("pipelines.cli.emulator", "serve the local engine emulator (EMULATED numbers)"),
-    "demo": ("pipelines.cli.demo", "run the chain on the embedded default and print the headline "
+    "emulator": ("servingbench.pipelines.cli.emulator", "serve the local engine emulator (EMULATED numbers)"),
+    "demo": ("servingbench.pipelines.cli.demo", "run the chain on the embedded default and print the headline "
              "(--real: llama.cpp on this host)"),
-    "run": ("pipelines.cli.run", "benchmark one candidate with the profile of SERVINGBENCH_PROFILE"),
-    "sweep": ("pipelines.cli.sweep", "list a sweep's combinations and the ones the fit check "
+    "run": ("servingbench.pipelines.cli.run", "benchmark one candidate with the profile of SERVINGBENCH_PROFILE"),
+    "sweep": ("servingbench.pipelines.cli.sweep", "list a sweep's combinations and the ones the fit check "
               "skips"),
-    "ui": ("pipelines.cli.ui", "start the Dagster UI on 127.0.0.1"),
-    "eks": ("pipelines.cli.eks", "reap expired node groups / refetch a run's bill (eks)"),
-    "report": ("pipelines.cli.report", "write HTML reports of run folders"),
-    "publish": ("pipelines.cli.publish", "copy a run folder to s3://…/runs/<run_id>, marker last "
+    "ui": ("servingbench.pipelines.cli.ui", "start the Dagster UI on 127.0.0.1"),
+    "eks": ("servingbench.pipelines.cli.eks", "reap expired node groups / refetch a run's bill (eks)"),
+    "report": ("servingbench.pipelines.cli.report", "write HTML reports of run folders"),
+    "publish": ("servingbench.pipelines.cli.publish", "copy a run folder to s3://…/runs/<run_id>, marker last "
                 "(a rerun completes a partial publish)"),
-    "engine": ("pipelines.cli.engine", "the real local engine: prepare derived models, status"),
-    "import": ("pipelines.cli.peer_import", "another tool's result (aiperf, guidellm, "
+    "engine": ("servingbench.pipelines.cli.engine", "the real local engine: prepare derived models, status"),
+    "import": ("servingbench.pipelines.cli.peer_import", "another tool's result (aiperf, guidellm, "
                "inference-perf, vllm) as a run folder"),
-    "export": ("pipelines.cli.peer_export", "a run folder's records in a peer's format "
+    "export": ("servingbench.pipelines.cli.peer_export", "a run folder's records in a peer's format "
                "(aiperf, csv)"),
 }
 
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         # Great Expectations takes seconds to import and the gates need it: start it on a
         # thread before anything else is imported (the command's own modules, pandas,
         # DuckDB), so it overlaps them and the DuckDB work that comes before the gates
-        from resources.analysis import gx
+        from servingbench.resources.analysis import gx
 
         gx.preload()
     module = importlib.import_module(COMMANDS[name][0])

@@ -14,12 +14,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pipelines.cli.argtypes import positive_floats
-from resources.analysis import gx
-from resources.analysis.analyze import MALFORMED, NO_MEMORY, NO_ROOM, analyze_run
-from resources.analysis.metrics import DEFAULT_SLO
-from resources.analysis.summary import render
-from resources.storage.runstore import RunStoreError, fetch, is_remote, publish
+from servingbench.pipelines.cli.argtypes import positive_floats
+from servingbench.resources.analysis import gx
+from servingbench.resources.analysis.analyze import MALFORMED, NO_MEMORY, NO_ROOM, analyze_run
+from servingbench.resources.analysis.metrics import DEFAULT_SLO
+from servingbench.resources.analysis.summary import render
+from servingbench.resources.storage.runstore import RunStoreError, fetch, is_remote, publish
 
 PUBLISH_STATUS = {0: "accepted", 3: "rejected"}  # exit status → the marker's status
 

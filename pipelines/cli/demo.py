@@ -21,9 +21,14 @@ import sys
 import time
 from pathlib import Path
 
-from pipelines.catalog import load_candidates
-from pipelines.cli.argtypes import non_negative, positive, positive_floats, positive_int
-from pipelines.config import DEFAULT_FILE, REAL_FILE, REPO, ConfigError
+from servingbench.pipelines.catalog import load_candidates
+from servingbench.pipelines.cli.argtypes import (
+    non_negative,
+    positive,
+    positive_floats,
+    positive_int,
+)
+from servingbench.pipelines.config import DEFAULT_FILE, REAL_FILE, REPO, ConfigError
 
 REAL_BANNER = ("=" * 78 + "\nMEASURED ON THIS HOST — llama.cpp's server and a real model on this "
                "machine's CPU;\npriced from this host's hourly price in "
@@ -102,13 +107,13 @@ def main(argv: list[str]) -> int:
             return 2
         names = wanted
     if args.sweep:
-        from pipelines.cli.sweep import members
+        from servingbench.pipelines.cli.sweep import members
 
         names = members(args.candidates, args.sweep, "servingbench demo")
         if names is None:
             return 2
     if args.real:
-        from resources.model_server.llamacpp import engine_available
+        from servingbench.resources.model_server.llamacpp import engine_available
 
         why = engine_available()
         if why is not None:
@@ -118,10 +123,9 @@ def main(argv: list[str]) -> int:
     print(banner, flush=True)
     print("setting up Dagster (first import takes a few seconds)...", flush=True)
     import dagster as dg
-
-    from pipelines.definitions import build_definitions
-    from pipelines.profiles import Settings
-    from resources.loadgen.generator import LoadGenerator
+    from servingbench.pipelines.definitions import build_definitions
+    from servingbench.pipelines.profiles import Settings
+    from servingbench.resources.loadgen.generator import LoadGenerator
 
     settings = Settings(data_dir=args.data_dir, candidates_file=args.candidates,
                         cold_start_s=args.cold_start_s,
@@ -156,7 +160,7 @@ def main(argv: list[str]) -> int:
     print_headline(run_dirs, label)
     print_levels(run_dirs + [d for _, d in quality_dirs if d not in run_dirs], label, args.levels)
     if args.sweep:
-        from pipelines.cli import sweep_frontier
+        from servingbench.pipelines.cli import sweep_frontier
 
         print("\n" + sweep_frontier.text(run_dirs + [d for _, d in quality_dirs
                                                     if d not in run_dirs], label))
@@ -182,9 +186,9 @@ def main(argv: list[str]) -> int:
 def print_levels(run_dirs: list[str], label: str, levels) -> None:
     """contract §3.6 in the terminal: at each interactivity level, the cheapest candidate and
     its runner-up (the comparison writes the same rows to frontier_levels.parquet)."""
-    from resources.analysis.frontier import levels_of_folders
-    from resources.analysis.metrics import DEFAULT_SLO
-    from resources.analysis.summary import levels_text
+    from servingbench.resources.analysis.frontier import levels_of_folders
+    from servingbench.resources.analysis.metrics import DEFAULT_SLO
+    from servingbench.resources.analysis.summary import levels_text
 
     if not run_dirs:
         return
@@ -201,7 +205,7 @@ def print_levels(run_dirs: list[str], label: str, levels) -> None:
 
 def _print_comparison(run_dirs: list[str], out: Path, label: str, levels) -> None:
     """The comparison report across the run folders this demo just produced."""
-    from resources.report import ReportError, write_comparison_report
+    from servingbench.resources.report import ReportError, write_comparison_report
 
     try:
         path = write_comparison_report([Path(d) for d in run_dirs], out, levels=levels)
@@ -260,16 +264,15 @@ def _parity_failed(run_dir: Path) -> bool:
 def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from resources.analysis.ranking import Standing, rank
-    from resources.analysis.summary import (
+    from servingbench.resources.analysis.ranking import Standing, rank
+    from servingbench.resources.analysis.summary import (
         ADVICE,
         headline_columns,
         headline_rows,
         not_measured,
         table,
     )
-    from resources.contract import manifest as mf
+    from servingbench.resources.contract import manifest as mf
 
     if not run_dirs:
         print("no candidate produced a cost table")
@@ -304,8 +307,7 @@ def print_workloads(run_dirs: list[str]) -> None:
     """job.json (contract §3.4) and slo_capacity.json (§3.5) of the runs that have them."""
 
     import pyarrow.parquet as pq
-
-    from resources.analysis.summary import job_text, slo_search_text
+    from servingbench.resources.analysis.summary import job_text, slo_search_text
 
     for d in run_dirs:
         d = Path(d)

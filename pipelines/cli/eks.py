@@ -16,11 +16,10 @@ import os
 import sys
 
 from botocore.exceptions import BotoCoreError
-
-from pipelines.cli.argtypes import non_negative
-from resources.aws.caller import AwsCallError
-from resources.contract.manifest import ManifestError
-from resources.model_server.kube.client import KubeError
+from servingbench.pipelines.cli.argtypes import non_negative
+from servingbench.resources.aws.caller import AwsCallError
+from servingbench.resources.contract.manifest import ManifestError
+from servingbench.resources.model_server.kube.client import KubeError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,8 +51,7 @@ def _alive():
     if not os.environ.get("DAGSTER_HOME"):
         return None
     import dagster as dg
-
-    from pipelines.liveness import dagster_alive
+    from servingbench.pipelines.liveness import dagster_alive
 
     return dagster_alive(dg.DagsterInstance.get())
 
@@ -66,8 +64,8 @@ def main(argv: list[str]) -> int:
     session = boto3.Session()
     try:
         if args.cmd == "reap":
-            from pipelines.profiles import EksResources, EksSettings, owner_from_env
-            from resources.cluster.eks_api import check_owner
+            from servingbench.pipelines.profiles import EksResources, EksSettings, owner_from_env
+            from servingbench.resources.cluster.eks_api import check_owner
 
             owner = (check_owner(args.owner, "--owner") if args.owner
                      else owner_from_env(os.environ))
@@ -81,8 +79,8 @@ def main(argv: list[str]) -> int:
             reaped = reaper.reap(alive=_alive())
             print(f"reaped {len(reaped)} resource(s)" + "".join(f"\n  {n}" for n in reaped))
         else:
-            from resources.billing.cost_explorer import CostExplorerApi
-            from resources.billing.refresh import RefreshError, refresh_bill
+            from servingbench.resources.billing.cost_explorer import CostExplorerApi
+            from servingbench.resources.billing.refresh import RefreshError, refresh_bill
 
             try:
                 report = refresh_bill(args.run_dir, CostExplorerApi(

@@ -5,6 +5,6 @@ from __future__ import annotations
 
 
 def main(argv: list[str]) -> int:
-    from emulator.cli import main as emulator_main
+    from servingbench.emulator.cli import main as emulator_main
 
     return int(emulator_main(argv) or 0)

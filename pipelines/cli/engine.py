@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipelines.catalog import load_candidates
-from pipelines.config import REAL_FILE, ConfigError
+from servingbench.pipelines.catalog import load_candidates
+from servingbench.pipelines.config import REAL_FILE, ConfigError
 
 
 def main(argv: list[str]) -> int:
-    from resources.model_server.llamacpp import (
+    from servingbench.resources.model_server.llamacpp import (
         EngineNotInstalled,
         engine_available,
         engine_version,

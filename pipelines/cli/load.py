@@ -14,12 +14,17 @@ import os
 import sys
 from pathlib import Path
 
-from pipelines.cli.argtypes import finite, int_or, positive, positive_floats
-from resources.contract.digits import is_digits
-from resources.contract.manifest import ManifestError
-from resources.loadgen.config import LoadConfig
-from resources.loadgen.errors import DiskFullError, LoadConfigError, LoadError, RunExistsError
-from resources.loadgen.scenarios.spec import default, default_targets, own_steps
+from servingbench.pipelines.cli.argtypes import finite, int_or, positive, positive_floats
+from servingbench.resources.contract.digits import is_digits
+from servingbench.resources.contract.manifest import ManifestError
+from servingbench.resources.loadgen.config import LoadConfig
+from servingbench.resources.loadgen.errors import (
+    DiskFullError,
+    LoadConfigError,
+    LoadError,
+    RunExistsError,
+)
+from servingbench.resources.loadgen.scenarios.spec import default, default_targets, own_steps
 
 
 def _ints(text: str) -> list[int]:
@@ -45,7 +50,7 @@ def _header(text: str) -> tuple[str, str]:
 
 
 def _image_size(text: str) -> tuple[int, int]:
-    from resources.loadgen.images import parse_size
+    from servingbench.resources.loadgen.images import parse_size
 
     try:
         return parse_size(text)
@@ -162,7 +167,7 @@ def parser() -> argparse.ArgumentParser:
 
 def scenario_from_args(a: argparse.Namespace):
     """The scenario the workload flags ask for (None: plain steps); LoadConfigError names the flag."""
-    from resources.loadgen.scenarios.spec import Scenario, parse_slo
+    from servingbench.resources.loadgen.scenarios.spec import Scenario, parse_slo
 
     asked = [f for f, on in (("--scenario", a.scenario), ("--trace", a.trace),
                              ("--slo-search", a.slo_search)) if on]
@@ -213,7 +218,7 @@ def scenario_from_args(a: argparse.Namespace):
 
 def ladder_from_args(a: argparse.Namespace):
     """`--ladder 1:2:64[:0.05]` → a Ladder; LoadConfigError names the flag."""
-    from resources.loadgen.ladder import Ladder
+    from servingbench.resources.loadgen.ladder import Ladder
 
     if a.ladder is None:
         return None
@@ -268,7 +273,7 @@ def config_from_args(a: argparse.Namespace) -> LoadConfig:
 def _n_workers(a: argparse.Namespace) -> int:
     if a.workers != "auto":
         return a.workers
-    from resources.loadgen.workers.local import auto_workers
+    from servingbench.resources.loadgen.workers.local import auto_workers
 
     return auto_workers(a.endpoint)
 
@@ -276,7 +281,7 @@ def _n_workers(a: argparse.Namespace) -> int:
 def pod_share(a: argparse.Namespace):
     """The Share of one worker of several (`--worker-index`), or None; LoadConfigError names
     the flag."""
-    from resources.loadgen.workers.share import WORKER_NAME, Share
+    from servingbench.resources.loadgen.workers.share import WORKER_NAME, Share
 
     pod_flags = [f for f, v in (("--worker-count", a.worker_count), ("--start-at", a.start_at),
                                 ("--worker-name", a.worker_name), ("--barrier-uri", a.barrier_uri),
@@ -316,12 +321,12 @@ def _judge(cfg: LoadConfig, run_dir: Path):
     """An SLO search asks the analysis whether each probe met the SLO; a ladder asks for each
     step's validity and output tokens/s."""
     if cfg.ladder is not None:
-        from resources.analysis.workload_outputs import throughput_reading
+        from servingbench.resources.analysis.workload_outputs import throughput_reading
 
         return lambda step: throughput_reading(run_dir, step)
     if cfg.scenario is None or cfg.scenario.kind != "slo_search":
         return None
-    from resources.analysis.workload_outputs import judge
+    from servingbench.resources.analysis.workload_outputs import judge
 
     slo = dict(cfg.scenario.slo)
     return lambda step: judge(run_dir, step, slo)
@@ -334,13 +339,13 @@ def pod_sync(cfg: LoadConfig, args: argparse.Namespace, share):
     """A pod's barrier: the meetings before every step over `--barrier-uri` (podsync.py),
     or, alone, without a place to meet or with a single step, `--start-at` (and then back
     to back)."""
-    from resources.loadgen.workers.barriers import StartAt
-    from resources.loadgen.workers.podsync import PodSync, Waits, bounds, has_meetings
+    from servingbench.resources.loadgen.workers.barriers import StartAt
+    from servingbench.resources.loadgen.workers.podsync import PodSync, Waits, bounds, has_meetings
 
     if args.barrier_uri is None or share.count == 1 or not has_meetings(cfg):
         return StartAt(share.start_at_ns)
-    from resources.storage.board import Board
-    from resources.storage.runstore import RunStoreError
+    from servingbench.resources.storage.board import Board
+    from servingbench.resources.storage.runstore import RunStoreError
 
     try:
         waits = Waits.from_env(os.environ)
@@ -355,7 +360,7 @@ def pod_sync(cfg: LoadConfig, args: argparse.Namespace, share):
 
 
 def _run_pod(cfg: LoadConfig, args: argparse.Namespace, share) -> int:
-    from resources.loadgen.workers.worker import run_worker, write_summary
+    from servingbench.resources.loadgen.workers.worker import run_worker, write_summary
 
     sync = pod_sync(cfg, args, share)
     try:
@@ -391,7 +396,7 @@ def _run_pod(cfg: LoadConfig, args: argparse.Namespace, share) -> int:
 
 
 def main(argv: list[str]) -> int:
-    from resources.loadgen.runner import run_load
+    from servingbench.resources.loadgen.runner import run_load
 
     args = parser().parse_args(argv)
     try:

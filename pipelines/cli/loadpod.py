@@ -13,9 +13,9 @@ import os
 import sys
 from pathlib import Path
 
-from resources.contract.digits import is_digits
-from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
-from resources.storage import runstore
+from servingbench.resources.contract.digits import is_digits
+from servingbench.resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
+from servingbench.resources.storage import runstore
 
 INDEX_ENV = "JOB_COMPLETION_INDEX"
 
@@ -67,7 +67,7 @@ def raise_fd_limit() -> tuple[int, int]:
 
 
 def main(argv: list[str]) -> int:
-    from pipelines.cli import load
+    from servingbench.pipelines.cli import load
 
     args = parser().parse_args(argv)
     if not runstore.is_remote(args.upload):

@@ -12,10 +12,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from resources.contract import durable
-from resources.contract.manifest import ManifestError
-from resources.contract.schemas import SchemaError
-from resources.peers.export import FORMATS, ExportError, export_aiperf, export_csv
+from servingbench.resources.contract import durable
+from servingbench.resources.contract.manifest import ManifestError
+from servingbench.resources.contract.schemas import SchemaError
+from servingbench.resources.peers.export import FORMATS, ExportError, export_aiperf, export_csv
 
 
 def parser() -> argparse.ArgumentParser:

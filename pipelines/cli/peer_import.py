@@ -19,11 +19,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipelines.cli.argtypes import positive_int
-from resources.contract import durable
-from resources.contract import manifest as mf
-from resources.peers import PEERS, module_for
-from resources.peers.records import PeerFileError, write_run
+from servingbench.pipelines.cli.argtypes import positive_int
+from servingbench.resources.contract import durable
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.peers import PEERS, module_for
+from servingbench.resources.peers.records import PeerFileError, write_run
 
 DEFAULT_CANDIDATES = Path(__file__).resolve().parents[1] / "candidates.yaml"
 DISK_FULL = 74
@@ -82,8 +82,8 @@ def base_manifest(args: argparse.Namespace) -> dict:
 
 
 def _candidate(name: str, path: Path) -> dict:
-    from pipelines.catalog import load_candidates
-    from pipelines.config import ConfigError
+    from servingbench.pipelines.catalog import load_candidates
+    from servingbench.pipelines.config import ConfigError
 
     try:
         found = {c.name: c for c in load_candidates(path)}
@@ -93,7 +93,7 @@ def _candidate(name: str, path: Path) -> dict:
         print(f"note: candidate {name!r} is not in {path}: only the flags describe it",
               file=sys.stderr)
         return {"candidate": name}
-    from assets.benchmark import initial_manifest
+    from servingbench.assets.benchmark import initial_manifest
 
     m = initial_manifest(found[name], "x", "emulated")
     return {k: v for k, v in m.items() if k not in ("run_id", "source", "created_at")}
@@ -139,6 +139,6 @@ def main(argv: list[str]) -> int:
         print(f"  note: {note}")
     if not args.analyze:
         return 0
-    from pipelines.cli import analyze
+    from servingbench.pipelines.cli import analyze
 
     return analyze.main([str(args.out)])

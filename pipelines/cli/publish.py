@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from resources.storage import runstore
+from servingbench.resources.storage import runstore
 
 PROG = "servingbench publish"
 

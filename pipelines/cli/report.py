@@ -14,8 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipelines.cli.argtypes import positive_floats
-from resources.analysis.frontier import DEFAULT_LEVELS
+from servingbench.pipelines.cli.argtypes import positive_floats
+from servingbench.resources.analysis.frontier import DEFAULT_LEVELS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,10 +58,10 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     slo = None if args.slo_ttft_s is None else (args.slo_ttft_s, args.slo_tpot_s)
-    from resources.analysis.reconcile import ReconcileError, load_server_metrics
-    from resources.report.comparison import unique_runs, write_comparison_report
-    from resources.report.run_report import write_run_report
-    from resources.report.rundata import ReportError, load_run
+    from servingbench.resources.analysis.reconcile import ReconcileError, load_server_metrics
+    from servingbench.resources.report.comparison import unique_runs, write_comparison_report
+    from servingbench.resources.report.run_report import write_run_report
+    from servingbench.resources.report.rundata import ReportError, load_run
 
     run_dirs = expand(args.run_dirs)
     try:

@@ -20,8 +20,14 @@ import argparse
 import datetime as dt
 import sys
 
-from pipelines.cli.demo import BANNER, dagster_home, failure, print_headline, run_dir_of
-from pipelines.config import ConfigError
+from servingbench.pipelines.cli.demo import (
+    BANNER,
+    dagster_home,
+    failure,
+    print_headline,
+    run_dir_of,
+)
+from servingbench.pipelines.config import ConfigError
 
 
 def parser() -> argparse.ArgumentParser:
@@ -53,9 +59,8 @@ def main(argv: list[str]) -> int:
         p.error(f"--date: expected YYYY-MM-DD, got {args.date!r}")
     dagster_home()
     import dagster as dg
-
-    from pipelines.definitions import build_definitions
-    from pipelines.profiles import Settings
+    from servingbench.pipelines.definitions import build_definitions
+    from servingbench.pipelines.profiles import Settings
 
     try:
         settings = Settings.from_env()
@@ -65,11 +70,11 @@ def main(argv: list[str]) -> int:
         return 2
     candidates = defs.resources["candidates"]
     if args.all or args.sweep:
-        from pipelines.cli.run_all import run_all
+        from servingbench.pipelines.cli.run_all import run_all
 
         chosen = {n: c for n, c in candidates.items() if c.sweep is None}
         if args.sweep:
-            from pipelines.cli.sweep import members
+            from servingbench.pipelines.cli.sweep import members
 
             chosen = members(settings.candidates_file, args.sweep, "servingbench run")
             if chosen is None:

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from assets.pools import sync_limit
+from servingbench.assets.pools import sync_limit
 
 POLL_S = 0.5
 TAIL_LINES = 3
@@ -36,7 +36,7 @@ def run_all(candidates: dict, date: str, parallel: int, instance) -> int:
                 log = Path(logs) / f"{name}.log"
                 with open(log, "wb") as out:
                     running[name] = (subprocess.Popen(
-                        [sys.executable, "-m", "pipelines.cli", "run", "--candidate", name,
+                        [sys.executable, "-m", "servingbench.pipelines.cli", "run", "--candidate", name,
                          "--date", date], stdout=out, stderr=subprocess.STDOUT), log)
                 print(f"  started {name}", flush=True)
             for name, (proc, log) in list(running.items()):

@@ -14,8 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from pipelines.catalog import load_sweeps
-from pipelines.config import DEFAULT_FILE, ConfigError
+from servingbench.pipelines.catalog import load_sweeps
+from servingbench.pipelines.config import DEFAULT_FILE, ConfigError
 
 
 def parser() -> argparse.ArgumentParser:

@@ -26,10 +26,9 @@ def _parity(run_dir: Path) -> str:
 
 def rows(run_dirs: list[str]) -> list[dict]:
     import pandas as pd
-
-    from resources.analysis.frontier import read_frontier
-    from resources.contract import manifest as mf
-    from resources.report.frontier_plots import pareto
+    from servingbench.resources.analysis.frontier import read_frontier
+    from servingbench.resources.contract import manifest as mf
+    from servingbench.resources.report.frontier_plots import pareto
 
     out: list[dict] = []
     for d in map(Path, run_dirs):
@@ -49,7 +48,7 @@ def rows(run_dirs: list[str]) -> list[dict]:
 
 
 def text(run_dirs: list[str], label: str) -> str:
-    from resources.analysis.summary import table
+    from servingbench.resources.analysis.summary import table
 
     found = rows(run_dirs)
     if not found:

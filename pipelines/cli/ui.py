@@ -12,8 +12,8 @@ import signal
 import sys
 from pathlib import Path
 
-from pipelines.cli.demo import dagster_home
-from pipelines.config import REPO
+from servingbench.pipelines.cli.demo import dagster_home
+from servingbench.pipelines.config import REPO
 
 
 def main(argv: list[str]) -> int:

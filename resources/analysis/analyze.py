@@ -12,12 +12,11 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-
-from resources.analysis import frontier as frontier_mod
-from resources.analysis import sqlfiles, workload_outputs
-from resources.analysis.gates import Gate, run_gates
-from resources.analysis.metrics import DEFAULT_SLO, step_metrics
-from resources.analysis.rundir import (
+from servingbench.resources.analysis import frontier as frontier_mod
+from servingbench.resources.analysis import sqlfiles, workload_outputs
+from servingbench.resources.analysis.gates import Gate, run_gates
+from servingbench.resources.analysis.metrics import DEFAULT_SLO, step_metrics
+from servingbench.resources.analysis.rundir import (
     DEFAULT_MEMORY,
     MEMORY_ENV,
     RunFolder,
@@ -25,10 +24,10 @@ from resources.analysis.rundir import (
     locate_unreadable,
     open_run,
 )
-from resources.analysis.telemetry import read_telemetry, telemetry_metrics
-from resources.contract import durable
-from resources.contract.manifest import ManifestError
-from resources.contract.schemas import SchemaError, check_output, write_parquet
+from servingbench.resources.analysis.telemetry import read_telemetry, telemetry_metrics
+from servingbench.resources.contract import durable
+from servingbench.resources.contract.manifest import ManifestError
+from servingbench.resources.contract.schemas import SchemaError, check_output, write_parquet
 
 ACCEPTED, MALFORMED, REJECTED = 0, 2, 3
 NO_ROOM = 74  # sysexits' EX_IOERR: the outputs did not fit on the disk (the input is fine)

@@ -15,12 +15,11 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-from resources.analysis import sqlfiles
-from resources.analysis.rundir import RunFolder
-from resources.contract import manifest as mf
-from resources.contract.accelerators import accelerators
-from resources.contract.schemas import COST_WHAT_IF, FRONTIER, FRONTIER_LEVELS
+from servingbench.resources.analysis import sqlfiles
+from servingbench.resources.analysis.rundir import RunFolder
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.accelerators import accelerators
+from servingbench.resources.contract.schemas import COST_WHAT_IF, FRONTIER, FRONTIER_LEVELS
 
 DEFAULT_LEVELS = (5.0, 10.0, 20.0, 50.0, 100.0, 200.0)  # tok/s one user sees
 _NO_COST = pa.schema([("step", pa.string()), ("window_cost_usd", pa.float64()),

@@ -13,11 +13,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import pandas as pd
-
-from resources.analysis import gx, sqlfiles
-from resources.analysis.rundir import REQUIRED, VIEWS, RunFolder
-from resources.contract.schemas import BILL_SOURCES, PHASES
-from resources.contract.timestamps import format_ts, parse_ts
+from servingbench.resources.analysis import gx, sqlfiles
+from servingbench.resources.analysis.rundir import REQUIRED, VIEWS, RunFolder
+from servingbench.resources.contract.schemas import BILL_SOURCES, PHASES
+from servingbench.resources.contract.timestamps import format_ts, parse_ts
 
 # One vocabulary for the six rules: the contract's word (gates.json, the report) and the
 # Dagster asset check that enforces it, named as a predicate on the asset it checks.

@@ -14,9 +14,8 @@ import json
 from pathlib import Path
 
 import pyarrow.compute as pc
-
-from resources.contract import durable
-from resources.contract.schemas import read_records
+from servingbench.resources.contract import durable
+from servingbench.resources.contract.schemas import read_records
 
 SERVER_FILE = "server_metrics.json"
 FILE = "reconciliation.json"

@@ -26,11 +26,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-
-from resources.analysis import sqlfiles
-from resources.contract import durable
-from resources.contract import manifest as manifest_mod
-from resources.contract.schemas import (
+from servingbench.resources.analysis import sqlfiles
+from servingbench.resources.contract import durable
+from servingbench.resources.contract import manifest as manifest_mod
+from servingbench.resources.contract.schemas import (
     PARTIAL_SUFFIX,
     RUN_FILES,
     SchemaError,

@@ -1,7 +1,7 @@
 """Named queries from `sql/`: one query per file, values only through `$` bind parameters.
 
-`sql/` is package data of `resources.analysis`, read through importlib.resources, so the
-queries are found the same way from a source tree and from an installed wheel."""
+`sql/` (the package `servingbench.sql`) is package data read through importlib.resources, so
+the queries are found the same way from a source tree and from an installed wheel."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from importlib.resources import files
 import duckdb
 import pyarrow as pa
 
-SQL_DIR = files("resources.analysis") / "sql"
+SQL_DIR = files("servingbench.sql")
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 

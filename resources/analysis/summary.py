@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from resources.analysis.analyze import NO_MEMORY, NO_ROOM, Analysis
+from servingbench.resources.analysis.analyze import NO_MEMORY, NO_ROOM, Analysis
 
 NOT_MEASURED = "not measured"
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-
-from resources.analysis import sqlfiles
-from resources.analysis.rundir import RunFolder
-from resources.contract.schemas import read_records
+from servingbench.resources.analysis import sqlfiles
+from servingbench.resources.analysis.rundir import RunFolder
+from servingbench.resources.contract.schemas import read_records
 
 KV_FULL = 0.99
 HEADROOM_MIN = 0.05
@@ -91,8 +90,8 @@ def flags_of(s: dict, utils: list[dict]) -> list[str]:
 def for_run_dir(run_dir: Path) -> pa.Table | None:
     """telemetry_metrics of a run folder without running the gates (the steady-state asset's
     metadata); None when the run has no telemetry."""
-    from resources.analysis.metrics import step_metrics
-    from resources.analysis.rundir import open_run
+    from servingbench.resources.analysis.metrics import step_metrics
+    from servingbench.resources.analysis.rundir import open_run
 
     telemetry = read_telemetry(run_dir)
     if telemetry is None:

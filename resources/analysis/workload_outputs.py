@@ -15,9 +15,8 @@ import math
 from pathlib import Path
 
 import pyarrow as pa
-
-from resources.analysis import sqlfiles
-from resources.analysis.rundir import RunFolder, open_run
+from servingbench.resources.analysis import sqlfiles
+from servingbench.resources.analysis.rundir import RunFolder, open_run
 
 
 def by_cache(run: RunFolder) -> pa.Table:
@@ -129,7 +128,7 @@ def with_slo_cost(headline: pa.Table, capacity: dict | None, cost: pa.Table | No
 
 def judge(run_dir: Path, step: str, slo: dict) -> tuple[bool, bool]:
     """The verdict on one probe of a search still running (its records flushed so far)."""
-    from resources.analysis.metrics import step_metrics
+    from servingbench.resources.analysis.metrics import step_metrics
 
     with open_run(Path(run_dir)) as run:
         rows = [r for r in step_metrics(run).to_pylist() if r["step"] == step]
@@ -139,7 +138,7 @@ def judge(run_dir: Path, step: str, slo: dict) -> tuple[bool, bool]:
 def throughput_reading(run_dir: Path, step: str) -> tuple[bool, float | None]:
     """A ladder's question about the step it just ran (records flushed so far): whether it
     is valid (§3) and its output tokens/s; (False, None) when it has no row."""
-    from resources.analysis.metrics import step_metrics
+    from servingbench.resources.analysis.metrics import step_metrics
 
     with open_run(Path(run_dir)) as run:
         rows = [r for r in step_metrics(run).to_pylist() if r["step"] == step]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from resources.contract.discovery import package_files
+from servingbench.resources.contract.discovery import package_files
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Aws:
 def discover(package: ModuleType) -> dict[str, type]:
     """Every bill source class `package`'s files define, by its `source` name. A class
     without a name, or a name taken twice, is an ImportError naming the file."""
-    from resources.billing.interface import BillSource
+    from servingbench.resources.billing.interface import BillSource
 
     found: dict[str, tuple[type, str]] = {}
     for module, where in package_files(package.__path__, package.__name__):

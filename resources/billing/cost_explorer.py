@@ -27,12 +27,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
-
-from resources.aws.caller import AwsCallError, Caller, make_client
-from resources.billing.interface import BillSource
-from resources.billing.normalize import RUN_TAG, rows_from_cost_explorer, to_table
-from resources.billing.price_bases import PriceBasesLookup
-from resources.contract import manifest as mf
+from servingbench.resources.aws.caller import AwsCallError, Caller, make_client
+from servingbench.resources.billing.interface import BillSource
+from servingbench.resources.billing.normalize import RUN_TAG, rows_from_cost_explorer, to_table
+from servingbench.resources.billing.price_bases import PriceBasesLookup
+from servingbench.resources.contract import manifest as mf
 
 log = logging.getLogger("servingbench.billing")
 

@@ -10,8 +10,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 import pyarrow as pa
-
-from resources.contract.schemas import BILL
+from servingbench.resources.contract.schemas import BILL
 
 RUN_TAG = "servingbench:run-id"
 NS_PER_HOUR = 3600 * 10**9

@@ -24,10 +24,9 @@ from typing import Any
 
 import botocore.exceptions
 import botocore.parsers
-
-from resources.aws.caller import AwsCallError, Caller, make_client
-from resources.billing.normalize import BillError
-from resources.billing.price_list import PRICING_REGION, PriceListApi, on_demand_hourly
+from servingbench.resources.aws.caller import AwsCallError, Caller, make_client
+from servingbench.resources.billing.normalize import BillError
+from servingbench.resources.billing.price_list import PRICING_REGION, PriceListApi, on_demand_hourly
 
 log = logging.getLogger("servingbench.billing")
 
@@ -212,7 +211,7 @@ class PriceBasesLookup:
 
 def _run_start(manifest: dict) -> dt.datetime:
     """When the run began: its first recorded phase, else its creation."""
-    from resources.contract.timestamps import parse_ts
+    from servingbench.resources.contract.timestamps import parse_ts
 
     starts = [parse_ts(p["started_at"]) for p in (manifest.get("phases") or {}).values()
               if p.get("started_at")]

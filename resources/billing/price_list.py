@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-
-from resources.aws.caller import Caller, make_client
-from resources.billing.normalize import BillError, price_list_rows, to_table
+from servingbench.resources.aws.caller import Caller, make_client
+from servingbench.resources.billing.normalize import BillError, price_list_rows, to_table
 
 log = logging.getLogger("servingbench.billing")
 

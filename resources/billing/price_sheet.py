@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pyarrow as pa
-
-from resources.billing.interface import BillSource
-from resources.contract.schemas import BILL
-from resources.contract.timestamps import parse_ts
+from servingbench.resources.billing.interface import BillSource
+from servingbench.resources.contract.schemas import BILL
+from servingbench.resources.contract.timestamps import parse_ts
 
 
 class PriceSheetBill(BillSource):

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from resources.billing.cost_explorer import (
+from servingbench.resources.billing.cost_explorer import (
     CostExplorerApi,
     FetchReport,
     RefreshError,
     billing_window,
 )
-from resources.contract import manifest as mf
-from resources.contract.schemas import write_parquet
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.schemas import write_parquet
 
 
 def refresh_bill(run_dir: Path, billing: CostExplorerApi) -> FetchReport:

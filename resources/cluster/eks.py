@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from resources.cluster.eks_api import EksNodegroups, Heartbeat, NodegroupInfo, NodegroupSpec
-from resources.cluster.interface import Cluster, ClusterInfo
-from resources.contract.candidate import Candidate
-from resources.contract.timestamps import format_ts
-from resources.model_server import engines
+from servingbench.resources.cluster.eks_api import (
+    EksNodegroups,
+    Heartbeat,
+    NodegroupInfo,
+    NodegroupSpec,
+)
+from servingbench.resources.cluster.interface import Cluster, ClusterInfo
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.timestamps import format_ts
+from servingbench.resources.model_server import engines
 
 
 def accelerator_of(candidate: Candidate) -> str:

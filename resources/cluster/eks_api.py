@@ -29,9 +29,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import botocore.exceptions
-
-from resources.aws.caller import THROTTLING, TRANSIENT, AwsCallError, Caller, make_client
-from resources.contract.scope import nodegroup_name
+from servingbench.resources.aws.caller import (
+    THROTTLING,
+    TRANSIENT,
+    AwsCallError,
+    Caller,
+    make_client,
+)
+from servingbench.resources.contract.scope import nodegroup_name
 
 log = logging.getLogger("servingbench.eks")
 
@@ -126,7 +131,7 @@ class Scope:
 class EksNodegroups:
     """The node groups (and their launch templates) of one existing EKS cluster, through
     boto3: create, scope, list, delete (the reaper's policy is reaper.py). The pipeline's `Cluster` over it is
-    `resources.cluster.eks.EksNodegroupCluster`."""
+    `servingbench.resources.cluster.eks.EksNodegroupCluster`."""
 
     def __init__(self, session: Any, cluster_name: str, region: str, *, node_role_arn: str,
                  owner: str, subnet_ids: list[str] | None = None,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from resources.contract import accelerators
+from servingbench.resources.contract import accelerators
 
 
 @dataclass(frozen=True)
@@ -25,8 +25,8 @@ class Fit:
 
 
 def check(candidate) -> Fit:
-    from emulator.fit import fit_check
-    from emulator.specs import SpecError
+    from servingbench.emulator.fit import fit_check
+    from servingbench.emulator.specs import SpecError
 
     per_node = accelerators.per_node_of(candidate.instance_type)
     tp = candidate.tensor_parallel

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from resources.contract.candidate import Candidate
-from resources.contract.scope import ClusterInfo
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.scope import ClusterInfo
 
 
 class Cluster(ABC):

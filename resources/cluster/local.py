@@ -9,11 +9,11 @@ import platform
 import socket
 import time
 
-from resources.cluster.host import describe_host, host_facts
-from resources.cluster.interface import Cluster, ClusterInfo
-from resources.contract.candidate import Candidate
-from resources.contract.timestamps import format_ts
-from resources.model_server import engines
+from servingbench.resources.cluster.host import describe_host, host_facts
+from servingbench.resources.cluster.interface import Cluster, ClusterInfo
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.timestamps import format_ts
+from servingbench.resources.model_server import engines
 
 
 class LocalHostCluster(Cluster):

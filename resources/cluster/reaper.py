@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from resources.aws.caller import AwsCallError
-from resources.cluster.eks_api import (
+from servingbench.resources.aws.caller import AwsCallError
+from servingbench.resources.cluster.eks_api import (
     HEARTBEAT_STALE_S,
     HEARTBEAT_TAG,
     NAME_PREFIX,
@@ -25,8 +25,8 @@ from resources.cluster.eks_api import (
     EksNodegroups,
     ProvisionError,
 )
-from resources.contract.digits import is_digits
-from resources.contract.scope import nodegroup_name
+from servingbench.resources.contract.digits import is_digits
+from servingbench.resources.contract.scope import nodegroup_name
 
 log = logging.getLogger("servingbench.reaper")
 

@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from resources.contract import durable
-from resources.contract.accelerators import ACCELERATORS
-from resources.contract.schemas import PRICE_BASES, PRICE_SOURCES
-from resources.contract.timestamps import format_ts, parse_ts
+from servingbench.resources.contract import durable
+from servingbench.resources.contract.accelerators import ACCELERATORS
+from servingbench.resources.contract.schemas import PRICE_BASES, PRICE_SOURCES
+from servingbench.resources.contract.timestamps import format_ts, parse_ts
 
 RUN_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 SOURCES = ("measured", "emulated")

@@ -14,8 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
-
-from resources.contract import durable
+from servingbench.resources.contract import durable
 
 TS = pa.timestamp("ns", tz="UTC")
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from resources.loadgen.errors import LoadConfigError
+from servingbench.resources.loadgen.errors import LoadConfigError
 
 if TYPE_CHECKING:
-    from resources.loadgen.ladder import Ladder
-    from resources.loadgen.scenarios.spec import Scenario
+    from servingbench.resources.loadgen.ladder import Ladder
+    from servingbench.resources.loadgen.scenarios.spec import Scenario
 
 # The largest prompt or output a config may ask for (10 Mi tokens, Llama 4 Scout's context):
 # prompts are built in memory, so an absurd value is refused instead of exhausting it.

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from resources.contract.candidate import Candidate, LoadPlan
-from resources.loadgen.images import parse_size
-from resources.loadgen.scenarios.spec import default_targets
+from servingbench.resources.contract.candidate import Candidate, LoadPlan
+from servingbench.resources.loadgen.images import parse_size
+from servingbench.resources.loadgen.scenarios.spec import default_targets
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,9 @@ class LoadGenerator:
     def run(self, candidate: Candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
             progress=True, judge=None, api_key_env: str | None = None):
         """`api_key_env`: the deployment's key variable, when the engine needs a key."""
-        from resources.loadgen import LoadConfig, run_load
-        from resources.loadgen.ladder import Ladder
-        from resources.loadgen.scenarios.spec import from_mapping
+        from servingbench.resources.loadgen import LoadConfig, run_load
+        from servingbench.resources.loadgen.ladder import Ladder
+        from servingbench.resources.loadgen.scenarios.spec import from_mapping
 
         plan = self.plan(candidate)
         scenario, targets = from_mapping(candidate.scenario, f"{candidate.name}.scenario")

@@ -18,7 +18,7 @@ import zlib
 from functools import cache
 from pathlib import Path
 
-from resources.loadgen.errors import LoadConfigError
+from servingbench.resources.loadgen.errors import LoadConfigError
 
 MAX_SIDE = 8192  # larger than any tiling a served model applies (Llama 4: 16 tiles of 336)
 _SIZE = re.compile(r"(\d{1,5})x(\d{1,5})\Z")

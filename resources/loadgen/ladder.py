@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from resources.loadgen.errors import LoadConfigError
+from servingbench.resources.loadgen.errors import LoadConfigError
 
 OVER = ("concurrency", "rate")
 KEYS = ("over", "start", "factor", "max", "min_gain")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from resources.loadgen.config import step_name
-from resources.loadgen.ladder import stop_reason
-from resources.loadgen.schedule import rate_steps
+from servingbench.resources.loadgen.config import step_name
+from servingbench.resources.loadgen.ladder import stop_reason
+from servingbench.resources.loadgen.schedule import rate_steps
 
 _now = time.perf_counter_ns
 

@@ -9,16 +9,16 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Callable
 
-from resources.loadgen import gcpolicy, pool
-from resources.loadgen.clock import Clock
-from resources.loadgen.config import LoadConfig, step_name
-from resources.loadgen.probe import api_url
-from resources.loadgen.recorder import Recorder
-from resources.loadgen.records import Request, fail
-from resources.loadgen.selfwatch import InFlight, SelfWatch
-from resources.loadgen.server_metrics import ServerMetrics
-from resources.loadgen.workers.share import Share
-from resources.loadgen.workload import Item, Workload
+from servingbench.resources.loadgen import gcpolicy, pool
+from servingbench.resources.loadgen.clock import Clock
+from servingbench.resources.loadgen.config import LoadConfig, step_name
+from servingbench.resources.loadgen.probe import api_url
+from servingbench.resources.loadgen.recorder import Recorder
+from servingbench.resources.loadgen.records import Request, fail
+from servingbench.resources.loadgen.selfwatch import InFlight, SelfWatch
+from servingbench.resources.loadgen.server_metrics import ServerMetrics
+from servingbench.resources.loadgen.workers.share import Share
+from servingbench.resources.loadgen.workload import Item, Workload
 
 _now = time.perf_counter_ns
 CANCEL_GRACE_S = 5.0

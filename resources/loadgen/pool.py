@@ -29,10 +29,15 @@ import time
 from urllib.parse import quote, urlsplit
 
 import httptools
-
-from resources.loadgen.records import Request, fail
-from resources.loadgen.redact import short_error
-from resources.loadgen.sse import DEFAULT_MAX_EVENTS, SNIP, Events, Malformed, max_events
+from servingbench.resources.loadgen.records import Request, fail
+from servingbench.resources.loadgen.redact import short_error
+from servingbench.resources.loadgen.sse import (
+    DEFAULT_MAX_EVENTS,
+    SNIP,
+    Events,
+    Malformed,
+    max_events,
+)
 
 MAX_HEAD_BYTES = 1 << 16  # a response's status line and headers; more is a protocol_error
 ERROR_BODY_BYTES = 4096  # what a non-200 answer's error text is read from

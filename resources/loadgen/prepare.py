@@ -13,14 +13,14 @@ import secrets as _secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from resources.contract import manifest as mf
-from resources.loadgen.clock import Clock
-from resources.loadgen.config import LoadConfig
-from resources.loadgen.errors import LoadConfigError
-from resources.loadgen.probe import probe
-from resources.loadgen.recorder import refuse_existing
-from resources.loadgen.workers.share import Share
-from resources.loadgen.workload import Tokenizer, Workload
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.loadgen.clock import Clock
+from servingbench.resources.loadgen.config import LoadConfig
+from servingbench.resources.loadgen.errors import LoadConfigError
+from servingbench.resources.loadgen.probe import probe
+from servingbench.resources.loadgen.recorder import refuse_existing
+from servingbench.resources.loadgen.workers.share import Share
+from servingbench.resources.loadgen.workload import Tokenizer, Workload
 
 
 @dataclass

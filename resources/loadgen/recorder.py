@@ -30,9 +30,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
-
-from resources.contract import durable
-from resources.contract.schemas import (
+from servingbench.resources.contract import durable
+from servingbench.resources.contract.schemas import (
     CHUNK_LOG,
     PARTIAL_SUFFIX,
     REQUEST_LOG,
@@ -41,9 +40,9 @@ from resources.contract.schemas import (
     shard_paths,
     write_parquet,
 )
-from resources.loadgen.clock import Clock
-from resources.loadgen.errors import DiskFullError, RunExistsError
-from resources.loadgen.records import Request
+from servingbench.resources.loadgen.clock import Clock
+from servingbench.resources.loadgen.errors import DiskFullError, RunExistsError
+from servingbench.resources.loadgen.records import Request
 
 NAMES = ("warmup_log", "steady_state_request_log", "chunk_log")
 _TS_COLS = ("scheduled_at", "sent_at", "first_token_at", "last_token_at", "finished_at",

@@ -10,15 +10,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from resources.contract import manifest as mf
-from resources.loadgen.config import LoadConfig
-from resources.loadgen.errors import DiskFullError, LoadConfigError, LoadError, RunExistsError
-from resources.loadgen.prepare import prepare
-from resources.loadgen.progress import make_progress
-from resources.loadgen.recorder import Recorder, refuse_existing
-from resources.loadgen.result import LoadResult
-from resources.loadgen.server_metrics import Scraper, ServerMetrics
-from resources.loadgen.steps import Run, drive
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.loadgen.config import LoadConfig
+from servingbench.resources.loadgen.errors import (
+    DiskFullError,
+    LoadConfigError,
+    LoadError,
+    RunExistsError,
+)
+from servingbench.resources.loadgen.prepare import prepare
+from servingbench.resources.loadgen.progress import make_progress
+from servingbench.resources.loadgen.recorder import Recorder, refuse_existing
+from servingbench.resources.loadgen.result import LoadResult
+from servingbench.resources.loadgen.server_metrics import Scraper, ServerMetrics
+from servingbench.resources.loadgen.steps import Run, drive
 
 
 def _check_profile(cfg: LoadConfig) -> None:
@@ -46,7 +51,7 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
         raise LoadConfigError("ladder: needs a judge (the analysis says each step's validity and "
                               "output tokens/s)")
     if cfg.workers > 1:
-        from resources.loadgen.workers.local import run_workers
+        from servingbench.resources.loadgen.workers.local import run_workers
 
         return run_workers(cfg, run_dir, manifest_base, progress)
     p = prepare(cfg, run_dir, manifest_base=manifest_base)

@@ -13,12 +13,11 @@ import math
 from pathlib import Path
 
 import httpx
-
-from resources.contract import durable
-from resources.http import control
-from resources.http.prometheus import parse
-from resources.loadgen.redact import redact, short_error
-from resources.model_server import engines
+from servingbench.resources.contract import durable
+from servingbench.resources.http import control
+from servingbench.resources.http.prometheus import parse
+from servingbench.resources.loadgen.redact import redact, short_error
+from servingbench.resources.model_server import engines
 
 FILE = "server_metrics.json"
 SCHEMA_VERSION = 1

@@ -11,17 +11,17 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from resources.contract import durable
-from resources.contract import manifest as mf
-from resources.loadgen import gcpolicy, pool
-from resources.loadgen.config import step_name
-from resources.loadgen.errors import DiskFullError, LeftBehind
-from resources.loadgen.loops import PUMP_BUDGET_NS, LoadLoops
-from resources.loadgen.recorder import Recorder
-from resources.loadgen.scenarios.drive import scenario_steady
-from resources.loadgen.schedule import profile_schedule, rate_steps
-from resources.loadgen.selfwatch import InFlight, SelfWatch
-from resources.loadgen.signals import SavedSignals, event_loop_runner
+from servingbench.resources.contract import durable
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.loadgen import gcpolicy, pool
+from servingbench.resources.loadgen.config import step_name
+from servingbench.resources.loadgen.errors import DiskFullError, LeftBehind
+from servingbench.resources.loadgen.loops import PUMP_BUDGET_NS, LoadLoops
+from servingbench.resources.loadgen.recorder import Recorder
+from servingbench.resources.loadgen.scenarios.drive import scenario_steady
+from servingbench.resources.loadgen.schedule import profile_schedule, rate_steps
+from servingbench.resources.loadgen.selfwatch import InFlight, SelfWatch
+from servingbench.resources.loadgen.signals import SavedSignals, event_loop_runner
 
 FLUSH_S = 0.25
 
@@ -97,7 +97,7 @@ class Run(LoadLoops):
         self.save()
         if cfg.scenario is not None and cfg.scenario.kind != "fixed" or cfg.ladder is not None:
             if cfg.ladder is not None:
-                from resources.loadgen.ladder_steps import steady as ladder_steady
+                from servingbench.resources.loadgen.ladder_steps import steady as ladder_steady
 
                 await ladder_steady(self)
             else:

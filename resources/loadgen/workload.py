@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-
-from resources.http import control
-from resources.loadgen import images
-from resources.loadgen.config import MAX_TOKENS, LoadConfig, jsonl
-from resources.loadgen.errors import LoadConfigError
+from servingbench.resources.http import control
+from servingbench.resources.loadgen import images
+from servingbench.resources.loadgen.config import MAX_TOKENS, LoadConfig, jsonl
+from servingbench.resources.loadgen.errors import LoadConfigError
 
 VOCAB = (
     "time year people way day man thing woman life child world school state family student "

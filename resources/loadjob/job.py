@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from resources.contract.digits import is_digits
-from resources.loadgen.redact import redact
-from resources.loadjob.render import LoadJobSpec, api_key_secret, render
-from resources.model_server.kube.client import FATAL_WAITING, KubeClient
+from servingbench.resources.contract.digits import is_digits
+from servingbench.resources.loadgen.redact import redact
+from servingbench.resources.loadjob.render import LoadJobSpec, api_key_secret, render
+from servingbench.resources.model_server.kube.client import FATAL_WAITING, KubeClient
 
 log = logging.getLogger("servingbench.loadjob")
 INDEX = "batch.kubernetes.io/job-completion-index"

@@ -19,8 +19,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from resources.contract.scope import nodegroup_name
-from resources.model_server.kube.render import (
+from servingbench.resources.contract.scope import nodegroup_name
+from servingbench.resources.model_server.kube.render import (
     DIGEST,
     LABEL_VALUE,
     LOADGEN_LABELS,

@@ -22,17 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
-
-from resources.contract import manifest as mf
-from resources.contract.candidate import Candidate
-from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
-from resources.loadgen.errors import LoadConfigError, LoadError
-from resources.loadgen.generator import LoadGenerator
-from resources.loadgen.scenarios.spec import from_mapping
-from resources.loadjob.job import LoadJob, PodOutcome
-from resources.loadjob.render import LoadJobSpec
-from resources.model_server.kube.client import KubeClient
-from resources.storage import runstore
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
+from servingbench.resources.loadgen.errors import LoadConfigError, LoadError
+from servingbench.resources.loadgen.generator import LoadGenerator
+from servingbench.resources.loadgen.scenarios.spec import from_mapping
+from servingbench.resources.loadjob.job import LoadJob, PodOutcome
+from servingbench.resources.loadjob.render import LoadJobSpec
+from servingbench.resources.model_server.kube.client import KubeClient
+from servingbench.resources.storage import runstore
 
 log = logging.getLogger("servingbench.loadjob")
 SUMMARY = "worker.{worker}.json"   # each pod's account of its part: steps (self-watch), phases
@@ -217,7 +216,7 @@ def _merge(run_dir: Path) -> None:
     """Merge the shards into the three record files when the load generator's merge is
     there; readers treat a file and its shards as one record set either way (contract §6)."""
     try:
-        from resources.loadgen.workers.shards import merge_shards
+        from servingbench.resources.loadgen.workers.shards import merge_shards
     except ImportError:
         return
     merge_shards(run_dir)
@@ -237,7 +236,7 @@ def _summary(path: Path) -> dict:
 
 
 def _rows(run_dir: Path, name: str) -> int:
-    from resources.contract.schemas import record_files
+    from servingbench.resources.contract.schemas import record_files
 
     return sum(pq.ParquetFile(p).metadata.num_rows for p in record_files(run_dir, name)
                if p.suffix == ".parquet")

@@ -7,11 +7,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from resources.contract import durable
-from resources.contract.candidate import Candidate
-from resources.contract.scope import ClusterInfo
-from resources.contract.timestamps import format_ts
-from resources.model_server.interface import Deployment, ModelServer
+from servingbench.resources.contract import durable
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.scope import ClusterInfo
+from servingbench.resources.contract.timestamps import format_ts
+from servingbench.resources.model_server.interface import Deployment, ModelServer
 
 # The engine arguments the emulator models (docs/emulator.md), in its own (vLLM's) spelling.
 MODELLED = {"max_num_seqs": "--max-num-seqs", "max_num_batched_tokens": "--max-num-batched-tokens",
@@ -77,7 +77,7 @@ class EmulatorModelServer(ModelServer):
 
     @contextlib.contextmanager
     def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
-        from emulator.process import EmulatorProcess
+        from servingbench.emulator.process import EmulatorProcess
 
         started = time.time_ns()
         with EmulatorProcess(self.args(candidate, run_dir), ready_timeout_s=self.ready_timeout_s) as emu:

@@ -15,7 +15,7 @@ instead of running a configuration that ignores what it claims to vary.
 
 from __future__ import annotations
 
-from resources.model_server import engines
+from servingbench.resources.model_server import engines
 
 KEYS = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype", "speculative")
 KV_CACHE_DTYPES = ("auto", "fp8")

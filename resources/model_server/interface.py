@@ -12,8 +12,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from resources.contract.candidate import Candidate
-from resources.contract.scope import ClusterInfo
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.scope import ClusterInfo
 
 
 @dataclass

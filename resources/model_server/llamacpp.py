@@ -30,11 +30,11 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from resources.contract.candidate import Candidate
-from resources.contract.scope import ClusterInfo
-from resources.contract.timestamps import format_ts
-from resources.model_server import engine_args, engines
-from resources.model_server.interface import Deployment, ModelServer
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.scope import ClusterInfo
+from servingbench.resources.contract.timestamps import format_ts
+from servingbench.resources.model_server import engine_args, engines
+from servingbench.resources.model_server.interface import Deployment, ModelServer
 
 ENGINE = "llama.cpp (llama-cpp-python server)"
 REPO = Path(__file__).resolve().parents[2]
@@ -181,7 +181,7 @@ class LlamaCppProcess:
     def start(self) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="servingbench-llamacpp-")
         port_file = Path(self._dir.name) / "port"
-        cmd = [sys.executable, "-m", "resources.model_server.llamacpp_serve", *self.args,
+        cmd = [sys.executable, "-m", "servingbench.resources.model_server.llamacpp_serve", *self.args,
                "--host", self.host, "--port", "0", "--port_file", str(port_file)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from resources.contract.candidate import Candidate
-from resources.contract.scope import ClusterInfo
-from resources.model_server import engines
-from resources.model_server.interface import ModelServer
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.scope import ClusterInfo
+from servingbench.resources.model_server import engines
+from servingbench.resources.model_server.interface import ModelServer
 
 
 class LocalModelServers(ModelServer):
@@ -20,7 +20,7 @@ class LocalModelServers(ModelServer):
         if engines.local(candidate.engine):
             if self.llamacpp is None:
                 # imported on first use: the emulated demo never loads the engine's adapter
-                from resources.model_server.llamacpp import LlamaCppModelServer
+                from servingbench.resources.model_server.llamacpp import LlamaCppModelServer
                 self.llamacpp = LlamaCppModelServer()
             return self.llamacpp.deploy(candidate, cluster, run_dir)
         return self.emulator.deploy(candidate, cluster, run_dir)

@@ -14,4 +14,4 @@ def module_for(peer: str):
     """The reader module of `peer` (one of PEERS)."""
     import importlib
 
-    return importlib.import_module(f"resources.peers.{peer.replace('-', '_')}")
+    return importlib.import_module(f"servingbench.resources.peers.{peer.replace('-', '_')}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from resources.peers.records import (
+from servingbench.resources.peers.records import (
     NUM,
     PeerFileError,
     PeerRequest,

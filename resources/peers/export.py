@@ -18,10 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-
-from resources.contract import durable
-from resources.contract import manifest as mf
-from resources.contract.schemas import read_records
+from servingbench.resources.contract import durable
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.schemas import read_records
 
 AIPERF_FORMAT = "0.13.0"  # the AIPerf version whose file layout this writes
 FORMATS = ("aiperf", "csv")

@@ -17,7 +17,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from resources.peers.records import NUM, PeerFileError, PeerRequest, PeerRun, need, seconds_ns
+from servingbench.resources.peers.records import (
+    NUM,
+    PeerFileError,
+    PeerRequest,
+    PeerRun,
+    need,
+    seconds_ns,
+)
 
 REPORT = "benchmarks.json"
 SCHEMA_VERSION = 2

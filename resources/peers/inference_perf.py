@@ -22,9 +22,15 @@ import re
 from pathlib import Path
 
 import yaml
-
-from resources.contract.timestamps import parse_ts
-from resources.peers.records import NUM, PeerFileError, PeerRequest, PeerRun, need, seconds_ns
+from servingbench.resources.contract.timestamps import parse_ts
+from servingbench.resources.peers.records import (
+    NUM,
+    PeerFileError,
+    PeerRequest,
+    PeerRun,
+    need,
+    seconds_ns,
+)
 
 PER_REQUEST = "per_request_lifecycle_metrics.json"
 CONFIG = "config.yaml"

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
-
-from resources.contract import manifest as mf
-from resources.contract.schemas import CHUNK_LOG, REQUEST_LOG, STATUSES, write_parquet
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.schemas import CHUNK_LOG, REQUEST_LOG, STATUSES, write_parquet
 
 NS = 1_000_000_000
 CHUNK_TIMES = ("recorded", "reconstructed_from_itl", "first_and_last")

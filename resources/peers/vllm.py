@@ -20,7 +20,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from resources.peers.records import (
+from servingbench.resources.peers.records import (
     NS,
     NUM,
     PeerFileError,

@@ -2,7 +2,7 @@
 on the endpoint a run measured; and the check that a candidate's accuracy matches its
 group's reference before its cost is compared with anyone's."""
 
-from resources.quality.evaluate import (
+from servingbench.resources.quality.evaluate import (
     QUALITY_FILE,
     SUMMARY_FILE,
     QualityError,
@@ -11,7 +11,7 @@ from resources.quality.evaluate import (
     score,
     wilson,
 )
-from resources.quality.parity import Parity, find_reference, parity
+from servingbench.resources.quality.parity import Parity, find_reference, parity
 
 __all__ = ["QUALITY_FILE", "SUMMARY_FILE", "Parity", "QualityError", "evaluate",
            "find_reference", "load_summary", "parity", "score", "wilson"]

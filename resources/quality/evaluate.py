@@ -24,9 +24,8 @@ from pathlib import Path
 import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-from resources.http import control
-from resources.quality.evalset import Item, set_sha256
+from servingbench.resources.http import control
+from servingbench.resources.quality.evalset import Item, set_sha256
 
 QUALITY_FILE = "quality.parquet"
 SUMMARY_FILE = "quality_summary.json"

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from resources.contract import manifest as mf
-from resources.quality.evaluate import load_summary
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.quality.evaluate import load_summary
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "write_run_report": "resources.report.run_report",
-    "write_comparison_report": "resources.report.comparison",
-    "compare_to_history": "resources.report.regression",
-    "RegressionResult": "resources.report.regression",
-    "Thresholds": "resources.report.regression",
-    "ReportError": "resources.report.rundata",
+    "write_run_report": "servingbench.resources.report.run_report",
+    "write_comparison_report": "servingbench.resources.report.comparison",
+    "compare_to_history": "servingbench.resources.report.regression",
+    "RegressionResult": "servingbench.resources.report.regression",
+    "Thresholds": "servingbench.resources.report.regression",
+    "ReportError": "servingbench.resources.report.rundata",
 }
 __all__ = sorted(_EXPORTS)
 
@@ -23,4 +23,4 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name: str):
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'resources.report' has no attribute {name!r}")
+    raise AttributeError(f"module 'servingbench.resources.report' has no attribute {name!r}")

@@ -10,9 +10,8 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 import pyarrow.compute as pc
-
-from resources.analysis import sqlfiles
-from resources.report.rundata import RunData
+from servingbench.resources.analysis import sqlfiles
+from servingbench.resources.report.rundata import RunData
 
 MAX_POINTS = 2000
 Cdf = dict[str, tuple[np.ndarray, np.ndarray]]

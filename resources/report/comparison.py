@@ -8,13 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-
-from resources.analysis.frontier import DEFAULT_LEVELS, levels_of_folders
-from resources.analysis.ranking import Standing, rank
-from resources.contract.schemas import check_output, write_parquet
-from resources.report import registry
-from resources.report import sections as s
-from resources.report.html import (
+from servingbench.resources.analysis.frontier import DEFAULT_LEVELS, levels_of_folders
+from servingbench.resources.analysis.ranking import Standing, rank
+from servingbench.resources.contract.schemas import check_output, write_parquet
+from servingbench.resources.report import registry
+from servingbench.resources.report import sections as s
+from servingbench.resources.report.html import (
     Cell,
     badge,
     cell,
@@ -27,12 +26,12 @@ from resources.report.html import (
     table,
     write_html,
 )
-from resources.report.plots import write_comparison_plots
-from resources.report.registry import ComparisonPage, Section
-from resources.report.regression import Thresholds, compare_to_history, record_of
-from resources.report.repeatability import step_spreads
-from resources.report.run_report import slo_of
-from resources.report.rundata import (
+from servingbench.resources.report.plots import write_comparison_plots
+from servingbench.resources.report.registry import ComparisonPage, Section
+from servingbench.resources.report.regression import Thresholds, compare_to_history, record_of
+from servingbench.resources.report.repeatability import step_spreads
+from servingbench.resources.report.run_report import slo_of
+from servingbench.resources.report.rundata import (
     ReportError,
     RunData,
     headline_row,

@@ -16,15 +16,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-
-from resources.report.plots import (
+from servingbench.resources.report.plots import (
     CANDIDATE_COLORS,
     _log_if_wide,
     figure,
     styled,
     title,
 )
-from resources.report.rundata import RunData
+from servingbench.resources.report.rundata import RunData
 
 X = "interactivity_tok_s"
 Y = "output_tok_s_per_accel"

@@ -7,14 +7,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
-
-from resources.analysis.summary import cheapest_by_level
-from resources.report import sections as s
-from resources.report.frontier_plots import plot_frontier_cost, plot_frontier_throughput
-from resources.report.html import badge, cell, image, para, table
-from resources.report.plots import save
-from resources.report.registry import Plots, Section
-from resources.report.rundata import RunData, latest_per_candidate
+from servingbench.resources.analysis.summary import cheapest_by_level
+from servingbench.resources.report import sections as s
+from servingbench.resources.report.frontier_plots import (
+    plot_frontier_cost,
+    plot_frontier_throughput,
+)
+from servingbench.resources.report.html import badge, cell, image, para, table
+from servingbench.resources.report.plots import save
+from servingbench.resources.report.registry import Plots, Section
+from servingbench.resources.report.rundata import RunData, latest_per_candidate
 
 PLOTS = {"frontier_throughput": plot_frontier_throughput, "frontier_cost": plot_frontier_cost}
 CAPTIONS = {

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
 
-from resources.contract import durable
+from servingbench.resources.contract import durable
 
 NULL = "\u2014"  # an em dash: a null stays visibly unknown, never 0
 

@@ -17,11 +17,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
-
-from resources.contract import durable
-from resources.contract.timestamps import parse_ts
-from resources.report import cdf
-from resources.report.rundata import RunData, headline_row, latest_per_candidate
+from servingbench.resources.contract import durable
+from servingbench.resources.contract.timestamps import parse_ts
+from servingbench.resources.report import cdf
+from servingbench.resources.report.rundata import RunData, headline_row, latest_per_candidate
 
 STYLE = {
     "figure.facecolor": "white", "axes.facecolor": "white", "savefig.facecolor": "white",

@@ -12,13 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
-
-from resources.analysis import reconcile as rc
-from resources.report.html import badge, cell, para, pct, table
-from resources.report.plots import figure, plain_log, save, step_colors, styled, title
-from resources.report.registry import Plots, Section
-from resources.report.rundata import ReportError, RunData
-from resources.report.sections import n
+from servingbench.resources.analysis import reconcile as rc
+from servingbench.resources.report.html import badge, cell, para, pct, table
+from servingbench.resources.report.plots import figure, plain_log, save, step_colors, styled, title
+from servingbench.resources.report.registry import Plots, Section
+from servingbench.resources.report.rundata import ReportError, RunData
+from servingbench.resources.report.sections import n
 
 
 def reconcile_run(run: RunData) -> tuple[dict | None, dict | None]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from resources.contract.discovery import package_files
+from servingbench.resources.contract.discovery import package_files
 
 REPORTS = ("run", "comparison")
 
@@ -102,7 +102,7 @@ def _found() -> dict[str, list]:
     # declare sections, so they cannot be read while they are being imported
     global _FOUND
     if _FOUND is None:
-        import resources.report as package
+        import servingbench.resources.report as package
 
         _FOUND = discover(package)
     return _FOUND
@@ -120,7 +120,7 @@ def plots(report: str) -> list[Plots]:
 
 def render(report: str, page) -> list[str]:
     """Each section of `report` that applies to `page`, as HTML, in order."""
-    from resources.report.html import section
+    from servingbench.resources.report.html import section
 
     out = []
     for s in sections(report):

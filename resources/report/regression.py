@@ -15,9 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
-
-from resources.contract.timestamps import parse_ts
-from resources.report.rundata import RunData, headline_row, load_run
+from servingbench.resources.contract.timestamps import parse_ts
+from servingbench.resources.report.rundata import RunData, headline_row, load_run
 
 
 @dataclass(frozen=True)

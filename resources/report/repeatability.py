@@ -12,8 +12,7 @@ import math
 from dataclasses import dataclass
 
 import pandas as pd
-
-from resources.report.rundata import RunData
+from servingbench.resources.report.rundata import RunData
 
 # Two-sided 95 %: the 0.975 quantile of Student's t with df = 1..30 degrees of freedom.
 _T975 = (

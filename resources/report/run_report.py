@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from resources.analysis.summary import measured_host
-from resources.report import reconciliation as recon
-from resources.report import registry
-from resources.report import sections as s
-from resources.report.html import emulated_banner, image, page, para, write_html
-from resources.report.plots import write_run_plots
-from resources.report.registry import RunPage, Section
-from resources.report.rundata import RunData, load_run
+from servingbench.resources.analysis.summary import measured_host
+from servingbench.resources.report import reconciliation as recon
+from servingbench.resources.report import registry
+from servingbench.resources.report import sections as s
+from servingbench.resources.report.html import emulated_banner, image, page, para, write_html
+from servingbench.resources.report.plots import write_run_plots
+from servingbench.resources.report.registry import RunPage, Section
+from servingbench.resources.report.rundata import RunData, load_run
 
 DEFAULT_SLO = (2.0, 0.1)  # contract §3 defaults (TTFT s, TPOT s)
 

@@ -14,10 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-from resources.analysis.frontier import read_frontier
-from resources.contract import manifest as manifest_mod
-from resources.contract.schemas import (
+from servingbench.resources.analysis.frontier import read_frontier
+from servingbench.resources.contract import manifest as manifest_mod
+from servingbench.resources.contract.schemas import (
     GATE_KEYS,
     JOB_KEYS,
     OUTPUTS,

@@ -4,10 +4,9 @@ invalid steps, cost, manifest facts, cold-start phases, the load generator's sel
 from __future__ import annotations
 
 import pandas as pd
-
-from resources.analysis.summary import NOT_MEASURED, not_measured, step_why
-from resources.contract.timestamps import parse_ts
-from resources.report.html import (
+from servingbench.resources.analysis.summary import NOT_MEASURED, not_measured, step_why
+from servingbench.resources.contract.timestamps import parse_ts
+from servingbench.resources.report.html import (
     NULL,
     Cell,
     badge,
@@ -22,7 +21,7 @@ from resources.report.html import (
     table,
     usd,
 )
-from resources.report.rundata import RunData
+from servingbench.resources.report.rundata import RunData
 
 COLD_START = ("provision", "deploy", "image_pull", "weights_load", "compile", "ready",
               "warmup", "steady")

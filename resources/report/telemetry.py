@@ -5,11 +5,10 @@ at (KV cache full, memory headroom under 5 %, utilization under 20 %), never gat
 from __future__ import annotations
 
 import pyarrow as pa
-
-from resources.analysis.telemetry import step_summary
-from resources.report.html import Cell, cell, num, para, pct, table
-from resources.report.registry import Section
-from resources.report.rundata import RunData
+from servingbench.resources.analysis.telemetry import step_summary
+from servingbench.resources.report.html import Cell, cell, num, para, pct, table
+from servingbench.resources.report.registry import Section
+from servingbench.resources.report.rundata import RunData
 
 GIB = 1 << 30
 

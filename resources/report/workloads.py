@@ -16,12 +16,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from matplotlib.figure import Figure
-
-from resources.report.html import cell, is_null, para, table
-from resources.report.plots import figure, plain_log, save, step_colors, styled, title
-from resources.report.registry import Plots, Section
-from resources.report.rundata import ReportError, RunData, headline_row
-from resources.report.sections import money, n, share
+from servingbench.resources.report.html import cell, is_null, para, table
+from servingbench.resources.report.plots import figure, plain_log, save, step_colors, styled, title
+from servingbench.resources.report.registry import Plots, Section
+from servingbench.resources.report.rundata import ReportError, RunData, headline_row
+from servingbench.resources.report.sections import money, n, share
 
 CONTEXT_FILE = "ttft_by_context.parquet"
 

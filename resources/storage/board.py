@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 
 import pyarrow.fs as pafs
-
-from resources.loadgen.redact import short_error
-from resources.storage import runstore
+from servingbench.resources.loadgen.redact import short_error
+from servingbench.resources.storage import runstore
 
 TIMEOUT_S = 5.0  # one request: a meeting retries within its own deadline
 _SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")

@@ -24,8 +24,7 @@ from urllib.parse import urlsplit
 
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
-
-from resources.contract.timestamps import format_ts
+from servingbench.resources.contract.timestamps import format_ts
 
 MARKER = "_COMPLETE"
 TMP = "_tmp"  # objects being written, under the run's own prefix (never listed as files)

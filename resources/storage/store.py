@@ -13,8 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-
-from resources.contract.timestamps import format_ts
+from servingbench.resources.contract.timestamps import format_ts
 
 TABLES = ("derived_metrics", "cost_per_1m", "headline", "telemetry_metrics", "frontier",
           "cost_what_if")
@@ -45,7 +44,7 @@ class Storage:
         None when there is no remote."""
         if not self.remote_uri:
             return None
-        from resources.storage import runstore
+        from servingbench.resources.storage import runstore
 
         uri = f"{self.remote_uri.rstrip('/')}/runs/{Path(run_dir).name}"
         runstore.publish(Path(run_dir), uri, status=status)
@@ -131,7 +130,7 @@ class Storage:
         TPOT s) as the comparison report ranks them (resources/analysis/ranking.py): each its
         headline row with `rank` (None: not ranked) and `failed_parity`. A run's quality
         parity is read from its folder's quality_parity.json, which the store does not hold."""
-        from resources.analysis.ranking import Standing, rank
+        from servingbench.resources.analysis.ranking import Standing, rank
 
         if not self.duckdb_path.exists():
             return []
@@ -165,7 +164,7 @@ class Storage:
             return False
 
     def query(self, sql_name: str, **params) -> pa.Table:
-        from resources.analysis import sqlfiles
+        from servingbench.resources.analysis import sqlfiles
 
         con = connect(self.duckdb_path, read_only=True)
         try:

@@ -3,6 +3,6 @@ that reads DCGM exporter, neuron-monitor, the engine's own /metrics and the engi
 host usage at a fixed interval and writes `telemetry.parquet`. It only records: the
 per-step figures are derived by the analyzer (sql/telemetry_metrics.sql)."""
 
-from resources.telemetry.sampler import Sampler, sources_from
+from servingbench.resources.telemetry.sampler import Sampler, sources_from
 
 __all__ = ["Sampler", "sources_from"]

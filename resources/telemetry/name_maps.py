@@ -10,8 +10,8 @@ etc/default-counters.csv, 4.x: `DCGM_FI_DEV_FB_USED` MiB, `DCGM_FI_DEV_GPU_UTIL`
 
 from __future__ import annotations
 
-from resources.http.prometheus import Samples
-from resources.model_server import engines
+from servingbench.resources.http.prometheus import Samples
+from servingbench.resources.model_server import engines
 
 MIB = 1 << 20
 

@@ -15,7 +15,7 @@ A runtime whose `error` is set contributes nothing (the sampler records the gap)
 
 from __future__ import annotations
 
-from resources.telemetry.name_maps import Row
+from servingbench.resources.telemetry.name_maps import Row
 
 
 def rows(report: dict) -> list[Row]:

@@ -23,9 +23,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
-
-from resources.contract.schemas import PARTIAL_SUFFIX, TELEMETRY, read_partial_stream, write_parquet
-from resources.telemetry import sources
+from servingbench.resources.contract.schemas import (
+    PARTIAL_SUFFIX,
+    TELEMETRY,
+    read_partial_stream,
+    write_parquet,
+)
+from servingbench.resources.telemetry import sources
 
 NAME = "telemetry"
 _USERINFO = re.compile(r"//[^/@\s]+@")  # credentials in a URL never reach a log

@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.contract import manifest as mf
 
-from pipelines.cli import main as cli
-from resources.contract import manifest as mf
 from tests.support.runbuilder import clean_run
 
 

@@ -12,17 +12,17 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
-
-from pipelines.cli import main as cli
-from resources.analysis import sqlfiles
-from resources.analysis.analyze import analyze_run
-from resources.contract import manifest as mf
-from resources.contract.schemas import (
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.analysis import sqlfiles
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.schemas import (
     CHUNK_LOG,
     OPTIONAL_CHUNK_COLUMNS,
     REQUEST_LOG,
     read_records,
 )
+
 from tests.support.runbuilder import clean_run
 
 
@@ -158,11 +158,11 @@ def test_sql_files_are_named_documented_and_bind_values_only():
 
 def test_cli_subprocess_prints_emulated_summary_and_exit_code(tmp_path):
     run_dir = clean_run().write(tmp_path / "run")
-    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "analyze", str(run_dir)],
+    proc = subprocess.run([sys.executable, "-m", "servingbench.pipelines.cli", "analyze", str(run_dir)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "EMULATED" in proc.stdout and "ACCEPTED" in proc.stdout
     assert "Traceback" not in proc.stderr
-    bad = subprocess.run([sys.executable, "-m", "pipelines.cli", "analyze", str(tmp_path / "x")],
+    bad = subprocess.run([sys.executable, "-m", "servingbench.pipelines.cli", "analyze", str(tmp_path / "x")],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "not a run folder" in bad.stderr and "Traceback" not in bad.stderr

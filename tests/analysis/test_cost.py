@@ -4,8 +4,8 @@ included and excluded items, and the SLO headline."""
 from __future__ import annotations
 
 import pytest
+from servingbench.resources.analysis.analyze import analyze_run
 
-from resources.analysis.analyze import analyze_run
 from tests.support.runbuilder import HOUR_MS, RunBuilder, clean_run
 
 EKS = {"service": "Amazon Elastic Kubernetes Service", "usage_type": "USE1-AmazonEKS-Hours:perCluster",

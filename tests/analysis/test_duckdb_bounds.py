@@ -7,10 +7,10 @@ from __future__ import annotations
 import tempfile
 
 import pytest
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.analysis.analyze import ACCEPTED, analyze_run
+from servingbench.resources.analysis.rundir import MEMORY_ENV, open_run
 
-from pipelines.cli import main as cli
-from resources.analysis.analyze import ACCEPTED, analyze_run
-from resources.analysis.rundir import MEMORY_ENV, open_run
 from tests.support.runbuilder import clean_run
 
 

@@ -11,14 +11,14 @@ import threading
 
 import pyarrow as pa
 import pytest
+from servingbench.resources.analysis.analyze import NO_ROOM, analyze_run
+from servingbench.resources.contract import durable
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.schemas import CHUNK_LOG, read_records, write_parquet
+from servingbench.resources.loadgen.clock import Clock
+from servingbench.resources.loadgen.errors import DiskFullError, RunExistsError
+from servingbench.resources.loadgen.recorder import Recorder
 
-from resources.analysis.analyze import NO_ROOM, analyze_run
-from resources.contract import durable
-from resources.contract import manifest as mf
-from resources.contract.schemas import CHUNK_LOG, read_records, write_parquet
-from resources.loadgen.clock import Clock
-from resources.loadgen.errors import DiskFullError, RunExistsError
-from resources.loadgen.recorder import Recorder
 from tests.support.runbuilder import clean_run
 
 

@@ -8,9 +8,14 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.contract.schemas import (
+    OPTIONAL_COLUMNS,
+    REQUEST_LOG,
+    read_records,
+    write_parquet,
+)
 
-from resources.analysis.analyze import analyze_run
-from resources.contract.schemas import OPTIONAL_COLUMNS, REQUEST_LOG, read_records, write_parquet
 from tests.support.runbuilder import RunBuilder, clean_run
 
 
@@ -56,8 +61,7 @@ def test_shards_are_read_as_the_union_with_the_merged_file(tmp_path):
 
 def test_a_killed_workers_stream_is_read_and_a_merged_shard_not_twice(tmp_path):
     import pyarrow.ipc as ipc
-
-    from resources.contract.schemas import MERGED_SHARDS_KEY
+    from servingbench.resources.contract.schemas import MERGED_SHARDS_KEY
 
     run_dir = _three_request_run().write(tmp_path / "run")
     steady = pq.read_table(run_dir / "steady_state_request_log.parquet")
@@ -162,7 +166,7 @@ def test_the_merged_shards_marker_lists_file_names_and_an_unlisted_shard_is_read
     """§6: `servingbench.merged_shards` lists the shard files a merged file holds; a listed
     shard left beside it is ignored, an unlisted one is read (its repeated requests then
     fail rule 3 alone: rule 4 never counts a request's chunks twice)."""
-    from resources.contract.schemas import MERGED_SHARDS_KEY
+    from servingbench.resources.contract.schemas import MERGED_SHARDS_KEY
 
     run_dir = _three_request_run().write(tmp_path / "run")
     for log in ("steady_state_request_log", "chunk_log"):

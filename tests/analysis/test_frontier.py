@@ -11,11 +11,11 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from servingbench.resources.analysis import sqlfiles
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.analysis.frontier import levels
+from servingbench.resources.contract.schemas import FRONTIER
 
-from resources.analysis import sqlfiles
-from resources.analysis.analyze import analyze_run
-from resources.analysis.frontier import levels
-from resources.contract.schemas import FRONTIER
 from tests.support.runbuilder import clean_run
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -141,7 +141,7 @@ def test_an_old_run_folder_analyses_as_before(tmp_path):
 
 
 def test_accelerators_from_the_manifest_else_the_table_by_instance_type():
-    from resources.contract.accelerators import accelerators
+    from servingbench.resources.contract.accelerators import accelerators
 
     assert accelerators({"instance_type": "trn2.48xlarge", "node_count": 2}) == 32
     assert accelerators({"instance_type": "inf2.48xlarge", "node_count": 1}) == 12
@@ -215,7 +215,7 @@ def test_a_run_that_failed_parity_is_shown_never_ranked():
 
 
 def test_cheapest_at_each_level_with_its_runner_up():
-    from resources.analysis.summary import cheapest_by_level, levels_text
+    from servingbench.resources.analysis.summary import cheapest_by_level, levels_text
 
     rows = {(r["level_tok_s"], r["source"]): r
             for r in cheapest_by_level(list(_levels().values()))}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import duckdb
 import pytest
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.analysis.frontier import levels_of_folders
+from servingbench.resources.storage.store import Storage
 
-from resources.analysis.analyze import analyze_run
-from resources.analysis.frontier import levels_of_folders
-from resources.storage.store import Storage
 from tests.support.runbuilder import clean_run
 
 MANIFEST = {"candidate": "p5-scout-bf16-tp8", "instance_type": "p5.48xlarge",

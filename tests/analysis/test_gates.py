@@ -7,9 +7,9 @@ import hashlib
 import json
 
 import pytest
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.analysis.analyze import analyze_run
 
-from pipelines.cli import main as cli
-from resources.analysis.analyze import analyze_run
 from tests.support.runbuilder import HOUR_MS, RunBuilder, clean_run
 
 RAW = ("manifest.json", "warmup_log.parquet", "steady_state_request_log.parquet",

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = r"""
 import importlib.util, json, sys
 import pandas as pd
-from resources.analysis import gx
+from servingbench.resources.analysis import gx
 E = gx.expectations()
 out = gx.validate(pd.DataFrame({"_row": [0, 1, 2], "x": [1.0, None, 3.0]}),
                   [E.ExpectColumnValuesToNotBeNull(column="x")], "probe")
@@ -56,7 +56,7 @@ def test_gx_imports_without_what_the_gates_do_not_need_and_still_validates():
 
 
 def test_what_stands_in_and_the_switch_that_imports_gx_whole(monkeypatch):
-    from resources.analysis import gx
+    from servingbench.resources.analysis import gx
 
     monkeypatch.delenv(gx.WHOLE_ENV, raising=False)
     core = "great_expectations.expectations.core."

@@ -6,8 +6,7 @@ everywhere else, and nothing kept in the context per validation."""
 from __future__ import annotations
 
 import pandas as pd
-
-from resources.analysis import gx
+from servingbench.resources.analysis import gx
 
 
 def _facts() -> pd.DataFrame:

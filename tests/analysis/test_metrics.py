@@ -8,8 +8,8 @@ p(q) = x[k] + (pos - k) * (x[k+1] - x[k]) with pos = (n - 1) * q, k = floor(pos)
 from __future__ import annotations
 
 import pytest
+from servingbench.resources.analysis.analyze import analyze_run
 
-from resources.analysis.analyze import analyze_run
 from tests.support.runbuilder import RunBuilder, clean_run
 
 

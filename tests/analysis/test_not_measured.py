@@ -5,10 +5,10 @@ SLO keeps meets_slo = false."""
 from __future__ import annotations
 
 import pyarrow.parquet as pq
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.analysis.summary import headline_rows, not_measured, render
 
-from pipelines.cli import main as cli
-from resources.analysis.analyze import analyze_run
-from resources.analysis.summary import headline_rows, not_measured, render
 from tests.support.runbuilder import clean_run
 
 
@@ -68,8 +68,8 @@ def test_render_of_a_measured_failure_has_no_not_measured_section(tmp_path):
 
 
 def test_demo_table_says_not_measured_and_what_to_do(tmp_path, capsys):
-    from pipelines.cli.demo import print_headline
-    from resources.analysis.summary import ADVICE
+    from servingbench.pipelines.cli.demo import print_headline
+    from servingbench.resources.analysis.summary import ADVICE
 
     measured = clean_run().write(tmp_path / "measured")
     unmeasured = _client_limited_run(tmp_path)

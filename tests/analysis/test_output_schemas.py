@@ -7,9 +7,14 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.contract.schemas import (
+    OUTPUTS,
+    OutputSchemaError,
+    check_output,
+    required_columns,
+)
 
-from resources.analysis.analyze import analyze_run
-from resources.contract.schemas import OUTPUTS, OutputSchemaError, check_output, required_columns
 from tests.support.runbuilder import clean_run
 
 

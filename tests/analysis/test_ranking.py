@@ -8,9 +8,8 @@ import json
 import math
 
 import pyarrow as pa
-
-from resources.analysis.ranking import Standing, rank
-from resources.storage.store import Storage
+from servingbench.resources.analysis.ranking import Standing, rank
+from servingbench.resources.storage.store import Storage
 
 SLO = (2.0, 0.1)
 

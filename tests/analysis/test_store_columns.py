@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import duckdb
 import pyarrow as pa
-
-from resources.storage.store import Storage
+from servingbench.resources.storage.store import Storage
 
 OLD = {"run_id": ["old"], "candidate": ["a"], "meets_slo": [True], "step": ["c=1"],
        "cost_per_1m_output_usd": [1.5]}

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 import pytest
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.schemas import COST_WHAT_IF
 
-from resources.analysis.analyze import analyze_run
-from resources.contract import manifest as mf
-from resources.contract.schemas import COST_WHAT_IF
 from tests.support.runbuilder import RunBuilder, clean_run
 
 # basis -> (hourly USD per node, price_source)

@@ -7,8 +7,8 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
+from servingbench.resources.analysis.analyze import analyze_run
 
-from resources.analysis.analyze import analyze_run
 from tests.support.runbuilder import RunBuilder
 
 
@@ -176,7 +176,7 @@ def test_slo_cost_is_the_cost_at_capacity_from_a_hand_computed_bill(tmp_path):
     cost = {r["step"]: r for r in pq.read_table(run / "cost_per_1m.parquet").to_pylist()}
     assert h["slo_search_cost_per_1m_output_usd"] == cost["rate=3"]["cost_per_1m_output_usd"]
     # the terminal summary shows the probes, the capacity, its bracket and the SLO cost
-    from resources.analysis.summary import render
+    from servingbench.resources.analysis.summary import render
 
     text = render(a)
     assert "SLO capacity search (contract §3.5, slo_capacity.json)" in text
@@ -196,7 +196,7 @@ def test_a_search_that_never_met_has_no_capacity_and_no_slo_cost(tmp_path):
     assert a.slo_capacity["capacity"] is None and a.slo_capacity["interval"] == [None, 0.5]
     assert (h["slo_search_capacity"], h["slo_search_step"],
             h["slo_search_cost_per_1m_output_usd"]) == (None, None, None)
-    from resources.analysis.summary import render
+    from servingbench.resources.analysis.summary import render
 
     assert "capacity: none - no probe was valid and met the SLO" in render(a)
 
@@ -211,7 +211,7 @@ def test_a_run_without_a_search_has_the_search_columns_all_null(tmp_path):
     assert table.column_names[-3:] == ["slo_search_capacity", "slo_search_step",
                                        "slo_search_cost_per_1m_output_usd"]
     assert table.column("slo_search_capacity").to_pylist() == [None]
-    from resources.analysis.summary import render
+    from servingbench.resources.analysis.summary import render
 
     text = render(a)
     assert "search capacity" not in text and "Batch job" not in text
@@ -227,7 +227,7 @@ def test_the_summary_shows_a_batch_jobs_makespan_and_cost(tmp_path):
     b.request("c=2", sent=2200, chunks=[(4000, 2), (4500, 3)], finished=4600, sched=2200)
     b.hourly_bill(rate=36.0)
     a = analyze_run(b.write(tmp_path / "run"))
-    from resources.analysis.summary import render
+    from servingbench.resources.analysis.summary import render
 
     text = render(a).split("Batch job (contract §3.4, job.json)")[1]
     # makespan 3.6 s, 10 tokens, $0.036 for the job (the hand-computed bill above)
@@ -235,7 +235,8 @@ def test_the_summary_shows_a_batch_jobs_makespan_and_cost(tmp_path):
 
 
 def test_demo_prints_the_search_and_the_job_beside_an_older_headline(tmp_path, capsys):
-    from pipelines.cli.demo import print_headline
+    from servingbench.pipelines.cli.demo import print_headline
+
     from tests.support.runbuilder import clean_run
 
     search = RunBuilder(run_id="search-1", hourly=36.0)

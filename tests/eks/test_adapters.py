@@ -8,16 +8,20 @@ import os
 
 import httpx
 import pytest
+from servingbench.resources.billing.cost_explorer import CostExplorerBill
+from servingbench.resources.cluster.eks import EksNodegroupCluster
+from servingbench.resources.cluster.eks_api import EksNodegroups
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.model_server.kube.client import KubeClient
+from servingbench.resources.model_server.kube.deploy import EngineDeployment
+from servingbench.resources.model_server.kube.server import (
+    LOAD_API_KEY_ENV,
+    KubeModelServer,
+    engine_spec_for,
+)
+from servingbench.resources.model_server.kube.token import TokenSource
 
-from resources.billing.cost_explorer import CostExplorerBill
-from resources.cluster.eks import EksNodegroupCluster
-from resources.cluster.eks_api import EksNodegroups
-from resources.contract import manifest as mf
-from resources.contract.candidate import Candidate
-from resources.model_server.kube.client import KubeClient
-from resources.model_server.kube.deploy import EngineDeployment
-from resources.model_server.kube.server import LOAD_API_KEY_ENV, KubeModelServer, engine_spec_for
-from resources.model_server.kube.token import TokenSource
 from tests.support.eks.aws import DUMMY_KEY_ID, OWNER, REGION, ROLE, make_cluster
 from tests.support.eks.billdata import ACCOUNT, PAGES, RUN_ID
 from tests.support.eks.fake_kube import LB_HOST, FakeKubeApi
@@ -118,7 +122,7 @@ def test_load_balancer_needs_source_ranges():
 
 def test_cost_explorer_bill_source_fetches_the_runs_window(moto, monkeypatch):
     endpoint, session = moto
-    from resources.billing.cost_explorer import CostExplorerApi
+    from servingbench.resources.billing.cost_explorer import CostExplorerApi
 
     httpx.post(f"{endpoint}/moto-api/static/ce/cost-and-usage-results", json={"results": PAGES})
     billing = CostExplorerApi(session, endpoint_url=endpoint,

@@ -1,6 +1,6 @@
 """Bills from our normalizer through the analyzer: a clean bill is accepted with a
 hand-computed cost; a bill that does not cover the window, each scope mismatch and a
-mixed-source bill are rejected by rules 5 / 6. Skipped until `resources.analysis.analyze`
+mixed-source bill are rejected by rules 5 / 6. Skipped until `servingbench.resources.analysis.analyze`
 (and the run-folder builder `tests/runbuilder.py`) are on the branch.
 """
 
@@ -11,10 +11,14 @@ import json
 
 import pyarrow as pa
 import pytest
+from servingbench.resources.analysis import analyze
+from servingbench.resources.billing.normalize import (
+    price_list_rows,
+    rows_from_cost_explorer,
+    to_table,
+)
+from servingbench.resources.contract.schemas import write_parquet
 
-from resources.analysis import analyze
-from resources.billing.normalize import price_list_rows, rows_from_cost_explorer, to_table
-from resources.contract.schemas import write_parquet
 from tests.support import runbuilder
 from tests.support.eks.billdata import ACCOUNT, INSTANCE, PAGES, PRICE, RUN_ID
 

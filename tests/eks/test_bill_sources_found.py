@@ -5,12 +5,12 @@ and on the profiles' own sources."""
 from __future__ import annotations
 
 import pytest
+from servingbench.resources import billing
 
-from resources import billing
 from tests.support.droppedin import package
 
 FLAT = '''
-from resources.billing.interface import BillSource
+from servingbench.resources.billing.interface import BillSource
 
 
 class FlatRateBill(BillSource):

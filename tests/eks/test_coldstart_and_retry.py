@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from servingbench.resources.aws.caller import AwsCallError, Caller
+from servingbench.resources.billing.cost_explorer import CostExplorerApi
+from servingbench.resources.contract.timestamps import parse_ts
+from servingbench.resources.model_server.kube.coldstart import cold_start_phases, manifest_phases
 
-from resources.aws.caller import AwsCallError, Caller
-from resources.billing.cost_explorer import CostExplorerApi
-from resources.contract.timestamps import parse_ts
-from resources.model_server.kube.coldstart import cold_start_phases, manifest_phases
 from tests.support.eks.billdata import INSTANCE, NODES_DOWN, NODES_UP, NOW, RUN_ID
 from tests.support.eks.fakes import ErrorProxy
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from servingbench.resources.aws.caller import AwsCallError, Caller, PermissionDenied
+from servingbench.resources.billing.cost_explorer import CostExplorerApi
+from servingbench.resources.contract.schemas import BILL
+from servingbench.resources.contract.timestamps import parse_ts
 
-from resources.aws.caller import AwsCallError, Caller, PermissionDenied
-from resources.billing.cost_explorer import CostExplorerApi
-from resources.contract.schemas import BILL
-from resources.contract.timestamps import parse_ts
 from tests.support.eks.billdata import ACCOUNT, INSTANCE, NODES_DOWN, NODES_UP, NOW, PAGES, RUN_ID
 from tests.support.eks.fakes import ErrorProxy
 

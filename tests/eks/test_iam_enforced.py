@@ -11,10 +11,10 @@ from pathlib import Path
 
 import boto3
 import pytest
+from servingbench.resources.aws.caller import AwsCallError
+from servingbench.resources.cluster.eks_api import OWNER_TAG, RUN_TAG, EksNodegroups, NodegroupSpec
+from servingbench.resources.cluster.reaper import reap_nodegroups
 
-from resources.aws.caller import AwsCallError
-from resources.cluster.eks_api import OWNER_TAG, RUN_TAG, EksNodegroups, NodegroupSpec
-from resources.cluster.reaper import reap_nodegroups
 from tests.support.eks import iam
 from tests.support.eks.aws import OWNER, REGION, ROLE, make_cluster
 

@@ -8,12 +8,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import boto3
 import pytest
+from servingbench.resources.contract.timestamps import parse_ts
+from servingbench.resources.model_server.kube.client import KubeClient, KubeError, RolloutError
+from servingbench.resources.model_server.kube.coldstart import manifest_phases
+from servingbench.resources.model_server.kube.deploy import EngineDeployment
+from servingbench.resources.model_server.kube.token import TokenSource, presigned_token
 
-from resources.contract.timestamps import parse_ts
-from resources.model_server.kube.client import KubeClient, KubeError, RolloutError
-from resources.model_server.kube.coldstart import manifest_phases
-from resources.model_server.kube.deploy import EngineDeployment
-from resources.model_server.kube.token import TokenSource, presigned_token
 from tests.support.eks.aws import DUMMY_KEY_ID, REGION
 from tests.support.eks.fake_kube import POD_STORY
 from tests.support.eks.fake_kube import FakeKubeApi as Api

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import boto3
 import yaml
+from servingbench.resources.loadjob.job import LoadJob
+from servingbench.resources.loadjob.render import LoadJobSpec
+from servingbench.resources.model_server.kube import rbac
+from servingbench.resources.model_server.kube.client import KINDS, KubeClient
+from servingbench.resources.model_server.kube.deploy import EngineDeployment
+from servingbench.resources.model_server.kube.reap import KubeRunObjects
+from servingbench.resources.model_server.kube.token import TokenSource
 
-from resources.loadjob.job import LoadJob
-from resources.loadjob.render import LoadJobSpec
-from resources.model_server.kube import rbac
-from resources.model_server.kube.client import KINDS, KubeClient
-from resources.model_server.kube.deploy import EngineDeployment
-from resources.model_server.kube.reap import KubeRunObjects
-from resources.model_server.kube.token import TokenSource
 from tests.support.eks.aws import DUMMY_KEY_ID, OWNER, REGION
 from tests.support.eks.fake_kube import FakeKubeApi
 from tests.support.eks.specs import DIGEST, VLLM_GPU

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from resources.model_server.kube.render import (
+from servingbench.resources.model_server.kube.render import (
     API_KEY_ENV,
     LOADGEN_LABELS,
     EngineSpec,
@@ -16,6 +15,7 @@ from resources.model_server.kube.render import (
     render,
     to_yaml,
 )
+
 from tests.support.eks.specs import DIGEST, GOLDEN, SGLANG_GPU, VLLM_GPU, VLLM_NEURON
 
 GOLDEN_DIR = Path(__file__).parent / "golden"

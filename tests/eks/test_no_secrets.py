@@ -12,16 +12,16 @@ import logging
 import boto3
 import httpx
 import pytest
+from servingbench.resources.aws.caller import Caller, PermissionDenied
+from servingbench.resources.billing.cost_explorer import CostExplorerApi
+from servingbench.resources.billing.price_list import PriceListApi
+from servingbench.resources.cluster.eks_api import EksNodegroups, NodegroupSpec
+from servingbench.resources.contract.schemas import write_parquet
+from servingbench.resources.model_server.kube.client import KubeClient
+from servingbench.resources.model_server.kube.deploy import EngineDeployment
+from servingbench.resources.model_server.kube.render import to_yaml
+from servingbench.resources.model_server.kube.token import TokenSource
 
-from resources.aws.caller import Caller, PermissionDenied
-from resources.billing.cost_explorer import CostExplorerApi
-from resources.billing.price_list import PriceListApi
-from resources.cluster.eks_api import EksNodegroups, NodegroupSpec
-from resources.contract.schemas import write_parquet
-from resources.model_server.kube.client import KubeClient
-from resources.model_server.kube.deploy import EngineDeployment
-from resources.model_server.kube.render import to_yaml
-from resources.model_server.kube.token import TokenSource
 from tests.support.eks.aws import (
     DUMMY_KEY_ID,
     DUMMY_SECRET,

@@ -5,11 +5,16 @@ from __future__ import annotations
 import time
 
 import pytest
+from servingbench.resources.aws.caller import AwsCallError, Caller
+from servingbench.resources.cluster.eks_api import (
+    RUN_TAG,
+    EksNodegroups,
+    NodegroupSpec,
+    nodegroup_name,
+)
+from servingbench.resources.cluster.reaper import reap_nodegroups
+from servingbench.resources.contract import manifest as mf
 
-from resources.aws.caller import AwsCallError, Caller
-from resources.cluster.eks_api import RUN_TAG, EksNodegroups, NodegroupSpec, nodegroup_name
-from resources.cluster.reaper import reap_nodegroups
-from resources.contract import manifest as mf
 from tests.support.eks.aws import OWNER, REGION, ROLE, make_cluster
 
 

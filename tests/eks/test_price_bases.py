@@ -10,9 +10,9 @@ import datetime as dt
 import boto3
 import pytest
 from botocore.stub import Stubber
+from servingbench.resources.aws.caller import Caller, make_client
+from servingbench.resources.billing.price_bases import PriceBasesLookup, reserved_hourly, spot_mean
 
-from resources.aws.caller import Caller, make_client
-from resources.billing.price_bases import PriceBasesLookup, reserved_hourly, spot_mean
 from tests.support.eks.aws import DUMMY_KEY_ID, DUMMY_SECRET
 from tests.support.eks.fakes import FakePricing, ec2_product
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from servingbench.resources.aws.caller import Caller
+from servingbench.resources.billing.cost_explorer import CostExplorerApi
+from servingbench.resources.billing.normalize import BillError
+from servingbench.resources.billing.price_list import PriceListApi
+from servingbench.resources.contract.schemas import BILL
 
-from resources.aws.caller import Caller
-from resources.billing.cost_explorer import CostExplorerApi
-from resources.billing.normalize import BillError
-from resources.billing.price_list import PriceListApi
-from resources.contract.schemas import BILL
 from tests.support.eks.billdata import (
     ACCOUNT,
     INSTANCE,

@@ -6,10 +6,10 @@ import base64
 import datetime
 
 import pytest
+from servingbench.pipelines.profiles import EksResources, EksSettings
+from servingbench.resources.cluster.eks_api import NodegroupSpec
+from servingbench.resources.model_server.kube.client import KubeClient, KubeError
 
-from pipelines.profiles import EksResources, EksSettings
-from resources.cluster.eks_api import NodegroupSpec
-from resources.model_server.kube.client import KubeClient, KubeError
 from tests.support.eks.aws import OWNER, REGION, ROLE, make_cluster
 
 
@@ -52,9 +52,9 @@ def test_kube_client_trusts_the_clusters_ca():
 
 
 def test_settings_from_env_and_pipeline_resources(moto):
-    from resources.billing.interface import BillSource
-    from resources.cluster.interface import Cluster
-    from resources.model_server.interface import ModelServer
+    from servingbench.resources.billing.interface import BillSource
+    from servingbench.resources.cluster.interface import Cluster
+    from servingbench.resources.model_server.interface import ModelServer
 
     endpoint, session = moto
     with pytest.raises(ValueError, match="needs SERVINGBENCH_EKS_NODE_ROLE_ARN"):
@@ -112,7 +112,7 @@ def test_public_exposure_with_explicit_consent():
 
 
 def test_servingbench_run_refuses_an_open_engine_with_exit_2(tmp_path, monkeypatch, capsys):
-    from pipelines.cli import main as cli
+    from servingbench.pipelines.cli import main as cli
 
     for k, v in {**BASE_ENV, "SERVINGBENCH_EKS_SOURCE_RANGES": "0.0.0.0/0",
                  "SERVINGBENCH_PROFILE": "eks", "DAGSTER_HOME": str(tmp_path),

@@ -7,10 +7,9 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from resources.aws.caller import AwsCallError
-from resources.cluster.eks import EksNodegroupCluster
-from resources.cluster.eks_api import (
+from servingbench.resources.aws.caller import AwsCallError
+from servingbench.resources.cluster.eks import EksNodegroupCluster
+from servingbench.resources.cluster.eks_api import (
     HEARTBEAT_TAG,
     OWNER_TAG,
     RUN_TAG,
@@ -20,7 +19,8 @@ from resources.cluster.eks_api import (
     check_owner,
     nodegroup_name,
 )
-from resources.cluster.reaper import reap_nodegroups
+from servingbench.resources.cluster.reaper import reap_nodegroups
+
 from tests.support.eks.aws import OWNER, REGION, ROLE, make_cluster
 from tests.support.eks.fakes import ErrorProxy
 

@@ -12,16 +12,16 @@ import time
 
 import dagster as dg
 import pytest
+from servingbench.assets.benchmark import RUN_TAG as DAGSTER_RUN_TAG
+from servingbench.pipelines.liveness import dagster_alive
+from servingbench.resources.aws.caller import AwsCallError
+from servingbench.resources.cluster.eks_api import EksNodegroups, NodegroupSpec, nodegroup_name
+from servingbench.resources.cluster.reaper import EksReaper, reap_nodegroups
+from servingbench.resources.model_server.kube.client import KubeClient
+from servingbench.resources.model_server.kube.reap import KubeRunObjects
+from servingbench.resources.model_server.kube.render import api_key_secret, render
+from servingbench.resources.model_server.kube.token import TokenSource
 
-from assets.benchmark import RUN_TAG as DAGSTER_RUN_TAG
-from pipelines.liveness import dagster_alive
-from resources.aws.caller import AwsCallError
-from resources.cluster.eks_api import EksNodegroups, NodegroupSpec, nodegroup_name
-from resources.cluster.reaper import EksReaper, reap_nodegroups
-from resources.model_server.kube.client import KubeClient
-from resources.model_server.kube.reap import KubeRunObjects
-from resources.model_server.kube.render import api_key_secret, render
-from resources.model_server.kube.token import TokenSource
 from tests.support.eks.aws import DUMMY_KEY_ID, OWNER, REGION, ROLE, make_cluster
 from tests.support.eks.fake_kube import FakeKubeApi
 from tests.support.eks.specs import SGLANG_GPU

@@ -6,15 +6,15 @@ import dataclasses
 
 import httpx
 import pytest
+from servingbench.pipelines.cli.eks import main
+from servingbench.resources.billing.cost_explorer import billing_window
+from servingbench.resources.cluster.eks_api import EksNodegroups, NodegroupSpec
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.schemas import BILL, read_records
+from servingbench.resources.model_server.kube.client import KubeClient
+from servingbench.resources.model_server.kube.render import render
+from servingbench.resources.model_server.kube.token import TokenSource
 
-from pipelines.cli.eks import main
-from resources.billing.cost_explorer import billing_window
-from resources.cluster.eks_api import EksNodegroups, NodegroupSpec
-from resources.contract import manifest as mf
-from resources.contract.schemas import BILL, read_records
-from resources.model_server.kube.client import KubeClient
-from resources.model_server.kube.render import render
-from resources.model_server.kube.token import TokenSource
 from tests.support.eks.aws import DUMMY_KEY_ID, DUMMY_SECRET, OWNER, REGION, ROLE, make_cluster
 from tests.support.eks.billdata import ACCOUNT, INSTANCE, PAGES, RUN_ID
 from tests.support.eks.fake_kube import FakeKubeApi
@@ -40,7 +40,7 @@ def test_billing_window_runs_from_provision_to_last_phase_plus_tail():
 
 def test_bill_command_writes_the_bill(moto, tmp_path, capsys, monkeypatch):
     endpoint, _ = moto
-    monkeypatch.setattr("resources.billing.cost_explorer.time.time_ns",
+    monkeypatch.setattr("servingbench.resources.billing.cost_explorer.time.time_ns",
                         lambda: mf.parse_ts("2026-11-29T12:00:00Z"))
     httpx.post(f"{endpoint}/moto-api/static/ce/cost-and-usage-results", json={"results": PAGES})
     mf.dump(manifest(), tmp_path / "manifest.json")

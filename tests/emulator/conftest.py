@@ -1,8 +1,7 @@
 from __future__ import annotations
 
 import pytest
-
-from emulator.process import EmulatorProcess
+from servingbench.emulator.process import EmulatorProcess
 
 FAST = ["--time-scale", "0.0005", "--cold-start-s", "0", "--seed", "7"]
 

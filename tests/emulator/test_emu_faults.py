@@ -68,7 +68,7 @@ def test_malformed_sse_line_then_close(fixed):
 
 
 def test_stall_after_first_token(fixed):
-    from emulator.groundtruth import read
+    from servingbench.emulator.groundtruth import read
     t0 = time.monotonic()
     with httpx.Client(timeout=30) as c, c.stream("POST", fixed.base_url + "/v1/completions",
                                                  json=BODY, headers={H: "stall_s=0.4",
@@ -115,7 +115,7 @@ def test_disconnect_on_a_non_streaming_request_drops_the_connection(fixed):
 
 
 def test_first_byte_delay_keeps_the_true_arrival_in_the_ground_truth(fixed):
-    from emulator.groundtruth import read
+    from servingbench.emulator.groundtruth import read
     stream(fixed.base_url, "/v1/completions", BODY,
            headers={H: "first_byte_delay_s=0.2", "X-Request-ID": "fbd-1"})
     deadline = time.monotonic() + 5

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from emulator import specs
-from emulator.fit import fit_check
+from servingbench.emulator import specs
+from servingbench.emulator.fit import fit_check
 
 # Expected answers from the arithmetic: capacity = n × GB/accelerator × 0.90;
 # needs weights (109 B or 400 B params × 2 / 1 / 0.5 bytes) + 2 GB/accelerator + 1.6 GB KV.

@@ -4,10 +4,9 @@ like llama-cpp-python's server (model functions and the scheduler directly; no s
 from __future__ import annotations
 
 import pytest
-
-from emulator import cli, specs
-from emulator.model import PerfModel
-from emulator.scheduler import Scheduler, Seq
+from servingbench.emulator import cli, specs
+from servingbench.emulator.model import PerfModel
+from servingbench.emulator.scheduler import Scheduler, Seq
 
 SPEC = "llamacpp-gemma3-270m-q4-this-host"
 
@@ -64,7 +63,7 @@ def test_an_unknown_spec_is_refused_with_exit_2(capsys):
 
 
 def test_the_emulator_serves_the_fitted_spec_and_says_it_is_fitted():
-    from emulator.process import EmulatorProcess
+    from servingbench.emulator.process import EmulatorProcess
 
     with EmulatorProcess(["--spec", SPEC, "--cold-start-s", "0", "--no-prefix-cache"]) as emu:
         cfg = emu.status()["config"]

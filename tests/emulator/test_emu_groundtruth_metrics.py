@@ -6,9 +6,9 @@ import re
 import time
 
 import httpx
+from servingbench.emulator.groundtruth import read
+from servingbench.emulator.process import EmulatorProcess
 
-from emulator.groundtruth import read
-from emulator.process import EmulatorProcess
 from tests.support.emulator import USAGE_OPTS, stream
 
 

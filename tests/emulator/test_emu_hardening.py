@@ -13,9 +13,8 @@ import sys
 import httpx
 import psutil
 import pytest
-
-from emulator.httpproto import MAX_BODY, MAX_BUFFERED, echo_value
-from emulator.process import EmulatorProcess
+from servingbench.emulator.httpproto import MAX_BODY, MAX_BUFFERED, echo_value
+from servingbench.emulator.process import EmulatorProcess
 
 FIXED = ["--fixed-timing", "0:5", "--cold-start-s", "0", "--seed", "1"]
 
@@ -92,7 +91,7 @@ def test_pipelined_bytes_sent_during_a_stream_are_not_buffered_without_bound(fix
 
 ORPHAN_PARENT = """
 import sys, time
-from emulator.process import EmulatorProcess
+from servingbench.emulator.process import EmulatorProcess
 e = EmulatorProcess(["--fixed-timing", "0:5", "--cold-start-s", "0"])
 e.start()
 print(e.pid, flush=True)
@@ -117,7 +116,7 @@ def test_the_emulator_exits_when_its_parent_is_killed():
 
 
 def test_a_parent_gone_before_start_means_no_server(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "emulator", *FIXED, "--parent-pid", "1",
+    p = subprocess.run([sys.executable, "-m", "servingbench.emulator", *FIXED, "--parent-pid", "1",
                         "--port-file", str(tmp_path / "port")],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 0 and not (tmp_path / "port").exists()

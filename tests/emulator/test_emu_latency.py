@@ -8,8 +8,7 @@ import platform
 import struct
 
 import pytest
-
-from emulator import latency
+from servingbench.emulator import latency
 
 
 def _child(q) -> None:

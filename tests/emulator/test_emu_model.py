@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from emulator import specs
-from emulator.model import PerfModel
-from emulator.scheduler import Scheduler, Seq, simulate
+from servingbench.emulator import specs
+from servingbench.emulator.model import PerfModel
+from servingbench.emulator.scheduler import Scheduler, Seq, simulate
 
 CANDIDATES = ["p5.48xlarge", "p4d.24xlarge", "g6e.48xlarge", "trn2.48xlarge", "inf2.48xlarge"]
 

@@ -7,11 +7,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from servingbench.emulator import specs
+from servingbench.emulator.groundtruth import read
+from servingbench.emulator.model import PerfModel
+from servingbench.emulator.process import EmulatorProcess
 
-from emulator import specs
-from emulator.groundtruth import read
-from emulator.model import PerfModel
-from emulator.process import EmulatorProcess
 from tests.support.emulator import stream
 
 # the modelled step times are checked against when the server wrote: run alone (make test's serial pass)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from servingbench.emulator.process import EmulatorProcess
 
-from emulator.process import EmulatorProcess
 from tests.support.emulator import FIXED_MODEL, USAGE_OPTS, fixed_timing_args
 
 KEY = "sk-emu-test-0123456789abcdef"

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import pytest
+from servingbench.emulator import specs
+from servingbench.emulator.model import PerfModel
+from servingbench.emulator.prefix_cache import PrefixCache
+from servingbench.emulator.process import EmulatorProcess
+from servingbench.emulator.scheduler import Scheduler, Seq
 
-from emulator import specs
-from emulator.model import PerfModel
-from emulator.prefix_cache import PrefixCache
-from emulator.process import EmulatorProcess
-from emulator.scheduler import Scheduler, Seq
 from tests.support.emulator import SCOUT, USAGE_OPTS, content_chunks, stream
 
 

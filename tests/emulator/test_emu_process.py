@@ -9,9 +9,9 @@ import time
 
 import httpx
 import pytest
+from servingbench.emulator.process import EmulatorProcess, EmulatorStartError
+from servingbench.resources.contract.timestamps import parse_ts
 
-from emulator.process import EmulatorProcess, EmulatorStartError
-from resources.contract.timestamps import parse_ts
 from tests.support.emulator import stream
 from tests.support.net import wait_port_file
 
@@ -20,7 +20,7 @@ from tests.support.net import wait_port_file
 def test_cold_start_phases_health_503_then_200(tmp_path):
     # 3 s of cold start leaves room for the 503 checks below on a busy machine
     port_file = tmp_path / "port"
-    proc = subprocess.Popen([sys.executable, "-m", "emulator", "--candidate", "trn2.48xlarge",
+    proc = subprocess.Popen([sys.executable, "-m", "servingbench.emulator", "--candidate", "trn2.48xlarge",
                              "--cold-start-s", "3", "--port", "0", "--port-file", str(port_file)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -88,7 +88,7 @@ def test_configuration_that_does_not_fit_refuses_to_start_with_exit_3():
 
 
 def test_bad_options_exit_2_without_traceback():
-    p = subprocess.run([sys.executable, "-m", "emulator", "--fixed-timing", "abc"],
+    p = subprocess.run([sys.executable, "-m", "servingbench.emulator", "--fixed-timing", "abc"],
                        capture_output=True, text=True, timeout=20)
     assert p.returncode == 2 and "TTFT_MS:ITL_MS" in p.stderr and "Traceback" not in p.stderr
 
@@ -98,7 +98,7 @@ def test_bad_options_exit_2_without_traceback():
     (["--tp", "9"], "accelerators"), (["--time-scale", "0"], "must be > 0"),
     (["--cold-start-s", "-1"], "cold-start-s")])
 def test_bad_option_messages(args, needle, capsys):
-    from emulator.cli import main
+    from servingbench.emulator.cli import main
     try:
         rc = main(args)
     except SystemExit as exc:  # argparse's own exit
@@ -108,7 +108,7 @@ def test_bad_option_messages(args, needle, capsys):
 
 
 def test_servingbench_cli_dispatches_to_the_emulator():
-    from pipelines.cli import main
+    from servingbench.pipelines.cli import main
     assert main(["emulator", "--model", "maverick", "--precision", "bf16"]) == 3
 
 
@@ -127,7 +127,7 @@ def test_model_mode_streams_with_modelled_timing():
 def test_unwritable_ground_truth_is_a_clear_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    p = subprocess.run([sys.executable, "-m", "emulator", "--cold-start-s", "0",
+    p = subprocess.run([sys.executable, "-m", "servingbench.emulator", "--cold-start-s", "0",
                         "--ground-truth", str(blocker / "gt.jsonl")],
                        capture_output=True, text=True, timeout=20)
     assert p.returncode == 2 and "ground-truth" in p.stderr and "Traceback" not in p.stderr

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from servingbench.emulator import specs
+from servingbench.emulator.model import PerfModel
+from servingbench.emulator.process import EmulatorProcess
+from servingbench.emulator.scheduler import simulate
+from servingbench.resources.loadgen import run_load
 
-from emulator import specs
-from emulator.model import PerfModel
-from emulator.process import EmulatorProcess
-from emulator.scheduler import simulate
-from resources.loadgen import run_load
 from tests.support.loadgen import config, ns, rows
 
 
@@ -109,8 +109,8 @@ def test_the_running_server_queues_beyond_max_num_seqs(tmp_path):
 
 
 def test_the_embedded_default_passes_a_candidates_engine_args_to_the_emulator(tmp_path):
-    from resources.contract.candidate import Candidate
-    from resources.model_server.emulator import EmulatorModelServer, not_modelled
+    from servingbench.resources.contract.candidate import Candidate
+    from servingbench.resources.model_server.emulator import EmulatorModelServer, not_modelled
 
     c = Candidate(name="c", instance_type="p5.48xlarge", model="meta-llama/Llama-4-Scout",
                   precision="fp8", tensor_parallel=4,

@@ -10,12 +10,12 @@ import zlib
 
 import httpx
 import pytest
+from servingbench.emulator import specs, vision
+from servingbench.emulator.model import PerfModel
+from servingbench.emulator.process import EmulatorProcess
+from servingbench.emulator.scheduler import Scheduler, Seq
+from servingbench.emulator.speculative import Speculative
 
-from emulator import specs, vision
-from emulator.model import PerfModel
-from emulator.process import EmulatorProcess
-from emulator.scheduler import Scheduler, Seq
-from emulator.speculative import Speculative
 from tests.support.emulator import USAGE_OPTS, stream
 
 

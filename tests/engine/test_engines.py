@@ -10,9 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
+from servingbench.resources.model_server import engines
+from servingbench.resources.model_server.kube.render import render
 
-from resources.model_server import engines
-from resources.model_server.kube.render import render
 from tests.support.eks.specs import SGLANG_GPU, VLLM_GPU, VLLM_NEURON
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,12 +4,12 @@ Checked on a package of dropped-in files."""
 from __future__ import annotations
 
 import pytest
+from servingbench.resources.model_server import engines
 
-from resources.model_server import engines
 from tests.support.droppedin import package
 
 TGI = '''
-from resources.model_server.engines import Engine, flag
+from servingbench.resources.model_server.engines import Engine, flag
 
 ENGINE = Engine("tgi", accelerator="nvidia", where="eks", family="tgi",
                 settings={"max_num_seqs": flag("--max-concurrent-requests")})

@@ -18,10 +18,9 @@ from pathlib import Path
 import httpx
 import pyarrow.parquet as pq
 import pytest
-
-from pipelines.catalog import load_candidates
-from pipelines.config import REAL_FILE
-from resources.model_server.llamacpp import (
+from servingbench.pipelines.catalog import load_candidates
+from servingbench.pipelines.config import REAL_FILE
+from servingbench.resources.model_server.llamacpp import (
     LlamaCppModelServer,
     engine_available,
     model_file_for,
@@ -58,7 +57,7 @@ Q4 = "local-gemma3-270m-q4"
 
 def _prepare(runs: Path, i: int, cand: str) -> Path:
     """A measured run folder of `cand` for a quality evaluation (its manifest only)."""
-    from resources.contract import manifest as mf
+    from servingbench.resources.contract import manifest as mf
 
     run_dir = runs / f"run{i}"
     run_dir.mkdir(parents=True)
@@ -74,8 +73,8 @@ def q4_reference(candidates, server, tmp_path_factory):
     and model file, already up): the default set's first 20 items. The parity proof holds
     the Q2_K model against it; the chain test holds the answers of its own, freshly started
     Q4 process against its first items. Returns (runs folder, run folder, summary)."""
-    from resources.quality import evaluate
-    from resources.quality.evalset import build
+    from servingbench.resources.quality import evaluate
+    from servingbench.resources.quality.evalset import build
 
     dep = server[0]
     assert dep.details["model_file"] == str(model_file_for(candidates[Q4]))
@@ -119,8 +118,9 @@ def test_protocol_facts_the_adapters_rely_on(server):
 
 
 def test_chain_on_the_real_engine_is_measured_and_reconciled(tmp_path, candidates, q4_reference):
-    from pipelines.profiles import Settings
-    from resources.loadgen.generator import LoadGenerator
+    from servingbench.pipelines.profiles import Settings
+    from servingbench.resources.loadgen.generator import LoadGenerator
+
     from tests.support.chain import checks, materialized, run_job
 
     quick = LoadGenerator(concurrency=(1, 2), requests_per_step=4, warmup_requests=1,
@@ -170,8 +170,8 @@ def test_q2k_requantized_fails_parity_against_q4(candidates, q4_reference):
     """The proof: the same model requantized Q4_K_M → Q2_K answers the same default set
     worse, with intervals apart; the Q4 reference, the first measured run of its group, sets
     the bar. (That a fresh Q4 process answers as the reference did is the chain test's.)"""
-    from resources.quality import evaluate, find_reference, parity
-    from resources.quality.evalset import build
+    from servingbench.resources.quality import evaluate, find_reference, parity
+    from servingbench.resources.quality.evalset import build
 
     # Measured on this host (60 items): Q4_K_M 27/60 = 0.45 [0.33, 0.58], Q2_K 0/60. On the
     # first n items Q4 gets 8/20 [0.22, 0.61] against Q2_K's 0/20 [0, 0.16]: apart; at 16

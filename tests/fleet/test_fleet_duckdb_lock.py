@@ -8,8 +8,7 @@ import sys
 
 import duckdb
 import pytest
-
-from resources.storage.store import connect
+from servingbench.resources.storage.store import connect
 
 HOLD = """
 import sys, time, duckdb

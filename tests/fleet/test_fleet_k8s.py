@@ -39,7 +39,7 @@ def _launch_benchmark_run(tmp_path):
     launcher = K8sRunLauncher(load_incluster_config=False,
                               kubeconfig_file=str(write_kubeconfig(tmp_path / "kubeconfig")),
                               k8s_client_batch_api=batch, **launcher_kwargs())
-    origin = LoadableTargetOrigin(module_name="pipelines.definitions",
+    origin = LoadableTargetOrigin(module_name="servingbench.pipelines.definitions",
                                   working_directory=str(REPO))
     with dg.instance_for_test() as instance:
         launcher.register_instance(instance)
@@ -87,8 +87,8 @@ def test_the_launcher_would_create_a_valid_job_for_a_benchmark_run(eks_env, tmp_
 def test_the_definitions_keep_one_pod_per_run(eks_env, tmp_path):
     """Every job executes in-process: the run pod holds the node group and the load
     generator from provision to teardown, so no step may move to another pod."""
-    from pipelines.definitions import build_definitions
-    from pipelines.profiles import Settings
+    from servingbench.pipelines.definitions import build_definitions
+    from servingbench.pipelines.profiles import Settings
 
     defs = build_definitions(Settings.from_env())
     for job in defs.resolve_all_job_defs():
@@ -99,7 +99,7 @@ def test_the_definitions_keep_one_pod_per_run(eks_env, tmp_path):
 def test_the_helm_values_name_the_parts_docs_deploy_relies_on():
     values = yaml.safe_load(VALUES.read_text())
     (dep,) = values["dagster-user-deployments"]["deployments"]
-    assert dep["dagsterApiGrpcArgs"] == ["-m", "pipelines.definitions"]
+    assert dep["dagsterApiGrpcArgs"] == ["-m", "servingbench.pipelines.definitions"]
     assert values["runLauncher"]["type"] == "K8sRunLauncher"
     assert values["dagsterDaemon"]["runMonitoring"]["freeSlotsAfterRunEndSeconds"] > 0
     assert values["postgresql"]["postgresqlHost"]

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from servingbench.pipelines.catalog import load_candidates
+from servingbench.pipelines.cli import main as cli
+from servingbench.pipelines.config import ConfigError
+from servingbench.resources.contract.timestamps import parse_ts
 
-from pipelines.catalog import load_candidates
-from pipelines.cli import main as cli
-from pipelines.config import ConfigError
-from resources.contract.timestamps import parse_ts
 from tests.support.fleet import candidates_file, intervals
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,8 +49,8 @@ def test_p5_runs_never_overlap_while_g6e_runs_beside_them(tmp_path, monkeypatch,
 
 
 def test_a_full_pool_blocks_benchmarks_but_not_the_reaper_or_bill_refresh(tmp_path):
-    from pipelines.definitions import build_definitions
-    from pipelines.profiles import Settings
+    from servingbench.pipelines.definitions import build_definitions
+    from servingbench.pipelines.profiles import Settings
 
     defs = build_definitions(Settings(data_dir=tmp_path))
     for name in ("reaper_job", "bill_refresh_job"):
@@ -91,8 +91,9 @@ def test_bad_pools_are_clear_errors(tmp_path, pools, extra, message):
 
 
 def test_the_pool_record_spans_provision_to_teardown(tmp_path):
-    from pipelines.profiles import Settings
-    from resources.loadgen.generator import LoadGenerator
+    from servingbench.pipelines.profiles import Settings
+    from servingbench.resources.loadgen.generator import LoadGenerator
+
     from tests.support.chain import run_job
 
     settings = Settings(data_dir=tmp_path, time_scale=0.2, cold_start_s=0.2,
@@ -118,7 +119,7 @@ def _sync_at(home: str, start: float, pool: str, limit: int) -> None:
     import os
     import time
 
-    from assets.pools import sync_limit
+    from servingbench.assets.pools import sync_limit
     os.environ["DAGSTER_HOME"] = home
     instance = dg.DagsterInstance.get()
     while time.time() < start:  # every process sets the count at the same moment

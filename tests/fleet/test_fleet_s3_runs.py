@@ -11,9 +11,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-
-from pipelines.cli import main as cli
-from resources.storage import runstore
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.storage import runstore
 
 pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
 
@@ -109,8 +108,9 @@ def test_the_endpoint_comes_from_the_standard_variables():
 def test_a_local_chain_run_publishes_its_folder_to_s3(s3_bucket, tmp_path, capsys):
     """The whole chain (emulator as the engine) with SERVINGBENCH_DATA_URI set: the finished
     folder lands on S3 with its marker, and analyzing it there reproduces the run's tables."""
-    from pipelines.profiles import Settings
-    from resources.loadgen.generator import LoadGenerator
+    from servingbench.pipelines.profiles import Settings
+    from servingbench.resources.loadgen.generator import LoadGenerator
+
     from tests.support.chain import materialized, run_job
 
     settings = Settings(data_dir=tmp_path / "staging", time_scale=0.2, cold_start_s=0.2,
@@ -132,10 +132,9 @@ def test_a_local_chain_run_publishes_its_folder_to_s3(s3_bucket, tmp_path, capsy
 
 def test_a_data_uri_that_is_not_s3_is_a_clear_error(tmp_path):
     import pytest
-
-    from pipelines.config import ConfigError
-    from pipelines.definitions import build_definitions
-    from pipelines.profiles import Settings
+    from servingbench.pipelines.config import ConfigError
+    from servingbench.pipelines.definitions import build_definitions
+    from servingbench.pipelines.profiles import Settings
 
     with pytest.raises(ConfigError, match=r"SERVINGBENCH_DATA_URI='gs://b/p': expected s3://"):
         build_definitions(Settings(data_dir=tmp_path, data_uri="gs://b/p"))
@@ -144,8 +143,9 @@ def test_a_data_uri_that_is_not_s3_is_a_clear_error(tmp_path):
 def test_rejected_and_failed_runs_are_published_with_their_status(s3_bucket, tmp_path):
     """A run a gate rejected keeps its raw records on S3 (gates.json, no cost tables); a
     run that failed mid-chain is published as failed; both behind the marker."""
-    from pipelines.profiles import Settings
-    from resources.loadgen import LoadError
+    from servingbench.pipelines.profiles import Settings
+    from servingbench.resources.loadgen import LoadError
+
     from tests.support.chain import replay_resources, run_job
     from tests.support.replay import ReplayLoad
 

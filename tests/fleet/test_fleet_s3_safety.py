@@ -11,9 +11,8 @@ from pathlib import Path
 
 import boto3
 import pytest
-
-from pipelines.cli import main as cli
-from resources.storage import runstore
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.storage import runstore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
+from servingbench.resources.storage import runstore
+from servingbench.resources.storage.board import Board
 
-from resources.storage import runstore
-from resources.storage.board import Board
 from tests.support.eks import iam
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.loadgen import LoadConfig, LoadError, run_load, server_metrics, workload
 
-from pipelines.cli import main as cli
-from resources.loadgen import LoadConfig, LoadError, run_load, server_metrics, workload
 from tests.support.hostile import API_KEY, API_KEY_ENV, leaks
 from tests.support.loadgen import rows
 

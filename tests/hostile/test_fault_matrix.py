@@ -4,10 +4,10 @@ the run ends (pytest-timeout fails a hang), the folder analyzes, and no secret i
 from __future__ import annotations
 
 import pytest
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.loadgen import LoadConfig, run_load
 
-from pipelines.cli import main as cli
-from resources.analysis.analyze import analyze_run
-from resources.loadgen import LoadConfig, run_load
 from tests.support.hostile import API_KEY, API_KEY_ENV, leaks
 from tests.support.hostile_server import MODES
 from tests.support.loadgen import rows

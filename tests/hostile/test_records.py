@@ -4,13 +4,12 @@ credentials in it is refused before anything is sent or written."""
 from __future__ import annotations
 
 import pytest
-
-from pipelines.cli import main as cli
-from resources.contract.schemas import read_records
-from resources.loadgen import LoadConfig, LoadConfigError
-from resources.loadgen.clock import Clock
-from resources.loadgen.recorder import Recorder
-from resources.loadgen.records import Request
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.contract.schemas import read_records
+from servingbench.resources.loadgen import LoadConfig, LoadConfigError
+from servingbench.resources.loadgen.clock import Clock
+from servingbench.resources.loadgen.recorder import Recorder
+from servingbench.resources.loadgen.records import Request
 
 
 def _req(rid: str, at: list[int], tokens: list[int], usage: int | None) -> Request:

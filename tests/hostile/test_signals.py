@@ -8,8 +8,8 @@ import signal
 import threading
 
 import pytest
+from servingbench.resources.loadgen import LoadConfig, run_load
 
-from resources.loadgen import LoadConfig, run_load
 from tests.support.loadgen import rows
 
 KW = dict(model="hostile", concurrency=[2], warmup_requests=0, input_tokens=8, output_tokens=2,

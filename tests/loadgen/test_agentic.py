@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 import pytest
+from servingbench.emulator.process import EmulatorProcess
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.analysis.summary import render
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.loadgen import run_load
+from servingbench.resources.loadgen.scenarios.spec import Scenario
+from servingbench.resources.report import write_run_report
 
-from emulator.process import EmulatorProcess
-from resources.analysis.analyze import analyze_run
-from resources.analysis.summary import render
-from resources.contract import manifest as mf
-from resources.loadgen import run_load
-from resources.loadgen.scenarios.spec import Scenario
-from resources.report import write_run_report
 from tests.support.emulator import SCOUT
 from tests.support.loadgen import config, ns, rows
 

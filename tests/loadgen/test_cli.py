@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pipelines.cli import load as cli
-from resources.contract import manifest as mf
+from servingbench.pipelines.cli import load as cli
+from servingbench.resources.contract import manifest as mf
+
 from tests.support.emulator import FIXED_MODEL
 from tests.support.loadgen import rows, run_cli
 from tests.support.net import free_port

@@ -10,11 +10,11 @@ import time
 
 import pytest
 from pyarrow.parquet import read_table as read_parquet
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.schemas import SchemaError, read_records
+from servingbench.resources.loadgen import RunExistsError, run_load
 
-from resources.analysis.analyze import analyze_run
-from resources.contract import manifest as mf
-from resources.contract.schemas import SchemaError, read_records
-from resources.loadgen import RunExistsError, run_load
 from tests.support.emulator import FIXED_MODEL
 from tests.support.loadgen import ROOT, config, ns
 
@@ -33,7 +33,7 @@ def test_kill_9_mid_run_leaves_completed_requests_intact(start_server, tmp_path)
     srv = start_server(ttft_ms=10, itl_ms=5)
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "load", "--endpoint", srv.base_url, "--model", FIXED_MODEL,
+        [sys.executable, "-m", "servingbench.pipelines.cli", "load", "--endpoint", srv.base_url, "--model", FIXED_MODEL,
          "--out", str(run_dir), "--concurrency", "2", "--requests", "400", "--warmup-requests", "2",
          "--input-tokens", "16", "--output-tokens", "20", "--no-progress"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},

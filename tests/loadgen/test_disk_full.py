@@ -20,11 +20,11 @@ import sys
 import uuid
 
 import pytest
+from servingbench.emulator.process import EmulatorProcess
+from servingbench.pipelines.cli import analyze
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.schemas import PARTIAL_SUFFIX, read_records
 
-from emulator.process import EmulatorProcess
-from pipelines.cli import analyze
-from resources.contract import manifest as mf
-from resources.contract.schemas import PARTIAL_SUFFIX, read_records
 from tests.support.loadgen import ROOT
 
 pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
@@ -83,7 +83,7 @@ def _cli(args: list[str], preexec=None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVINGBENCH_")}
     env["PYTHONPATH"] = str(ROOT)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "servingbench.pipelines.cli", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=150, preexec_fn=preexec)
 
 
@@ -217,7 +217,7 @@ def test_one_worker_of_several_on_a_full_disk_says_so(emulator, disk):
 def test_a_profile_cut_short_lists_every_segment_it_was_running():
     """A profile's segments share one schedule: a full disk cuts all of them not yet
     recorded, each listed client-limited (the single-step case runs end to end above)."""
-    from resources.loadgen.steps import Run
+    from servingbench.resources.loadgen.steps import Run
 
     run = Run.__new__(Run)  # only the bookkeeping of the steps is exercised here
     run.steps, run.current = [], None

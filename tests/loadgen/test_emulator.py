@@ -7,10 +7,10 @@ import json
 
 import httpx
 import pytest
+from servingbench.emulator import process
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.loadgen import run_load
 
-from emulator import process
-from resources.contract import manifest as mf
-from resources.loadgen import run_load
 from tests.support.loadgen import config, ns, rows
 
 

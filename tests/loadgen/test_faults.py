@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from servingbench.resources.loadgen import run_load
 
-from resources.loadgen import run_load
 from tests.support.loadgen import config, ns, rows
 
 FAULTS = [

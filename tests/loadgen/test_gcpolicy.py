@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import gc
 
-from resources.loadgen import gcpolicy, run_load
+from servingbench.resources.loadgen import gcpolicy, run_load
+
 from tests.support.loadgen import config
 
 

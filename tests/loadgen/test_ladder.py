@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from servingbench.emulator import process
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.analysis.workload_outputs import throughput_reading
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.loadgen import run_load
+from servingbench.resources.loadgen.errors import LoadConfigError
+from servingbench.resources.loadgen.ladder import Ladder, stop_reason
 
-from emulator import process
-from resources.analysis.analyze import analyze_run
-from resources.analysis.workload_outputs import throughput_reading
-from resources.contract import manifest as mf
-from resources.loadgen import run_load
-from resources.loadgen.errors import LoadConfigError
-from resources.loadgen.ladder import Ladder, stop_reason
 from tests.support.loadgen import config, rows
 
 
@@ -89,7 +89,7 @@ def test_the_ladder_finds_the_emulators_known_saturation_point(tmp_path):
 
 
 def test_the_load_command_takes_a_ladder_and_names_a_bad_one(tmp_path, capsys):
-    from pipelines.cli import load as cli
+    from servingbench.pipelines.cli import load as cli
 
     base = ["--endpoint", "http://127.0.0.1:1", "--model", "m", "--out", str(tmp_path / "r")]
     assert cli.main([*base, "--ladder", "1:2"]) == 2

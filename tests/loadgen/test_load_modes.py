@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.loadgen import run_load
 
-from resources.contract import manifest as mf
-from resources.loadgen import run_load
 from tests.support.loadgen import config, is_uuid, ns, rows
 
 
@@ -119,8 +119,7 @@ def test_bursty_profile_runs_one_step_per_non_zero_segment(server, tmp_path):
 
 def test_a_run_folder_is_accepted_by_the_analyzer(server, tmp_path):
     from pyarrow.parquet import read_table
-
-    from resources.analysis.analyze import analyze_run
+    from servingbench.resources.analysis.analyze import analyze_run
 
     cfg = config(server.base_url, concurrency=[1, 2], rates=[20], requests_per_step=4,
                  warmup_requests=2)
@@ -140,8 +139,8 @@ def test_closed_loop_bodies_built_ahead_go_out_in_the_order_the_workload_drew_th
     """While the requests stream, the loop builds the next ones' bodies (so a round that
     ends together finds them ready); they go out first in, first out, each carrying the
     prompt the workload drew for it, whether it was built ahead or at its send."""
-    from resources.loadgen import loops, pool
-    from resources.loadgen.workload import Workload
+    from servingbench.resources.loadgen import loops, pool
+    from servingbench.resources.loadgen.workload import Workload
 
     drawn, sent, ahead = [], [], []
     next_item, real_send, prepare = Workload.next_item, pool.send, loops.LoadLoops._prepare

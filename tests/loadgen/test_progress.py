@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from resources.loadgen.progress import Progress, make_progress
-from resources.loadgen.records import Request
+from servingbench.resources.loadgen.progress import Progress, make_progress
+from servingbench.resources.loadgen.records import Request
 
 
 class _Tty(io.StringIO):

@@ -9,12 +9,15 @@ import errno
 import threading
 
 import pytest
-
-from resources.contract.schemas import PARTIAL_SUFFIX, read_partial_stream, read_records
-from resources.loadgen.clock import Clock
-from resources.loadgen.errors import DiskFullError
-from resources.loadgen.recorder import Recorder, _ChunkStream, _Stream
-from resources.loadgen.records import Request
+from servingbench.resources.contract.schemas import (
+    PARTIAL_SUFFIX,
+    read_partial_stream,
+    read_records,
+)
+from servingbench.resources.loadgen.clock import Clock
+from servingbench.resources.loadgen.errors import DiskFullError
+from servingbench.resources.loadgen.recorder import Recorder, _ChunkStream, _Stream
+from servingbench.resources.loadgen.records import Request
 
 
 def _req(rid: str, chunks: int = 3, phase: str = "steady") -> Request:

@@ -4,13 +4,13 @@ beside its `steady(run)`, and spec.py finds it. Checked on a package of dropped-
 from __future__ import annotations
 
 import pytest
+from servingbench.resources.loadgen.errors import LoadConfigError
+from servingbench.resources.loadgen.scenarios import spec
 
-from resources.loadgen.errors import LoadConfigError
-from resources.loadgen.scenarios import spec
 from tests.support.droppedin import package
 
 BURST = '''
-from resources.loadgen.scenarios.kind import Key, Kind, pos_int
+from servingbench.resources.loadgen.scenarios.kind import Key, Kind, pos_int
 
 KIND = Kind("burst", order=9, keys={"bursts": Key(3, pos_int)},
             default_targets={"input_tokens": 16, "output_tokens": 8})

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
+from servingbench.resources.loadgen import run_load
+from servingbench.resources.loadgen.schedule import arrivals, profile_schedule, rate_steps
 
-from resources.loadgen import run_load
-from resources.loadgen.schedule import arrivals, profile_schedule, rate_steps
 from tests.support.loadgen import config, ns, rows
 
 

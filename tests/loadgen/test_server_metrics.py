@@ -11,13 +11,13 @@ import socket
 
 import httpx
 import pytest
+from servingbench.emulator.process import EmulatorProcess
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.analysis.reconcile import reconcile
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.loadgen import run_load
+from servingbench.resources.loadgen.server_metrics import Scraper, delta, snapshot
 
-from emulator.process import EmulatorProcess
-from resources.analysis.analyze import analyze_run
-from resources.analysis.reconcile import reconcile
-from resources.contract import manifest as mf
-from resources.loadgen import run_load
-from resources.loadgen.server_metrics import Scraper, delta, snapshot
 from tests.support.loadgen import config, rows
 
 SKEWED = ["--fixed-timing", "5:1", "--cold-start-s", "0"]
@@ -56,7 +56,7 @@ def test_reconciliation_flags_a_wrong_server_token_count(tmp_path, skew, flagged
 
     # the run report writes reconciliation.json and shows it, flagged rows highlighted,
     # with the server-side TTFT histogram beside the client's
-    from resources.report import write_run_report
+    from servingbench.resources.report import write_run_report
 
     analyze_run(run_dir)
     page = write_run_report(run_dir).read_text()
@@ -117,7 +117,7 @@ servingbench:requests_finished_total{status="400"} 1
 
 
 def test_llamacpp_counters_are_read_and_a_non_200_is_not_ok():
-    from resources.loadgen.server_metrics import delta, snapshot
+    from servingbench.resources.loadgen.server_metrics import delta, snapshot
 
     before = snapshot(LLAMACPP_TEXT.replace(" 120", " 20").replace(" 4\n", " 1\n"))
     after = snapshot(LLAMACPP_TEXT)

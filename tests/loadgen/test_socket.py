@@ -15,8 +15,7 @@ import threading
 import time
 
 import pytest
-
-from resources.loadgen import pool as client
+from servingbench.resources.loadgen import pool as client
 
 # the order of writes and stamps is set by short sleeps: run alone (make test's serial pass)
 pytestmark = pytest.mark.serial

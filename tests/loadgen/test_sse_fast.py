@@ -3,7 +3,7 @@ key found by a byte scan) counts exactly what the general path counts."""
 
 from __future__ import annotations
 
-from resources.loadgen import records, sse
+from servingbench.resources.loadgen import records, sse
 
 
 def _usage(n: int, pad: bytes = b"") -> bytes:

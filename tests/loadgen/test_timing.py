@@ -7,8 +7,8 @@ from __future__ import annotations
 import statistics
 
 import pytest
+from servingbench.resources.loadgen import run_load
 
-from resources.loadgen import run_load
 from tests.support.loadgen import config, ns, rows
 
 # measured latencies against the server's ground truth: run alone (make test's serial pass)

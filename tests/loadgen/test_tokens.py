@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from resources.loadgen import run_load
+from servingbench.resources.loadgen import run_load
+
 from tests.support.loadgen import config, rows
 
 
@@ -47,5 +48,5 @@ def test_falls_back_when_continuous_usage_is_rejected(start_server, tmp_path):
     result = run_load(config(srv.base_url, output_tokens=4), tmp_path / "run", progress=False)
     assert {r["status"] for r in rows(tmp_path / "run")} == {"ok"}
     assert result.n_requests == 6
-    from resources.contract import manifest as mf
+    from servingbench.resources.contract import manifest as mf
     assert mf.load(tmp_path / "run" / "manifest.json")["scenario"]["stream_options"] == {"include_usage": True}

@@ -19,16 +19,16 @@ import httpx
 import psutil
 import pyarrow.parquet as pq
 import pytest
+from servingbench.emulator import process
+from servingbench.pipelines.cli import load as load_cli
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.schemas import SchemaError, read_records
+from servingbench.resources.loadgen import LoadConfigError, run_load
+from servingbench.resources.loadgen.workers.shards import merge_shards
+from servingbench.resources.loadgen.workers.share import Share
 
-from emulator import process
-from pipelines.cli import load as load_cli
-from pipelines.cli import main as cli
-from resources.analysis.analyze import analyze_run
-from resources.contract import manifest as mf
-from resources.contract.schemas import SchemaError, read_records
-from resources.loadgen import LoadConfigError, run_load
-from resources.loadgen.workers.shards import merge_shards
-from resources.loadgen.workers.share import Share
 from tests.support.loadgen import ROOT, config, ns, rows
 
 pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
@@ -123,7 +123,7 @@ def test_two_workers_send_what_one_sends(emu, tmp_path):
 
 
 def test_multi_turn_sessions_are_dealt_to_workers(emu, tmp_path):
-    from resources.loadgen.scenarios.spec import Scenario
+    from servingbench.resources.loadgen.scenarios.spec import Scenario
 
     cfg = _cfg(emu, concurrency=[2], rates=[], requests_per_step=6, warmup_requests=0, workers=2,
                scenario=Scenario("multi_turn", turns=3, think_time_s=0.0))
@@ -138,8 +138,8 @@ def test_multi_turn_sessions_are_dealt_to_workers(emu, tmp_path):
 def test_trace_rows_are_dealt_to_workers_on_the_trace_times(emu, tmp_path):
     from pathlib import Path
 
-    from resources.loadgen.scenarios.spec import Scenario
-    from resources.loadgen.scenarios.trace import read_trace
+    from servingbench.resources.loadgen.scenarios.spec import Scenario
+    from servingbench.resources.loadgen.scenarios.trace import read_trace
 
     trace = Path(ROOT) / "pipelines" / "traces" / "mooncake_small.jsonl"
     cfg = _cfg(emu, concurrency=[], rates=[], warmup_requests=0, workers=2,
@@ -158,14 +158,14 @@ def test_trace_rows_are_dealt_to_workers_on_the_trace_times(emu, tmp_path):
 
 
 def test_batch_and_slo_search_refuse_workers(emu):
-    from resources.loadgen.scenarios.spec import Scenario
+    from servingbench.resources.loadgen.scenarios.spec import Scenario
 
     with pytest.raises(LoadConfigError, match="workers: scenario batch runs with one worker"):
         _cfg(emu, workers=2, scenario=Scenario("batch", requests=4, max_in_flight=2))
 
 
 def _cli(args: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", "load", *args], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "servingbench.pipelines.cli", "load", *args], cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -279,7 +279,7 @@ def test_pods_write_shards_only_read_the_same_merged_or_not(emu, tmp_path, monke
 
     # the two pods read their index from the Job's variable, as on Kubernetes
     pod1 = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", *args(1)], cwd=ROOT,
+        [sys.executable, "-m", "servingbench.pipelines.cli", *args(1)], cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), "JOB_COMPLETION_INDEX": "1"},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

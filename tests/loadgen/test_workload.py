@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.loadgen import LoadConfig, LoadConfigError, run_load
+from servingbench.resources.loadgen.scenarios.trace import read_trace
+from servingbench.resources.loadgen.workload import Tokenizer, Workload, load_dataset
 
-from resources.contract import manifest as mf
-from resources.loadgen import LoadConfig, LoadConfigError, run_load
-from resources.loadgen.scenarios.trace import read_trace
-from resources.loadgen.workload import Tokenizer, Workload, load_dataset
 from tests.support.emulator import FIXED_MODEL
 from tests.support.loadgen import config, rows
 
@@ -130,7 +130,7 @@ def test_trace_lengths_are_bounded_ascii_integers(tmp_path, length):
 
 
 def test_ascii_digits_only():
-    from resources.contract.digits import is_digits
+    from servingbench.resources.contract.digits import is_digits
 
     assert is_digits("0123") and not is_digits("") and not is_digits("²")
     assert not is_digits("٣") and not is_digits("1 ") and not is_digits(None)
@@ -138,7 +138,7 @@ def test_ascii_digits_only():
 
 
 def test_a_meeting_arrival_with_non_ascii_digits_is_ignored_not_a_crash():
-    from resources.loadgen.workers.podsync import Arrival
+    from servingbench.resources.loadgen.workers.podsync import Arrival
 
     assert Arrival.parse("1.pod-1.1764381600000000000") == Arrival(1, "pod-1", 1764381600000000000)
     assert Arrival.parse("².pod-1.5") is None and Arrival.parse("1.pod-1.٣") is None

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 import pytest
+from servingbench.emulator import vision
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.loadgen import run_load
+from servingbench.resources.loadgen.scenarios.spec import Scenario
+from servingbench.resources.telemetry import Sampler, sources_from
 
-from emulator import vision
-from resources.analysis.analyze import analyze_run
-from resources.contract import manifest as mf
-from resources.loadgen import run_load
-from resources.loadgen.scenarios.spec import Scenario
-from resources.telemetry import Sampler, sources_from
 from tests.support.loadgen import config, ns, rows
 
 
@@ -131,8 +131,8 @@ def test_multi_turn_history_keeps_its_images(server, tmp_path):
 
 
 def _kinds(*payloads: bytes) -> tuple[list[int], bytearray | None, list[int]]:
-    from resources.loadgen import sse
-    from resources.loadgen.records import Request
+    from servingbench.resources.loadgen import sse
+    from servingbench.resources.loadgen.records import Request
 
     req = Request("r", "steady", "c=1", "concurrency", 1.0, 0)
     for at, p in enumerate(payloads, 1):
@@ -178,7 +178,7 @@ def test_reasoning_and_answer_chunks_are_told_apart(payloads, tokens, flags):
      "tool_result_tokens: must be a positive integer"),
 ])
 def test_bad_workload_flags_exit_2_naming_the_flag(tmp_path, capsys, flags, message):
-    from pipelines.cli.load import main
+    from servingbench.pipelines.cli.load import main
 
     try:
         code = main(["--endpoint", "http://127.0.0.1:9", "--model", "m",
@@ -194,10 +194,10 @@ def test_dataset_rows_name_image_sizes_or_files(tmp_path):
     import base64
     import json
 
-    from emulator.vision import data_url_size
-    from resources.loadgen.errors import LoadConfigError
-    from resources.loadgen.images import png
-    from resources.loadgen.workload import Tokenizer, Workload
+    from servingbench.emulator.vision import data_url_size
+    from servingbench.resources.loadgen.errors import LoadConfigError
+    from servingbench.resources.loadgen.images import png
+    from servingbench.resources.loadgen.workload import Tokenizer, Workload
 
     (tmp_path / "cat.png").write_bytes(png(640, 480, (1, 2, 3)))
     data = tmp_path / "rows.jsonl"

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from servingbench.emulator import process, specs
+from servingbench.emulator.model import PerfModel
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.analysis.workload_outputs import judge
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.loadgen import run_load
+from servingbench.resources.loadgen.scenarios.slo_search import next_concurrency, next_rate
+from servingbench.resources.loadgen.scenarios.spec import Scenario
+from servingbench.resources.loadgen.scenarios.trace import read_trace
 
-from emulator import process, specs
-from emulator.model import PerfModel
-from resources.analysis.analyze import analyze_run
-from resources.analysis.workload_outputs import judge
-from resources.contract import manifest as mf
-from resources.loadgen import run_load
-from resources.loadgen.scenarios.slo_search import next_concurrency, next_rate
-from resources.loadgen.scenarios.spec import Scenario
-from resources.loadgen.scenarios.trace import read_trace
 from tests.support.loadgen import config, ns, rows
 
 TRACES = Path(__file__).resolve().parents[2] / "pipelines" / "traces"
@@ -118,7 +118,7 @@ def test_replay_bodies_are_all_built_before_the_schedule_starts(emu, tmp_path, m
     # JSON) exists before the first scheduled time, so the lag measures the scheduling.
     import time
 
-    from resources.loadgen.workload import Workload
+    from servingbench.resources.loadgen.workload import Workload
 
     built: list[int] = []
     real = Workload.body

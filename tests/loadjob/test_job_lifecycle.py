@@ -15,20 +15,20 @@ import pyarrow.compute as pc
 import pyarrow.ipc  # noqa: F401 - pa.ipc
 import pyarrow.parquet as pq
 import pytest
+from servingbench.pipelines.catalog import load_candidates
+from servingbench.pipelines.cli.loadpod import uploads
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
+from servingbench.resources.loadgen.errors import LoadError
+from servingbench.resources.loadgen.generator import LoadGenerator
+from servingbench.resources.loadjob.job import LoadJob
+from servingbench.resources.loadjob.render import LoadJobSpec
+from servingbench.resources.loadjob.run import KubeJobLoadGenerator
+from servingbench.resources.model_server.kube.client import KubeClient
+from servingbench.resources.model_server.kube.token import TokenSource
+from servingbench.resources.storage import runstore
 
-from pipelines.catalog import load_candidates
-from pipelines.cli.loadpod import uploads
-from resources.analysis.analyze import analyze_run
-from resources.contract import manifest as mf
-from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
-from resources.loadgen.errors import LoadError
-from resources.loadgen.generator import LoadGenerator
-from resources.loadjob.job import LoadJob
-from resources.loadjob.render import LoadJobSpec
-from resources.loadjob.run import KubeJobLoadGenerator
-from resources.model_server.kube.client import KubeClient
-from resources.model_server.kube.token import TokenSource
-from resources.storage import runstore
 from tests.support.eks.aws import DUMMY_KEY_ID, REGION
 from tests.support.eks.fake_kube import FakeKubeApi
 from tests.support.eks.specs import DIGEST
@@ -203,7 +203,7 @@ def test_the_rendered_pods_run_as_real_processes(server, s3_bucket, tmp_path):
     import subprocess
     import sys
 
-    from pipelines.cli import load
+    from servingbench.pipelines.cli import load
 
     if "--worker-index" not in load.parser().format_help():
         pytest.skip("the load generator's pod mode (--worker-index) is not on this branch")
@@ -216,7 +216,7 @@ def test_the_rendered_pods_run_as_real_processes(server, s3_bucket, tmp_path):
             env = {**os.environ, "JOB_COMPLETION_INDEX": str(index), "PYTHONPATH": str(FIXTURE.parents[2]),
                    **{e["name"]: e["value"] for e in c["env"] if "value" in e and e["name"] != "TMPDIR"}}
             log = open(tmp_path / f"pod-{index}.log", "wb")  # noqa: SIM115 - the process keeps it
-            procs[index] = subprocess.Popen([sys.executable, "-m", "pipelines.cli", *args],
+            procs[index] = subprocess.Popen([sys.executable, "-m", "servingbench.pipelines.cli", *args],
                                             env=env, stdout=log, stderr=subprocess.STDOUT)
         p = procs[index]
         if p.poll() is None:

@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import kubernetes_validate
 import pytest
+from servingbench.resources.loadjob.render import (
+    ENGINE_LABELS,
+    LoadJobSpec,
+    api_key_secret,
+    job_name,
+    render,
+)
+from servingbench.resources.model_server.kube.render import labels as engine_labels
+from servingbench.resources.model_server.kube.render import network_policy
 
-from resources.loadjob.render import ENGINE_LABELS, LoadJobSpec, api_key_secret, job_name, render
-from resources.model_server.kube.render import labels as engine_labels
-from resources.model_server.kube.render import network_policy
 from tests.support.eks.specs import DIGEST, VLLM_GPU
 
 K8S = "1.33"
@@ -118,8 +124,8 @@ def test_the_job_and_its_secret_carry_what_the_reaper_proves_a_run_by():
     """Owner label, node-group label derived from the run id and the run-id annotation: an
     orphaned load Job and its key Secret are removed by the reaper like the engine's
     objects (resources/model_server/kube/reap.py)."""
-    from resources.contract.scope import nodegroup_name
-    from resources.model_server.kube.reap import KubeRunObjects
+    from servingbench.resources.contract.scope import nodegroup_name
+    from servingbench.resources.model_server.kube.reap import KubeRunObjects
 
     reaper = KubeRunObjects(kube=None, owner="sb-test-install")
     asked = []
@@ -136,7 +142,7 @@ def test_the_job_and_its_secret_carry_what_the_reaper_proves_a_run_by():
 
 
 def test_a_failed_pods_last_log_lines_are_redacted_before_the_manifest():
-    from resources.loadjob.job import outcomes
+    from servingbench.resources.loadjob.job import outcomes
 
     key = "engine-key-0123456789abcdef"
     said = (f"Traceback ...\nrequests.exceptions.HTTPError: 401 for "

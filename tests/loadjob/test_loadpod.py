@@ -14,11 +14,11 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.contract.schemas import PARTIAL_SUFFIX, SHARDED, read_records
+from servingbench.resources.storage import runstore
+from servingbench.resources.storage.board import Board
 
-from pipelines.cli import main as cli
-from resources.contract.schemas import PARTIAL_SUFFIX, SHARDED, read_records
-from resources.storage import runstore
-from resources.storage.board import Board
 from tests.support.emulator import FIXED_MODEL
 
 pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def loadpod(args: list[str], index: str, preexec=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": ROOT, "JOB_COMPLETION_INDEX": index}
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", "loadpod", *args],
+    return subprocess.run([sys.executable, "-m", "servingbench.pipelines.cli", "loadpod", *args],
                           capture_output=True, text=True, env=env, timeout=120,
                           preexec_fn=preexec)
 

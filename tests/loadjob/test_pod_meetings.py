@@ -18,12 +18,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-from pipelines.cli import main as cli
-from resources.contract import manifest as mf
-from resources.loadgen.clock import Clock
-from resources.loadgen.errors import LeftBehind
-from resources.loadgen.workers.podsync import (
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.loadgen.clock import Clock
+from servingbench.resources.loadgen.errors import LeftBehind
+from servingbench.resources.loadgen.workers.podsync import (
     LATE_START_S,
     MARGIN_S,
     SCALE_ENV,
@@ -34,10 +33,11 @@ from resources.loadgen.workers.podsync import (
     Waits,
     meet,
 )
-from resources.loadjob.job import PodOutcome
-from resources.loadjob.run import collect
-from resources.storage import runstore
-from resources.storage.board import Board
+from servingbench.resources.loadjob.job import PodOutcome
+from servingbench.resources.loadjob.run import collect
+from servingbench.resources.storage import runstore
+from servingbench.resources.storage.board import Board
+
 from tests.support.eks.aws import DUMMY_KEY_ID, DUMMY_SECRET
 from tests.support.emulator import FIXED_MODEL, FixedTimingServer
 from tests.support.loadgen import ROOT, ns, rows
@@ -71,7 +71,7 @@ def _args(server, upload: str, scratch: Path, start_at: str, *extra: str) -> lis
 def _pod(server, upload: str, scratch: Path, index: int, start_at: str, *extra: str):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JOB_COMPLETION_INDEX": str(index),
            SCALE_ENV: FAST}
-    return subprocess.Popen([sys.executable, "-m", "pipelines.cli",
+    return subprocess.Popen([sys.executable, "-m", "servingbench.pipelines.cli",
                              *_args(server, upload, scratch, start_at, *extra)], cwd=ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -4,11 +4,11 @@ pipelines/profiles.py only); a bad value is a ConfigError naming the variable.""
 from __future__ import annotations
 
 import pytest
+from servingbench.pipelines.config import ConfigError
+from servingbench.pipelines.profiles import Settings, resources_for
+from servingbench.resources.loadgen.generator import LoadGenerator
+from servingbench.resources.loadjob.run import KubeJobLoadGenerator
 
-from pipelines.config import ConfigError
-from pipelines.profiles import Settings, resources_for
-from resources.loadgen.generator import LoadGenerator
-from resources.loadjob.run import KubeJobLoadGenerator
 from tests.support.eks.specs import DIGEST
 
 EKS = {"SERVINGBENCH_PROFILE": "eks", "SERVINGBENCH_EKS_CLUSTER": "bench",

@@ -17,10 +17,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.contract import manifest as mf
 
-from pipelines.cli import main as cli
-from resources.analysis.analyze import analyze_run
-from resources.contract import manifest as mf
 from tests.support import peers
 from tests.support.emulator import FixedTimingServer
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from servingbench.pipelines.definitions import build_definitions
+from servingbench.pipelines.profiles import Settings
+from servingbench.resources.contract import manifest as mf
 
-from pipelines.definitions import build_definitions
-from pipelines.profiles import Settings
-from resources.contract import manifest as mf
 from tests.support.eks.aws import fresh_s3_bucket
 
 pytestmark = pytest.mark.slow  # real Dagster runs (and moto's server): left out of `make check`

@@ -15,10 +15,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from pipelines.cli import main as cli
-from resources.analysis.analyze import analyze_run
-from resources.contract import manifest as mf
+from servingbench.pipelines.cli import main as cli
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.contract import manifest as mf
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "peers" / "vllm_bench_serve_0.33.0.json"
 MS = 1_000_000

@@ -16,9 +16,9 @@ import dagster as dg
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+from servingbench.resources.analysis.gates import CHECK_NAMES, bill_gates, request_gates
+from servingbench.resources.analysis.rundir import open_run
 
-from resources.analysis.gates import CHECK_NAMES, bill_gates, request_gates
-from resources.analysis.rundir import open_run
 from tests.support.chain import FIXTURES, checks, materialized, replay_resources, run_job
 from tests.support.history import (
     analyzed_good,
@@ -180,7 +180,7 @@ def test_preflight_refuses_a_model_that_does_not_fit_before_provisioning(tmp_pat
     cands.write_text("candidates:\n  - {name: p5-maverick-bf16, instance_type: p5.48xlarge, "
                      "model: meta-llama/Llama-4-Maverick-17B-128E-Instruct, precision: bf16, "
                      "tensor_parallel: 8}\n")
-    from pipelines.profiles import Settings
+    from servingbench.pipelines.profiles import Settings
 
     result, _ = run_job(tmp_path, candidate="p5-maverick-bf16",
                         settings=Settings(data_dir=tmp_path, candidates_file=cands))

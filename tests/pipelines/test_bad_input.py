@@ -10,12 +10,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from pipelines.catalog import load_candidates
-from pipelines.cli import main as cli
-from pipelines.config import ConfigError
-from resources.loadgen.config import LoadConfig
-from resources.loadgen.errors import LoadConfigError
+from servingbench.pipelines.catalog import load_candidates
+from servingbench.pipelines.cli import main as cli
+from servingbench.pipelines.config import ConfigError
+from servingbench.resources.loadgen.config import LoadConfig
+from servingbench.resources.loadgen.errors import LoadConfigError
 
 GOOD = ("name: c1, instance_type: p5.48xlarge, "
         "model: meta-llama/Llama-4-Scout-17B-16E-Instruct, precision: bf16, tensor_parallel: 8")

@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from pipelines.cli import main as cli
+from servingbench.pipelines.cli import main as cli
 
 pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
 

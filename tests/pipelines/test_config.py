@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from pipelines.catalog import load_candidates
-from pipelines.cli import main as cli
-from pipelines.config import DEFAULT_FILE, ConfigError
+from servingbench.pipelines.catalog import load_candidates
+from servingbench.pipelines.cli import main as cli
+from servingbench.pipelines.config import DEFAULT_FILE, ConfigError
 
 SHEET = Path(__file__).resolve().parents[2] / "pipelines" / "price_sheet.yaml"
 GOOD = ("name: c1, instance_type: p5.48xlarge, "
@@ -25,7 +24,7 @@ def test_the_default_file_carries_the_five_instance_types_and_fitting_maverick()
     cands = load_candidates(DEFAULT_FILE)
     scout = {c.instance_type for c in cands if c.model_key == "scout"}
     assert scout == {"p5.48xlarge", "p4d.24xlarge", "g6e.48xlarge", "trn2.48xlarge", "inf2.48xlarge"}
-    from emulator.fit import fit_check
+    from servingbench.emulator.fit import fit_check
     for c in cands:
         assert fit_check(c.instance_type, c.model_key, c.precision, c.tensor_parallel).fits, c.name
         assert c.price and c.price.hourly_usd_per_node > 0 and c.price.source == "price_sheet"
@@ -62,7 +61,7 @@ def test_malformed_candidates_name_the_key(tmp_path, body, message):
 
 
 def test_load_workers_from_the_candidates_file_reach_the_load_config(tmp_path):
-    from resources.loadgen.generator import LoadGenerator
+    from servingbench.resources.loadgen.generator import LoadGenerator
 
     (cand,) = load_candidates(write(tmp_path, f"candidates:\n  - {{{GOOD}, load: {{workers: 3}}}}\n"))
     assert cand.load.workers == 3

@@ -6,9 +6,8 @@ import datetime as dt
 from pathlib import Path
 
 import dagster as dg
-
-from pipelines.definitions import build_definitions
-from pipelines.profiles import Settings
+from servingbench.pipelines.definitions import build_definitions
+from servingbench.pipelines.profiles import Settings
 
 ASSETS = ["benchmark_report", "cost_explorer_bill", "cost_per_1m_output_tokens", "deployed_model",
           "derived_metrics", "provisioned_cluster", "quality", "steady_state_request_log",
@@ -84,7 +83,7 @@ def test_the_workspace_loads_like_the_ui_does(tmp_path, monkeypatch):
         monkeypatch.delenv(key, raising=False)
     (entry,) = yaml.safe_load((repo / "workspace.yaml").read_text())["load_from"]
     module = entry["python_module"]
-    assert module["module_name"] == "pipelines.definitions"
+    assert module["module_name"] == "servingbench.pipelines.definitions"
     (target,) = loadable_targets_from_python_module(
         module["module_name"], str(repo / module["working_directory"]))
     repository = repository_def_from_target_def(target.target_definition)
@@ -98,8 +97,7 @@ def test_the_workspace_loads_like_the_ui_does(tmp_path, monkeypatch):
 
 def test_a_bad_profile_or_candidates_file_is_a_clear_error(tmp_path):
     import pytest
-
-    from pipelines.config import ConfigError
+    from servingbench.pipelines.config import ConfigError
     with pytest.raises(ConfigError, match="profile 'gke'"):
         build_definitions(Settings(data_dir=tmp_path, profile="gke"))
     bad = tmp_path / "c.yaml"

@@ -82,7 +82,7 @@ def test_benchmark_job_through_the_webserver(tmp_path):
         tags = [{"key": "dagster/partition", "value": key},
                 {"key": "dagster/partition/candidate", "value": "p5-scout-bf16-tp8"},
                 {"key": "dagster/partition/date", "value": "2026-11-29"}]
-        params = {"selector": {"repositoryLocationName": "pipelines.definitions",
+        params = {"selector": {"repositoryLocationName": "servingbench.pipelines.definitions",
                                "repositoryName": "__repository__", "jobName": "benchmark_job"},
                   "executionMetadata": {"tags": tags}}
         launched = _gql(url, LAUNCH, {"params": params})["launchRun"]

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from pipelines.config import ConfigError
-from pipelines.definitions import build_definitions
-from pipelines.profiles import Settings
+from servingbench.pipelines.config import ConfigError
+from servingbench.pipelines.definitions import build_definitions
+from servingbench.pipelines.profiles import Settings
 
 ENV = {"SERVINGBENCH_EKS_CLUSTER": "bench", "SERVINGBENCH_EKS_REGION": "us-east-1",
        "SERVINGBENCH_EKS_NODE_ROLE_ARN": "arn:aws:iam::123456789012:role/sb-nodes",

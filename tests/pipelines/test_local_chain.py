@@ -10,10 +10,10 @@ import dagster as dg
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+from servingbench.assets.benchmark import RUN_TAG
+from servingbench.pipelines.profiles import Settings
+from servingbench.resources.loadgen.generator import LoadGenerator
 
-from assets.benchmark import RUN_TAG
-from pipelines.profiles import Settings
-from resources.loadgen.generator import LoadGenerator
 from tests.support.chain import checks, materialized, run_job
 
 pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
@@ -86,7 +86,7 @@ def test_emulator_and_cluster_are_torn_down_when_the_load_fails(tmp_path, monkey
     failing = LoadGenerator(concurrency=(1,), requests_per_step=2, warmup_requests=0,
                            output_tokens=4, api_key_env="SB_TEST_NO_SUCH_KEY")
     torn = []
-    from resources.cluster.local import LocalHostCluster
+    from servingbench.resources.cluster.local import LocalHostCluster
 
     class WatchedCluster(LocalHostCluster):
         def teardown(self, info):

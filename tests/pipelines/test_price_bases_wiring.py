@@ -5,12 +5,12 @@ profile's lookup when the bill is fetched, never again on a refetch."""
 from __future__ import annotations
 
 import pytest
+from servingbench.assets.benchmark import initial_manifest
+from servingbench.assets.bill import _record_price_bases
+from servingbench.pipelines.catalog import load_candidates
+from servingbench.pipelines.config import ConfigError
+from servingbench.resources.contract import manifest as mf
 
-from assets.benchmark import initial_manifest
-from assets.bill import _record_price_bases
-from pipelines.catalog import load_candidates
-from pipelines.config import ConfigError
-from resources.contract import manifest as mf
 from tests.support.runbuilder import clean_run
 
 

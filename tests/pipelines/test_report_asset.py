@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from servingbench.assets.report import reconciliation_md, regression
 
-from assets.report import reconciliation_md, regression
 from tests.support.history import analyzed_good, write_history
 
 pytestmark = pytest.mark.slow  # analyses a run folder (Great Expectations): not in `make check`

@@ -11,9 +11,9 @@ import threading
 import time
 
 import pytest
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.schemas import read_records
 
-from resources.contract import manifest as mf
-from resources.contract.schemas import read_records
 from tests.support.signals import ChainRun
 
 pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
@@ -117,7 +117,8 @@ def test_ctrl_c_mid_load_is_taken_by_the_load_generator(tmp_path):
     inside a transport callback would be logged by the loop, and the run would go on),
     finalizes its records and raises KeyboardInterrupt, and the caller's handler is back
     afterwards, never having run."""
-    from resources.loadgen import LoadConfig, run_load
+    from servingbench.resources.loadgen import LoadConfig, run_load
+
     from tests.support.emulator import FIXED_MODEL, FixedTimingServer
 
     calls = []

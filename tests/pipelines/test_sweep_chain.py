@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from pipelines.config import REPO
-from resources.contract import manifest as mf
+from servingbench.pipelines.config import REPO
+from servingbench.resources.contract import manifest as mf
 
 SHEET = REPO / "pipelines" / "price_sheet.yaml"
 
@@ -23,7 +22,7 @@ SHEET = REPO / "pipelines" / "price_sheet.yaml"
 @pytest.mark.timeout(600)  # a run process with its own chain on a shared 2-core machine
 def test_run_sweep_runs_each_member_that_fits_with_its_ladder_and_engine_args(
         tmp_path, monkeypatch, capsys):
-    from pipelines.cli import main as cli
+    from servingbench.pipelines.cli import main as cli
 
     cands = tmp_path / "c.yaml"
     cands.write_text(

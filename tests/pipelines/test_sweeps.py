@@ -7,12 +7,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
-from pipelines.catalog import load_candidates, load_sweeps
-from pipelines.cli import main as cli
-from pipelines.config import DEFAULT_FILE, ConfigError
-from pipelines.sweeps import derived_name, shape
-from resources.contract import manifest as mf
+from servingbench.pipelines.catalog import load_candidates, load_sweeps
+from servingbench.pipelines.cli import main as cli
+from servingbench.pipelines.config import DEFAULT_FILE, ConfigError
+from servingbench.pipelines.sweeps import derived_name, shape
+from servingbench.resources.contract import manifest as mf
 
 SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 CANDIDATES = (f"candidates:\n  - {{name: p5-scout, instance_type: p5.48xlarge, model: {SCOUT}, "
@@ -103,7 +102,7 @@ def test_each_kind_of_combination_that_cannot_run_is_skipped_with_its_reason(tmp
     assert {m.name for m in sweep.members} == {"s-vllm-tp8-kvauto-1k1k", "s-vllm-tp8-kvfp8-1k1k",
                                                "s-sglang-tp8-kvauto-1k1k", "s-sglang-tp8-kvfp8-1k1k"}
     # the engine gets the setting in its own spelling (engines/<engine>.py)
-    from resources.model_server.engine_args import flags
+    from servingbench.resources.model_server.engine_args import flags
     fp8 = next(m for m in sweep.members if m.name == "s-vllm-tp8-kvfp8-1k1k")
     assert flags(fp8.engine, fp8.engine_args) == ["--kv-cache-dtype", "fp8"]
     assert flags("sglang", fp8.engine_args) == ["--kv-cache-dtype", "fp8_e4m3"]
@@ -193,7 +192,7 @@ def test_sweep_list_and_run_refuse_bad_input_with_exit_2(tmp_path, capsys, monke
 
 
 def test_a_member_writes_its_sweep_and_accelerators_into_the_manifest():
-    from assets.benchmark import initial_manifest
+    from servingbench.assets.benchmark import initial_manifest
 
     member = next(m for s in load_sweeps(DEFAULT_FILE) if s.name == "scout-trn2"
                   for m in s.members)
@@ -223,8 +222,8 @@ def test_every_combination_is_either_a_member_or_skipped(tmp_path):
 def test_each_engine_gets_a_members_engine_args_in_its_own_spelling():
     from dataclasses import replace
 
-    from resources.model_server.kube.render import render
-    from resources.model_server.kube.server import engine_spec_for
+    from servingbench.resources.model_server.kube.render import render
+    from servingbench.resources.model_server.kube.server import engine_spec_for
 
     def _container(spec) -> dict:
         (deployment,) = [o for o in render(spec) if o["kind"] == "Deployment"]
@@ -262,9 +261,8 @@ def test_the_sweeps_frontier_pools_its_members_and_leaves_parity_failures_unrank
 
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from pipelines.cli.sweep_frontier import rows
-    from resources.contract.schemas import FRONTIER
+    from servingbench.pipelines.cli.sweep_frontier import rows
+    from servingbench.resources.contract.schemas import FRONTIER
 
     def member(name: str, steps: list[tuple[str, bool, float, float]], passed: bool | None):
         d = tmp_path / name
@@ -300,7 +298,7 @@ def test_a_reader_that_stops_early_ends_the_listing_quietly():
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "sweep", "list", "scout-p5"],
+        proc = subprocess.run([sys.executable, "-m", "servingbench.pipelines.cli", "sweep", "list", "scout-p5"],
                               stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
     finally:
         os.close(write_end)

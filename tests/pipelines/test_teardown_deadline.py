@@ -13,13 +13,13 @@ import time
 from dataclasses import dataclass, replace
 
 import pytest
+from servingbench.pipelines.profiles import Settings
+from servingbench.resources.cluster.local import LocalHostCluster
+from servingbench.resources.loadgen.generator import LoadGenerator
+from servingbench.resources.model_server.emulator import EmulatorModelServer
+from servingbench.resources.model_server.local import LocalModelServers
+from servingbench.resources.telemetry import sampler
 
-from pipelines.profiles import Settings
-from resources.cluster.local import LocalHostCluster
-from resources.loadgen.generator import LoadGenerator
-from resources.model_server.emulator import EmulatorModelServer
-from resources.model_server.local import LocalModelServers
-from resources.telemetry import sampler
 from tests.support.chain import run_job
 from tests.support.telemetry import HostileTelemetry
 

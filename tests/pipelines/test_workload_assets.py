@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import duckdb
 import pytest
+from servingbench.assets.metrics import workload_metadata
+from servingbench.resources.analysis.analyze import analyze_run
 
-from assets.metrics import workload_metadata
-from resources.analysis.analyze import analyze_run
 from tests.support.chain import materialized, run_job
 from tests.support.replay import RecordedBill, ReplayCluster, ReplayLoad, ReplayModelServer
 from tests.support.runbuilder import RunBuilder

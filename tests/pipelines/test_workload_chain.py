@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pyarrow.parquet as pq
+from servingbench.pipelines.config import REPO
+from servingbench.pipelines.profiles import Settings
+from servingbench.resources.loadgen.generator import LoadGenerator
 
-from pipelines.config import REPO
-from pipelines.profiles import Settings
-from resources.loadgen.generator import LoadGenerator
 from tests.support.chain import materialized, run_job
 
 CANDIDATE = (

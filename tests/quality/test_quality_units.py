@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from resources.contract import manifest as mf
-from resources.quality import find_reference, parity, score, wilson
-from resources.quality.evalset import (
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.quality import find_reference, parity, score, wilson
+from servingbench.resources.quality.evalset import (
     KINDS,
     EvalSetError,
     build,

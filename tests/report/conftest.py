@@ -29,7 +29,7 @@ def runs(_pristine, tmp_path) -> list[Path]:
 def reports(_pristine, tmp_path_factory) -> dict[str, Path]:
     """Reports written once for the read-only tests: the run reports of fast-0 (measured)
     and emu-0 (emulated), and the comparison across all five runs."""
-    from resources.report import write_comparison_report, write_run_report
+    from servingbench.resources.report import write_comparison_report, write_run_report
 
     root = tmp_path_factory.mktemp("reports")
     dirs = []

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+from servingbench.resources.contract.schemas import CHUNK_LOG, OPTIONAL_CHUNK_COLUMNS, REQUEST_LOG
+from servingbench.resources.report import cdf
+from servingbench.resources.report.rundata import RunData
 
-from resources.contract.schemas import CHUNK_LOG, OPTIONAL_CHUNK_COLUMNS, REQUEST_LOG
-from resources.report import cdf
-from resources.report.rundata import RunData
 from tests.support.runbuilder import S
 
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
-from pipelines.cli.report import expand, main
+from servingbench.pipelines.cli.report import expand, main
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -128,7 +127,7 @@ def test_no_argument_is_a_usage_error(capsys):
 
 
 def test_servingbench_report_through_the_top_level_cli(runs, capsys):
-    from pipelines.cli import main as servingbench
+    from servingbench.pipelines.cli import main as servingbench
 
     assert servingbench(["--help"]) == 0
     assert "report     write HTML reports of run folders" in capsys.readouterr().out

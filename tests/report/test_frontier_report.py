@@ -9,13 +9,13 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from servingbench.pipelines.cli.report import main as report_main
+from servingbench.resources.contract.schemas import FRONTIER_LEVELS
+from servingbench.resources.report import write_comparison_report
+from servingbench.resources.report.comparison import short_id
+from servingbench.resources.report.frontier_plots import lines, pareto
+from servingbench.resources.report.rundata import RunData
 
-from pipelines.cli.report import main as report_main
-from resources.contract.schemas import FRONTIER_LEVELS
-from resources.report import write_comparison_report
-from resources.report.comparison import short_id
-from resources.report.frontier_plots import lines, pareto
-from resources.report.rundata import RunData
 from tests.support.html import Page, check_safe
 
 
@@ -118,7 +118,7 @@ def test_sweep_members_of_one_instance_type_are_one_frontier():
 
 
 def test_run_report_shows_its_frontier_and_labels_what_if(runs):
-    from resources.report import write_run_report
+    from servingbench.resources.report import write_run_report
 
     html = write_run_report(runs[0]).read_text()
     check_safe(html)
@@ -131,7 +131,10 @@ def test_run_report_shows_its_frontier_and_labels_what_if(runs):
 
 def test_a_line_with_no_valid_step_draws_hollow_points_only():
     """A busy machine marks every step client-limited: no frontier, no crash."""
-    from resources.report.frontier_plots import plot_frontier_cost, plot_frontier_throughput
+    from servingbench.resources.report.frontier_plots import (
+        plot_frontier_cost,
+        plot_frontier_throughput,
+    )
 
     run = _run("busy", [("c=1", False, 50.0, 10.0, 5.0), ("c=4", False, 20.0, 40.0, 1.2)])
     assert pareto(run.frontier).empty and "interactivity_tok_s" in pareto(run.frontier)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from resources.contract.manifest import dump, load
-from resources.report import write_comparison_report, write_run_report
+from servingbench.resources.contract.manifest import dump, load
+from servingbench.resources.report import write_comparison_report, write_run_report
+
 from tests.support.html import Page, check_safe
 
 HOSTILE_CANDIDATE = '<script>alert("c")</script>'
@@ -143,7 +144,7 @@ def test_manifest_only_folder_still_reports_what_it_knows(runs):
 
 
 def test_comparison_shows_the_regression_check_of_each_latest_run(reports):
-    from resources.report.regression import compare_to_history, headline_record
+    from servingbench.resources.report.regression import compare_to_history, headline_record
 
     rows = _table_after(reports["comparison"].read_text(), "regression")
     by_candidate = {r[0]: r for r in rows[1:]}

@@ -6,8 +6,7 @@ from __future__ import annotations
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-
-from resources.report.plots import STYLE, _log_if_wide
+from servingbench.resources.report.plots import STYLE, _log_if_wide
 
 
 def test_wide_axes_get_plain_log_tick_labels():

@@ -8,9 +8,8 @@ from pathlib import Path
 import matplotlib.image as mpimg
 import numpy as np
 import pytest
-
-from resources.report import plots
-from resources.report.rundata import load_run
+from servingbench.resources.report import plots
+from servingbench.resources.report.rundata import load_run
 
 
 def assert_real_png(path: Path, min_w: int = 600, min_h: int = 400) -> np.ndarray:
@@ -114,7 +113,7 @@ def test_run_without_raw_records_skips_the_cdfs(runs, tmp_path):
 
 
 def test_dollar_signs_and_markup_in_names_are_plain_text(runs, tmp_path):
-    from resources.contract.manifest import dump, load
+    from servingbench.resources.contract.manifest import dump, load
 
     m = load(runs[4] / "manifest.json")
     m["candidate"] = r"$\notacommand{x}_$ <b>"

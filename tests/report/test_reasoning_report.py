@@ -4,10 +4,10 @@ hand-computed run folder through the real analyzer to the terminal summary and t
 from __future__ import annotations
 
 import pytest
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.analysis.summary import render
+from servingbench.resources.report import write_comparison_report, write_run_report
 
-from resources.analysis.analyze import analyze_run
-from resources.analysis.summary import render
-from resources.report import write_comparison_report, write_run_report
 from tests.support.html import check_safe
 from tests.support.runbuilder import RunBuilder, at
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from servingbench.resources.report.regression import Thresholds, compare_to_history, headline_record
 
-from resources.report.regression import Thresholds, compare_to_history, headline_record
 from tests.support.runbuilder import FAST, simulated_run
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from resources.report.repeatability import spread, step_spreads, t_975
-from resources.report.rundata import load_run
+from servingbench.resources.report.repeatability import spread, step_spreads, t_975
+from servingbench.resources.report.rundata import load_run
 
 
 def test_spread_of_three_runs_by_hand():

@@ -5,12 +5,12 @@ on a package of dropped-in files, and on the real reports' order."""
 from __future__ import annotations
 
 import pytest
+from servingbench.resources.report import registry
 
-from resources.report import registry
 from tests.support.droppedin import package
 
 QUEUE = '''
-from resources.report.registry import Plots, Section
+from servingbench.resources.report.registry import Plots, Section
 
 DRAWS = (Plots("run", 30, lambda run, out_dir, slo_ttft_s, slo_tpot_s: {},
                {"queue": ("queue depth", "Requests waiting, per step.")}),)

@@ -1,5 +1,5 @@
 """The report on the real analyzer's outputs: the fixture's raw records go through the
-analyzer's own metric and cost SQL (`resources.analysis.metrics.step_metrics`,
+analyzer's own metric and cost SQL (`servingbench.resources.analysis.metrics.step_metrics`,
 `cost_tables`), whose tables must equal the ones the fixture computed itself (so the other
 report tests read what the analyzer really writes), and the reports are written from them.
 
@@ -13,12 +13,12 @@ import math
 
 import pyarrow.parquet as pq
 import pytest
+from servingbench.resources.analysis.analyze import cost_tables
+from servingbench.resources.analysis.metrics import step_metrics
+from servingbench.resources.analysis.rundir import open_run
+from servingbench.resources.contract.schemas import write_parquet
+from servingbench.resources.report import write_comparison_report, write_run_report
 
-from resources.analysis.analyze import cost_tables
-from resources.analysis.metrics import step_metrics
-from resources.analysis.rundir import open_run
-from resources.contract.schemas import write_parquet
-from resources.report import write_comparison_report, write_run_report
 from tests.support.html import check_safe
 
 OUTPUTS = ("derived_metrics.parquet", "cost_per_1m.parquet", "headline.parquet")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from servingbench.pipelines.cli import report as report_cli
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.report import write_comparison_report, write_run_report
+from servingbench.resources.report.rundata import ReportError, load_run
 
-from pipelines.cli import report as report_cli
-from resources.analysis.analyze import analyze_run
-from resources.report import write_comparison_report, write_run_report
-from resources.report.rundata import ReportError, load_run
 from tests.support.browser import CHROMIUM, load_pages
 from tests.support.html import check_safe
 from tests.support.runbuilder import RunBuilder
@@ -118,8 +118,9 @@ def test_a_malformed_workload_file_names_the_file_and_key(analyzed, tmp_path, ca
 
 
 def test_a_run_measured_on_this_host_names_the_host_and_a_plain_run_has_no_workloads(tmp_path):
-    from resources.analysis.summary import render
-    from resources.cluster.host import describe_host, host_facts
+    from servingbench.resources.analysis.summary import render
+    from servingbench.resources.cluster.host import describe_host, host_facts
+
     from tests.support.runbuilder import clean_run
 
     b = clean_run()

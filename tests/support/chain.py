@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
+from servingbench.pipelines.definitions import build_definitions
+from servingbench.pipelines.profiles import Settings
+from servingbench.resources.loadgen.generator import LoadGenerator
 
-from pipelines.definitions import build_definitions
-from pipelines.profiles import Settings
-from resources.loadgen.generator import LoadGenerator
 from tests.support.replay import RecordedBill, ReplayCluster, ReplayLoad, ReplayModelServer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

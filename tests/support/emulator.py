@@ -8,8 +8,7 @@ import time
 from pathlib import Path
 
 import httpx
-
-from emulator.process import EmulatorProcess
+from servingbench.emulator.process import EmulatorProcess
 
 SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 USAGE_OPTS = {"include_usage": True, "continuous_usage_stats": True}

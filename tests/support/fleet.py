@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from resources.contract.timestamps import parse_ts
+from servingbench.resources.contract.timestamps import parse_ts
 
 REPO = Path(__file__).resolve().parents[2]
 SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"

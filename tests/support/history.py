@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.contract import manifest as mf
 
-from resources.analysis.analyze import analyze_run
-from resources.contract import manifest as mf
 from tests.support.chain import FIXTURES
 
 

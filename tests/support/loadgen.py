@@ -11,9 +11,9 @@ import uuid
 from pathlib import Path
 
 import pyarrow as pa
+from servingbench.resources.contract.schemas import read_records
+from servingbench.resources.loadgen import LoadConfig
 
-from resources.contract.schemas import read_records
-from resources.loadgen import LoadConfig
 from tests.support.emulator import FIXED_MODEL
 
 
@@ -52,5 +52,5 @@ def run_cli(args: list[str], timeout: float = 60,
     with contextlib.suppress(KeyError):
         del env["SERVINGBENCH_TEST_KEY"]
     env.update(extra)
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", "load", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "servingbench.pipelines.cli", "load", *args], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=timeout)

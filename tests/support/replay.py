@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from resources.billing.interface import BillSource
-from resources.cluster.interface import Cluster, ClusterInfo
-from resources.contract import manifest as mf
-from resources.contract.candidate import Candidate
-from resources.contract.schemas import read_records, write_parquet
-from resources.model_server.interface import Deployment, ModelServer
+from servingbench.resources.billing.interface import BillSource
+from servingbench.resources.cluster.interface import Cluster, ClusterInfo
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.schemas import read_records, write_parquet
+from servingbench.resources.model_server.interface import Deployment, ModelServer
 
 SCOPE = ("account_id", "region", "availability_zone", "cluster_name", "k8s_version", "nodegroup",
          "instance_type", "node_count", "instance_ids", "driver_version")

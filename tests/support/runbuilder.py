@@ -28,10 +28,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-from resources.analysis.gates import NAMES as GATE_NAMES
-from resources.contract import manifest as mf
-from resources.contract.schemas import (
+from servingbench.resources.analysis.gates import NAMES as GATE_NAMES
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.schemas import (
     BILL,
     CHUNK_LOG,
     OPTIONAL_CHUNK_COLUMNS,
@@ -522,8 +521,7 @@ def _write_what_if(run_dir: Path) -> None:
     """cost_what_if.parquet (contract §4.1) by the analyzer's own query, when the manifest
     has price bases."""
     import duckdb
-
-    from resources.analysis.frontier import price_what_if
+    from servingbench.resources.analysis.frontier import price_what_if
 
     manifest = mf.load(run_dir / "manifest.json")
     with duckdb.connect() as con:

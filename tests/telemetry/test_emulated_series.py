@@ -12,14 +12,14 @@ import threading
 import httpx
 import pyarrow.parquet as pq
 import pytest
+from servingbench.assets import telemetry as telemetry_link
+from servingbench.emulator.process import EmulatorProcess
+from servingbench.pipelines.profiles import Settings
+from servingbench.resources.contract.timestamps import parse_ts
+from servingbench.resources.loadgen.generator import LoadGenerator
+from servingbench.resources.model_server.emulator import EmulatorModelServer
+from servingbench.resources.telemetry import Sampler, sources_from
 
-from assets import telemetry as telemetry_link
-from emulator.process import EmulatorProcess
-from pipelines.profiles import Settings
-from resources.contract.timestamps import parse_ts
-from resources.loadgen.generator import LoadGenerator
-from resources.model_server.emulator import EmulatorModelServer
-from resources.telemetry import Sampler, sources_from
 from tests.support.chain import materialized, run_job
 from tests.support.emulator import SCOUT
 

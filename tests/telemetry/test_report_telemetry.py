@@ -6,12 +6,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.report.comparison import write_comparison_report
+from servingbench.resources.report.plots import plot_telemetry
+from servingbench.resources.report.run_report import write_run_report
+from servingbench.resources.report.rundata import load_run
 
-from resources.analysis.analyze import analyze_run
-from resources.report.comparison import write_comparison_report
-from resources.report.plots import plot_telemetry
-from resources.report.run_report import write_run_report
-from resources.report.rundata import load_run
 from tests.support.runbuilder import clean_run
 
 

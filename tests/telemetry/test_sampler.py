@@ -9,8 +9,8 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
+from servingbench.resources.telemetry import Sampler, sources_from
 
-from resources.telemetry import Sampler, sources_from
 from tests.support.telemetry import (
     MIB,
     HostileTelemetry,

@@ -5,8 +5,8 @@ dropped-in files."""
 from __future__ import annotations
 
 import pytest
+from servingbench.resources.telemetry import sources
 
-from resources.telemetry import sources
 from tests.support.droppedin import package
 
 RAPL = '''

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 import pytest
+from servingbench.resources.analysis.analyze import analyze_run
+from servingbench.resources.analysis.telemetry import step_summary
 
-from resources.analysis.analyze import analyze_run
-from resources.analysis.telemetry import step_summary
 from tests.support.runbuilder import clean_run
 
 # clean_run: one steady step c=2, window [1000, 1400] ms, output tokens 3 + 2 + 4 = 9.

@@ -20,11 +20,11 @@ import asyncio
 import time
 import uuid
 
-from resources.loadgen.images import message_content
-from resources.loadgen.scenarios.kind import Key, Kind, non_neg_num, pos_int
-from resources.loadgen.scenarios.multi_turn import drive_sessions
-from resources.loadgen.selfwatch import InFlight
-from resources.loadgen.workload import Item
+from servingbench.resources.loadgen.images import message_content
+from servingbench.resources.loadgen.scenarios.kind import Key, Kind, non_neg_num, pos_int
+from servingbench.resources.loadgen.scenarios.multi_turn import drive_sessions
+from servingbench.resources.loadgen.selfwatch import InFlight
+from servingbench.resources.loadgen.workload import Item
 
 _now = time.perf_counter_ns
 

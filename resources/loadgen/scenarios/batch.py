@@ -5,8 +5,8 @@ which the analyzer computes from the records."""
 
 from __future__ import annotations
 
-from resources.loadgen.config import step_name
-from resources.loadgen.scenarios.kind import Key, Kind, pos_int
+from servingbench.resources.loadgen.config import step_name
+from servingbench.resources.loadgen.scenarios.kind import Key, Kind, pos_int
 
 # the throughput job: long in, short out
 KIND = Kind("batch", order=4, keys={

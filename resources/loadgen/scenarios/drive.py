@@ -8,5 +8,5 @@ import importlib
 
 async def scenario_steady(run) -> None:
     kind = run.cfg.scenario.kind  # spec.check admits only the kinds whose files it found
-    module = importlib.import_module(f"resources.loadgen.scenarios.{kind}")
+    module = importlib.import_module(f"servingbench.resources.loadgen.scenarios.{kind}")
     await module.steady(run)

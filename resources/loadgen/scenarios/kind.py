@@ -13,7 +13,7 @@ import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from resources.loadgen.errors import LoadConfigError
+from servingbench.resources.loadgen.errors import LoadConfigError
 
 SLO_KEYS = ("ttft_p99_s", "tpot_p99_s")  # what an SLO bounds (the SLO search, --slo-search)
 # the keys every kind built from token targets accepts (a kind with `targets=False` does not)

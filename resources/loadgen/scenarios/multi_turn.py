@@ -15,12 +15,12 @@ import math
 import time
 import uuid
 
-from resources.loadgen.config import step_name
-from resources.loadgen.images import message_content
-from resources.loadgen.scenarios.kind import Key, Kind, non_neg_num, pos_int
-from resources.loadgen.schedule import rate_steps
-from resources.loadgen.selfwatch import InFlight
-from resources.loadgen.workload import Item
+from servingbench.resources.loadgen.config import step_name
+from servingbench.resources.loadgen.images import message_content
+from servingbench.resources.loadgen.scenarios.kind import Key, Kind, non_neg_num, pos_int
+from servingbench.resources.loadgen.schedule import rate_steps
+from servingbench.resources.loadgen.selfwatch import InFlight
+from servingbench.resources.loadgen.workload import Item
 
 _now = time.perf_counter_ns
 

@@ -15,10 +15,18 @@ before it is asked). slo_capacity.json is written by the analyzer from the recor
 
 from __future__ import annotations
 
-from resources.loadgen.config import step_name
-from resources.loadgen.errors import LoadConfigError
-from resources.loadgen.ladder_steps import judged_step
-from resources.loadgen.scenarios.kind import SLO_KEYS, Key, Kind, one_of, pos_int, pos_num, suggest
+from servingbench.resources.loadgen.config import step_name
+from servingbench.resources.loadgen.errors import LoadConfigError
+from servingbench.resources.loadgen.ladder_steps import judged_step
+from servingbench.resources.loadgen.scenarios.kind import (
+    SLO_KEYS,
+    Key,
+    Kind,
+    one_of,
+    pos_int,
+    pos_num,
+    suggest,
+)
 
 SEARCH_OVER = ("rate", "concurrency")  # open-loop arrivals per second, or requests in flight
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, field, make_dataclass
 
-import resources.loadgen.scenarios as _package
-from resources.contract.discovery import package_files
-from resources.loadgen.errors import LoadConfigError
-from resources.loadgen.scenarios.kind import COMMON, SLO_KEYS, Kind, suggest
+import servingbench.resources.loadgen.scenarios as _package
+from servingbench.resources.contract.discovery import package_files
+from servingbench.resources.loadgen.errors import LoadConfigError
+from servingbench.resources.loadgen.scenarios.kind import COMMON, SLO_KEYS, Kind, suggest
 
 __all__ = ["COMMON", "KEYS", "KINDS", "SLO_KEYS", "Scenario", "check", "default",
            "default_targets", "discover", "from_mapping", "one_worker", "own_steps", "parse_slo",
@@ -143,7 +143,7 @@ def from_mapping(obj: dict, where: str = "scenario") -> tuple[object, dict]:
                             or not 0 <= obj["images"] <= 64):
         raise LoadConfigError(f"{where}.images: expected an integer 0..64, got {obj['images']!r}")
     if obj.get("image_size") is not None:
-        from resources.loadgen.images import parse_size
+        from servingbench.resources.loadgen.images import parse_size
 
         parse_size(obj["image_size"], f"{where}.image_size")
     fields = {k: v for k, v in obj.items() if k not in COMMON}

@@ -26,11 +26,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from resources.contract.digits import is_digits
-from resources.loadgen.config import MAX_TOKENS, jsonl, step_name
-from resources.loadgen.errors import LoadConfigError
-from resources.loadgen.scenarios.kind import Key, Kind, optional, pos_int, pos_num, suggest
-from resources.loadgen.workload import Item, filler_words
+from servingbench.resources.contract.digits import is_digits
+from servingbench.resources.loadgen.config import MAX_TOKENS, jsonl, step_name
+from servingbench.resources.loadgen.errors import LoadConfigError
+from servingbench.resources.loadgen.scenarios.kind import (
+    Key,
+    Kind,
+    optional,
+    pos_int,
+    pos_num,
+    suggest,
+)
+from servingbench.resources.loadgen.workload import Item, filler_words
 
 MOONCAKE_BLOCK = 512
 LEAD_S = 0.05  # the schedule starts this long after the prompts are built

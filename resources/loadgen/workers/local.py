@@ -15,15 +15,15 @@ import time
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
-from resources.contract import durable
-from resources.contract import manifest as mf
-from resources.loadgen.clock import Clock
-from resources.loadgen.config import LoadConfig
-from resources.loadgen.errors import DiskFullError, LoadError
-from resources.loadgen.progress import make_progress
-from resources.loadgen.result import LoadResult
-from resources.loadgen.workers.barriers import PipeSync
-from resources.loadgen.workers.share import Share
+from servingbench.resources.contract import durable
+from servingbench.resources.contract import manifest as mf
+from servingbench.resources.loadgen.clock import Clock
+from servingbench.resources.loadgen.config import LoadConfig
+from servingbench.resources.loadgen.errors import DiskFullError, LoadError
+from servingbench.resources.loadgen.progress import make_progress
+from servingbench.resources.loadgen.result import LoadResult
+from servingbench.resources.loadgen.workers.barriers import PipeSync
+from servingbench.resources.loadgen.workers.share import Share
 
 START_MARGIN_S = 0.25  # first barrier: every worker is past its imports and probe already
 STEP_MARGIN_S = 0.05   # later barriers: a message each way on one machine
@@ -33,7 +33,7 @@ STOP_GRACE_S = 60.0    # a stopped worker records its cancelled requests and wri
 def _child(conn: Connection, cfg: LoadConfig, run_dir: str, run_id: str, index: int, count: int,
            probed) -> None:
     """A local worker process's entry point (spawned)."""
-    from resources.loadgen.workers.worker import run_worker
+    from servingbench.resources.loadgen.workers.worker import run_worker
 
     try:
         summary = run_worker(cfg, Path(run_dir), Share(index, count, f"w{index}"), run_id,
@@ -333,8 +333,8 @@ class _Parent:
 
 def run_workers(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None, progress):
     """`run_load` with `cfg.workers` local worker processes; see the module docstring."""
-    from resources.loadgen.prepare import prepare
-    from resources.loadgen.server_metrics import Scraper, ServerMetrics
+    from servingbench.resources.loadgen.prepare import prepare
+    from servingbench.resources.loadgen.server_metrics import Scraper, ServerMetrics
 
     run_dir = Path(run_dir)
     # the workers size their own prompts: the parent sends no request
@@ -383,8 +383,8 @@ def run_workers(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None, prog
         if not parent.written(parent.save, True):
             parent.full.manifest_kept = False
     if parent.full is not None:
-        from resources.loadgen.recorder import NAMES
-        from resources.loadgen.workers.shards import rows_on_disk
+        from servingbench.resources.loadgen.recorder import NAMES
+        from servingbench.resources.loadgen.workers.shards import rows_on_disk
 
         parent.full.unwritten = parent.unwritten
         parent.full.kept = {name: rows_on_disk(run_dir, name) for name in NAMES}
@@ -405,7 +405,7 @@ def run_workers(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None, prog
 
 
 def _seal_and_merge(run_dir: Path, workers: list[_Worker]) -> None:
-    from resources.loadgen.workers.shards import merge_shards, seal
+    from servingbench.resources.loadgen.workers.shards import merge_shards, seal
 
     for w in workers:
         seal(run_dir, w.name)  # a killed worker's streams become its shards
@@ -413,7 +413,7 @@ def _seal_and_merge(run_dir: Path, workers: list[_Worker]) -> None:
 
 
 def _counts(run_dir: Path) -> tuple[dict[str, int], int, int]:
-    from resources.contract.schemas import read_records
+    from servingbench.resources.contract.schemas import read_records
 
     steady = read_records(run_dir, "steady_state_request_log")
     warm = read_records(run_dir, "warmup_log")

@@ -43,11 +43,11 @@ import re
 import time
 from dataclasses import dataclass
 
-from resources.contract.digits import is_digits
-from resources.contract.timestamps import format_ts
-from resources.loadgen.errors import LeftBehind
-from resources.loadgen.loops import CANCEL_GRACE_S
-from resources.loadgen.workers.barriers import StartAt, sleep_until
+from servingbench.resources.contract.digits import is_digits
+from servingbench.resources.contract.timestamps import format_ts
+from servingbench.resources.loadgen.errors import LeftBehind
+from servingbench.resources.loadgen.loops import CANCEL_GRACE_S
+from servingbench.resources.loadgen.workers.barriers import StartAt, sleep_until
 
 _now = time.perf_counter_ns
 POLL_S = 0.3      # between two listings of a meeting's folder

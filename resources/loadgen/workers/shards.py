@@ -16,9 +16,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-
-from resources.contract import durable
-from resources.contract.schemas import (
+from servingbench.resources.contract import durable
+from servingbench.resources.contract.schemas import (
     MERGED_SHARDS_KEY,
     PARTIAL_SUFFIX,
     RUN_FILES,
@@ -30,7 +29,7 @@ from resources.contract.schemas import (
     shard_paths,
     write_parquet,
 )
-from resources.loadgen.recorder import NAMES
+from servingbench.resources.loadgen.recorder import NAMES
 
 
 def worker_of(path: Path, name: str) -> str:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from resources.contract import durable
-from resources.loadgen.config import LoadConfig
-from resources.loadgen.prepare import prepare
-from resources.loadgen.progress import make_progress
-from resources.loadgen.recorder import Recorder
-from resources.loadgen.steps import Run, drive
-from resources.loadgen.workers.share import Share
+from servingbench.resources.contract import durable
+from servingbench.resources.loadgen.config import LoadConfig
+from servingbench.resources.loadgen.prepare import prepare
+from servingbench.resources.loadgen.progress import make_progress
+from servingbench.resources.loadgen.recorder import Recorder
+from servingbench.resources.loadgen.steps import Run, drive
+from servingbench.resources.loadgen.workers.share import Share
 
 
 def run_worker(cfg: LoadConfig, run_dir: Path, share: Share, run_id: str | None, sync,

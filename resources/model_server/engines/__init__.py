@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from resources.contract.discovery import package_files
+from servingbench.resources.contract.discovery import package_files
 
 # A swept setting's value -> the engine's arguments for it (e.g. 256 -> ["--max-num-seqs", "256"]).
 Setting = Callable[[object], list[str]]

@@ -6,8 +6,8 @@ its log; it serves no gauge the sampler reads."""
 
 from __future__ import annotations
 
-from resources.contract.candidate import Candidate
-from resources.model_server.engines import Counters, Engine, flag
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.model_server.engines import Counters, Engine, flag
 
 # llama-cpp-python's server settings (its ModelSettings fields, spelled as flags)
 SETTINGS = {

@@ -3,7 +3,7 @@ markers, gauge names. Its counters are not reconciled (server_metrics reads none
 
 from __future__ import annotations
 
-from resources.model_server.engines import Engine, flag
+from servingbench.resources.model_server.engines import Engine, flag
 
 # servingbench's method -> SGLang's --speculative-algorithm (MTP heads run as EAGLE drafts)
 ALGORITHMS = {"eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "EAGLE", "ngram": "NGRAM"}

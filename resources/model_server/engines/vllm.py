@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from resources.model_server.engines import Counters, Engine, flag
+from servingbench.resources.model_server.engines import Counters, Engine, flag
 
 SETTINGS = {
     "quantization": flag("--quantization"),

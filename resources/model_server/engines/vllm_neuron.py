@@ -4,7 +4,7 @@ cold-start markers, environment and tensor-parallel unit (NeuronCores) are its o
 
 from __future__ import annotations
 
-from resources.model_server.engines import Engine, vllm
+from servingbench.resources.model_server.engines import Engine, vllm
 
 # Logical NeuronCores per Neuron chip: vLLM's --tensor-parallel-size counts cores, the
 # candidates count chips (trn2 with the default logical-NeuronCore size 2: 8 / 2).

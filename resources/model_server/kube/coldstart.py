@@ -14,8 +14,8 @@ own (model_server/engines/<engine>.py `markers`).
 
 from __future__ import annotations
 
-from resources.contract.timestamps import format_ts, parse_ts
-from resources.model_server import engines
+from servingbench.resources.contract.timestamps import format_ts, parse_ts
+from servingbench.resources.model_server import engines
 
 Span = tuple[int, int] | None
 

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from resources.model_server.kube.client import KubeClient, KubeError
-from resources.model_server.kube.coldstart import Span, cold_start_phases
-from resources.model_server.kube.render import PORT, EngineSpec, api_key_secret, render
+from servingbench.resources.model_server.kube.client import KubeClient, KubeError
+from servingbench.resources.model_server.kube.coldstart import Span, cold_start_phases
+from servingbench.resources.model_server.kube.render import PORT, EngineSpec, api_key_secret, render
 
 log = logging.getLogger("servingbench.kube")
 

@@ -8,7 +8,7 @@ servingbench's own objects: Dagster's secrets live in another one.
 `tests/eks/test_kube_role.py` runs the engine's deployment, the load Job and the reaper
 against the fake Kubernetes API and checks every request against this Role, verb by verb,
 and that the Role grants no verb the code never calls. docs/policies/servingbench-role.yaml
-is this, rendered (`python -m resources.model_server.kube.rbac`)."""
+is this, rendered (`python -m servingbench.resources.model_server.kube.rbac`)."""
 
 from __future__ import annotations
 

@@ -14,8 +14,12 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from resources.model_server.kube.client import KubeClient, KubeError
-from resources.model_server.kube.render import NODEGROUP_LABEL, OWNER_LABEL, RUN_ANNOTATION
+from servingbench.resources.model_server.kube.client import KubeClient, KubeError
+from servingbench.resources.model_server.kube.render import (
+    NODEGROUP_LABEL,
+    OWNER_LABEL,
+    RUN_ANNOTATION,
+)
 
 log = logging.getLogger("servingbench.kube")
 

@@ -23,8 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 import yaml
-
-from resources.model_server import engines
+from servingbench.resources.model_server import engines
 
 DIGEST = re.compile(r"^[a-z0-9][^@\s]*@sha256:[0-9a-f]{64}$")
 LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]")

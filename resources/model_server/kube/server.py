@@ -13,17 +13,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
-
-from resources.contract.candidate import Candidate
-from resources.contract.scope import ClusterInfo
-from resources.contract.timestamps import format_ts
-from resources.http import control
-from resources.model_server import engine_args, engines
-from resources.model_server.interface import Deployment, ModelServer
-from resources.model_server.kube.client import KubeClient, RolloutError
-from resources.model_server.kube.coldstart import manifest_phases
-from resources.model_server.kube.deploy import EngineDeployment
-from resources.model_server.kube.render import PORT, EngineSpec
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.scope import ClusterInfo
+from servingbench.resources.contract.timestamps import format_ts
+from servingbench.resources.http import control
+from servingbench.resources.model_server import engine_args, engines
+from servingbench.resources.model_server.interface import Deployment, ModelServer
+from servingbench.resources.model_server.kube.client import KubeClient, RolloutError
+from servingbench.resources.model_server.kube.coldstart import manifest_phases
+from servingbench.resources.model_server.kube.deploy import EngineDeployment
+from servingbench.resources.model_server.kube.render import PORT, EngineSpec
 
 # Where the load generator finds the engine's API key while the engine is deployed (the
 # load generator reads keys from the environment only; removed again after the block).

@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import httpx
-
-from resources.contract.discovery import package_files
-from resources.http import control
+from servingbench.resources.contract.discovery import package_files
+from servingbench.resources.http import control
 
 MAX_BYTES = 4 << 20  # a DCGM exposition of 8 GPUs is ~40 KB; anything far larger is not one
 

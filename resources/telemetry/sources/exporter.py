@@ -5,10 +5,9 @@ fields (`dcgm`), the engine's own gauges (`engine_metrics`), or both from the em
 from __future__ import annotations
 
 import httpx
-
-from resources.http.prometheus import parse
-from resources.telemetry.name_maps import Row, dcgm_rows, engine_rows
-from resources.telemetry.sources import SourceError, fetch
+from servingbench.resources.http.prometheus import parse
+from servingbench.resources.telemetry.name_maps import Row, dcgm_rows, engine_rows
+from servingbench.resources.telemetry.sources import SourceError, fetch
 
 
 class PrometheusSource:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from resources.telemetry.name_maps import Row
-from resources.telemetry.sources import SourceError
+from servingbench.resources.telemetry.name_maps import Row
+from servingbench.resources.telemetry.sources import SourceError
 
 
 class HostProcessSource:

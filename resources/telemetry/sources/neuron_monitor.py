@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 import httpx
-
-from resources.telemetry import neuron
-from resources.telemetry.name_maps import Row
-from resources.telemetry.sources import SourceError, fetch
+from servingbench.resources.telemetry import neuron
+from servingbench.resources.telemetry.name_maps import Row
+from servingbench.resources.telemetry.sources import SourceError, fetch
 
 
 class NeuronMonitorSource:

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from moto.server import ThreadedMotoServer
-
-from resources.aws.caller import make_client
+from servingbench.resources.aws.caller import make_client
 
 REGION = "us-east-1"
 DUMMY_KEY_ID = "AKIASERVINGBENCHTEST"

@@ -8,7 +8,7 @@ One p5.48xlarge node (list price $55.04/h) runs 02:10:00 → 03:15:00 UTC:
 
 from __future__ import annotations
 
-from resources.contract.timestamps import parse_ts
+from servingbench.resources.contract.timestamps import parse_ts
 
 RUN_ID = "20261129T020000Z-p5.48xlarge-scout-bf16-7f3a"
 ACCOUNT = "123456789012"

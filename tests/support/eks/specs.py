@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from resources.model_server.kube.render import EngineSpec
+from servingbench.resources.model_server.kube.render import EngineSpec
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4  # a fixture digest, not a real image
 

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 TARGETS = {  # phase -> (module, class, method) whose call is held
-    "provision": ("resources.cluster.local", "LocalHostCluster", "provision"),
-    "bill": ("resources.billing.price_sheet", "PriceSheetBill", "fetch_bill"),
+    "provision": ("servingbench.resources.cluster.local", "LocalHostCluster", "provision"),
+    "bill": ("servingbench.resources.billing.price_sheet", "PriceSheetBill", "fetch_bill"),
 }
 
 

@@ -5,7 +5,7 @@
 -- cache: 'hit' (cached_tokens > 0), 'miss' (= 0), 'unknown' (null). TTFT and E2E exactly as
 -- in step_metrics.sql, over the OK requests of the class; zero samples give _n = 0, the rest null.
 -- The TTFT/E2E statistics block repeats step_metrics.sql's on purpose: the SQL loader
--- (resources/analysis/sqlfiles.py) runs one self-contained file per query, binds values
+-- (sqlfiles.py) runs one self-contained file per query, binds values
 -- only through $ parameters and checks them over the whole text; it has no includes, and
 -- sharing the block would mean splicing column names into SQL text. The copy is pinned
 -- instead: tests/analysis/test_workload_outputs.py checks that one cache class gives
