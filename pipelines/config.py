@@ -23,6 +23,7 @@ from servingbench.resources.contract.candidate import (
     QualityPlan,
     ReasoningPlan,
     SpeculativePlan,
+    field_default,
 )
 from servingbench.resources.contract.schemas import PRICE_BASES
 from servingbench.resources.loadgen.config import MAX_TOKENS
@@ -186,14 +187,18 @@ def _load_plan(raw: dict, where: str) -> LoadPlan:
                           f"got {_short(rates)}")
     for r in rates:
         _at_most(r, "rates", f"{where}.rates")
+    def given(key: str):  # LoadPlan's own default where the file sets none (a tuple as a list)
+        value = field_default(LoadPlan, key)
+        return raw.get(key, list(value) if isinstance(value, tuple) else value)
+
     plan = LoadPlan(
-        concurrency=_positive_ints(raw.get("concurrency", [1, 4, 8, 16, 32]), f"{where}.concurrency",
+        concurrency=_positive_ints(given("concurrency"), f"{where}.concurrency",
                                    "concurrency"),
         rates=tuple(float(r) for r in rates),
-        requests_per_step=_positive_ints([raw.get("requests_per_step", 64)],
+        requests_per_step=_positive_ints([given("requests_per_step")],
                                          f"{where}.requests_per_step", "requests_per_step")[0],
-        warmup_requests=raw.get("warmup_requests", 8),
-        workers=raw.get("workers", 1), ladder=ladder)
+        warmup_requests=given("warmup_requests"),
+        workers=given("workers"), ladder=ladder)
     if not _is_int(plan.workers) or plan.workers < 1:
         raise ConfigError(f"{where}.workers: expected an integer >= 1, got {_short(plan.workers)}")
     _at_most(plan.workers, "workers", f"{where}.workers")
@@ -315,16 +320,17 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
                           "image reference")
     if merged["precision"] not in PRECISIONS:
         raise ConfigError(f"{where}.precision: {merged['precision']!r} is not one of {PRECISIONS}")
-    if merged.get("engine", "vllm") not in ENGINES:
+    if merged.get("engine", field_default(Candidate, "engine")) not in ENGINES:
         raise ConfigError(f"{where}.engine: {merged['engine']!r} is not one of {ENGINES}")
     for key in ("tensor_parallel", "node_count", "max_model_len"):
         if key in merged and merged[key] < 1:
             raise ConfigError(f"{where}.{key}: must be >= 1")
         if key in merged:
             _at_most(merged[key], key, f"{where}.{key}")
-    scenario = merged.get("scenario", {"input_tokens": 512, "output_tokens": 128, "dataset": None})
+    scenario = merged.get("scenario", field_default(Candidate, "scenario"))
     _check_scenario(scenario, base, f"{where}.scenario")
-    _check_sizes(scenario, merged.get("max_model_len", 8192), f"{where}.scenario")
+    _check_sizes(scenario, merged.get("max_model_len", field_default(Candidate, "max_model_len")),
+                 f"{where}.scenario")
     price = merged.pop("price", None)
     basis = None
     if price is not None:
@@ -368,7 +374,7 @@ def _engine_args(raw: dict, merged: dict, where: str) -> dict:
         args = engine_args.check(raw, where)
     except engine_args.EngineArgsError as exc:
         raise ConfigError(str(exc)) from None
-    engine = merged.get("engine", "vllm")
+    engine = merged.get("engine", field_default(Candidate, "engine"))
     missing = engine_args.unsupported(engine, args)
     if missing:
         raise ConfigError(f"{where}.{missing[0]}: engine {engine} has no such setting")

@@ -20,6 +20,7 @@ import dagster as dg
 from servingbench.pipelines.catalog import load_candidates
 from servingbench.pipelines.config import DEFAULT_FILE, REPO, ConfigError
 from servingbench.resources import billing
+from servingbench.resources.analysis.metrics import DEFAULT_SLO
 from servingbench.resources.aws.caller import Caller
 from servingbench.resources.billing.cost_explorer import CostExplorerApi
 from servingbench.resources.billing.price_list import PriceListApi
@@ -53,7 +54,7 @@ class Settings:
     time_scale: float = 1.0                 # emulator clock (1.0: the modelled hardware's speed)
     cold_start_s: float | None = None       # emulator cold start override (None: modelled)
     load: LoadGenerator = field(default_factory=LoadGenerator)
-    slos: tuple[tuple[float, float], ...] = ((2.0, 0.1),)
+    slos: tuple[tuple[float, float], ...] = (DEFAULT_SLO,)
     data_uri: str | None = None             # s3://bucket/prefix: where finished runs are published
 
     @classmethod

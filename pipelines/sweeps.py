@@ -38,7 +38,7 @@ from pathlib import Path
 
 from servingbench.pipelines import config as cfgmod
 from servingbench.pipelines.config import NAME, ConfigError
-from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.candidate import Candidate, field_default
 
 SWEEP_KEYS = {"base", "matrix"}
 NESTED = ("engine_args", "scenario", "llamacpp", "load", "quality")
@@ -210,12 +210,14 @@ def _cannot_run(raw: dict, defaults: dict) -> str | None:
     from servingbench.resources.model_server import engine_args
 
     merged = {**defaults, **raw}
-    engine, args = merged.get("engine", "vllm"), merged.get("engine_args") or {}
+    engine = merged.get("engine", field_default(Candidate, "engine"))
+    args = merged.get("engine_args") or {}
     if isinstance(args, dict) and isinstance(engine, str):
         missing = engine_args.unsupported(engine, args)
         if missing:
             return f"engine {engine} has no {missing[0]} setting"
-    scenario, ctx = merged.get("scenario") or {}, merged.get("max_model_len", 8192)
+    scenario = merged.get("scenario") or {}
+    ctx = merged.get("max_model_len", field_default(Candidate, "max_model_len"))
     sizes = [scenario.get("input_tokens"), scenario.get("output_tokens")] if isinstance(
         scenario, dict) else []
     if len(sizes) == 2 and all(cfgmod._is_int(v) for v in sizes) and cfgmod._is_int(ctx):

@@ -15,8 +15,11 @@ import sys
 from pathlib import Path
 
 from servingbench.pipelines.cli.argtypes import finite, int_or, positive, positive_floats
+from servingbench.resources.contract.candidate import field_default
 from servingbench.resources.contract.digits import is_digits
+from servingbench.resources.contract.exits import DISK_FULL
 from servingbench.resources.contract.manifest import ManifestError
+from servingbench.resources.loadgen import config_file
 from servingbench.resources.loadgen.config import LoadConfig
 from servingbench.resources.loadgen.errors import (
     DiskFullError,
@@ -25,6 +28,11 @@ from servingbench.resources.loadgen.errors import (
     RunExistsError,
 )
 from servingbench.resources.loadgen.scenarios.spec import default, default_targets, own_steps
+
+
+def _d(name: str):
+    """LoadConfig's default for `name`: the flags' defaults are the config's, read not retyped."""
+    return field_default(LoadConfig, name)
 
 
 def _ints(text: str) -> list[int]:
@@ -75,31 +83,38 @@ def _start_at(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="servingbench load", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--endpoint", required=True, help="base URL, e.g. http://127.0.0.1:8000")
-    p.add_argument("--model", required=True)
+    p.add_argument("--config", type=Path, default=None, metavar="FILE",
+                   help="the whole load config as JSON (a load pod's load_config.json): "
+                   "replaces --endpoint, --model and every flag of what to run")
+    p.add_argument("--endpoint", default=None, help="base URL, e.g. http://127.0.0.1:8000 (required)")
+    p.add_argument("--model", default=None, help="the served model's name (required)")
     p.add_argument("--out", required=True, type=Path, help="run folder to create (never overwritten)")
-    p.add_argument("--api", choices=["completions", "chat"], default="completions")
+    p.add_argument("--api", choices=["completions", "chat"], default=_d("api"))
     p.add_argument("--concurrency", type=_ints, default=None, help="closed-loop steps, e.g. 1,4,8")
     p.add_argument("--rate", type=positive_floats, default=[], help="open-loop steps in req/s, e.g. 2,4")
-    p.add_argument("--arrival", choices=["poisson", "constant"], default="poisson")
+    p.add_argument("--arrival", choices=["poisson", "constant"], default=_d("arrival"))
     p.add_argument("--profile", type=_profile, default=[],
                    help="bursty open loop, SECONDS:RATE segments, e.g. 10:0,10:10,10:100,10:0")
-    p.add_argument("--requests", type=int, default=None, help="requests per step (default 64)")
+    p.add_argument("--requests", type=int, default=None,
+                   help=f"requests per step (default {_d('requests_per_step')})")
     p.add_argument("--duration", type=positive, default=None, help="seconds per step")
-    p.add_argument("--warmup-requests", type=int, default=8)
+    p.add_argument("--warmup-requests", type=int, default=_d("warmup_requests"))
     p.add_argument("--warmup-duration", type=positive, default=None)
-    p.add_argument("--warmup-concurrency", type=int, default=4)
-    p.add_argument("--input-tokens", type=int, default=None, help="default 512 (batch: 4096)")
-    p.add_argument("--output-tokens", type=int, default=None, help="default 128 (batch: 64)")
+    p.add_argument("--warmup-concurrency", type=int, default=_d("warmup_concurrency"))
+    batch = default_targets("batch")
+    p.add_argument("--input-tokens", type=int, default=None,
+                   help=f"default {_d('input_tokens')} (batch: {batch.get('input_tokens')})")
+    p.add_argument("--output-tokens", type=int, default=None,
+                   help=f"default {_d('output_tokens')} (batch: {batch.get('output_tokens')})")
     p.add_argument("--dataset", type=Path, default=None, help="JSONL of prompts or length pairs")
     p.add_argument("--shared-prefix-tokens", type=int, default=0,
                    help="measure prefix-cache hits on purpose: all prompts share this many tokens")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=_d("seed"))
     p.add_argument("--api-key-env", default=None, help="env var holding the API key (never logged)")
-    p.add_argument("--connect-timeout", type=positive, default=10)
-    p.add_argument("--first-token-timeout", type=positive, default=60)
-    p.add_argument("--total-timeout", type=positive, default=600)
-    p.add_argument("--drain-timeout", type=positive, default=30)
+    p.add_argument("--connect-timeout", type=positive, default=_d("connect_timeout_s"))
+    p.add_argument("--first-token-timeout", type=positive, default=_d("first_token_timeout_s"))
+    p.add_argument("--total-timeout", type=positive, default=_d("total_timeout_s"))
+    p.add_argument("--drain-timeout", type=positive, default=_d("drain_timeout_s"))
     p.add_argument("--no-continuous-usage", action="store_true")
     p.add_argument("--no-tokenize", action="store_true", help="do not size prompts with /tokenize")
     p.add_argument("--header", type=_header, action="append", default=[],
@@ -109,24 +124,29 @@ def parser() -> argparse.ArgumentParser:
                    help="multi-turn sessions, agentic sessions (a context that grows by a tool "
                    "result every turn), or a batch job (--requests N --max-in-flight M)")
     w.add_argument("--turns", type=int, default=None,
-                   help="multi-turn: turns per session (default 3); agentic: at most (default 64)")
+                   help=f"multi-turn: turns per session (default {default('multi_turn', 'turns')}); "
+                   f"agentic: at most (default {default('agentic', 'turns')})")
     w.add_argument("--max-context-tokens", type=int, default=None,
-                   help="agentic: a session ends before its context passes this (default 131072)")
+                   help="agentic: a session ends before its context passes this "
+                   f"(default {default('agentic', 'max_context_tokens')})")
     w.add_argument("--tool-result-tokens", type=int, default=None,
-                   help="agentic: tokens each tool result adds to the context (default 2048)")
-    w.add_argument("--images", type=int, default=0,
+                   help="agentic: tokens each tool result adds to the context "
+                   f"(default {default('agentic', 'tool_result_tokens')})")
+    w.add_argument("--images", type=int, default=_d("images"),
                    help="images per prompt, generated locally (chat API; docs/workloads.md)")
     w.add_argument("--image-size", type=_image_size, default=None, metavar="WxH",
-                   help="size of each generated image (default 1024x768)")
-    w.add_argument("--think-time-s", type=float, default=0.0, help="multi-turn: pause between turns")
-    w.add_argument("--max-in-flight", type=int, default=16, help="batch: requests outstanding at most")
+                   help="size of each generated image (default {}x{})".format(*_d("image_size")))
+    w.add_argument("--think-time-s", type=float, default=None, help="multi-turn: pause between turns")
+    w.add_argument("--max-in-flight", type=int, default=None,
+                   help=f"batch: requests outstanding at most (default {default('batch', 'max_in_flight')})")
     w.add_argument("--trace", type=Path, default=None, help="replay a trace file (JSONL or CSV)")
     w.add_argument("--trace-format", choices=["mooncake", "azure"], default=None)
-    w.add_argument("--speedup", type=float, default=1.0, help="trace: divide its times by this")
+    w.add_argument("--speedup", type=float, default=None, help="trace: divide its times by this")
     w.add_argument("--max-requests", type=int, default=None, help="trace: replay only the first N")
     w.add_argument("--slo-search", default=None, metavar="ttft_p99_s=2,tpot_p99_s=0.1",
                    help="find the highest open-loop rate that meets this SLO")
-    w.add_argument("--max-probes", type=int, default=8, help="SLO search: probe budget")
+    w.add_argument("--max-probes", type=int, default=None,
+                   help=f"SLO search: probe budget (default {default('slo_search', 'max_probes')})")
     w.add_argument("--slo-search-over", choices=["rate", "concurrency"], default=None,
                    help="SLO search: probe open-loop rates (default) or closed-loop concurrencies")
     w.add_argument("--start-rate", type=float, default=None,
@@ -165,6 +185,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _given(**values) -> dict:
+    """The flags given (not None): a scenario fills the rest with its kind's defaults."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def scenario_from_args(a: argparse.Namespace):
     """The scenario the workload flags ask for (None: plain steps); LoadConfigError names the flag."""
     from servingbench.resources.loadgen.scenarios.spec import Scenario, parse_slo
@@ -178,41 +203,35 @@ def scenario_from_args(a: argparse.Namespace):
     if a.trace:
         if not a.trace_format:
             raise LoadConfigError("--trace: needs --trace-format mooncake|azure")
-        return Scenario("trace", trace=a.trace, trace_format=a.trace_format, speedup=a.speedup,
-                        max_requests=a.max_requests)
+        return Scenario("trace", trace=a.trace, trace_format=a.trace_format,
+                        **_given(speedup=a.speedup, max_requests=a.max_requests))
     search_flags = [f for f, v in (("--slo-search-over", a.slo_search_over),
                                    ("--start-rate", a.start_rate),
                                    ("--start-concurrency", a.start_concurrency)) if v is not None]
     if search_flags and not a.slo_search:
         raise LoadConfigError(f"{search_flags[0]}: needs --slo-search KEY=SECONDS,...")
     if a.slo_search:
-        over = a.slo_search_over or "rate"
+        over = a.slo_search_over or default("slo_search", "over")
         wrong = "--start-rate" if over == "concurrency" else "--start-concurrency"
         if wrong in search_flags:
             raise LoadConfigError(f"{wrong}: not for --slo-search-over {over}")
-        return Scenario("slo_search", slo=parse_slo(a.slo_search), max_probes=a.max_probes,
-                        over=over, start_rate=1.0 if a.start_rate is None else a.start_rate,
-                        start_concurrency=(1 if a.start_concurrency is None
-                                           else a.start_concurrency))
+        return Scenario("slo_search", slo=parse_slo(a.slo_search), over=over,
+                        **_given(max_probes=a.max_probes, start_rate=a.start_rate,
+                                 start_concurrency=a.start_concurrency))
     agentic = [f for f, v in (("--max-context-tokens", a.max_context_tokens),
                               ("--tool-result-tokens", a.tool_result_tokens)) if v is not None]
     if agentic and a.scenario != "agentic":
         raise LoadConfigError(f"{agentic[0]}: needs --scenario agentic")
+    # 0 is a value to refuse, not "use the default": only None is left to the kind
     if a.scenario == "multi-turn":
-        return Scenario("multi_turn", turns=3 if a.turns is None else a.turns,
-                        think_time_s=a.think_time_s)
+        return Scenario("multi_turn", **_given(turns=a.turns, think_time_s=a.think_time_s))
     if a.scenario == "agentic":
-        def given(value, default):  # 0 is a value to refuse, not "use the default"
-            return default if value is None else value
-
-        return Scenario("agentic", turns=given(a.turns, default("agentic", "turns")),
-                        think_time_s=a.think_time_s,
-                        max_context_tokens=given(a.max_context_tokens,
-                                                 default("agentic", "max_context_tokens")),
-                        tool_result_tokens=given(a.tool_result_tokens,
-                                                 default("agentic", "tool_result_tokens")))
+        return Scenario("agentic", **_given(turns=a.turns, think_time_s=a.think_time_s,
+                                            max_context_tokens=a.max_context_tokens,
+                                            tool_result_tokens=a.tool_result_tokens))
     if a.scenario == "batch":
-        return Scenario("batch", requests=a.requests or 64, max_in_flight=a.max_in_flight)
+        return Scenario("batch", **_given(requests=a.requests or None,
+                                          max_in_flight=a.max_in_flight))
     return None
 
 
@@ -237,28 +256,31 @@ def ladder_from_args(a: argparse.Namespace):
 
 
 def config_from_args(a: argparse.Namespace) -> LoadConfig:
+    """The flags' LoadConfig; a flag not given leaves LoadConfig's (or the kind's) default."""
+    if a.config is not None:
+        return _config_file(a)
+    for flag, value in (("--endpoint", a.endpoint), ("--model", a.model)):
+        if value is None:
+            raise LoadConfigError(f"{flag}: required (or --config FILE)")
     scenario = scenario_from_args(a)
     kind = scenario.kind if scenario else None
     ladder = ladder_from_args(a)
     concurrency = a.concurrency
-    if concurrency is None:
-        concurrency = [] if (a.rate or a.profile or ladder or own_steps(kind)) \
-            else [1, 4, 8, 16, 32]
-    requests = a.requests if a.requests is not None else (None if a.duration else 64)
+    if concurrency is None and (a.rate or a.profile or ladder or own_steps(kind)):
+        concurrency = []
+    requests = a.requests if a.requests is not None else (None if a.duration else _d("requests_per_step"))
     if kind == "batch":
         concurrency = [scenario.max_in_flight]
     # the kind's own token targets (batch: long input, short output), unless told otherwise
     targets = default_targets(kind) if kind else {}
-    a.input_tokens = a.input_tokens or targets.get("input_tokens")
-    a.output_tokens = a.output_tokens or targets.get("output_tokens")
-    a.input_tokens = a.input_tokens or 512
-    a.output_tokens = a.output_tokens or 128
+    given = _given(concurrency=concurrency, image_size=a.image_size,
+                   input_tokens=a.input_tokens or targets.get("input_tokens"),
+                   output_tokens=a.output_tokens or targets.get("output_tokens"))
     return LoadConfig(
-        endpoint=a.endpoint, model=a.model, api=a.api, concurrency=concurrency, rates=a.rate,
+        endpoint=a.endpoint, model=a.model, api=a.api, rates=a.rate,
         arrival=a.arrival, profile=a.profile, requests_per_step=requests, duration_s=a.duration,
         warmup_requests=a.warmup_requests, warmup_duration_s=a.warmup_duration,
-        warmup_concurrency=a.warmup_concurrency, input_tokens=a.input_tokens,
-        output_tokens=a.output_tokens, dataset=a.dataset,
+        warmup_concurrency=a.warmup_concurrency, dataset=a.dataset,
         prefix="shared" if a.shared_prefix_tokens else "unique",
         shared_prefix_tokens=a.shared_prefix_tokens, seed=a.seed, api_key_env=a.api_key_env,
         connect_timeout_s=a.connect_timeout, first_token_timeout_s=a.first_token_timeout,
@@ -266,8 +288,26 @@ def config_from_args(a: argparse.Namespace) -> LoadConfig:
         continuous_usage=not a.no_continuous_usage, use_tokenize=not a.no_tokenize,
         headers=dict(a.header), run_id=a.run_id, scenario=scenario,
         workers=a.worker_count if a.worker_index is not None else _n_workers(a), ladder=ladder,
-        images=a.images, image_size=a.image_size or (1024, 768),
-    )
+        images=a.images, **given)
+
+
+# what `--config` leaves to the flags: where the records go, which worker this is, and how
+# it shows progress; every other flag says what to run, which the file says instead
+_NOT_PLAN = {"config", "out", "no_progress", "worker_index", "worker_count", "start_at",
+             "barrier_uri", "barrier_timeout", "worker_name", "help"}
+
+
+def _config_file(a: argparse.Namespace) -> LoadConfig:
+    p = parser()
+    for action in p._actions:
+        if action.dest not in _NOT_PLAN and getattr(a, action.dest) != action.default:
+            raise LoadConfigError(f"{action.option_strings[0]}: not with --config (the file "
+                                  "says what to run)")
+    cfg = config_file.read(a.config)
+    if a.worker_index is not None and a.worker_count != cfg.workers:
+        raise LoadConfigError(f"--worker-count: {a.worker_count} is not the {cfg.workers} "
+                              f"workers of {a.config}")
+    return cfg
 
 
 def _n_workers(a: argparse.Namespace) -> int:
@@ -296,7 +336,7 @@ def pod_share(a: argparse.Namespace):
         raise LoadConfigError("--worker-count: --worker-index needs --worker-count N (N >= 1)")
     if a.start_at is None:
         raise LoadConfigError("--start-at: --worker-index needs the instant every worker starts at")
-    if not a.run_id:
+    if not a.run_id and a.config is None:  # a config file carries its own
         raise LoadConfigError("--run-id: --worker-index needs the run id every worker shares")
     index, from_env = a.worker_index, a.worker_index == "env"
     if from_env:
@@ -330,9 +370,6 @@ def _judge(cfg: LoadConfig, run_dir: Path):
 
     slo = dict(cfg.scenario.slo)
     return lambda step: judge(run_dir, step, slo)
-
-
-DISK_FULL = 74  # sysexits' EX_IOERR: neither bad input (2) nor an interruption (130)
 
 
 def pod_sync(cfg: LoadConfig, args: argparse.Namespace, share):
@@ -402,6 +439,9 @@ def main(argv: list[str]) -> int:
     try:
         share = pod_share(args)
         cfg = config_from_args(args)
+        if share is not None and not cfg.run_id:
+            raise LoadConfigError(f"{args.config}: run_id: one worker of several needs the run "
+                                  "id every worker shares")
         if share is not None:
             return _run_pod(cfg, args, share)
         result = run_load(cfg, args.out, progress=not args.no_progress, judge=_judge(cfg, args.out))

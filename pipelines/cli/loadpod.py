@@ -1,6 +1,7 @@
-"""`servingbench loadpod --upload s3://…/runs/<run_id> --scratch DIR -- <load flags>`: one
-pod of the load Job (resources/loadjob/). Runs `servingbench load` into a scratch folder as
-worker `pod-<JOB_COMPLETION_INDEX>`, then uploads that worker's shards and its manifest to
+"""`servingbench loadpod --upload s3://…/runs/<run_id> --scratch DIR [--config NAME] -- <load
+flags>`: one pod of the load Job (resources/loadjob/). Fetches the run's load config (`NAME`
+under `--upload`, written by the pipeline) into the scratch folder, runs `servingbench load
+--config` with it into that folder as worker `pod-<JOB_COMPLETION_INDEX>`, then uploads that worker's shards and its manifest to
 the run's S3 prefix — also when the load failed, so whatever it recorded is kept. The exit
 status is the load's (or 1 when the upload failed): a failed pod is a failed Job index,
 which the pipeline names in the run's manifest.
@@ -25,6 +26,8 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--upload", required=True, help="the run's prefix, s3://bucket/prefix/runs/<id>")
     p.add_argument("--scratch", required=True, type=Path, help="local run folder to create")
+    p.add_argument("--config", default=None, metavar="NAME",
+                   help="the run's load config, an object under --upload (load_config.json)")
     p.add_argument("load", nargs=argparse.REMAINDER, help="-- then `servingbench load` flags")
     return p
 
@@ -83,6 +86,18 @@ def main(argv: list[str]) -> int:
     soft, _ = raise_fd_limit()
     print(f"loadpod {worker}: up to {soft} open files", file=sys.stderr)
     flags = args.load[1:] if args.load[:1] == ["--"] else args.load
+    if args.config is not None:
+        try:
+            got = runstore.get(args.upload, [args.config], args.scratch)
+        except (OSError, runstore.RunStoreError) as exc:
+            got, why = [], str(exc)
+        else:
+            why = "no such object"
+        if not got:
+            print(f"servingbench loadpod: --config {args.config}: cannot read it under "
+                  f"{args.upload}/ ({why})", file=sys.stderr)
+            return 2
+        flags = ["--config", str(args.scratch / args.config), *flags]
     rc = 1
     try:
         if "--worker-index" in flags:  # the pods meet before every step (podsync.py)

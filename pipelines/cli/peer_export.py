@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from servingbench.resources.contract import durable
+from servingbench.resources.contract.exits import DISK_FULL
 from servingbench.resources.contract.manifest import ManifestError
 from servingbench.resources.contract.schemas import SchemaError
 from servingbench.resources.peers.export import FORMATS, ExportError, export_aiperf, export_csv
@@ -40,7 +41,7 @@ def main(argv: list[str]) -> int:
         return 2
     except OSError as exc:
         print(f"servingbench export: {exc}", file=sys.stderr)
-        return 74 if durable.is_disk_full(exc) else 2
+        return DISK_FULL if durable.is_disk_full(exc) else 2
     for path in written:
         print(f"wrote {path}")
     return 0

@@ -22,11 +22,11 @@ from pathlib import Path
 from servingbench.pipelines.cli.argtypes import positive_int
 from servingbench.resources.contract import durable
 from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.exits import DISK_FULL
 from servingbench.resources.peers import PEERS, module_for
 from servingbench.resources.peers.records import PeerFileError, write_run
 
 DEFAULT_CANDIDATES = Path(__file__).resolve().parents[1] / "candidates.yaml"
-DISK_FULL = 74
 # peers whose files keep only a monotonic clock: --anchor places them in UTC
 RELATIVE_CLOCK = ("vllm", "inference-perf")
 

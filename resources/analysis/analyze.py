@@ -25,15 +25,13 @@ from servingbench.resources.analysis.rundir import (
     open_run,
 )
 from servingbench.resources.analysis.telemetry import read_telemetry, telemetry_metrics
-from servingbench.resources.contract import durable
+from servingbench.resources.contract import durable, exits
 from servingbench.resources.contract.manifest import ManifestError
 from servingbench.resources.contract.schemas import SchemaError, check_output, write_parquet
 
 ACCEPTED, MALFORMED, REJECTED = 0, 2, 3
-NO_ROOM = 74  # sysexits' EX_IOERR: the outputs did not fit on the disk (the input is fine)
-# sysexits' EX_TEMPFAIL: the analysis needed more memory than DuckDB was allowed (the input is
-# fine; raise the limit and analyze again)
-NO_MEMORY = 75
+NO_ROOM = exits.DISK_FULL  # the outputs did not fit on the disk (the input is fine)
+NO_MEMORY = exits.NO_MEMORY  # more memory than DuckDB was allowed (raise it, analyze again)
 COST_FILES = ("cost_per_1m.parquet", "headline.parquet")
 
 

@@ -31,6 +31,7 @@ from servingbench.resources.contract import durable
 from servingbench.resources.contract import manifest as manifest_mod
 from servingbench.resources.contract.schemas import (
     PARTIAL_SUFFIX,
+    RECORD_SETS,
     RUN_FILES,
     SchemaError,
     conform,
@@ -40,7 +41,7 @@ from servingbench.resources.contract.schemas import (
 
 VIEWS = {"steady_state_request_log": "steady", "warmup_log": "warmup", "chunk_log": "chunks",
          "bill": "bill"}
-REQUIRED = ("steady_state_request_log", "warmup_log", "chunk_log")
+REQUIRED = RECORD_SETS
 
 
 @dataclass

@@ -5,7 +5,25 @@ validated; every resource that takes a candidate takes this type."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
+
+# The token targets (prompt and output lengths) a load run asks for when neither its scenario
+# nor its flags set them: the candidate's default scenario, the load config's defaults and the
+# CLI's all read these.
+DEFAULT_TARGETS = {"input_tokens": 512, "output_tokens": 128}
+
+
+def field_default(cls, name: str):
+    """The default of dataclass `cls`'s field `name` (a factory's fresh value): where a
+    default is needed outside the class, it is read from the class, never typed again."""
+    for f in fields(cls):
+        if f.name == name:
+            if f.default is not MISSING:
+                return f.default
+            if f.default_factory is not MISSING:
+                return f.default_factory()
+            raise KeyError(f"{cls.__name__}.{name} has no default")
+    raise KeyError(f"{cls.__name__} has no field {name!r}")
 
 
 @dataclass(frozen=True)
@@ -98,8 +116,7 @@ class Candidate:
     engine: str = "vllm"
     image_digest: str | None = None
     max_model_len: int = 8192
-    scenario: dict = field(default_factory=lambda: {"input_tokens": 512, "output_tokens": 128,
-                                                    "dataset": None})
+    scenario: dict = field(default_factory=lambda: {**DEFAULT_TARGETS, "dataset": None})
     load: LoadPlan = LoadPlan()
     price: PriceBasis | None = None
     pool: str | None = None         # the Dagster concurrency pool its runs draw from (quota)

@@ -178,8 +178,11 @@ RUN_FILES: dict[str, pa.Schema] = {
 # `<name>.partial.arrows` and turns them into `<name>.parquet` when it finishes. A
 # run killed half-way leaves only the stream; every complete batch in it is readable.
 PARTIAL_SUFFIX = ".partial.arrows"
+# The load generator's record sets (§2.2, §2.3): every run folder has them, the recorder
+# writes them, the analysis reads them.
+RECORD_SETS = ("warmup_log", "steady_state_request_log", "chunk_log")
 # Record sets that several load workers may store as shards `<log>.<worker>.parquet` (§6).
-SHARDED = ("warmup_log", "steady_state_request_log", "chunk_log")
+SHARDED = RECORD_SETS
 _WORKER = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from servingbench.resources.contract.candidate import DEFAULT_TARGETS, LoadPlan
 from servingbench.resources.loadgen.errors import LoadConfigError
 
 if TYPE_CHECKING:
@@ -37,19 +38,24 @@ def jsonl(path: Path) -> Iterator[tuple[int, object]]:
 
 @dataclass(frozen=True)
 class LoadConfig:
+    """Every road to a load run ends here: the chain and the load pods build it from a
+    candidate (generator.py `LoadGenerator.config`; the pods get it as a JSON file,
+    config_file.py), `servingbench load` from its flags. The defaults are the candidate's
+    (contract/candidate.py): read from there, never typed again."""
+
     endpoint: str
     model: str
     api: str = "completions"  # "completions" | "chat"
-    concurrency: list[int] = field(default_factory=lambda: [1, 4, 8, 16, 32])
+    concurrency: list[int] = field(default_factory=lambda: list(LoadPlan.concurrency))
     rates: list[float] = field(default_factory=list)
     arrival: str = "poisson"  # "poisson" | "constant"
-    requests_per_step: int | None = 64
+    requests_per_step: int | None = LoadPlan.requests_per_step
     duration_s: float | None = None
-    warmup_requests: int = 8
+    warmup_requests: int = LoadPlan.warmup_requests
     warmup_duration_s: float | None = None
     warmup_concurrency: int = 4
-    input_tokens: int = 512
-    output_tokens: int = 128
+    input_tokens: int = DEFAULT_TARGETS["input_tokens"]
+    output_tokens: int = DEFAULT_TARGETS["output_tokens"]
     seed: int = 0
     api_key_env: str | None = None
     connect_timeout_s: float = 10

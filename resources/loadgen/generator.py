@@ -7,8 +7,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from servingbench.resources.contract.candidate import Candidate, LoadPlan
+from servingbench.resources.loadgen.config import LoadConfig
 from servingbench.resources.loadgen.images import parse_size
-from servingbench.resources.loadgen.scenarios.spec import default_targets
+from servingbench.resources.loadgen.ladder import Ladder
+from servingbench.resources.loadgen.scenarios.spec import default_targets, from_mapping
 
 
 @dataclass(frozen=True)
@@ -38,31 +40,37 @@ class LoadGenerator:
             else p.warmup_requests,
             workers=self.workers if self.workers is not None else getattr(p, "workers", 1))
 
-    def run(self, candidate: Candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
-            progress=True, judge=None, api_key_env: str | None = None):
-        """`api_key_env`: the deployment's key variable, when the engine needs a key."""
-        from servingbench.resources.loadgen import LoadConfig, run_load
-        from servingbench.resources.loadgen.ladder import Ladder
-        from servingbench.resources.loadgen.scenarios.spec import from_mapping
-
+    def config(self, candidate: Candidate, endpoint: str, served_model: str, run_id: str,
+               api_key_env: str | None = None) -> LoadConfig:
+        """The one translation of a candidate into a load run, for the chain and the load
+        pods alike: its plan with this generator's overrides, its scenario, and the token
+        targets of the flags, else the scenario, else its kind's, else LoadConfig's own."""
         plan = self.plan(candidate)
-        scenario, targets = from_mapping(candidate.scenario, f"{candidate.name}.scenario")
+        where = f"{candidate.name}.scenario"
+        scenario, targets = from_mapping(candidate.scenario, where)
         targets = {**default_targets(scenario.kind), **targets}
+        given = {"input_tokens": self.input_tokens or targets.get("input_tokens"),
+                 "output_tokens": self.output_tokens or targets.get("output_tokens")}
         images = targets.get("images") or 0
-        cfg = LoadConfig(
+        if targets.get("image_size"):
+            given["image_size"] = parse_size(targets["image_size"], f"{where}.image_size")
+        return LoadConfig(
             endpoint=endpoint, model=served_model, concurrency=list(plan.concurrency),
             rates=list(plan.rates), requests_per_step=plan.requests_per_step,
-            duration_s=self.duration_s,
-            warmup_requests=plan.warmup_requests,
-            input_tokens=self.input_tokens or targets.get("input_tokens") or 512,
-            output_tokens=self.output_tokens or targets.get("output_tokens") or 128,
+            duration_s=self.duration_s, warmup_requests=plan.warmup_requests,
             seed=self.seed, api_key_env=api_key_env or self.api_key_env, run_id=run_id,
             scenario=None if scenario.kind == "fixed" else scenario, workers=plan.workers,
             # image prompts go through the chat API (the only one that carries images)
             api="chat" if images else "completions", images=images,
-            image_size=parse_size(targets.get("image_size") or "1024x768",
-                                  f"{candidate.name}.scenario.image_size"),
-            ladder=Ladder(**plan.ladder) if plan.ladder else None)
+            ladder=Ladder(**plan.ladder) if plan.ladder else None,
+            **{k: v for k, v in given.items() if v is not None})
+
+    def run(self, candidate: Candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
+            progress=True, judge=None, api_key_env: str | None = None):
+        """`api_key_env`: the deployment's key variable, when the engine needs a key."""
+        from servingbench.resources.loadgen.runner import run_load
+
+        cfg = self.config(candidate, endpoint, served_model, run_id, api_key_env)
         return run_load(cfg, run_dir, progress=progress, judge=judge)
 
 

@@ -34,6 +34,7 @@ from servingbench.resources.contract import durable
 from servingbench.resources.contract.schemas import (
     CHUNK_LOG,
     PARTIAL_SUFFIX,
+    RECORD_SETS,
     REQUEST_LOG,
     SchemaError,
     read_partial_stream,
@@ -44,7 +45,7 @@ from servingbench.resources.loadgen.clock import Clock
 from servingbench.resources.loadgen.errors import DiskFullError, RunExistsError
 from servingbench.resources.loadgen.records import Request
 
-NAMES = ("warmup_log", "steady_state_request_log", "chunk_log")
+NAMES = RECORD_SETS
 _TS_COLS = ("scheduled_at", "sent_at", "first_token_at", "last_token_at", "finished_at",
             "first_answer_at")
 _AT_TYPE = CHUNK_LOG.field("at").type
@@ -386,7 +387,7 @@ class Recorder:
             return
         job = []
         # Chunks first: a request row on disk always has its chunks on disk before it.
-        for name in ("chunk_log", "warmup_log", "steady_state_request_log"):
+        for name in sorted(NAMES, key=lambda n: n != "chunk_log"):
             taken = self.streams[name].take()
             if taken is not None:
                 job.append((name, *taken))

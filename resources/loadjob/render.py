@@ -1,6 +1,7 @@
 """The Indexed Job that runs the load generator as N pods, one worker each.
 
-Every pod runs `servingbench loadpod`: the load generator as worker `pod-<index>` of N
+Every pod runs `servingbench loadpod`: the load generator, configured by the run's
+`load_config.json` under the run's S3 prefix, as worker `pod-<index>` of N
 (its index from JOB_COMPLETION_INDEX, which Kubernetes sets in an Indexed Job), starting at
 one absolute instant rendered into the spec, then uploads its shards to the run's S3
 prefix. The pod is locked down like the engine's: non-root (the project image's uid),
@@ -20,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from servingbench.resources.contract.scope import nodegroup_name
+from servingbench.resources.loadgen.config_file import CONFIG_FILE
 from servingbench.resources.model_server.kube.render import (
     DIGEST,
     LABEL_VALUE,
@@ -45,7 +47,6 @@ class LoadJobSpec:
     run_id: str
     pods: int
     image: str                      # the project's image, repo@sha256:<64 hex>
-    load_args: tuple[str, ...]      # `servingbench load` flags, without the worker flags and --out
     upload_uri: str                 # s3://bucket/prefix/runs/<run_id>
     start_at: str                   # the barrier, an RFC 3339 UTC instant
     namespace: str = "servingbench"
@@ -107,9 +108,10 @@ def api_key_secret(s: LoadJobSpec, key: str) -> dict:
 
 
 def pod_args(s: LoadJobSpec) -> list[str]:
-    return ["loadpod", "--upload", s.upload_uri, "--scratch", f"{SCRATCH}/run", "--",
-            *s.load_args,
-            *(["--api-key-env", KEY_ENV] if s.api_key else []),
+    """What to run comes from the run's load config under `upload_uri` (CONFIG_FILE, written
+    by the pipeline before the Job); the flags say only which worker of how many, and when."""
+    return ["loadpod", "--upload", s.upload_uri, "--scratch", f"{SCRATCH}/run",
+            "--config", CONFIG_FILE, "--", "--no-progress",
             "--worker-index", "env", "--worker-count", str(s.pods), "--start-at", s.start_at]
 
 

@@ -2,7 +2,9 @@
 resources/loadgen/generator.py's LoadGenerator, but the load comes from an Indexed Job of N
 pods on their own nodes, and the run collects their shards from S3.
 
-    plan → Job (start instant now + start_delay_s) → watch → every pod's outcome →
+    plan → the run's LoadConfig (the chain's own, `LoadGenerator.config`) as
+    load_config.json under the run's S3 prefix → Job (start instant now + start_delay_s;
+    each pod reads that file, never a copy of the plan in flags) → watch → every pod's outcome →
     shards from s3://…/runs/<run_id>/ into the run folder → merged → manifest (phases,
     steps, workers) → Job deleted (always)
 
@@ -18,18 +20,20 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract.candidate import Candidate
 from servingbench.resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
+from servingbench.resources.loadgen import config_file
+from servingbench.resources.loadgen.config import LoadConfig
+from servingbench.resources.loadgen.config_file import CONFIG_FILE
 from servingbench.resources.loadgen.errors import LoadConfigError, LoadError
 from servingbench.resources.loadgen.generator import LoadGenerator
-from servingbench.resources.loadgen.scenarios.spec import from_mapping
 from servingbench.resources.loadjob.job import LoadJob, PodOutcome
-from servingbench.resources.loadjob.render import LoadJobSpec
+from servingbench.resources.loadjob.render import KEY_ENV, LoadJobSpec
 from servingbench.resources.model_server.kube.client import KubeClient
 from servingbench.resources.storage import runstore
 
@@ -51,34 +55,24 @@ class JobLoadResult:
         return [w for w in self.workers if w["status"] == "failed"]
 
 
-def load_args(gen: LoadGenerator, candidate: Candidate, endpoint: str, served_model: str,
-              run_id: str) -> list[str]:
-    """The candidate's plan as `servingbench load` flags (the part every pod shares)."""
-    scenario, targets = from_mapping(candidate.scenario, f"{candidate.name}.scenario")
-    if scenario.kind != "fixed":
-        raise LoadConfigError(f"{candidate.name}.scenario: kind {scenario.kind!r} is not supported "
-                              "with load pods (SERVINGBENCH_EKS_LOAD_PODS); fixed steps only")
-    if targets.get("dataset"):
+def pod_config(gen: LoadGenerator, candidate: Candidate, endpoint: str, served_model: str,
+               run_id: str, pods: int, api_key: bool) -> LoadConfig:
+    """The run's LoadConfig, as the chain builds it (`LoadGenerator.config`), for `pods`
+    workers: what every pod reads from the run's S3 prefix (`CONFIG_FILE`)."""
+    scenario = candidate.scenario if isinstance(candidate.scenario, dict) else {}
+    if scenario.get("dataset"):
         raise LoadConfigError(f"{candidate.name}.scenario.dataset: a dataset is not shipped to "
                               "load pods yet; use token targets")
-    plan = gen.plan(candidate)
-    args = ["--endpoint", endpoint, "--model", served_model, "--run-id", run_id,
-            "--seed", str(gen.seed), "--no-progress",
-            "--warmup-requests", str(plan.warmup_requests),
-            "--input-tokens", str(gen.input_tokens or targets.get("input_tokens") or 512),
-            "--output-tokens", str(gen.output_tokens or targets.get("output_tokens") or 128)]
-    if plan.concurrency:
-        args += ["--concurrency", ",".join(str(c) for c in plan.concurrency)]
-    if plan.rates:
-        args += ["--rate", ",".join(f"{r:g}" for r in plan.rates)]
-    if gen.duration_s:
-        args += ["--duration", f"{gen.duration_s:g}"]
-    if plan.requests_per_step:
-        args += ["--requests", str(plan.requests_per_step)]
-    if targets.get("images"):  # image prompts go through the chat API only
-        args += ["--api", "chat", "--images", str(targets["images"]),
-                 "--image-size", str(targets.get("image_size") or "1024x768")]
-    return args
+    cfg = gen.config(candidate, endpoint, served_model, run_id)
+    if cfg.scenario is not None:
+        raise LoadConfigError(f"{candidate.name}.scenario: kind {cfg.scenario.kind!r} is not "
+                              "supported with load pods (SERVINGBENCH_EKS_LOAD_PODS); fixed "
+                              "steps only")
+    if cfg.ladder is not None:
+        raise LoadConfigError(f"{candidate.name}.load.ladder: not supported with load pods: "
+                              "each step needs the whole run's records before the next")
+    # the pods read the engine's key from their own Secret, under KEY_ENV
+    return replace(cfg, workers=pods, api_key_env=KEY_ENV if api_key else None)
 
 
 def shard_names(n: int) -> list[str]:
@@ -121,10 +115,13 @@ class KubeJobLoadGenerator:
         start = dt.datetime.fromtimestamp(self.clock() / 1e9 + self.start_delay_s, dt.UTC)
         key = os.environ.get(api_key_env) if api_key_env else None
         upload = f"{self.data_uri.rstrip('/')}/runs/{run_id}"
+        cfg = pod_config(self.base, candidate, endpoint, served_model, run_id, self.pods,
+                         api_key=key is not None)
+        # the pods' one source of what to run, kept in the run folder beside their records
+        config_file.write(cfg, run_dir / CONFIG_FILE)
+        runstore.put(run_dir, upload, {CONFIG_FILE: CONFIG_FILE})
         spec = LoadJobSpec(
-            run_id=run_id, pods=self.pods, image=self.image,
-            load_args=tuple(load_args(self.base, candidate, endpoint, served_model, run_id)),
-            upload_uri=upload, start_at=mf.format_ts(int(start.timestamp() * 1e9)),
+            run_id=run_id, pods=self.pods, image=self.image, upload_uri=upload, start_at=mf.format_ts(int(start.timestamp() * 1e9)),
             namespace=self.namespace, owner=self.owner, service_account=self.service_account,
             node_selector=self.node_selector, tolerations=self.tolerations, cpu=self.cpu,
             memory_gib=self.memory_gib, deadline_s=self.deadline_s, api_key=key is not None,

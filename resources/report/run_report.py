@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from servingbench.resources.analysis.metrics import DEFAULT_SLO
 from servingbench.resources.analysis.summary import measured_host
 from servingbench.resources.report import reconciliation as recon
 from servingbench.resources.report import registry
@@ -12,8 +13,6 @@ from servingbench.resources.report.html import emulated_banner, image, page, par
 from servingbench.resources.report.plots import write_run_plots
 from servingbench.resources.report.registry import RunPage, Section
 from servingbench.resources.report.rundata import RunData, load_run
-
-DEFAULT_SLO = (2.0, 0.1)  # contract §3 defaults (TTFT s, TPOT s)
 
 # the plots plots.py draws; a section's file declares its own (DRAWS, registry.Plots)
 PLOT_CAPTIONS = {

@@ -67,7 +67,7 @@ def test_every_call_of_the_code_is_granted_and_nothing_more(aws_env):
                 if spec.expose == "load_balancer":  # what KubeModelServer waits for
                     kube.wait_load_balancer(spec.name, timeout_s=10, poll_s=0)
         job = LoadJobSpec(run_id=VLLM_GPU.run_id, pods=1, image=f"r.example/sb@{DIGEST}",
-                          load_args=(), upload_uri=f"{s3_bucket_uri}/runs/{VLLM_GPU.run_id}",
+                          upload_uri=f"{s3_bucket_uri}/runs/{VLLM_GPU.run_id}",
                           start_at="2026-11-29T02:30:00Z", owner=OWNER, api_key=True)
         with LoadJob(kube, job, api_key="not-a-real-key").running(timeout_s=60, poll_s=0):
             pass

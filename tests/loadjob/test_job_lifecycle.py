@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import boto3
@@ -20,10 +21,12 @@ from servingbench.pipelines.cli.loadpod import uploads
 from servingbench.resources.analysis.analyze import analyze_run
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
-from servingbench.resources.loadgen.errors import LoadError
+from servingbench.resources.loadgen import config_file
+from servingbench.resources.loadgen.config_file import CONFIG_FILE
+from servingbench.resources.loadgen.errors import LoadConfigError, LoadError
 from servingbench.resources.loadgen.generator import LoadGenerator
 from servingbench.resources.loadjob.job import LoadJob
-from servingbench.resources.loadjob.render import LoadJobSpec
+from servingbench.resources.loadjob.render import KEY_ENV, LoadJobSpec
 from servingbench.resources.loadjob.run import KubeJobLoadGenerator
 from servingbench.resources.model_server.kube.client import KubeClient
 from servingbench.resources.model_server.kube.token import TokenSource
@@ -124,6 +127,14 @@ def test_a_load_job_runs_collects_records_a_failed_pod_and_is_deleted(s3_bucket,
         # the Job and its key Secret are gone, and so are its pods
         assert api.deleted == [f"Job/{job_name}", f"Secret/{job_name}-key"]
         assert not api.objects and not api.pods
+    # the pods ran the chain's own config for this candidate, read from the run's prefix
+    # (never a copy of the plan in flags), as 3 workers with the key from their Secret
+    runstore.get(s3_bucket + "/runs/fixture-good", [CONFIG_FILE], tmp_path / "sent")
+    chain = LoadGenerator(requests_per_step=6).config(
+        candidate, "http://eng.servingbench.svc:8000", "m", "fixture-good")
+    assert config_file.read(tmp_path / "sent" / CONFIG_FILE) == replace(
+        chain, workers=3, api_key_env=KEY_ENV)
+    assert config_file.read(run_dir / CONFIG_FILE) == config_file.read(tmp_path / "sent" / CONFIG_FILE)
     m = mf.load(run_dir / "manifest.json")
     assert m["workers"] == [
         {"name": "pod-0", "status": "ok", "reason": None},
@@ -160,6 +171,17 @@ def test_no_pod_succeeding_fails_the_load_and_still_deletes_the_job(s3_bucket, t
         assert [d.split("/")[0] for d in api.deleted] == ["Job"] and not api.pods
 
 
+def test_a_candidate_the_pods_cannot_run_is_refused_before_any_job(s3_bucket, tmp_path):
+    with FakeKubeApi(cluster="bench", key_id=DUMMY_KEY_ID, pod_runner=lambda job, i: {}) as api:
+        gen = KubeJobLoadGenerator(kube=lambda: kube_for(api), image=IMAGE, data_uri=s3_bucket,
+                                   pods=2, start_delay_s=0, poll_s=0)
+        candidate, run_dir = setup_run(tmp_path)
+        turns = replace(candidate, scenario={"kind": "multi_turn", "turns": 2})
+        with pytest.raises(LoadConfigError, match="kind 'multi_turn' is not supported with load pods"):
+            gen.run(turns, "http://e:8000", "m", run_dir, "fixture-good")
+        assert not api.requests and not (run_dir / CONFIG_FILE).exists()
+
+
 def stuck(job, index):
     if index == 1:
         return {"phase": "Pending", "containerStatuses": [{"name": "load", "state": {"waiting": {
@@ -169,7 +191,7 @@ def stuck(job, index):
 
 def test_a_pod_stuck_for_good_ends_the_watch_with_its_reason(s3_bucket):
     with FakeKubeApi(cluster="bench", key_id=DUMMY_KEY_ID, pod_runner=stuck) as api:
-        spec = LoadJobSpec(run_id="r1", pods=2, image=IMAGE, load_args=(),
+        spec = LoadJobSpec(run_id="r1", pods=2, image=IMAGE,
                            upload_uri=f"{s3_bucket}/runs/r1", start_at="2026-11-29T02:30:00Z")
         with LoadJob(kube_for(api), spec).running(timeout_s=3600, poll_s=0) as outcomes:
             pass
@@ -183,7 +205,7 @@ def test_the_watch_is_bounded(s3_bucket):
     never = {"phase": "Running"}
     with FakeKubeApi(cluster="bench", key_id=DUMMY_KEY_ID,
                      pod_runner=lambda job, i: never) as api:
-        spec = LoadJobSpec(run_id="r2", pods=1, image=IMAGE, load_args=(),
+        spec = LoadJobSpec(run_id="r2", pods=1, image=IMAGE,
                            upload_uri=f"{s3_bucket}/runs/r2", start_at="2026-11-29T02:30:00Z")
         now = [0.0]
         job = LoadJob(kube_for(api), spec, clock=lambda: now[0],

@@ -24,7 +24,7 @@ RUN = "20261129T020000Z-p5.48xlarge-p5-scout-bf16-tp8-7f3a"
 
 def spec(**kw) -> LoadJobSpec:
     base = dict(run_id=RUN, pods=4, image=f"123456789012.dkr.ecr.us-east-1.amazonaws.com/"
-                f"servingbench@{DIGEST}", load_args=("--endpoint", "http://e:8000", "--model", "m"),
+                f"servingbench@{DIGEST}",
                 upload_uri=f"s3://sb-runs/nightly/runs/{RUN}",
                 start_at="2026-11-29T02:30:00.000000000Z", owner="sb-test-install",
                 service_account="servingbench-loadgen",
@@ -56,10 +56,11 @@ def test_an_indexed_job_of_n_pods_that_never_retries_and_is_bounded():
     assert js["activeDeadlineSeconds"] == 5400 and js["ttlSecondsAfterFinished"] > 0
     (c,) = js["template"]["spec"]["containers"]
     assert c["command"] == ["servingbench"] and c["args"][:2] == ["loadpod", "--upload"]
-    tail = c["args"][c["args"].index("--"):]
-    assert tail[-6:] == ["--worker-index", "env", "--worker-count", "7",
-                         "--start-at", "2026-11-29T02:30:00.000000000Z"]
-    assert ["--api-key-env", "SERVINGBENCH_ENGINE_API_KEY"] == tail[-8:-6]
+    head, tail = c["args"][:c["args"].index("--")], c["args"][c["args"].index("--"):]
+    # what to run is the run's load config under --upload, never a copy of the plan in flags
+    assert head[head.index("--config") + 1] == "load_config.json"
+    assert tail == ["--", "--no-progress", "--worker-index", "env", "--worker-count", "7",
+                    "--start-at", "2026-11-29T02:30:00.000000000Z"]
     assert job["metadata"]["annotations"]["servingbench/start-at"] == "2026-11-29T02:30:00.000000000Z"
 
 

@@ -102,3 +102,25 @@ def test_a_pod_stopped_by_a_full_disk_says_so_and_uploads_its_streams(server, s3
     assert f"{chunks.num_rows} chunk_log" in p.stderr
     # it met (alone) before the steady step, which its disk then cut short
     assert [k.split(".")[1] for k in Board(f"{upload}/barrier").names("001-c=8")] == ["pod-1"]
+
+
+def test_a_pod_runs_the_config_under_its_upload_prefix_and_names_a_missing_one(
+        server, s3_bucket, tmp_path):
+    from servingbench.resources.loadgen import config_file
+    from servingbench.resources.loadgen.config import LoadConfig
+
+    upload = f"{s3_bucket}/runs/run-c"
+    missing = loadpod(["--upload", upload, "--scratch", str(tmp_path / "s0"), "--config",
+                       "load_config.json", "--", "--no-progress"], "0")
+    assert missing.returncode == 2
+    assert "--config load_config.json: cannot read it under" in missing.stderr
+    cfg = LoadConfig(server.base_url, FIXED_MODEL, concurrency=[2], requests_per_step=4,
+                     warmup_requests=1, input_tokens=8, output_tokens=4, run_id="run-c")
+    config_file.write(cfg, tmp_path / "load_config.json")
+    runstore.put(tmp_path, upload, {"load_config.json": "load_config.json"})
+    p = loadpod(["--upload", upload, "--scratch", str(tmp_path / "s1"), "--config",
+                 "load_config.json", "--", "--no-progress"], "0")
+    assert p.returncode == 0, p.stderr
+    got = runstore.get(upload, ["steady_state_request_log.pod-0.parquet"], tmp_path / "back")
+    steady = pq.read_table(tmp_path / "back" / got[0])
+    assert steady.num_rows == 4 and set(steady["run_id"].to_pylist()) == {"run-c"}
