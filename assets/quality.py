@@ -26,8 +26,6 @@ from servingbench.resources.quality import (
 )
 from servingbench.resources.quality.evalset import EvalSetError, build
 
-REPO = Path(__file__).resolve().parents[1]   # a relative quality.dataset is from the repo root
-
 CHECK = "quality_matches_reference"
 PARITY_FILE = "quality_parity.json"
 DESCRIPTION = ("Accuracy on a fixed evaluation set at temperature 0, on the run's own "
@@ -49,9 +47,8 @@ def run_quality(candidate: Candidate, endpoint: str, served_model: str, run_id: 
             "not evaluated: the candidate names no quality plan"),
             "accuracy": dg.MetadataValue.null()}
     try:
-        dataset = None if plan.dataset is None else (REPO / plan.dataset
-                                                     if not Path(plan.dataset).is_absolute()
-                                                     else Path(plan.dataset))
+        # already absolute: the candidates file resolves its relative paths from its folder
+        dataset = None if plan.dataset is None else Path(plan.dataset)
         name, items = build(plan.items, plan.seed, dataset)
         s = evaluate(endpoint, served_model, run_id, run_dir, name, items, plan.max_tokens)
     except (QualityError, EvalSetError) as exc:

@@ -14,7 +14,6 @@ from pathlib import Path
 from servingbench.pipelines.config import (
     _TYPES,
     DEFAULT_FILE,
-    REPO,
     ConfigError,
     assign_pools,
 )
@@ -27,7 +26,9 @@ from servingbench.resources.contract.candidate import Candidate
 
 def load_candidates(path: Path | str = DEFAULT_FILE) -> list[Candidate]:
     """Read and validate a candidates file; raise ConfigError naming the key on any problem.
-    The file's candidates first, then every sweep's combinations that can run."""
+    The file's candidates first, then every sweep's combinations that can run. A relative
+    path in the file (a price sheet, a trace, a quality dataset) is from the file's folder,
+    wherever the file is."""
     candidates, sweeps = load_file(path)
     return candidates + [m for s in sweeps for m in s.members]
 
@@ -47,7 +48,7 @@ def load_file(path: Path | str = DEFAULT_FILE) -> tuple[list[Candidate], list[Sw
     raw = doc.get("candidates")
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"{where}.candidates: expected a non-empty list")
-    base = REPO if path.resolve().is_relative_to(REPO) else path.parent
+    base = path.resolve().parent  # every relative path in the file is from its own folder
     out = [candidate(c, defaults, f"{where}: candidates[{i}]", base) for i, c in enumerate(raw)]
     raw_sweeps = doc.get("sweeps") or {}
     if not isinstance(raw_sweeps, dict):

@@ -353,7 +353,7 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
         raise ConfigError(f"{where}.load.ladder: goes with the fixed scenario, not "
                           f"{scenario['kind']}")
     llamacpp = _llamacpp_plan(merged.pop("llamacpp", None), merged, f"{where}.llamacpp")
-    quality = _quality_plan(merged.pop("quality", None), f"{where}.quality")
+    quality = _quality_plan(merged.pop("quality", None), f"{where}.quality", base)
     speculative = _speculative_plan(merged.pop("speculative", None), f"{where}.speculative")
     reasoning = _reasoning_plan(merged.pop("reasoning", None), f"{where}.reasoning")
     engine_args = _engine_args(merged.pop("engine_args", {}), merged, f"{where}.engine_args")
@@ -445,7 +445,8 @@ def _llamacpp_plan(raw: dict | None, merged: dict, where: str) -> LlamaCppPlan |
                         parallel=raw.get("parallel", 1), requantize_from=src)
 
 
-def _quality_plan(raw: dict | None, where: str) -> QualityPlan | None:
+def _quality_plan(raw: dict | None, where: str, base: Path) -> QualityPlan | None:
+    """A relative `dataset` is from the candidates file's folder, as every path in it is."""
     if raw is None:
         return None
     _check_keys(raw, _QUALITY_KEYS, where)
@@ -463,7 +464,8 @@ def _quality_plan(raw: dict | None, where: str) -> QualityPlan | None:
     if ds is not None and not isinstance(ds, str):
         raise ConfigError(f"{where}.dataset: expected a JSONL path or null")
     return QualityPlan(reference=ref, margin=float(margin), items=raw.get("items", 60),
-                       seed=raw.get("seed", 0), dataset=ds, max_tokens=raw.get("max_tokens", 16))
+                       seed=raw.get("seed", 0), dataset=None if ds is None else str(base / ds),
+                       max_tokens=raw.get("max_tokens", 16))
 
 
 def assign_pools(candidates: list[Candidate], raw, where: str) -> list[Candidate]:

@@ -130,8 +130,8 @@ def test_chain_on_the_real_engine_is_measured_and_reconciled(tmp_path, candidate
     # below is the test that needs enough of them to separate two models
     text = REAL_FILE.read_text().replace(
         "items: 40", "items: 4")
-    cands.write_text(text.replace("pipelines/price_sheet_local.yaml",
-                                  str(REAL_FILE.parent / "price_sheet_local.yaml")))
+    cands.write_text(text.replace("sheet: price_sheet_local.yaml",
+                                  f"sheet: {REAL_FILE.parent / 'price_sheet_local.yaml'}"))
     settings = Settings(data_dir=tmp_path / "data", candidates_file=cands, load=quick)
     result, _ = run_job(tmp_path, settings=settings, candidate="local-gemma3-270m-q4")
     assert result.success, [e.event_specific_data.error.message for e in result.all_events
