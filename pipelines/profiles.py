@@ -28,6 +28,7 @@ from servingbench.resources.cluster.eks import EksNodegroupCluster
 from servingbench.resources.cluster.eks_api import HEARTBEAT_STALE_S, EksNodegroups, check_owner
 from servingbench.resources.cluster.local import LocalHostCluster
 from servingbench.resources.cluster.reaper import EksReaper, NothingToReap
+from servingbench.resources.contract import settings as envvars
 from servingbench.resources.contract.digits import is_digits
 from servingbench.resources.loadgen.generator import LoadGenerator
 from servingbench.resources.loadjob.run import KubeJobLoadGenerator
@@ -48,35 +49,38 @@ BILL_SOURCE = {"local": "price_sheet", "eks": "cost_explorer"}
 
 @dataclass(frozen=True)
 class Settings:
-    profile: str = "local"
+    profile: str = envvars.default("SERVINGBENCH_PROFILE")
     data_dir: Path = REPO / "data"
     candidates_file: Path = DEFAULT_FILE
-    time_scale: float = 1.0                 # emulator clock (1.0: the modelled hardware's speed)
+    # emulator clock (1.0: the modelled hardware's speed)
+    time_scale: float = float(envvars.default("SERVINGBENCH_EMULATOR_TIME_SCALE"))
     cold_start_s: float | None = None       # emulator cold start override (None: modelled)
     load: LoadGenerator = field(default_factory=LoadGenerator)
     slos: tuple[tuple[float, float], ...] = (DEFAULT_SLO,)
     data_uri: str | None = None             # s3://bucket/prefix: where finished runs are published
 
     @classmethod
-    def from_env(cls) -> Settings:
-        env = os.environ
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """From the SERVINGBENCH_* variables (resources/contract/settings.py lists them)."""
+        env = os.environ if env is None else env
 
-        def number(name: str, default):
-            text = env.get(name)
+        def number(name: str):
+            text = envvars.get(name, env)
             try:
-                value = default if text in (None, "") else float(text)
+                value = None if text is None else float(text)
             except ValueError:
                 raise ConfigError(f"{name}={text!r}: expected a number") from None
             if value is not None and not math.isfinite(value):
                 raise ConfigError(f"{name}={text!r}: expected a finite number")
             return value
 
-        return cls(profile=env.get("SERVINGBENCH_PROFILE", "local"),
-                   data_dir=Path(env.get("SERVINGBENCH_DATA_DIR", REPO / "data")),
-                   candidates_file=Path(env.get("SERVINGBENCH_CANDIDATES", DEFAULT_FILE)),
-                   time_scale=number("SERVINGBENCH_EMULATOR_TIME_SCALE", 1.0),
-                   cold_start_s=number("SERVINGBENCH_EMULATOR_COLD_START_S", None),
-                   data_uri=env.get("SERVINGBENCH_DATA_URI") or None)
+        return cls(profile=envvars.get("SERVINGBENCH_PROFILE", env),
+                   data_dir=Path(envvars.get("SERVINGBENCH_DATA_DIR", env) or cls.data_dir),
+                   candidates_file=Path(envvars.get("SERVINGBENCH_CANDIDATES", env)
+                                        or cls.candidates_file),
+                   time_scale=number("SERVINGBENCH_EMULATOR_TIME_SCALE"),
+                   cold_start_s=number("SERVINGBENCH_EMULATOR_COLD_START_S"),
+                   data_uri=envvars.get("SERVINGBENCH_DATA_URI", env))
 
 
 def resources_for(settings: Settings) -> dict:
@@ -148,11 +152,11 @@ class EksSettings:
     reaper_ttl_hours: float = 6.0
     provision_timeout_s: float = 1800.0
     deploy_timeout_s: float = 3600.0
-    capacity_type: str = "ON_DEMAND"  # ON_DEMAND | SPOT | CAPACITY_BLOCK
+    capacity_type: str = envvars.default("SERVINGBENCH_EKS_CAPACITY_TYPE")
     capacity_reservation_id: str | None = None
-    expose: str = "load_balancer"  # how the pipeline's load generator reaches the engine
+    expose: str = envvars.default("SERVINGBENCH_EKS_EXPOSE")  # how the load reaches the engine
     source_ranges: tuple[str, ...] = ()  # CIDRs allowed to reach the load balancer
-    lb_scheme: str = "internal"  # run the pipeline inside the VPC; internet-facing otherwise
+    lb_scheme: str = envvars.default("SERVINGBENCH_EKS_LB_SCHEME")  # internal: inside the VPC
     allow_public: bool = False  # consent to 0.0.0.0/0 or an internet-facing load balancer
     run_as_user: int | None = None  # engines run as this non-root uid (image must allow it)
     endpoint_url: str | None = None  # tests only (moto)
@@ -164,38 +168,43 @@ class EksSettings:
     load_image: str | None = None          # the project's image, repo@sha256:…
     load_node_selector: tuple[tuple[str, str], ...] = ()   # the CPU node group of the load
     load_tolerations: tuple[tuple[str, str | None, str], ...] = ()
-    load_service_account: str | None = "servingbench-loadgen"  # IRSA: writes the run prefix
-    load_cpu: str = "1"                    # one worker per pod: one core
-    load_start_delay_s: float = 180.0      # the barrier: scheduling and image pull before it
+    load_service_account: str | None = envvars.default("SERVINGBENCH_EKS_LOAD_SERVICE_ACCOUNT")
+    load_cpu: str = envvars.default("SERVINGBENCH_EKS_LOAD_CPU")  # one worker per pod
+    # the barrier: scheduling and image pull before it
+    load_start_delay_s: float = float(envvars.default("SERVINGBENCH_EKS_LOAD_START_DELAY_S"))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> EksSettings:
         """From SERVINGBENCH_EKS_* variables (read when the definitions load, never at
         import); a missing required one is a clear error naming it."""
         def need(name: str) -> str:
-            value = env.get(f"SERVINGBENCH_EKS_{name}")
+            value = envvars.get(name, env)
             if not value:
-                raise ValueError(f"the eks profile needs SERVINGBENCH_EKS_{name} (see docs/eks.md)")
+                raise ValueError(f"the eks profile needs {name} (see docs/eks.md)")
             return value
 
         def split(name: str) -> tuple[str, ...]:
-            return tuple(x.strip() for x in env.get(f"SERVINGBENCH_EKS_{name}", "").split(",")
+            return tuple(x.strip() for x in (envvars.get(name, env) or "").split(",")
                          if x.strip())
 
+        def get(name: str) -> str | None:
+            return envvars.get(name, env)
+
         allow_public = _public_consent(env)
-        source_ranges = split("SOURCE_RANGES")
-        lb_scheme = env.get("SERVINGBENCH_EKS_LB_SCHEME", "internal")
+        source_ranges = split("SERVINGBENCH_EKS_SOURCE_RANGES")
+        lb_scheme = get("SERVINGBENCH_EKS_LB_SCHEME")
         _check_exposure(source_ranges, lb_scheme, allow_public)
-        return cls(cluster_name=need("CLUSTER"), region=need("REGION"),
-                   node_role_arn=need("NODE_ROLE_ARN"), owner=owner_from_env(env),
-                   subnet_ids=split("SUBNETS"),
-                   capacity_type=env.get("SERVINGBENCH_EKS_CAPACITY_TYPE", "ON_DEMAND"),
-                   capacity_reservation_id=env.get("SERVINGBENCH_EKS_CAPACITY_RESERVATION_ID") or None,
-                   expose=env.get("SERVINGBENCH_EKS_EXPOSE", "load_balancer"),
+        return cls(cluster_name=need("SERVINGBENCH_EKS_CLUSTER"),
+                   region=need("SERVINGBENCH_EKS_REGION"),
+                   node_role_arn=need("SERVINGBENCH_EKS_NODE_ROLE_ARN"), owner=owner_from_env(env),
+                   subnet_ids=split("SERVINGBENCH_EKS_SUBNETS"),
+                   capacity_type=get("SERVINGBENCH_EKS_CAPACITY_TYPE"),
+                   capacity_reservation_id=get("SERVINGBENCH_EKS_CAPACITY_RESERVATION_ID"),
+                   expose=get("SERVINGBENCH_EKS_EXPOSE"),
                    source_ranges=source_ranges, lb_scheme=lb_scheme, allow_public=allow_public,
                    run_as_user=_uid(env, "SERVINGBENCH_EKS_RUN_AS_USER"),
-                   dcgm_url=env.get("SERVINGBENCH_EKS_DCGM_URL") or None,
-                   neuron_monitor_url=env.get("SERVINGBENCH_EKS_NEURON_MONITOR_URL") or None,
+                   dcgm_url=get("SERVINGBENCH_EKS_DCGM_URL"),
+                   neuron_monitor_url=get("SERVINGBENCH_EKS_NEURON_MONITOR_URL"),
                    **_load_settings(env))
 
     def telemetry(self) -> tuple[dict, ...]:
@@ -208,45 +217,48 @@ class EksSettings:
 def _load_settings(env: Mapping[str, str]) -> dict:
     """SERVINGBENCH_EKS_LOAD_*: the load pods' count, image, placement and size."""
     def text(name: str) -> str:
-        return env.get(f"SERVINGBENCH_EKS_LOAD_{name}", "").strip()
+        return (envvars.get(name, env) or "").strip()
 
-    pods = text("PODS") or "0"
+    pods = text("SERVINGBENCH_EKS_LOAD_PODS") or envvars.default("SERVINGBENCH_EKS_LOAD_PODS")
     if not is_digits(pods) or int(pods) > 10_000:
         raise ValueError(f"SERVINGBENCH_EKS_LOAD_PODS={pods!r}: expected a pod count 0..10000")
     selector = []
-    for part in filter(None, (x.strip() for x in text("NODE_SELECTOR").split(","))):
+    for part in filter(None, (x.strip() for x in text("SERVINGBENCH_EKS_LOAD_NODE_SELECTOR").split(","))):
         key, sep, value = part.partition("=")
         if not sep or not key:
             raise ValueError(f"SERVINGBENCH_EKS_LOAD_NODE_SELECTOR: {part!r}: expected KEY=VALUE")
         selector.append((key, value))
     tolerations = []
-    for part in filter(None, (x.strip() for x in text("TOLERATIONS").split(","))):
+    for part in filter(None, (x.strip() for x in text("SERVINGBENCH_EKS_LOAD_TOLERATIONS").split(","))):
         kv, sep, effect = part.rpartition(":")
         key, eq, value = kv.partition("=")
         if not sep or not key or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
             raise ValueError(f"SERVINGBENCH_EKS_LOAD_TOLERATIONS: {part!r}: expected "
                              "KEY[=VALUE]:NoSchedule|PreferNoSchedule|NoExecute")
         tolerations.append((key, value if eq else None, effect))
-    delay = text("START_DELAY_S") or "180"
+    delay = (text("SERVINGBENCH_EKS_LOAD_START_DELAY_S")
+             or envvars.default("SERVINGBENCH_EKS_LOAD_START_DELAY_S"))
     try:
         delay_s = float(delay)
     except ValueError:
         delay_s = -1.0
     if not 0 <= delay_s <= 3600:
         raise ValueError(f"SERVINGBENCH_EKS_LOAD_START_DELAY_S={delay!r}: expected seconds 0..3600")
-    image = text("IMAGE") or None
+    image = text("SERVINGBENCH_EKS_LOAD_IMAGE") or None
     if image and "@sha256:" not in image:
         raise ValueError(f"SERVINGBENCH_EKS_LOAD_IMAGE={image!r}: pin it by digest (repo@sha256:…)")
     return {"load_pods": int(pods), "load_image": image,
             "load_node_selector": tuple(selector), "load_tolerations": tuple(tolerations),
-            "load_service_account": text("SERVICE_ACCOUNT") or "servingbench-loadgen",
-            "load_cpu": text("CPU") or "1", "load_start_delay_s": delay_s}
+            "load_service_account": text("SERVINGBENCH_EKS_LOAD_SERVICE_ACCOUNT")
+            or envvars.default("SERVINGBENCH_EKS_LOAD_SERVICE_ACCOUNT"),
+            "load_cpu": text("SERVINGBENCH_EKS_LOAD_CPU") or envvars.default("SERVINGBENCH_EKS_LOAD_CPU"),
+            "load_start_delay_s": delay_s}
 
 
 def owner_from_env(env: Mapping[str, str]) -> str:
     """SERVINGBENCH_EKS_OWNER: the id chosen at setup that names this installation; the
     reaper of this installation touches nothing tagged with another one."""
-    value = env.get("SERVINGBENCH_EKS_OWNER")
+    value = envvars.get("SERVINGBENCH_EKS_OWNER", env)
     if not value:
         raise ValueError("the eks profile needs SERVINGBENCH_EKS_OWNER, the id of this "
                          "installation tagged on everything it creates (see docs/eks.md)")
@@ -254,7 +266,7 @@ def owner_from_env(env: Mapping[str, str]) -> str:
 
 
 def _uid(env: Mapping[str, str], name: str) -> int | None:
-    value = env.get(name, "")
+    value = envvars.get(name, env) or ""
     if not value:
         return None
     if not is_digits(value) or int(value) < 1:
@@ -270,7 +282,7 @@ _CONSENT = (f"set SERVINGBENCH_EKS_ALLOW_PUBLIC={PUBLIC_CONSENT} to accept that 
 
 
 def _public_consent(env: Mapping[str, str]) -> bool:
-    value = env.get("SERVINGBENCH_EKS_ALLOW_PUBLIC", "")
+    value = envvars.get("SERVINGBENCH_EKS_ALLOW_PUBLIC", env) or ""
     if value in ("", "0"):
         return False
     if value != PUBLIC_CONSENT:

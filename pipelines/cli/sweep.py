@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 from servingbench.pipelines.catalog import load_sweeps
 from servingbench.pipelines.config import DEFAULT_FILE, ConfigError
+from servingbench.resources.contract import settings
 
 
 def parser() -> argparse.ArgumentParser:
@@ -79,7 +79,7 @@ def members(path, name: str, prog: str) -> list[str] | None:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    path = args.candidates or Path(os.environ.get("SERVINGBENCH_CANDIDATES") or DEFAULT_FILE)
+    path = args.candidates or Path(settings.get("SERVINGBENCH_CANDIDATES") or DEFAULT_FILE)
     try:
         sweeps = load_sweeps(path)
     except ConfigError as exc:

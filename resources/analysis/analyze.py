@@ -6,7 +6,6 @@ One implementation: `servingbench analyze`, the Dagster assets and the tests all
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,11 +16,11 @@ from servingbench.resources.analysis import sqlfiles, workload_outputs
 from servingbench.resources.analysis.gates import Gate, run_gates
 from servingbench.resources.analysis.metrics import DEFAULT_SLO, step_metrics
 from servingbench.resources.analysis.rundir import (
-    DEFAULT_MEMORY,
     MEMORY_ENV,
     RunFolder,
     is_disk_full,
     locate_unreadable,
+    memory_limit,
     open_run,
 )
 from servingbench.resources.analysis.telemetry import read_telemetry, telemetry_metrics
@@ -125,7 +124,7 @@ def _no_scratch(exc: BaseException) -> str:
 
 def _no_memory(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-    limit = os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY
+    limit = memory_limit()
     return (f"out of memory: the analysis needed more than {MEMORY_ENV}={limit} allows ({text}); "
             f"nothing was written and the records are untouched: set {MEMORY_ENV} higher "
             "(e.g. 8GB) and analyze again")

@@ -25,13 +25,14 @@ import importlib.machinery
 import importlib.util
 import itertools
 import logging
-import os
 import sys
 import threading
 import types
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from servingbench.resources.contract import settings
 
 if TYPE_CHECKING:  # imported by GX itself, on the preload thread: not on the CLI's start
     import pandas as pd
@@ -80,7 +81,7 @@ WHOLE_ENV = "SERVINGBENCH_GX_WHOLE"
 
 def _whole() -> bool:
     """Whether this process imports GX whole (WHOLE_ENV set to anything but empty or 0)."""
-    return os.environ.get(WHOLE_ENV, "") not in ("", "0")
+    return (settings.get(WHOLE_ENV) or "") not in ("", "0")
 
 
 def stands_in(name: str) -> bool:

@@ -16,7 +16,6 @@ would take 80 % of the machine's memory and spill into `.tmp` in the working dir
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from servingbench.resources.analysis import sqlfiles
-from servingbench.resources.contract import durable
+from servingbench.resources.contract import durable, settings
 from servingbench.resources.contract import manifest as manifest_mod
 from servingbench.resources.contract.schemas import (
     PARTIAL_SUFFIX,
@@ -153,7 +152,11 @@ def _first_line(exc: Exception) -> str:
 
 
 MEMORY_ENV = "SERVINGBENCH_ANALYZE_MEMORY"
-DEFAULT_MEMORY = "4GB"
+
+
+def memory_limit() -> str:
+    """DuckDB's memory limit for one analysis (the setting, or its default)."""
+    return settings.get(MEMORY_ENV)
 
 
 def connect(duckdb_path: str | None = None) -> tuple[duckdb.DuckDBPyConnection, Path]:
@@ -166,7 +169,7 @@ def connect(duckdb_path: str | None = None) -> tuple[duckdb.DuckDBPyConnection, 
     scratch = Path(tempfile.mkdtemp(prefix="servingbench-duckdb-"))
     try:
         con = duckdb.connect(duckdb_path or str(scratch / "analysis.duckdb"), config={
-            "memory_limit": os.environ.get(MEMORY_ENV) or DEFAULT_MEMORY,
+            "memory_limit": memory_limit(),
             "temp_directory": str(scratch / "spill"),
         })
         # DuckDB's own bar is drawn on stdout for any query past 2 s: in the middle of the

@@ -20,6 +20,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+from servingbench.resources.contract import settings
 from servingbench.resources.contract.scope import nodegroup_name
 from servingbench.resources.loadgen.config_file import CONFIG_FILE
 from servingbench.resources.model_server.kube.render import (
@@ -36,7 +37,7 @@ __all__ = ["LoadJobSpec", "render", "api_key_secret", "to_yaml", "job_name", "KE
            "ENGINE_LABELS", "LABEL_VALUE"]
 
 ENGINE_LABELS = {"app.kubernetes.io/name": "servingbench-engine"}
-KEY_ENV = "SERVINGBENCH_ENGINE_API_KEY"   # in the pod, from the Job's own Secret
+KEY_ENV = settings.setting("SERVINGBENCH_ENGINE_API_KEY").name  # in the pod, from its Secret
 UID = 10001                               # the Dockerfile's user
 SCRATCH = "/scratch"
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")

@@ -30,6 +30,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from servingbench.resources.contract import settings
 from servingbench.resources.contract.candidate import Candidate
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.contract.timestamps import format_ts
@@ -50,7 +51,7 @@ class EngineStartError(RuntimeError):
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("SERVINGBENCH_CACHE_DIR") or Path.home() / ".cache" / "servingbench")
+    return Path(settings.get("SERVINGBENCH_CACHE_DIR") or Path.home() / ".cache" / "servingbench")
 
 
 def models_dir() -> Path:

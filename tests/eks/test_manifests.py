@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import yaml
+from servingbench.resources.contract import settings
 from servingbench.resources.model_server.kube.render import (
     API_KEY_ENV,
     LOADGEN_LABELS,
@@ -25,7 +25,7 @@ GOLDEN_DIR = Path(__file__).parent / "golden"
 def test_manifest_matches_golden(name):
     text = to_yaml(render(GOLDEN[name]))
     path = GOLDEN_DIR / f"{name}.yaml"
-    if os.environ.get("SERVINGBENCH_UPDATE_GOLDEN") == "1":
+    if settings.get("SERVINGBENCH_UPDATE_GOLDEN") == "1":
         path.write_text(text)
     assert text == path.read_text(), f"{path} differs; review, then regenerate"
     assert "&id" not in text and "*id" not in text  # no YAML aliases

@@ -16,8 +16,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from servingbench.resources.contract import settings
 
-ROOT = Path(os.environ.get("SERVINGBENCH_PEERS", Path.home() / ".cache/servingbench/peers"))
+ROOT = Path(settings.get("SERVINGBENCH_PEERS") or Path.home() / ".cache/servingbench/peers")
 VERSIONS = {"aiperf": "0.13.0", "guidellm": "0.8.1", "inference-perf": "0.7.0"}
 
 # AIPerf and guidellm size prompts with a Hugging Face tokenizer, and their defaults fetch

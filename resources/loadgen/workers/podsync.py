@@ -43,6 +43,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from servingbench.resources.contract import settings
 from servingbench.resources.contract.digits import is_digits
 from servingbench.resources.contract.timestamps import format_ts
 from servingbench.resources.loadgen.errors import LeftBehind
@@ -95,9 +96,7 @@ class Waits:
     @classmethod
     def from_env(cls, environ) -> Waits:
         """The waits scaled by SCALE_ENV; ValueError names the variable."""
-        raw = environ.get(SCALE_ENV, "").strip()
-        if not raw:
-            return cls()
+        raw = settings.get(SCALE_ENV, environ).strip() or settings.default(SCALE_ENV)
         try:
             k = float(raw)
         except ValueError:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
+from servingbench.resources.contract import settings
 from servingbench.resources.contract.candidate import Candidate
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.contract.timestamps import format_ts
@@ -26,7 +27,7 @@ from servingbench.resources.model_server.kube.render import PORT, EngineSpec
 
 # Where the load generator finds the engine's API key while the engine is deployed (the
 # load generator reads keys from the environment only; removed again after the block).
-LOAD_API_KEY_ENV = "SERVINGBENCH_ENGINE_API_KEY"
+LOAD_API_KEY_ENV = settings.setting("SERVINGBENCH_ENGINE_API_KEY").name
 
 
 def engine_spec_for(candidate: Candidate, run_id: str, nodegroup: str, **expose) -> EngineSpec:
