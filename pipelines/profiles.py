@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from servingbench.pipelines import resources as dagster_resources
 from servingbench.pipelines.catalog import load_candidates
 from servingbench.pipelines.config import DEFAULT_FILE, REPO, ConfigError
 from servingbench.resources import billing
@@ -32,13 +33,10 @@ from servingbench.resources.contract import settings as envvars
 from servingbench.resources.contract.digits import is_digits
 from servingbench.resources.loadgen.generator import LoadGenerator
 from servingbench.resources.loadjob.run import KubeJobLoadGenerator
-from servingbench.resources.model_server.emulator import EmulatorModelServer
 from servingbench.resources.model_server.kube.client import KubeClient
 from servingbench.resources.model_server.kube.reap import KubeRunObjects
 from servingbench.resources.model_server.kube.server import KubeModelServer
 from servingbench.resources.model_server.kube.token import TokenSource
-from servingbench.resources.model_server.local import LocalModelServers
-from servingbench.resources.storage.store import Storage
 
 PROFILES = ("local", "eks")
 # the bill source each profile bills with, by its name (resources/billing finds the file that
@@ -58,6 +56,9 @@ class Settings:
     load: LoadGenerator = field(default_factory=LoadGenerator)
     slos: tuple[tuple[float, float], ...] = (DEFAULT_SLO,)
     data_uri: str | None = None             # s3://bucket/prefix: where finished runs are published
+    # the SERVINGBENCH_* variables these settings were read from (from_env): the Dagster
+    # resources name them (pipelines/resources.py)
+    read_from: frozenset[str] = frozenset()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -80,7 +81,8 @@ class Settings:
                                         or cls.candidates_file),
                    time_scale=number("SERVINGBENCH_EMULATOR_TIME_SCALE"),
                    cold_start_s=number("SERVINGBENCH_EMULATOR_COLD_START_S"),
-                   data_uri=envvars.get("SERVINGBENCH_DATA_URI", env))
+                   data_uri=envvars.get("SERVINGBENCH_DATA_URI", env),
+                   read_from=frozenset(s.name for s in envvars.SETTINGS if env.get(s.name)))
 
 
 def resources_for(settings: Settings) -> dict:
@@ -90,7 +92,8 @@ def resources_for(settings: Settings) -> dict:
     if settings.data_uri and not settings.data_uri.startswith("s3://"):
         raise ConfigError(f"SERVINGBENCH_DATA_URI={settings.data_uri!r}: expected s3://bucket/prefix")
     common = {
-        "storage": Storage(Path(settings.data_dir), remote_uri=settings.data_uri),
+        "storage": dagster_resources.storage(settings.data_dir, settings.data_uri,
+                                             settings.read_from),
         "candidates": candidates,
         "load_generator": settings.load,
         "slos": settings.slos,
@@ -99,8 +102,8 @@ def resources_for(settings: Settings) -> dict:
     if settings.profile == "local":
         return common | {
             "cluster": LocalHostCluster(),
-            "model_server": LocalModelServers(EmulatorModelServer(
-                time_scale=settings.time_scale, cold_start_s=settings.cold_start_s)),
+            "model_server": dagster_resources.emulator(settings.time_scale,
+                                                       settings.cold_start_s, settings.read_from),
             "bill_source": billing.build(BILL_SOURCE["local"]),
             "reaper": NothingToReap(),
         }

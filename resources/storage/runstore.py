@@ -40,9 +40,12 @@ def is_remote(uri: str | Path) -> bool:
     return str(uri).startswith("s3://")
 
 
-def filesystem(uri: str | Path, env=None, timeout_s: float | None = None) -> tuple[pafs.FileSystem, str]:
+def filesystem(uri: str | Path, env=None, timeout_s: float | None = None,
+               client=None) -> tuple[pafs.FileSystem, str]:
     """The filesystem and the path inside it for a local folder or an s3:// URI;
-    `timeout_s` bounds S3's connect and each request (pyarrow's defaults are long)."""
+    `timeout_s` bounds S3's connect and each request (pyarrow's defaults are long).
+    `client`: a boto3 S3 client to go through (the composition's S3 resource configures
+    it) instead of pyarrow's S3 filesystem configured from the environment."""
     text = str(uri)
     if not is_remote(text):
         return pafs.LocalFileSystem(), str(Path(text).resolve())
@@ -50,6 +53,10 @@ def filesystem(uri: str | Path, env=None, timeout_s: float | None = None) -> tup
     parts = urlsplit(text)
     if not parts.netloc:
         raise RunStoreError(f"{text}: expected s3://bucket/prefix")
+    if client is not None:
+        from servingbench.resources.storage.s3client import filesystem as client_filesystem
+
+        return client_filesystem(client), f"{parts.netloc}{parts.path}".rstrip("/")
     kwargs = {"region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"}
     endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
     if endpoint:
@@ -143,22 +150,22 @@ def _read_doc(fs, path: str) -> dict:
     return doc
 
 
-def put(local_dir: Path, uri: str, names: dict[str, str]) -> None:
+def put(local_dir: Path, uri: str, names: dict[str, str], client=None) -> None:
     """Copy files of `local_dir` to `uri` as {local name: remote name}, no marker: what a
     load pod uploads into a run prefix the pipeline publishes later. Only objects under
     `uri` are written (no bucket or directory call): the pods' policy grants no more."""
-    fs, base = filesystem(uri)
+    fs, base = filesystem(uri, client=client)
     local = pafs.LocalFileSystem()
     src = Path(local_dir).resolve()
     for name, remote in names.items():
         _copy(local, str(_local_target(src, name)), fs, base, check_key(remote, uri))
 
 
-def get(uri: str, names: list[str], local_dir: Path) -> list[str]:
+def get(uri: str, names: list[str], local_dir: Path, client=None) -> list[str]:
     """Copy the files of `names` that exist under `uri` into `local_dir` (exact names, never
     a pattern); returns the names copied. No marker is asked for: this collects the parts
     of a run that is still being made."""
-    fs, base = filesystem(uri)
+    fs, base = filesystem(uri, client=client)
     local = pafs.LocalFileSystem()
     found = []
     for name in names:
@@ -188,7 +195,7 @@ STATUSES = ("accepted", "rejected", "failed")
 
 
 def publish(local_dir: Path, uri: str, names: list[str] | None = None,
-            status: str = "accepted", drop: list[str] = ()) -> None:
+            status: str = "accepted", drop: list[str] = (), client=None) -> None:
     """Copy a local run folder's files (or just `names`) to `uri`, then write the marker.
 
     The marker says the folder is complete, not that the run is good: `status` is
@@ -200,14 +207,14 @@ def publish(local_dir: Path, uri: str, names: list[str] | None = None,
     removed while the marker is away too."""
     if status not in STATUSES:
         raise RunStoreError(f"publish status {status!r}: expected one of {STATUSES}")
-    fs, base = filesystem(uri)
+    fs, base = filesystem(uri, client=client)
     local = pafs.LocalFileSystem()
     src = str(Path(local_dir).resolve())
     names = [check_key(n, str(local_dir))
              for n in (names if names is not None else _files(local, src)) if n != MARKER]
     if fs.get_file_info(f"{base}/{MARKER}").type == pafs.FileType.File:
         fs.delete_file(f"{base}/{MARKER}")
-    remove(uri, list(drop))
+    remove(uri, list(drop), client=client)
     for name in names:
         _copy(local, f"{src}/{name}", fs, base, name)
     doc = json.dumps({"published_at": format_ts(time.time_ns()), "status": status,
@@ -215,11 +222,11 @@ def publish(local_dir: Path, uri: str, names: list[str] | None = None,
     _write(fs, base, MARKER, lambda out: out.write(doc))
 
 
-def marker(uri: str) -> dict | None:
+def marker(uri: str, client=None) -> dict | None:
     """The completion marker's content (None: no marker; RunStoreError: a marker that is
     not a JSON object). Markers written before `status` existed were only ever written for
     finished runs: read as accepted."""
-    fs, base = filesystem(uri)
+    fs, base = filesystem(uri, client=client)
     if fs.get_file_info(f"{base}/{MARKER}").type != pafs.FileType.File:
         return None
     try:
@@ -229,16 +236,16 @@ def marker(uri: str) -> dict | None:
     return {"status": "accepted", **data}
 
 
-def remove(uri: str, names: list[str]) -> None:
+def remove(uri: str, names: list[str], client=None) -> None:
     """Delete files of a published run (a re-analysis that now withholds the cost tables)."""
-    fs, base = filesystem(uri)
+    fs, base = filesystem(uri, client=client)
     for name in names:
         if fs.get_file_info(f"{base}/{check_key(name, uri)}").type == pafs.FileType.File:
             fs.delete_file(f"{base}/{name}")
 
 
-def is_complete(uri: str) -> bool:
-    fs, base = filesystem(uri)
+def is_complete(uri: str, client=None) -> bool:
+    fs, base = filesystem(uri, client=client)
     return fs.get_file_info(f"{base}/{MARKER}").type == pafs.FileType.File
 
 

@@ -10,6 +10,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -37,6 +38,9 @@ def connect(path: Path, read_only: bool = False, wait_s: float = LOCK_WAIT_S):
 class Storage:
     data_dir: Path
     remote_uri: str | None = None   # s3://bucket/prefix: finished run folders are published there
+    # a boto3 S3 client to publish through (the composition's S3 resource); None: pyarrow's
+    # S3 filesystem from the environment
+    s3: Any = None
 
     def publish_folder(self, run_dir: Path, status: str = "accepted") -> str | None:
         """Publish a run folder to `<remote_uri>/runs/<run_id>`, marker last, saying whether
@@ -47,7 +51,7 @@ class Storage:
         from servingbench.resources.storage import runstore
 
         uri = f"{self.remote_uri.rstrip('/')}/runs/{Path(run_dir).name}"
-        runstore.publish(Path(run_dir), uri, status=status)
+        runstore.publish(Path(run_dir), uri, status=status, client=self.s3)
         return uri
 
     @property
