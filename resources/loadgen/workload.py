@@ -264,7 +264,11 @@ class Workload:
         # request's own few words) is escaped now, a tenth of a 512-token prompt's bytes
         # (the rest of a closed loop's per-request work is ~60 µs; this was ~5 of it).
         if cfg.api == "chat":
-            req["messages"] = [{"role": "user", "content": _MARK}]
+            content = req["messages"][0]["content"]
+            if isinstance(content, list):  # text then images: only the text part is spliced
+                content[0]["text"] = _MARK
+            else:
+                req["messages"][0]["content"] = _MARK
         else:
             req["prompt"] = _MARK
         head = _ENCODE(text[:len(text) - len(tail)])

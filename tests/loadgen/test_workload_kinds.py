@@ -13,7 +13,8 @@ from servingbench.resources.loadgen import run_load
 from servingbench.resources.loadgen.scenarios.spec import Scenario
 from servingbench.resources.telemetry import Sampler, sources_from
 
-from tests.support.loadgen import config, ns, rows
+from tests.support.emulator import FIXED_MODEL
+from tests.support.loadgen import config, ns, rows, run_cli
 
 
 def _chunks_by_request(run_dir) -> dict[str, list[dict]]:
@@ -116,6 +117,31 @@ def test_speculative_decoding_acceptance_rate_from_the_engine_counters(start_ser
     assert abs(m["spec_acceptance_rate"] - expected) < 4 * sigma
     assert m["itl_multi_token_share"] > 0.3  # a step emits 1 + accepted tokens in one chunk
     assert analysis.metrics.schema.field("spec_acceptance_rate").type == "double"
+
+
+def test_cli_image_reaches_the_server_with_a_default_sized_prompt(server, tmp_path):
+    """`servingbench load --api chat --images 1 --image-size 672x672` with the default
+    512-token prompt: its text ends in a cached filler, which the body builder splices in
+    as pre-escaped JSON; the image part must survive that splice. The emulator's own
+    ground truth is the witness that the image arrived (not the load generator's count)."""
+    common = ["--endpoint", server.base_url, "--model", FIXED_MODEL, "--api", "chat",
+              "--concurrency", "1", "--requests", "3", "--warmup-requests", "0",
+              "--output-tokens", "4", "--no-progress"]
+    text_only, with_image = tmp_path / "text", tmp_path / "image"
+    for out, extra in ((text_only, []), (with_image, ["--images", "1", "--image-size", "672x672"])):
+        p = run_cli([*common, *extra, "--out", str(out)])
+        assert p.returncode == 0, p.stderr
+    plain = {r["input_tokens"] for r in rows(text_only)}
+    assert len(plain) == 1 and plain.pop() > 500  # the default prompt: 512 tokens of text
+    text_tokens = rows(text_only)[0]["input_tokens"]
+    tiles = vision.image_tokens(672, 672)
+    assert tiles == 147 + 4 * 145  # a 2 x 2 grid of 336 px tiles, by hand
+    truth = server.truth()
+    for r in rows(with_image):
+        assert r["input_images"] == 1 and r["status"] == "ok"
+        assert r["input_tokens"] == text_tokens + tiles
+        assert truth[r["request_id"]]["input_images"] == 1
+        assert truth[r["request_id"]]["prompt_tokens"] == text_tokens + tiles
 
 
 def test_multi_turn_history_keeps_its_images(server, tmp_path):
