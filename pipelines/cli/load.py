@@ -153,6 +153,12 @@ def parser() -> argparse.ArgumentParser:
                    help="SLO search over rate: first probe (req/s, default 1)")
     w.add_argument("--start-concurrency", type=int, default=None,
                    help="SLO search over concurrency: first probe (default 1)")
+    w.add_argument("--schedule", default=None, metavar="FILE|SHAPE[:KEY=VALUE,...]",
+                   help="an arrival schedule, one steady step 'schedule': a YAML file of its "
+                   "keys (segments [{duration_s, rate}], or shape and its keys), or a shape "
+                   "(step, spike, ramp, zero-burst-zero, day) with optional keys, e.g. "
+                   "spike:peak_rate=50,length_s=120; day reads pipelines/day_load.csv unless "
+                   "day_csv= says another")
     w.add_argument("--ladder", default=None, metavar="START:FACTOR:MAX[:MIN_GAIN]",
                    help="raise the load from START by FACTOR until output throughput gains "
                    "less than MIN_GAIN (default 0.05) or a step is invalid, at most MAX "
@@ -195,9 +201,11 @@ def scenario_from_args(a: argparse.Namespace):
     from servingbench.resources.loadgen.scenarios.spec import Scenario, parse_slo
 
     asked = [f for f, on in (("--scenario", a.scenario), ("--trace", a.trace),
-                             ("--slo-search", a.slo_search)) if on]
+                             ("--slo-search", a.slo_search), ("--schedule", a.schedule)) if on]
     if len(asked) > 1:
         raise LoadConfigError(f"{asked[0]} and {asked[1]}: choose one workload")
+    if a.schedule:
+        return schedule_from_arg(a.schedule)
     if a.trace_format and not a.trace:
         raise LoadConfigError("--trace-format: needs --trace FILE")
     if a.trace:
@@ -233,6 +241,46 @@ def scenario_from_args(a: argparse.Namespace):
         return Scenario("batch", **_given(requests=a.requests or None,
                                           max_in_flight=a.max_in_flight))
     return None
+
+
+DAY_CSV = Path(__file__).resolve().parents[1] / "day_load.csv"  # the shipped 24-hour curve
+
+
+def schedule_from_arg(text: str):
+    """`--schedule FILE|SHAPE[:KEY=VALUE,...]` → a schedule Scenario; LoadConfigError names
+    the flag (and the file and key)."""
+    import yaml
+    from servingbench.resources.loadgen.scenarios.schedule import SHAPES
+    from servingbench.resources.loadgen.scenarios.spec import from_mapping, suggest
+
+    shape, _, rest = text.partition(":")
+    if shape in SHAPES:
+        keys: dict = {"shape": shape}
+        for part in filter(None, (p.strip() for p in rest.split(","))):
+            key, sep, value = part.partition("=")
+            if not sep:
+                raise LoadConfigError(f"--schedule: expected KEY=VALUE after {shape}:, got {part!r}")
+            keys[key.strip()] = yaml.safe_load(value)
+        if shape == "day":
+            keys.setdefault("day_csv", str(DAY_CSV))
+        return from_mapping({"kind": "schedule", **keys}, "--schedule")[0]
+    path = Path(text)
+    if not path.is_file():
+        raise LoadConfigError(f"--schedule: {text!r} is neither a file nor a shape "
+                              f"({', '.join(SHAPES)})" + suggest(shape, SHAPES))
+    try:
+        obj = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise LoadConfigError(f"--schedule: {path}: not readable YAML ({exc})") from None
+    if isinstance(obj, list):  # a bare list of segments
+        obj = {"segments": obj}
+    if not isinstance(obj, dict):
+        raise LoadConfigError(f"--schedule: {path}: expected a mapping of the schedule's keys "
+                              "or a list of segments")
+    obj = {k: v for k, v in obj.items() if k != "kind"}
+    if obj.get("day_csv") is not None and not Path(obj["day_csv"]).is_absolute():
+        obj["day_csv"] = str(path.parent / obj["day_csv"])  # beside the file that names it
+    return from_mapping({"kind": "schedule", **obj}, f"--schedule {path}")[0]
 
 
 def ladder_from_args(a: argparse.Namespace):

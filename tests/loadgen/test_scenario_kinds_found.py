@@ -47,9 +47,10 @@ def test_a_malformed_kind_file_fails_loudly_naming_the_file(tmp_path, monkeypatc
 
 def test_the_real_kinds_keep_the_contract_names_and_order():
     # contract §2.1's scenario.kind values, in the order the messages list them
-    assert spec.KINDS == ("fixed", "multi_turn", "agentic", "trace", "batch", "slo_search")
+    assert spec.KINDS == ("fixed", "multi_turn", "agentic", "trace", "batch", "slo_search",
+                          "schedule")
     with pytest.raises(LoadConfigError, match=r"^c.scenario.kind: 'bach' is not one of fixed, "
-                       r"multi_turn, agentic, trace, batch, slo_search \(did you mean 'batch'\?\)$"):
+                       r"multi_turn, agentic, trace, batch, slo_search, schedule \(did you mean 'batch'\?\)$"):
         spec.from_mapping({"kind": "bach"}, "c.scenario")
     with pytest.raises(LoadConfigError, match=r"^c.scenario.turns: unknown key for kind 'batch' "
                        r"\(a key of kind 'multi_turn'\)$"):
@@ -57,5 +58,6 @@ def test_the_real_kinds_keep_the_contract_names_and_order():
     # a kind's own default: an agent's session is long, a chat's is short
     assert spec.Scenario("agentic").turns == 64 and spec.Scenario("multi_turn").turns == 3
     # what the load config asks of a kind comes from its KIND too
-    assert [k for k in spec.KINDS if spec.own_steps(k)] == ["trace", "batch", "slo_search"]
+    assert [k for k in spec.KINDS if spec.own_steps(k)] == ["trace", "batch", "slo_search",
+                                                            "schedule"]
     assert [k for k in spec.KINDS if spec.one_worker(k)] == ["batch", "slo_search"]
