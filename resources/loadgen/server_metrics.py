@@ -119,7 +119,8 @@ class Scraper:
     async def scrape(self) -> tuple[dict | None, str | None]:
         """(snapshot, None) or (None, why unavailable)."""
         try:
-            async with httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S, verify=self.verify) as http:
+            async with httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S, verify=self.verify,
+                                         trust_env=False) as http:
                 r, raw = await control.arequest(http, "GET", self.url, headers=self.headers,
                                                 max_bytes=SCRAPE_MAX_BYTES,
                                                 deadline_s=SCRAPE_TIMEOUT_S)

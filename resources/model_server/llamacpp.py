@@ -39,6 +39,9 @@ from servingbench.resources.model_server.interface import Deployment, ModelServe
 
 ENGINE = "llama.cpp (llama-cpp-python server)"
 REPO = Path(__file__).resolve().parents[2]
+# the engine is on loopback: a proxy variable in the environment must not route its
+# readiness checks elsewhere (urllib's default opener honours them)
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 QUANT_TYPES = {"q8_0": 7, "q2_k": 10, "q4_k_m": 15}   # LLAMA_FTYPE_MOSTLY_* of llama.h
 
 
@@ -212,7 +215,7 @@ class LlamaCppProcess:
 
     def _models_ok(self) -> bool:
         try:
-            with urllib.request.urlopen(self.base_url + "/v1/models", timeout=2) as resp:
+            with _NO_PROXY.open(self.base_url + "/v1/models", timeout=2) as resp:
                 return resp.status == 200
         except (urllib.error.URLError, OSError):
             return False

@@ -104,7 +104,7 @@ def evaluate(endpoint: str, model: str, run_id: str, run_dir: Path, eval_set: st
     """Ask every item, write both files (atomically), return the summary (plus `by_kind`)."""
     url = endpoint.rstrip("/").removesuffix("/v1") + "/v1/completions"
     rows = []
-    with httpx.Client(timeout=timeout_s) as http:
+    with httpx.Client(timeout=timeout_s, trust_env=False) as http:
         for item in items:
             got, latency = _ask(http, url, model, item, max_tokens, headers or {}, timeout_s)
             rows.append({"run_id": run_id, "item_id": item.item_id,
