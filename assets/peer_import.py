@@ -85,7 +85,9 @@ def import_peer_results(context, config: PeerImportConfig) -> list[dict]:
     return rows
 
 
+# Dagster's run monitoring stops a run past this (pipelines/schedules.py has the others).
 @dg.job(name="peer_import_job", executor_def=dg.in_process_executor,
+        tags={"dagster/max_runtime": "3600"},
         description="Import another tool's benchmark results into run folders and analyze "
                     "them (docs/import.md).")
 def peer_import_job():

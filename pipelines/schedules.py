@@ -19,17 +19,28 @@ REFRESH_DAYS = 14
 # (deploy/values.yaml): the load generator needs a core of its own to measure honestly.
 BENCHMARK_POD = {"container_config": {"resources": {"requests": {"cpu": "2", "memory": "4Gi"},
                                                     "limits": {"memory": "8Gi"}}}}
+# The longest each job may run: Dagster's run monitoring (on in deploy/values.yaml) stops a
+# run past its `dagster/max_runtime` tag, so a run that hangs anyway (a read that never
+# ends, a stuck rollout) stops heartbeating and the reaper tears its node group down.
+# A benchmark is provisioning, rollout, warm-up, the load steps and the quality set.
+MAX_RUNTIME_S = {"benchmark_job": 6 * 3600, "bill_refresh_job": 3600, "reaper_job": 1800}
+
+
+def max_runtime(job: str) -> dict[str, str]:
+    return {"dagster/max_runtime": str(MAX_RUNTIME_S[job])}
 
 
 def jobs(partitions_def) -> list:
     return [reaper_job, peer_import_job,
         dg.define_asset_job("benchmark_job", selection=dg.AssetSelection.assets(*CHAIN),
                             partitions_def=partitions_def, executor_def=dg.in_process_executor,
-                            tags={"dagster-k8s/config": BENCHMARK_POD},
+                            tags={"dagster-k8s/config": BENCHMARK_POD,
+                                  **max_runtime("benchmark_job")},
                             hooks={publish_unfinished_run},
                             description="The whole chain for one date × candidate partition."),
         dg.define_asset_job("bill_refresh_job", selection=dg.AssetSelection.assets(*BILL_PART),
                             partitions_def=partitions_def, executor_def=dg.in_process_executor,
+                            tags=max_runtime("bill_refresh_job"),
                             description="Refetch the bill of a run whose cost is still "
                                         "provisional (or whose bill did not yet cover it)."),
     ]
@@ -42,7 +53,7 @@ def reap_expired_nodegroups(context) -> list:
     return reaped
 
 
-@dg.job(name="reaper_job", executor_def=dg.in_process_executor,
+@dg.job(name="reaper_job", executor_def=dg.in_process_executor, tags=max_runtime("reaper_job"),
         description="Delete this installation's expired node groups, launch templates and "
                     "the Kubernetes objects of runs that are over (eks profile).")
 def reaper_job():

@@ -4,13 +4,14 @@ in size and in overall time, and never decompressed.
 httpx's timeouts are per operation, so a server trickling one byte per second would keep
 a read alive forever, and it inflates gzip by default, so a small body could expand
 without bound. Here the raw bytes are read against a byte cap and a deadline, and
-`Accept-Encoding: identity` asks the server not to compress at all.
+`Accept-Encoding: identity` asks the server not to compress at all. The deadline is one
+asyncio timeout around connect, head and body, for the synchronous reads too.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import concurrent.futures
 
 import httpx
 
@@ -36,18 +37,28 @@ def _late(url: str, deadline_s: float) -> ControlError:
 def request(http: httpx.Client, method: str, url: str, *, max_bytes: int, deadline_s: float,
             headers: dict[str, str] | None = None, **kw) -> tuple[httpx.Response, bytes]:
     """(response, raw body); raises ControlError past `max_bytes` or `deadline_s`, and
-    httpx.HTTPError for the transport. The deadline is checked between reads, each of which
-    is bounded by the client's read timeout."""
-    end = time.monotonic() + deadline_s
-    body = bytearray()
-    with http.stream(method, url, headers=_headers(headers), **kw) as r:
-        for part in r.iter_raw():
-            body += part
-            if len(body) > max_bytes:
-                raise _over(url, max_bytes)
-            if time.monotonic() > end:
-                raise _late(url, deadline_s)
-    return r, bytes(body)
+    httpx.HTTPError for the transport.
+
+    The read runs through `arequest` on a private event loop, so the deadline covers
+    connect, the response head and the body together: httpcore's synchronous path reads
+    the head in a loop of its own (it skips any number of `100 Continue` answers, and a
+    head trickled just under the read timeout lasts until h11's head limit), where a
+    check between body parts never runs. The loop lives in a worker thread, so a caller
+    inside a running event loop is served too. The client `http` gives the settings
+    (timeouts, base URL, headers, redirects, proxy environment); its pool is not used, so
+    each control read opens its own connection and closes it when it ends."""
+    def run() -> tuple[httpx.Response, bytes]:
+        async def go() -> tuple[httpx.Response, bytes]:
+            async with httpx.AsyncClient(timeout=http.timeout, base_url=http.base_url,
+                                         headers=http.headers,
+                                         follow_redirects=http.follow_redirects,
+                                         trust_env=http.trust_env) as ahttp:
+                return await arequest(ahttp, method, url, max_bytes=max_bytes,
+                                      deadline_s=deadline_s, headers=headers, **kw)
+        return asyncio.run(go())
+
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="control") as pool:
+        return pool.submit(run).result()
 
 
 async def arequest(http: httpx.AsyncClient, method: str, url: str, *, max_bytes: int,
