@@ -47,10 +47,12 @@ REQUEST_LOG = pa.schema(
         ("reasoning_tokens", pa.int64()),
         ("first_answer_at", TS),
         ("input_images", pa.int32()),
+        # several replicas behind one endpoint: the one that served it (a response header)
+        ("replica", pa.string()),
     ]
 )
 OPTIONAL_COLUMNS = frozenset({"worker", "session_id", "turn", "cached_tokens", "reasoning_tokens",
-                              "first_answer_at", "input_images"})
+                              "first_answer_at", "input_images", "replica"})
 
 CHUNK_LOG = pa.schema(
     [
@@ -103,6 +105,23 @@ TELEMETRY_METRICS = ("accel_util", "accel_mem_used_bytes", "accel_mem_total_byte
                      "energy_j", "kv_cache_usage", "spec_draft_tokens", "spec_accepted_tokens",
                      "requests_running", "requests_waiting", "host_cpu_util",
                      "host_mem_used_bytes", "sample_error")
+
+# contract §2.6: events.parquet, one row per event during the run (a replica started, a
+# phase of its start-up ended, a scale decision...); `value` and `detail` as the kind says.
+EVENTS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("at", TS),
+        ("kind", pa.string()),
+        ("subject", pa.string()),
+        ("value", pa.float64()),
+        ("detail", pa.string()),
+    ]
+)
+EVENT_KINDS = ("scale_decision", "node_requested", "node_ready", "node_gone",
+               "replica_requested", "replica_phase", "replica_ready", "replica_stopped",
+               "interruption_notice", "interruption", "model_load", "model_sleep", "model_wake")
+REPLICA_PHASES = ("image_pull", "weights_load", "compile", "graph_capture", "ready")
 
 # contract §3.6: frontier.parquet, one row per step of a run.
 FRONTIER = pa.schema(

@@ -39,6 +39,9 @@ from servingbench.resources.loadgen.sse import (
     max_events,
 )
 
+# the header a load balancer in front of several replicas names the serving one with
+# (resources/model_server/balancer.py sets it; contract §2.2 `replica`)
+REPLICA_HEADER = b"x-servingbench-replica"
 MAX_HEAD_BYTES = 1 << 16  # a response's status line and headers; more is a protocol_error
 ERROR_BODY_BYTES = 4096  # what a non-200 answer's error text is read from
 DRAIN_S = 10.0  # after [DONE], the rest of the response must come within this to keep the connection
@@ -93,6 +96,8 @@ class _Exchange:
                 self.req.emulated = True
         elif name in (b"content-length", b"transfer-encoding"):
             self.framed = True
+        elif name == REPLICA_HEADER:
+            self.req.replica = value.decode("latin-1")[:128]
 
     def on_headers_complete(self) -> None:
         self.headers_done = True

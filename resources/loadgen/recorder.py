@@ -361,7 +361,7 @@ class Recorder:
             "error": None if ok else req.error, "worker": self.worker,
             "session_id": req.session_id, "turn": req.turn, "cached_tokens": req.cached_tokens,
             "reasoning_tokens": req.reasoning_tokens_total, "first_answer_at": req.first_answer_at,
-            "input_images": req.input_images,
+            "input_images": req.input_images, "replica": req.replica,
         }
         if not _fits(row):
             row = unrecordable(row, ValueError("a value outside its column's type"))
