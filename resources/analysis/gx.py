@@ -4,187 +4,30 @@ GX is imported lazily (it takes seconds) and used through one ephemeral context 
 process with progress bars off. Each call validates one DataFrame against a list of
 expectations and returns, per expectation, the `_row` keys of its unexpected rows.
 
-What GX imports that an in-memory pandas validation never uses is kept out of the import
-(measured in benchmarks/analyze_startup.py, docs/performance.md): the optional integrations
-it probes for are hidden while it is imported (`HIDDEN`), so it records them as not
-installed; its data sources other than the in-memory pandas one and the built-in
-expectations the gates do not use are stand-ins (`UNUSED`, `EXPECTATIONS`), whose classes
-refuse to be made, naming this module; two modules it imports at module level only for an
-expectation the gates never run are loaded on first use instead (`DEFERRED`). A process
-that also uses GX for something else sets SERVINGBENCH_GX_WHOLE=1 and gets all of it (or
-imports GX itself first: nothing already imported is replaced). `preload()` starts the
-import on a thread of its own, so it overlaps the DuckDB work that comes before the first
-validation.
+GX is imported whole, as its own package imports itself: nothing here depends on its
+internal module layout, so an upgrade of GX cannot break the gates' import.
+`preload()` starts the import on a thread of its own, so it overlaps the DuckDB work that
+comes before the first validation (docs/performance.md).
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import itertools
 import logging
-import sys
 import threading
-import types
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from servingbench.resources.contract import settings
 
 if TYPE_CHECKING:  # imported by GX itself, on the preload thread: not on the CLI's start
     import pandas as pd
 
 _counter = itertools.count()
 
-# GX's optional integrations (`try: import sqlalchemy ... except ImportError` in
-# great_expectations/compatibility/): SQL, cloud storage and Spark data sources. The gates
-# validate pandas DataFrames in memory, so GX may take them as not installed. A module some
-# other part of the process has already imported stays as it is.
-HIDDEN = ("sqlalchemy", "boto3", "botocore", "google", "azure", "pyspark", "snowflake",
-          "trino", "databricks", "pyathena", "psycopg2", "pyodbc", "py4j")
-# Imported at module level by GX's distribution tests (scipy.stats, by the metric
-# column_parameterized_distribution_ks_test_p_value) and charts (altair), which the gates
-# never use: both load on first attribute access instead, should anything touch them.
-DEFERRED = ("scipy.stats", "altair")
-
-
-# GX's data sources other than the in-memory pandas one (every module of
-# great_expectations/datasource/fluent/ that great_expectations/__init__ imports): Spark's need
-# pyspark (not a dependency), the SQL ones and the cloud-storage pandas ones need what HIDDEN
-# hides, and the file-path ones read files the gates never read (about a third of GX's import).
-_FLUENT = "great_expectations.datasource.fluent."
-UNUSED = tuple(_FLUENT + name for name in (
-    "spark_datasource", "spark_file_path_datasource", "spark_filesystem_datasource",
-    "spark_dbfs_datasource", "spark_s3_datasource", "spark_google_cloud_storage_datasource",
-    "spark_azure_blob_storage_datasource", "data_asset.path.spark",
-    "sql_datasource", "sqlite_datasource", "postgres_datasource", "neon_datasource",
-    "citus_datasource", "aurora_datasource", "alloy_datasource", "redshift_datasource",
-    "snowflake_datasource", "databricks_sql_datasource", "bigquery_datasource",
-    "sql_server_datasource", "fabric", "fabric_datasource",
-    "pandas_s3_datasource", "pandas_google_cloud_storage_datasource",
-    "pandas_azure_blob_storage_datasource", "pandas_dbfs_datasource",
-    "pandas_filesystem_datasource", "pandas_file_path_datasource", "data_asset.path.pandas"))
-# The built-in expectations the gates use (resources/analysis/gates.py); GX's other sixty
-# (great_expectations/expectations/core/expect_*.py) are stand-ins. A gate that uses
-# another adds its module here: until then making one raises, naming this list.
-_CORE = "great_expectations.expectations.core."
-EXPECTATIONS = tuple(_CORE + name for name in (
-    "expect_column_values_to_not_be_null", "expect_column_values_to_be_null",
-    "expect_column_values_to_be_in_set", "expect_column_values_to_be_between",
-    "expect_column_values_to_be_unique", "expect_column_pair_values_to_be_equal",
-    "expect_column_pair_values_a_to_be_greater_than_b"))
-WHOLE_ENV = "SERVINGBENCH_GX_WHOLE"
-
-
-def _whole() -> bool:
-    """Whether this process imports GX whole (WHOLE_ENV set to anything but empty or 0)."""
-    return (settings.get(WHOLE_ENV) or "") not in ("", "0")
-
-
-def stands_in(name: str) -> bool:
-    """Whether module `name` is a stand-in when servingbench imports GX."""
-    if _whole():
-        return False
-    if any(name == u or name.startswith(u + ".") for u in UNUSED):
-        return True
-    return (name.startswith(_CORE + "expect_") and name.count(".") == 3
-            and name not in EXPECTATIONS)
-
-
-class _NotLoaded:
-    """The base of every class a stand-in module hands out: GX's own modules import them by
-    name (and may test isinstance against them); making one says why it is missing."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        raise RuntimeError(
-            f"great_expectations' {type(self).__name__} was not imported: servingbench imports "
-            f"GX without what its gates do not use (resources/analysis/gx.py); set "
-            f"{WHOLE_ENV}=1, or import great_expectations before servingbench validates")
-
-
-class _StandIn(types.ModuleType):
-    """A module of GX that the gates never use: any name asked of it is a _NotLoaded class."""
-
-    def __getattr__(self, attr: str):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        made = type(attr, (_NotLoaded,), {"__module__": self.__name__})
-        setattr(self, attr, made)
-        return made
-
-
-class _StandInLoader(importlib.abc.Loader):
-    def create_module(self, spec):
-        return _StandIn(spec.name)
-
-    def exec_module(self, module) -> None:
-        module.__path__ = []  # a package: GX imports submodules of some of them
-
-
-class _Hide(importlib.abc.MetaPathFinder):
-    """While it is on sys.meta_path, to the thread importing GX only (another thread may
-    import them meanwhile): answers 'not installed' for the HIDDEN packages and a stand-in
-    for the modules that `stands_in`."""
-
-    def __init__(self) -> None:
-        self.thread = threading.get_ident()
-
-    def find_spec(self, name, path=None, target=None):
-        if threading.get_ident() != self.thread:
-            return None
-        if name.split(".")[0] in HIDDEN:
-            raise ModuleNotFoundError(f"{name} hidden while Great Expectations is imported",
-                                      name=name)
-        if stands_in(name):
-            return importlib.machinery.ModuleSpec(name, _StandInLoader(), is_package=True)
-        return None
-
-
-class _Deferred(types.ModuleType):
-    """Stands in sys.modules for a module not imported yet; the first attribute asked of it
-    imports the real one (which then replaces it) and answers from it. (importlib's
-    LazyLoader would not do: `import altair` reads the module's `__spec__`, which loads it.)"""
-
-    def __getattr__(self, attr: str):
-        name = self.__name__
-        if sys.modules.get(name) is self:
-            del sys.modules[name]
-            parent, _, child = name.rpartition(".")
-            if parent and getattr(sys.modules.get(parent), child, None) is self:
-                delattr(sys.modules[parent], child)
-        return getattr(importlib.import_module(name), attr)
-
-
-def _defer(name: str) -> None:
-    """Put a stand-in for module `name` into sys.modules (and on its parent package)."""
-    spec = None if name in sys.modules else importlib.util.find_spec(name)
-    if spec is None:
-        return
-    stand_in = _Deferred(name)
-    stand_in.__spec__ = spec  # importlib.util.find_spec(name) answers as for the real one
-    sys.modules[name] = stand_in
-    parent, _, child = name.rpartition(".")
-    if parent:
-        setattr(sys.modules[parent], child, stand_in)
-
 
 def _import_gx():
-    if _whole():
-        import great_expectations as gx
-        from great_expectations.data_context.types.base import ProgressBarsConfig
-        return gx, ProgressBarsConfig
-    hide = _Hide()
-    sys.meta_path.insert(0, hide)
-    try:
-        for name in DEFERRED:
-            _defer(name)
-        import great_expectations as gx
-        from great_expectations.data_context.types.base import ProgressBarsConfig
-    finally:
-        sys.meta_path.remove(hide)
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
     return gx, ProgressBarsConfig
 
 
@@ -290,7 +133,11 @@ def _remember_configurations() -> None:
             return
         from great_expectations.expectations.expectation import Expectation
 
-        build = Expectation.configuration.fget
+        prop = getattr(Expectation, "configuration", None)
+        if not isinstance(prop, property):  # another GX layout: its own, uncached
+            _patched = True
+            return
+        build = prop.fget
 
         def configuration(self):
             cache = getattr(_memo, "cache", None)
@@ -301,7 +148,7 @@ def _remember_configurations() -> None:
                 hit = cache[id(self)] = (self, build(self))
             return hit[1]
 
-        Expectation.configuration = property(configuration, doc=Expectation.configuration.__doc__)
+        Expectation.configuration = property(configuration, doc=prop.__doc__)
         _patched = True
 
 

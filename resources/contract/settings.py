@@ -48,8 +48,6 @@ SETTINGS: tuple[Setting, ...] = (
             "does not fit spills under TMPDIR"),
     Setting("SERVINGBENCH_MEETING_SCALE", "1", "load pods on one machine: the meetings' fixed "
             "waits scaled (docs/eks.md, \"Load pods\")"),
-    Setting("SERVINGBENCH_GX_WHOLE", None, "`1`: import Great Expectations whole, for a process "
-            "that also uses it for something else (docs/performance.md)"),
     Setting("SERVINGBENCH_CACHE_DIR", None, "where the real local engine and its models are "
             "cached", shown="`~/.cache/servingbench`"),
     Setting("SERVINGBENCH_PEERS", None, "where `make peers` installed the peer tools whose runs "
