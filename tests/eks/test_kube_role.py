@@ -13,9 +13,11 @@ import boto3
 import yaml
 from servingbench.resources.loadjob.job import LoadJob
 from servingbench.resources.loadjob.render import LoadJobSpec
-from servingbench.resources.model_server.kube import rbac
+from servingbench.resources.model_server.kube import autoscale, rbac
+from servingbench.resources.model_server.kube.autoscale import Autoscaling, Replicas
 from servingbench.resources.model_server.kube.client import KINDS, KubeClient
 from servingbench.resources.model_server.kube.deploy import EngineDeployment
+from servingbench.resources.model_server.kube.events import RunEvents
 from servingbench.resources.model_server.kube.reap import KubeRunObjects
 from servingbench.resources.model_server.kube.token import TokenSource
 
@@ -24,6 +26,7 @@ from tests.support.eks.fake_kube import FakeKubeApi
 from tests.support.eks.specs import DIGEST, VLLM_GPU
 
 ROOT = Path(__file__).resolve().parents[2]
+CLUSTER_SCOPED = {(g, r) for g, r, _ in rbac.CLUSTER_RULES}
 GROUP_OF = {path: path.split("/")[1] if path.startswith("apis/") else ""
             for path, _, _ in KINDS.values()}
 
@@ -66,14 +69,31 @@ def test_every_call_of_the_code_is_granted_and_nothing_more(aws_env):
             with EngineDeployment(kube, spec).deployed(timeout_s=60, poll_s=0):
                 if spec.expose == "load_balancer":  # what KubeModelServer waits for
                     kube.wait_load_balancer(spec.name, timeout_s=10, poll_s=0)
+        # an autoscaled candidate of each policy, its node and replica events polled
+        for policy in ("keda", "hpa"):
+            scaling = Autoscaling(policy, "requests_waiting", 4)
+            with EngineDeployment(kube, VLLM_GPU, replicas=Replicas(1, 3, 1), autoscaling=scaling,
+                                  prometheus_url="http://prom:9090").deployed(timeout_s=60, poll_s=0):
+                RunEvents(kube, VLLM_GPU, VLLM_GPU.nodegroup, clock=lambda: 0).poll()
         job = LoadJobSpec(run_id=VLLM_GPU.run_id, pods=1, image=f"r.example/sb@{DIGEST}",
                           upload_uri=f"{s3_bucket_uri}/runs/{VLLM_GPU.run_id}",
                           start_at="2026-11-29T02:30:00Z", owner=OWNER, api_key=True)
         with LoadJob(kube, job, api_key="not-a-real-key").running(timeout_s=60, poll_s=0):
             pass
+        # the reaper finds an autoscaler a crashed run left, and deletes it
+        kube.apply(autoscale.scaled_object(VLLM_GPU, Replicas(1, 3, 1),
+                                           Autoscaling("keda", "rps", 2), "http://prom:9090"))
+        kube.apply(autoscale.hpa(VLLM_GPU, Replicas(1, 3, 1),
+                                 Autoscaling("hpa", "requests_running", 8)))
         KubeRunObjects(kube, OWNER).reap(lambda *a: True)
-    role = rbac.role()
+    assert {"ScaledObject/" + VLLM_GPU.name, "HorizontalPodAutoscaler/" + VLLM_GPU.name} <= set(api.deleted)
+    role, cluster_role = rbac.role(), rbac.cluster_role()
     calls = used(api)
+    cluster_calls = {c for c in calls if c[1:] in CLUSTER_SCOPED}
+    calls -= cluster_calls
+    assert sorted(c for c in cluster_calls if not rbac.allows(cluster_role, *c)) == []
+    assert {(v, g, r) for rule in cluster_role["rules"] for g in rule["apiGroups"]
+            for r in rule["resources"] for v in rule["verbs"]} == cluster_calls
     denied = sorted(c for c in calls if not rbac.allows(role, *c))
     assert denied == [], f"the Role lacks {denied}"
     granted = {(v, g, r) for rule in role["rules"] for g in rule["apiGroups"]
@@ -83,7 +103,8 @@ def test_every_call_of_the_code_is_granted_and_nothing_more(aws_env):
 
 def test_the_documented_role_is_the_rendered_one():
     docs = list(yaml.safe_load_all((ROOT / "docs/policies/servingbench-role.yaml").read_text()))
-    assert docs == [rbac.role(), rbac.role_binding()]
+    assert docs == [rbac.role(), rbac.role_binding(), rbac.cluster_role(),
+                    rbac.cluster_role_binding()]
 
 
 def test_the_check_catches_a_missing_verb():

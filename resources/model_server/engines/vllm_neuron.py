@@ -27,6 +27,9 @@ ENGINE = Engine(
     markers={
         "weights_loaded": ("Finished loading model", "Loading weights took", "Model loading took"),
         "compiled": ("Finished compiling model", "Compilation took", "Neuron model loaded"),
+        # the compiler wrapper (libneuronxla) per graph: found in the compile cache, or compiled
+        "compile_cache_hit": ("Using a cached neff",),
+        "compile_cache_miss": ("Call compiler with cmd",),
     },
     gauges=vllm.GAUGES, counters=vllm.COUNTERS, tensor_parallel=tensor_parallel,
 )

@@ -28,6 +28,9 @@ KINDS: dict[str, tuple[str, str, bool]] = {
     "Event": ("api/v1", "events", True),
     "Deployment": ("apis/apps/v1", "deployments", True),
     "Job": ("apis/batch/v1", "jobs", True),
+    "Node": ("api/v1", "nodes", False),
+    "ScaledObject": ("apis/keda.sh/v1alpha1", "scaledobjects", True),
+    "HorizontalPodAutoscaler": ("apis/autoscaling/v2", "horizontalpodautoscalers", True),
 }
 # Container states that no amount of waiting fixes.
 FATAL_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff",

@@ -13,6 +13,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from servingbench.resources.model_server.kube.autoscale import (
+    Autoscaling,
+    Replicas,
+    autoscaler,
+    with_replicas,
+)
 from servingbench.resources.model_server.kube.client import KubeClient, KubeError
 from servingbench.resources.model_server.kube.coldstart import Span, cold_start_phases
 from servingbench.resources.model_server.kube.render import PORT, EngineSpec, api_key_secret, render
@@ -31,15 +37,25 @@ class DeployedEngine:
 
 class EngineDeployment:
     """The engine of one candidate on its node group: its API-key Secret, NetworkPolicy,
-    Deployment and Service (applied in that order, deleted in the reverse one). The API key
+    Deployment, Service and, for an autoscaled candidate, its ScaledObject or HPA (applied
+    in that order, deleted in the reverse one). The API key
     is new for every deployment and lives only in the Secret and in this process."""
 
     def __init__(self, kube: KubeClient, spec: EngineSpec,
-                 clock: Callable[[], int] = time.time_ns):
+                 clock: Callable[[], int] = time.time_ns, *, replicas: Replicas | None = None,
+                 autoscaling: Autoscaling | None = None, prometheus_url: str = ""):
         self.kube, self.spec, self.clock = kube, spec, clock
         self.api_key = secrets.token_urlsafe(32)
         deployment, service, policy = render(spec)
-        self.objects = [api_key_secret(spec, self.api_key), policy, deployment, service]
+        if replicas is not None:
+            with_replicas(deployment, replicas)
+        if autoscaling is not None and autoscaling.policy == "keda" and not prometheus_url:
+            raise ValueError("autoscaling policy keda needs the Prometheus URL its trigger reads")
+        scaler = autoscaler(spec, replicas or Replicas(), autoscaling, prometheus_url)
+        # the autoscaler last: applied once its Deployment exists, deleted first (it must
+        # stop scaling before the Deployment goes)
+        self.objects = [api_key_secret(spec, self.api_key), policy, deployment, service,
+                        *([scaler] if scaler else [])]
 
     def __repr__(self) -> str:  # never the key
         return f"EngineDeployment({self.spec.name!r})"

@@ -7,7 +7,8 @@ servingbench's own objects: Dagster's secrets live in another one.
 
 `tests/eks/test_kube_role.py` runs the engine's deployment, the load Job and the reaper
 against the fake Kubernetes API and checks every request against this Role, verb by verb,
-and that the Role grants no verb the code never calls. docs/policies/servingbench-role.yaml
+and that the Role grants no verb the code never calls. Nodes are cluster-scoped: their one
+verb (`list`) is a ClusterRole's, checked the same way. docs/policies/servingbench-role.yaml
 is this, rendered (`python -m servingbench.resources.model_server.kube.rbac`)."""
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("", "pods", ("list",)),             # the rollout's and the Job's pods, by label
     ("", "pods/log", ("get",)),          # cold-start phases, a failed pod's last lines
     ("", "events", ("list",)),           # scheduling and image pull times
+    ("keda.sh", "scaledobjects", APPLIED),  # an autoscaled candidate's ScaledObject
+    ("autoscaling", "horizontalpodautoscalers", APPLIED),  # ... or its HPA
+)
+# Cluster-scoped: Nodes are not in any namespace, so reading them needs a ClusterRole. Only
+# `list` (by the node group's label): node events (kube/events.py), never a write.
+CLUSTER_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("", "nodes", ("list",)),
 )
 
 
@@ -32,6 +40,23 @@ def role(namespace: str = "servingbench", name: str = "servingbench") -> dict:
             "metadata": {"name": name, "namespace": namespace},
             "rules": [{"apiGroups": [group], "resources": [res], "verbs": list(verbs)}
                       for group, res, verbs in RULES]}
+
+
+def cluster_role(name: str = "servingbench-nodes") -> dict:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": [group], "resources": [res], "verbs": list(verbs)}
+                      for group, res, verbs in CLUSTER_RULES]}
+
+
+def cluster_role_binding(group: str = "servingbench-pipeline",
+                         name: str = "servingbench-nodes") -> dict:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                          "name": group}]}
 
 
 def role_binding(namespace: str = "servingbench", group: str = "servingbench-pipeline",
@@ -53,7 +78,8 @@ def allows(role_obj: dict, verb: str, group: str, resource: str) -> bool:
 def main() -> int:
     import yaml
 
-    sys.stdout.write(yaml.safe_dump_all([role(), role_binding()], sort_keys=False))
+    sys.stdout.write(yaml.safe_dump_all([role(), role_binding(), cluster_role(),
+                                         cluster_role_binding()], sort_keys=False))
     return 0
 
 

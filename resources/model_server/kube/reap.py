@@ -24,7 +24,9 @@ from servingbench.resources.model_server.kube.render import (
 log = logging.getLogger("servingbench.kube")
 
 # The Service first: deleting it is what releases the load balancer (and its hourly cost).
-KINDS = ("Service", "Deployment", "NetworkPolicy", "Secret", "Job")
+# An autoscaler before its Deployment: it would scale a Deployment that is going.
+KINDS = ("Service", "ScaledObject", "HorizontalPodAutoscaler", "Deployment", "NetworkPolicy",
+         "Secret", "Job")
 
 # dead(nodegroup label, run-id annotation, created at in epoch ns or None) -> may it go?
 Dead = Callable[[str, str, "int | None"], bool]

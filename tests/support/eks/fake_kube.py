@@ -16,7 +16,8 @@ from urllib.parse import parse_qs, urlsplit
 from tests.support.eks.fakes import LoopbackServer
 
 # collection paths a GET lists (with labelSelector); pods and events have their own routes
-COLLECTIONS = {"services", "deployments", "networkpolicies", "secrets", "jobs", "configmaps"}
+COLLECTIONS = {"services", "deployments", "networkpolicies", "secrets", "jobs", "configmaps",
+               "scaledobjects", "horizontalpodautoscalers"}
 T = "2026-11-29T02:"
 LB_HOST = "k8s-servingb-sb-0123456789.elb.us-east-1.amazonaws.com"
 POD_STORY = {
@@ -66,6 +67,7 @@ class FakeKubeApi(LoopbackServer):
         self.objects: dict[str, dict] = {}  # path → object
         self.pods: dict[str, dict] = {}
         self.events: list[dict] = []
+        self.nodes: dict[str, dict] = {}  # name → Node, as a test scripts them (cluster-scoped)
         self.requests: list[dict] = []
         self.polls = 0
         self.fail_delete: set[str] = set()  # object paths whose DELETE answers 500
@@ -108,6 +110,10 @@ class FakeKubeApi(LoopbackServer):
             if pod not in self.pods:
                 return 404, {"message": "pod not found"}, j
             return 200, "\n".join(POD_STORY["log"]) + "\n", "text/plain"
+        if path == "/api/v1/nodes":
+            sel = dict(kv.split("=", 1) for kv in query.get("labelSelector", "").split(",") if kv)
+            return 200, {"items": [n for n in self.nodes.values() if all(
+                n["metadata"].get("labels", {}).get(k) == v for k, v in sel.items())]}, j
         if path.endswith("/pods"):
             sel = dict(kv.split("=", 1) for kv in query.get("labelSelector", "").split(",") if kv)
             items = [p for p in self.pods.values()

@@ -1,0 +1,179 @@
+"""Autoscaling manifests for one candidate's engine Deployment (contract §2.1 `replicas`,
+`autoscaling`): a KEDA ScaledObject with a Prometheus trigger (policy `keda`), or an
+autoscaling/v2 HorizontalPodAutoscaler on a pods metric served by prometheus-adapter
+(policy `hpa`). Both read the engine's own gauges; their names come from the engine's file
+(engines/<engine>.py GAUGES, COUNTERS), never from here.
+
+Node scale-out is the Cluster Autoscaler's, on the run's own managed node group (its
+scalingConfig spans the nodes `replicas.min..max` need): docs/eks.md says why not Karpenter.
+
+The rule both autoscalers apply: desired = ceil(current × reading / target) where the
+reading is the per-replica mean (metricType AverageValue: the query sums over the
+Deployment's pods, the HPA divides by the replica count); `activation_target` decides
+0 ↔ 1 (KEDA only); the cooldowns are the HPA's stabilization windows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servingbench.resources.model_server.kube.render import RUN_ANNOTATION, EngineSpec, labels
+
+POLICIES = ("keda", "hpa")
+METRICS = ("requests_waiting", "requests_running", "kv_cache_usage", "rps")
+KEDA_POLL_S = 15
+RPS_WINDOW = "1m"
+
+
+@dataclass(frozen=True)
+class Replicas:
+    """contract §2.1 `replicas {min, max, initial}`."""
+
+    min: int = 1
+    max: int = 1
+    initial: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min <= self.initial <= self.max or self.max < 1:
+            raise ValueError(f"replicas: need 0 <= min <= initial <= max and max >= 1, got "
+                             f"min={self.min} initial={self.initial} max={self.max}")
+
+    @classmethod
+    def of(cls, doc: dict | None) -> Replicas:
+        doc = doc or {}
+        unknown = set(doc) - {"min", "max", "initial"}
+        if unknown:
+            raise ValueError(f"replicas: unknown key(s) {sorted(unknown)}")
+        lo = int(doc.get("min", 1))
+        hi = int(doc.get("max", max(lo, 1)))
+        return cls(lo, hi, int(doc.get("initial", max(lo, 1))))
+
+
+@dataclass(frozen=True)
+class Autoscaling:
+    """contract §2.1 `autoscaling {policy, metric, target, activation_target,
+    scale_up_cooldown_s, scale_down_cooldown_s}` for a Kubernetes autoscaler."""
+
+    policy: str
+    metric: str
+    target: float
+    activation_target: float = 0.0
+    scale_up_cooldown_s: int = 0
+    scale_down_cooldown_s: int = 300
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"autoscaling.policy: {self.policy!r} does not run on eks "
+                             f"(one of {', '.join(POLICIES)})")
+        if self.metric not in METRICS:
+            raise ValueError(f"autoscaling.metric: {self.metric!r} (one of {', '.join(METRICS)})")
+        if not self.target > 0 or self.activation_target < 0:
+            raise ValueError("autoscaling: target must be > 0 and activation_target >= 0")
+        if self.scale_up_cooldown_s < 0 or self.scale_down_cooldown_s < 0:
+            raise ValueError("autoscaling: cooldowns must be >= 0 seconds")
+
+    @classmethod
+    def of(cls, doc: dict) -> Autoscaling:
+        unknown = set(doc) - {"policy", "metric", "target", "activation_target",
+                              "scale_up_cooldown_s", "scale_down_cooldown_s"}
+        if unknown:
+            raise ValueError(f"autoscaling: unknown key(s) {sorted(unknown)}")
+        return cls(doc.get("policy", ""), doc.get("metric", ""), float(doc.get("target", 0)),
+                   float(doc.get("activation_target") or 0.0),
+                   int(doc.get("scale_up_cooldown_s") or 0),
+                   int(doc.get("scale_down_cooldown_s", 300) or 0))
+
+
+def metric_names(s: EngineSpec, metric: str) -> tuple[str, ...]:
+    """The engine's Prometheus names for a contract metric (the first present wins)."""
+    engine = s.runtime
+    if metric == "rps":
+        if engine.counters is None or engine.counters.finished is None:
+            raise ValueError(f"engine {engine.name} has no finished-requests counter for rps")
+        return (engine.counters.finished,)
+    found = engine.gauges.get(metric)
+    if not found:
+        raise ValueError(f"engine {engine.name} exposes no {metric} gauge")
+    return tuple(found)
+
+
+def query(s: EngineSpec, metric: str) -> str:
+    """PromQL: the metric summed over the Deployment's pods (engines that renamed a gauge:
+    each name, joined by `or`, so whichever the image serves is read)."""
+    where = f'{{namespace="{s.namespace}",pod=~"{s.name}-.*"}}'
+    parts = [f"sum(rate({n}{where}[{RPS_WINDOW}]))" if metric == "rps" else f"sum({n}{where})"
+             for n in metric_names(s, metric)]
+    return " or ".join(parts)
+
+
+def _behavior(a: Autoscaling) -> dict:
+    return {"scaleUp": {"stabilizationWindowSeconds": a.scale_up_cooldown_s},
+            "scaleDown": {"stabilizationWindowSeconds": a.scale_down_cooldown_s}}
+
+
+def _meta(s: EngineSpec) -> dict:
+    return {"name": s.name, "namespace": s.namespace, "labels": labels(s),
+            "annotations": {RUN_ANNOTATION: s.run_id}}
+
+
+def _number(x: float) -> str:
+    return f"{x:g}"
+
+
+def scaled_object(s: EngineSpec, r: Replicas, a: Autoscaling, prometheus_url: str) -> dict:
+    """A KEDA ScaledObject on the engine Deployment, one Prometheus trigger."""
+    return {
+        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": _meta(s),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": s.name},
+            "minReplicaCount": r.min, "maxReplicaCount": r.max,
+            "pollingInterval": KEDA_POLL_S,
+            # KEDA's own cooldown is the 1 -> 0 step; the HPA's windows do the rest
+            "cooldownPeriod": a.scale_down_cooldown_s,
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior(a)}},
+            "triggers": [{"type": "prometheus", "metricType": "AverageValue", "metadata": {
+                "serverAddress": prometheus_url, "query": query(s, a.metric),
+                "threshold": _number(a.target),
+                "activationThreshold": _number(a.activation_target)}}],
+        },
+    }
+
+
+def hpa(s: EngineSpec, r: Replicas, a: Autoscaling) -> dict:
+    """An autoscaling/v2 HPA on a pods metric (prometheus-adapter serves the engine's gauge
+    under its Prometheus name). The HPA cannot scale to zero: min is at least 1."""
+    if a.metric == "rps":
+        raise ValueError("autoscaling.metric rps: policy hpa reads per-pod gauges only; use keda")
+    return {
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": _meta(s),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": s.name},
+            "minReplicas": max(1, r.min), "maxReplicas": r.max,
+            "metrics": [{"type": "Pods", "pods": {
+                "metric": {"name": metric_names(s, a.metric)[0]},
+                "target": {"type": "AverageValue", "averageValue": _number(a.target)}}}],
+            "behavior": _behavior(a),
+        },
+    }
+
+
+def autoscaler(s: EngineSpec, r: Replicas, a: Autoscaling | None,
+               prometheus_url: str) -> dict | None:
+    """The candidate's autoscaler object, or None for a fixed replica count."""
+    if a is None:
+        return None
+    return scaled_object(s, r, a, prometheus_url) if a.policy == "keda" else hpa(s, r, a)
+
+
+def with_replicas(deployment: dict, r: Replicas) -> dict:
+    """The Deployment starting at `replicas.initial`, rolled one pod at a time (Recreate
+    would stop every replica for a change)."""
+    deployment["spec"]["replicas"] = r.initial
+    deployment["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {
+        "maxSurge": 1, "maxUnavailable": 0}}
+    return deployment
+
+
+def nodes_for(replicas: int, pods_per_node: int = 1) -> int:
+    """Nodes `replicas` engine pods need (each pod takes a node's accelerators)."""
+    return -(-replicas // pods_per_node)
