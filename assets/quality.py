@@ -17,6 +17,7 @@ from pathlib import Path
 import dagster as dg
 from servingbench.assets.partitions import run_value
 from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.parity import PARITY_FILE
 from servingbench.resources.quality import (
     QualityError,
     evaluate,
@@ -27,7 +28,6 @@ from servingbench.resources.quality import (
 from servingbench.resources.quality.evalset import EvalSetError, build
 
 CHECK = "quality_matches_reference"
-PARITY_FILE = "quality_parity.json"
 DESCRIPTION = ("Accuracy on a fixed evaluation set at temperature 0, on the run's own "
                "endpoint after the steady phase (contract §3.3); null for emulated runs.")
 

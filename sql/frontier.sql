@@ -3,9 +3,8 @@
 -- inputs (views): metrics (step_metrics output), cost (cost_per_1m output; no rows when the
 --                 run has no accepted bill, so the cost columns stay null)
 -- params: $candidate, $accelerators (node_count × accelerators_per_node; null when unknown)
--- interactivity = 1 / tpot_s_p50. A step is on the frontier when it is valid, both of its
--- coordinates are known, and no other valid step is at least as good on both with one
--- strictly better: identical points (ties) are all on it; an invalid step never is.
+-- interactivity = 1 / tpot_s_p50. The rows come without `on_frontier`: analysis/frontier.py
+-- hands them to pareto.sql, the one place the frontier rule is written.
 WITH points AS (
     SELECT
         m.run_id, $candidate AS candidate, m.step, m.source, m.valid,
@@ -21,24 +20,10 @@ WITH points AS (
         m.load_mode, m.target
     FROM metrics m
     LEFT JOIN cost c USING (step)
-),
-candidates AS (
-    SELECT * FROM points
-    WHERE coalesce(valid, false) AND interactivity_tok_s IS NOT NULL
-          AND output_tok_s_per_accel IS NOT NULL
 )
 SELECT
     p.run_id, p.candidate, p.step, p.source, p.valid, p.accelerators, p.interactivity_tok_s,
     p.output_tok_s_per_accel, p.total_tok_s_per_accel, p.ttft_s_p99, p.tpot_s_p99,
-    p.cost_per_1m_output_usd, p.bill_status, p.cost_per_1m_total_usd,
-    p.step IN (
-        SELECT c.step FROM candidates c
-        WHERE NOT EXISTS (
-            SELECT 1 FROM candidates o
-            WHERE o.interactivity_tok_s >= c.interactivity_tok_s
-              AND o.output_tok_s_per_accel >= c.output_tok_s_per_accel
-              AND (o.interactivity_tok_s > c.interactivity_tok_s
-                   OR o.output_tok_s_per_accel > c.output_tok_s_per_accel))
-    ) AS on_frontier
+    p.cost_per_1m_output_usd, p.bill_status, p.cost_per_1m_total_usd
 FROM points p
 ORDER BY p.load_mode, p.target, p.step

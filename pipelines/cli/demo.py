@@ -238,13 +238,14 @@ def failure(result) -> str:
 
 def print_quality(quality_dirs: list[tuple[str, str]]) -> None:
     """Accuracy and the parity verdict of every real candidate, ranked or not."""
+    from servingbench.resources.contract import parity
 
     print("\nQuality parity — MEASURED on this host (same evaluation set, temperature 0)")
     print(f"  {'candidate':<28} {'accuracy':>9}  {'95 % CI':<15} {'n':>4}  verdict")
     for name, d in quality_dirs:
-        s_file, p_file = Path(d) / "quality_summary.json", Path(d) / "quality_parity.json"
+        s_file = Path(d) / "quality_summary.json"
         s = json.loads(s_file.read_text()) if s_file.exists() else None
-        p = json.loads(p_file.read_text()) if p_file.exists() else None
+        p = parity.read(Path(d))
         if s is None:
             print(f"  {name:<28} {'-':>9}  {'-':<15} {'-':>4}  no quality recorded")
             continue
@@ -253,12 +254,6 @@ def print_quality(quality_dirs: list[tuple[str, str]]) -> None:
                    "matches reference" if p["passed"] else
                    f"FAILED ({p['status']}): excluded from the cost ranking")
         print(f"  {name:<28} {s['accuracy']:>9.3f}  {ci:<15} {s['n']:>4}  {verdict}")
-
-
-def _parity_failed(run_dir: Path) -> bool:
-    """Whether the run's quality trails its reference (quality_parity.json says so)."""
-    path = run_dir / "quality_parity.json"
-    return path.exists() and json.loads(path.read_text()).get("passed") is False
 
 
 def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
@@ -273,6 +268,7 @@ def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
         table,
     )
     from servingbench.resources.contract import manifest as mf
+    from servingbench.resources.contract import parity
 
     if not run_dirs:
         print("no candidate produced a cost table")
@@ -281,7 +277,7 @@ def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
     rows = pa.concat_tables([pq.read_table(Path(d) / "headline.parquet") for d in run_dirs],
                             promote_options="default").to_pylist()
     failed_parity = {mf.load(Path(d) / "manifest.json")["run_id"] for d in run_dirs
-                     if _parity_failed(Path(d))}
+                     if parity.run_failed(Path(d))}
     # the comparison report's order (resources/analysis/ranking.py): met first, cheapest
     # first, then "meets no step" or failed quality parity, then not measured (a run with
     # no valid step is not a verdict on its hardware, so it never sorts as a failure)

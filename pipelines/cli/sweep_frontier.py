@@ -1,12 +1,11 @@
 """The frontier of a sweep in the terminal: every step of every combination that ran, from
 each run's frontier.parquet (contract §3.6), and which of them make the sweep's one frontier
-when its members' steps are pooled, by the rule the comparison's plots draw it with
-(resources/report/frontier_plots.pareto). A combination that failed quality parity is shown
-and never on it; an invalid step never is."""
+when its members' steps are pooled, by the frontier rule (sql/pareto.sql, through
+resources/analysis/frontier.pareto, as the comparison's plots draw it). A combination that
+failed quality parity is shown and never on it; an invalid step never is."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 COLUMNS = [
@@ -17,33 +16,31 @@ COLUMNS = [
 ]
 
 
-def _parity(run_dir: Path) -> str:
-    path = run_dir / "quality_parity.json"
-    if not path.exists():
-        return "-"
-    return "pass" if json.loads(path.read_text()).get("passed") else "FAILED (unranked)"
-
-
 def rows(run_dirs: list[str]) -> list[dict]:
-    import pandas as pd
-    from servingbench.resources.analysis.frontier import read_frontier
+    import pyarrow as pa
+    from servingbench.resources.analysis.frontier import pareto, read_frontier
     from servingbench.resources.contract import manifest as mf
-    from servingbench.resources.report.frontier_plots import pareto
+    from servingbench.resources.contract import parity
 
     out: list[dict] = []
+    tables, ranked = [], []
     for d in map(Path, run_dirs):
         manifest = mf.load(d / "manifest.json")
         frontier = read_frontier(d, manifest)
         if frontier is None:
             continue
-        parity = _parity(d)
+        verdict = parity.read(d)
+        word = ("-" if verdict is None or verdict.get("passed") is None else
+                "FAILED (unranked)" if parity.failed(verdict) else "pass")
         for r in frontier.to_pylist():
-            out.append({**r, "candidate": manifest["candidate"], "parity": parity})
-    ranked = [i for i, r in enumerate(out) if not r["parity"].startswith("FAILED")]
-    points = pd.DataFrame([out[i] for i in ranked], index=ranked)
-    best = set(pareto(points).index) if len(points) else set()
-    for i, r in enumerate(out):
-        r["sweep_frontier"] = i in best
+            out.append({**r, "candidate": manifest["candidate"], "parity": word})
+        tables.append(frontier)
+        ranked += [not parity.failed(verdict)] * frontier.num_rows
+    if not out:
+        return out
+    pooled = pareto(pa.concat_tables(tables), ranked)["on_frontier"].to_pylist()
+    for r, best in zip(out, pooled, strict=True):
+        r["sweep_frontier"] = best
     return out
 
 

@@ -8,7 +8,7 @@ module only hands each query its inputs.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from servingbench.resources.analysis import sqlfiles
 from servingbench.resources.analysis.rundir import RunFolder
 from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract import parity
 from servingbench.resources.contract.accelerators import accelerators
 from servingbench.resources.contract.schemas import COST_WHAT_IF, FRONTIER, FRONTIER_LEVELS
 
@@ -41,12 +42,37 @@ def derive(manifest: dict, metrics: pa.Table, cost: pa.Table | None,
         con.register("metrics", metrics)
         con.register("cost", (cost.select(_NO_COST.names) if cost is not None
                               else _NO_COST.empty_table()))
-        table = sqlfiles.query(con, "frontier", candidate=manifest.get("candidate"),
-                               accelerators=accelerators(manifest))
+        points = sqlfiles.query(con, "frontier", candidate=manifest.get("candidate"),
+                                accelerators=accelerators(manifest))
+        table = pareto(points, con=con)
     finally:
         if own:
             con.close()
     return table.cast(FRONTIER)
+
+
+def pareto(points: pa.Table, ranked: Sequence[bool] | None = None,
+           con: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
+    """`points` (frontier rows of one run, or of several pooled; other columns kept, in
+    order) with `on_frontier` by contract §3.6's rule, which sql/pareto.sql alone writes.
+    `ranked`, one flag per row: false for a point never on a frontier (its run failed
+    quality parity); an `on_frontier` column already there is recomputed."""
+    if "on_frontier" in points.column_names:
+        points = points.drop_columns(["on_frontier"])
+    n = points.num_rows
+    points = points.append_column("ord", pa.array(range(n), pa.int64())).append_column(
+        "ranked", pa.array([True] * n if ranked is None else [bool(r) for r in ranked],
+                           pa.bool_()))
+    own = con is None
+    con = duckdb.connect() if own else con
+    try:
+        con.register("points", points)
+        return sqlfiles.query(con, "pareto")
+    finally:
+        if own:
+            con.close()
+        else:
+            con.unregister("points")
 
 
 def what_if(run: RunFolder, metrics: pa.Table) -> pa.Table | None:
@@ -93,6 +119,35 @@ def levels(frontiers: Sequence[pa.Table], runs: Sequence[dict],
         con.close()
 
 
+def cheapest_by_level(levels: Sequence[Mapping]) -> list[dict]:
+    """frontier_levels rows (contract §3.6) as one row per level and source: the cheapest
+    candidate (rank 1), the runner-up (the next ranked row) and how much dearer it is. Measured
+    and emulated are ranked apart, so each level has a row per source present."""
+    groups: dict[tuple, list[Mapping]] = {}
+    for r in levels:
+        groups.setdefault((r["level_tok_s"], r["source"]), []).append(r)
+    out = []
+    for (level, source), rows in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        ranked = sorted((r for r in rows if r.get("rank") is not None),
+                        key=lambda r: (r["rank"], r["candidate"]))
+        first = ranked[0] if ranked else None
+        second = ranked[1] if len(ranked) > 1 else None
+        ratio = None
+        if first and second and first["cost_per_1m_output_usd"]:
+            ratio = second["cost_per_1m_output_usd"] / first["cost_per_1m_output_usd"]
+        out.append({
+            "level_tok_s": level, "source": source,
+            "reached": sum(r.get("step") is not None for r in rows), "of": len(rows),
+            "cheapest": first["candidate"] if first else None,
+            "step": first["step"] if first else None,
+            "cost_per_1m_output_usd": first["cost_per_1m_output_usd"] if first else None,
+            "runner_up": second["candidate"] if second else None,
+            "runner_up_cost_per_1m_output_usd": (second["cost_per_1m_output_usd"]
+                                                 if second else None),
+            "ratio": ratio})
+    return out
+
+
 def read_frontier(run_dir: Path, manifest: dict) -> pa.Table | None:
     """A run folder's frontier.parquet; for a folder analysed before it existed, derived from
     derived_metrics.parquet (and cost_per_1m.parquet); None when the run was never analysed."""
@@ -128,11 +183,10 @@ def level_run(run_dir: Path) -> LevelRun | None:
     if table is None:
         return None
     gates = _json(run_dir / "gates.json") or []
-    parity = _json(run_dir / "quality_parity.json") or {}
     return LevelRun(manifest["run_id"], manifest.get("candidate") or manifest["run_id"],
                     manifest["source"], manifest["created_at"],
                     bool(gates) and all(g.get("passed") is not False for g in gates),
-                    parity.get("passed") is not False, table)
+                    not parity.run_failed(run_dir), table)
 
 
 def _json(path: Path):

@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from servingbench.resources.analysis.analyze import NO_MEMORY, NO_ROOM, Analysis
+from servingbench.resources.analysis.frontier import cheapest_by_level
 
 NOT_MEASURED = "not measured"
 
@@ -318,35 +319,6 @@ def render(a: Analysis) -> str:
     verdict = {0: "ACCEPTED", 3: "REJECTED"}[a.exit_code]
     out += ["", f"{verdict}{' (EMULATED)' if emulated else ''}: {a.message}  [{a.run_dir}]"]
     return "\n".join(out)
-
-
-def cheapest_by_level(levels: Sequence[Mapping]) -> list[dict]:
-    """frontier_levels rows (contract §3.6) as one row per level and source: the cheapest
-    candidate (rank 1), the runner-up (the next ranked row) and how much dearer it is. Measured
-    and emulated are ranked apart, so each level has a row per source present."""
-    groups: dict[tuple, list[Mapping]] = {}
-    for r in levels:
-        groups.setdefault((r["level_tok_s"], r["source"]), []).append(r)
-    out = []
-    for (level, source), rows in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
-        ranked = sorted((r for r in rows if r.get("rank") is not None),
-                        key=lambda r: (r["rank"], r["candidate"]))
-        first = ranked[0] if ranked else None
-        second = ranked[1] if len(ranked) > 1 else None
-        ratio = None
-        if first and second and first["cost_per_1m_output_usd"]:
-            ratio = second["cost_per_1m_output_usd"] / first["cost_per_1m_output_usd"]
-        out.append({
-            "level_tok_s": level, "source": source,
-            "reached": sum(r.get("step") is not None for r in rows), "of": len(rows),
-            "cheapest": first["candidate"] if first else None,
-            "step": first["step"] if first else None,
-            "cost_per_1m_output_usd": first["cost_per_1m_output_usd"] if first else None,
-            "runner_up": second["candidate"] if second else None,
-            "runner_up_cost_per_1m_output_usd": (second["cost_per_1m_output_usd"]
-                                                 if second else None),
-            "ratio": ratio})
-    return out
 
 
 LEVEL_COLUMNS = [

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
+import pyarrow as pa
 from matplotlib.figure import Figure
+from servingbench.resources.analysis.frontier import pareto
 from servingbench.resources.report.plots import (
     CANDIDATE_COLORS,
     _log_if_wide,
@@ -36,7 +37,7 @@ class Line:
 
     label: str
     emulated: bool
-    points: pd.DataFrame                      # every step of every member
+    points: pd.DataFrame                      # every step of every member, with on_frontier
     what_if: pd.DataFrame = field(default_factory=pd.DataFrame)  # step × basis, members'
 
 
@@ -55,9 +56,11 @@ def lines(latest: Sequence[RunData]) -> list[Line]:
     out = []
     for label, runs in grouped.items():
         # a member that failed quality parity is shown, never on a frontier (as it is never
-        # ranked): its steps carry the mark that keeps pareto() from counting them
+        # ranked); the members' steps pooled make one frontier, by sql/pareto.sql's rule
         points = pd.concat([r.frontier.assign(failed_parity=r.failed_parity) for r in runs],
                            ignore_index=True)
+        points = pareto(pa.Table.from_pandas(points, preserve_index=False),
+                        ranked=~points["failed_parity"]).to_pandas()
         wi = [r.what_if for r in runs if r.what_if is not None and not r.what_if.empty]
         emulated = any(r.emulated for r in runs)
         name = f"{label} ({len(runs)} settings)" if len(runs) > 1 else label
@@ -66,15 +69,9 @@ def lines(latest: Sequence[RunData]) -> list[Line]:
     return out
 
 
-def pareto(points: pd.DataFrame) -> pd.DataFrame:
-    """The valid points no other valid point beats on both axes (ties all kept), by
-    interactivity: the same rule as sql/frontier.sql, over a line's pooled steps."""
-    ok = points[points["valid"].fillna(False).astype(bool) & points[X].notna() & points[Y].notna()]
-    if "failed_parity" in ok:
-        ok = ok[~ok["failed_parity"].fillna(False).astype(bool)]
-    xs, ys = ok[X].to_numpy(float), ok[Y].to_numpy(float)
-    keep = [not np.any((xs >= x) & (ys >= y) & ((xs > x) | (ys > y))) for x, y in zip(xs, ys, strict=True)]
-    return ok[np.asarray(keep, dtype=bool)].sort_values(X)
+def frontier_points(points: pd.DataFrame) -> pd.DataFrame:
+    """A line's frontier points by interactivity: its rows whose `on_frontier` is set."""
+    return points[points["on_frontier"].fillna(False).astype(bool)].sort_values(X)
 
 
 def _invalid(points: pd.DataFrame) -> pd.DataFrame:
@@ -120,7 +117,7 @@ def plot_frontier_throughput(latest: Sequence[RunData], levels: Sequence[float])
     xs: list = []
     for i, line in enumerate(ls):
         color = CANDIDATE_COLORS[i % len(CANDIDATE_COLORS)]
-        p, front, bad = line.points, pareto(line.points), _invalid(line.points)
+        p, front, bad = line.points, frontier_points(line.points), _invalid(line.points)
         xs += list(p[X].dropna())
         ax.scatter(p[X], p[Y], s=14, color=color, alpha=0.45, zorder=2)
         ax.plot(front[X], front[Y], color=color, lw=2, marker="o", ms=6,
@@ -151,7 +148,7 @@ def plot_frontier_cost(latest: Sequence[RunData], levels: Sequence[float]) -> Fi
     ys: list = []
     for i, line in enumerate(ls):
         color = CANDIDATE_COLORS[i % len(CANDIDATE_COLORS)]
-        front, bad = pareto(line.points), _invalid(line.points)
+        front, bad = frontier_points(line.points), _invalid(line.points)
         billed = front[front[COST].notna()]
         xs += list(front[X])
         ys += list(billed[COST])

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
-from servingbench.resources.analysis.summary import cheapest_by_level
+from servingbench.resources.analysis.frontier import cheapest_by_level
 from servingbench.resources.report import sections as s
 from servingbench.resources.report.frontier_plots import (
     plot_frontier_cost,

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from servingbench.resources.analysis.frontier import read_frontier
 from servingbench.resources.contract import manifest as manifest_mod
+from servingbench.resources.contract import parity as parity_file
 from servingbench.resources.contract.schemas import (
     GATE_KEYS,
     JOB_KEYS,
@@ -75,7 +76,7 @@ class RunData:
 
     @property
     def failed_parity(self) -> bool:
-        return self.parity is not None and self.parity.get("passed") is False
+        return parity_file.failed(self.parity)
 
     @property
     def run_id(self) -> str:
@@ -124,6 +125,13 @@ def _read_frame(path: Path, name: str) -> pd.DataFrame | None:
             raise ReportError(f"{path}: column {col!r} has type "
                               f"{table.schema.field(col).type}, expected a {kind}")
     return table.to_pandas()
+
+
+def _read_parity(run_dir: Path) -> dict | None:
+    try:
+        return parity_file.read(run_dir)
+    except parity_file.ParityFileError as exc:
+        raise ReportError(str(exc)) from None
 
 
 def _read_json(path: Path) -> dict | None:
@@ -225,7 +233,7 @@ def load_run(run_dir: Path | str, raw: bool = True) -> RunData:
         headline=_read_frame(run_dir / "headline.parquet", "headline"),
         telemetry_metrics=_read_frame(run_dir / "telemetry_metrics.parquet", "telemetry_metrics"),
         quality=_read_json(run_dir / "quality_summary.json"),
-        parity=_read_json(run_dir / "quality_parity.json"),
+        parity=_read_parity(run_dir),
         job=_read_job(run_dir / "job.json"),
         slo_capacity=_read_capacity(run_dir / "slo_capacity.json"),
     )

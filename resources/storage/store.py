@@ -161,11 +161,9 @@ class Storage:
                 for s, place in rank(standings)]
 
     def _parity_failed(self, run_id: str) -> bool:
-        path = self.runs_dir / run_id / "quality_parity.json"
-        try:
-            return json.loads(path.read_text()).get("passed") is False
-        except (OSError, ValueError):
-            return False
+        from servingbench.resources.contract import parity
+
+        return parity.run_failed(self.runs_dir / run_id)
 
     def query(self, sql_name: str, **params) -> pa.Table:
         from servingbench.resources.analysis import sqlfiles

@@ -7,13 +7,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from servingbench.resources.analysis import sqlfiles
 from servingbench.resources.analysis.analyze import analyze_run
-from servingbench.resources.analysis.frontier import levels
+from servingbench.resources.analysis.frontier import derive, levels, pareto
 from servingbench.resources.contract.schemas import FRONTIER
 
 from tests.support.runbuilder import clean_run
@@ -46,13 +44,10 @@ def _metrics(steps=STEPS) -> pa.Table:
 
 
 def _frontier(metrics: pa.Table, cost: pa.Table | None = None, accelerators=8) -> dict:
-    con = duckdb.connect()
-    con.register("metrics", metrics)
-    con.register("cost", cost if cost is not None else pa.table({
-        "step": pa.array([], pa.string()), "window_cost_usd": pa.array([], pa.float64()),
-        "cost_per_1m_output_usd": pa.array([], pa.float64()),
-        "bill_status": pa.array([], pa.string())}))
-    rows = sqlfiles.query(con, "frontier", candidate="cand", accelerators=accelerators).to_pylist()
+    # frontier.sql's points, then pareto.sql's rule (the two named queries derive runs)
+    manifest = {"candidate": "cand", "node_count": 1 if accelerators else None,
+                "accelerators_per_node": accelerators, "instance_type": "unknown.type"}
+    rows = derive(manifest, metrics, cost).to_pylist()
     return {r["step"]: r for r in rows}
 
 
@@ -69,6 +64,22 @@ def test_dominance_ties_equal_interactivity_null_tpot_and_invalid_steps():
     # no accepted bill: the three cost columns are null
     assert all(r["cost_per_1m_output_usd"] is None and r["bill_status"] is None
                and r["cost_per_1m_total_usd"] is None for r in rows.values())
+
+
+def test_pooled_runs_make_one_frontier_and_an_unranked_run_never_counts():
+    # two runs' rows pooled (a sweep's members): one frontier over both, computed by the same
+    # rule (pareto.sql); rows keep their order and their own columns
+    one = derive({"candidate": "a", "node_count": 1, "accelerators_per_node": 8},
+                 _metrics(STEPS[:3]), None)
+    two = derive({"candidate": "b", "node_count": 1, "accelerators_per_node": 8},
+                 _metrics([("Q", True, 0.008, 900.0), ("R", True, 0.020, 1500.0)]), None)
+    pooled = pareto(pa.concat_tables([one, two]))
+    assert pooled.column("step").to_pylist() == ["A", "B", "C", "Q", "R"]
+    # Q (125, 112.5) beats A (100, 100); B and C (50, 200) still beat R (50, 187.5)
+    assert pooled.column("on_frontier").to_pylist() == [False, True, True, True, False]
+    # the second run failed quality parity: its steps never count, A is back on
+    pooled = pareto(pa.concat_tables([one, two]), ranked=[True] * 3 + [False] * 2)
+    assert pooled.column("on_frontier").to_pylist() == [True, True, True, False, False]
 
 
 def test_unknown_accelerators_leave_throughput_null_and_nothing_on_the_frontier():
@@ -215,7 +226,8 @@ def test_a_run_that_failed_parity_is_shown_never_ranked():
 
 
 def test_cheapest_at_each_level_with_its_runner_up():
-    from servingbench.resources.analysis.summary import cheapest_by_level, levels_text
+    from servingbench.resources.analysis.frontier import cheapest_by_level
+    from servingbench.resources.analysis.summary import levels_text
 
     rows = {(r["level_tok_s"], r["source"]): r
             for r in cheapest_by_level(list(_levels().values()))}

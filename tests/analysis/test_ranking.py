@@ -31,9 +31,39 @@ def test_measured_cheapest_first_parity_and_emulated_never_ranked():
         Standing("no-cost", head(True, math.nan), emulated=False),  # NaN as pandas reads a null
     ]
     got = [(s.candidate, place) for s, place in rank(standings)]
-    assert got == [("cheap", 1), ("dear", 2), ("no-cost", 3), ("emulated-cheapest", None),
+    assert got == [("cheap", 1), ("dear", 2), ("no-cost", None), ("emulated-cheapest", None),
                    ("meets-none", None), ("trails-quality", None), ("not-measured", None),
                    ("no-headline", None)]
+
+
+# candidate, cost per 1M output tokens, failed quality parity: two ties, a missing cost
+TIED = [("a", 2.0, False), ("b", 1.0, False), ("c", 2.0, False), ("d", 1.0, False),
+        ("e", 3.0, False), ("f", 0.5, True), ("g", None, False)]
+
+
+def _sql_ranks(rows) -> dict:
+    """frontier_levels' rank (sql/frontier_levels.sql) of the same candidates: one valid step
+    each that reaches the one level within the TTFT SLO, at the candidate's cost."""
+    from servingbench.resources.analysis.frontier import levels
+    from servingbench.resources.contract.schemas import FRONTIER
+
+    frontiers = [pa.Table.from_pylist([{
+        "run_id": c, "candidate": c, "step": "c=1", "source": "measured", "valid": True,
+        "accelerators": 8, "interactivity_tok_s": 10.0, "output_tok_s_per_accel": 10.0,
+        "ttft_s_p99": 0.5, "tpot_s_p99": 0.1, "cost_per_1m_output_usd": cost,
+        "on_frontier": True}], schema=FRONTIER) for c, cost, _ in rows]
+    runs = [{"run_id": c, "candidate": c, "source": "measured", "rankable": not failed}
+            for c, _, failed in rows]
+    table = levels(frontiers, runs, slo_ttft_s=SLO[0], level_values=[5.0])
+    return {r["candidate"]: r["rank"] for r in table.to_pylist()}
+
+
+def test_ties_share_the_lower_rank_as_the_frontier_levels_query_ranks_them():
+    got = {s.candidate: place for s, place in rank(
+        Standing(c, head(True, cost), emulated=False, failed_parity=failed)
+        for c, cost, failed in TIED)}
+    assert got == {"b": 1, "d": 1, "a": 3, "c": 3, "e": 5, "f": None, "g": None}
+    assert got == _sql_ranks(TIED)
 
 
 def test_a_nan_meets_slo_is_not_measured_not_a_failure():

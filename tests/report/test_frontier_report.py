@@ -13,7 +13,7 @@ from servingbench.pipelines.cli.report import main as report_main
 from servingbench.resources.contract.schemas import FRONTIER_LEVELS
 from servingbench.resources.report import write_comparison_report
 from servingbench.resources.report.comparison import short_id
-from servingbench.resources.report.frontier_plots import lines, pareto
+from servingbench.resources.report.frontier_plots import frontier_points, lines
 from servingbench.resources.report.rundata import RunData
 
 from tests.support.html import Page, check_safe
@@ -110,7 +110,7 @@ def test_sweep_members_of_one_instance_type_are_one_frontier():
     d = _run("plain", [("c=1", True, 60.0, 8.0, 6.0)])
     got = {line.label: line for line in lines([a, b, c, d])}
     assert set(got) == {"s on p5.48xlarge (2 settings)", "s on trn2.48xlarge", "plain"}
-    front = pareto(got["s on p5.48xlarge (2 settings)"].points)
+    front = frontier_points(got["s on p5.48xlarge (2 settings)"].points)
     # pooled over both members: all four valid points trade off; the invalid c=128, which
     # would beat three of them, never counts
     assert list(zip(front["run_id"], front["step"], strict=True)) == [
@@ -137,18 +137,20 @@ def test_a_line_with_no_valid_step_draws_hollow_points_only():
     )
 
     run = _run("busy", [("c=1", False, 50.0, 10.0, 5.0), ("c=4", False, 20.0, 40.0, 1.2)])
-    assert pareto(run.frontier).empty and "interactivity_tok_s" in pareto(run.frontier)
+    (line,) = lines([run])
+    assert frontier_points(line.points).empty and "interactivity_tok_s" in line.points
     assert plot_frontier_throughput([run], [5, 10]) is not None
     assert plot_frontier_cost([run], [5, 10]) is not None  # the invalid steps' costs, hollow
 
 
 def test_a_member_that_failed_quality_parity_is_never_on_the_pooled_frontier():
-    # two valid steps; the faster and cheaper one belongs to a member that failed parity
-    points = pd.DataFrame({
-        "step": ["c=1", "c=1"], "valid": [True, True],
-        "interactivity_tok_s": [36.9, 40.8], "output_tok_s_per_accel": [16.1, 17.9],
-        "failed_parity": [False, True]})
-    front = pareto(points)
-    assert front["interactivity_tok_s"].tolist() == [36.9]
-    # without the mark, the same two steps leave only the faster one
-    assert pareto(points.drop(columns="failed_parity"))["interactivity_tok_s"].tolist() == [40.8]
+    # two members, a valid step each; the faster one belongs to a member that failed parity
+    good = _run("s-a", [("c=1", True, 36.9, 16.1, 2.0)], "s")
+    bad = _run("s-b", [("c=1", True, 40.8, 17.9, 1.0)], "s")
+    bad.parity = {"passed": False}
+    (line,) = lines([good, bad])
+    assert frontier_points(line.points)["run_id"].tolist() == ["s-a"]
+    # without the verdict, the same two steps leave only the faster one
+    bad.parity = None
+    (line,) = lines([good, bad])
+    assert frontier_points(line.points)["run_id"].tolist() == ["s-b"]
