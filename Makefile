@@ -15,7 +15,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 STAMP := $(VENV)/.servingbench-synced
 
-.PHONY: setup demo demo-real engine test check lint ui bench clean chromium peers
+.PHONY: setup demo demo-real engine test check lint ui bench clean chromium haproxy peers
 
 setup: $(STAMP)
 
@@ -64,6 +64,14 @@ chromium:
 	  || echo "note: could not install chromium with apt-get; the browser tests will skip"; \
 	fi
 
+# Several replicas run behind Debian's HAProxy on loopback (resources/model_server/balancer.py);
+# fetched when missing and we may, like chromium. Without it those tests skip with their reason.
+haproxy:
+	@if [ ! -x /usr/sbin/haproxy ] && command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy) >/dev/null 2>&1 \
+	  || echo "note: could not install haproxy with apt-get; the replica tests will skip"; \
+	fi
+
 # The benchmark peers whose results `servingbench import` reads (docs/import.md): the tests
 # run them against the emulator. Installed once per machine (minutes), then kept; a peer that
 # cannot be installed is one line, and its tests skip with their reason.
@@ -97,7 +105,7 @@ PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 # them again itself, ~3 CPU-seconds a worker against ~1 s for all of them here.
 COMPILE := $(VENV)/bin/python -m compileall -q -j 0 assets emulator pipelines resources sql tests
 
-test: $(STAMP) engine chromium peers
+test: $(STAMP) engine chromium haproxy peers
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(COMPILE)

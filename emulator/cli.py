@@ -105,6 +105,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-usage", action="store_true")
     p.add_argument("--cold-start-s", type=float, default=None,
                    help="total cold start in real seconds (split over the phases pro rata)")
+    p.add_argument("--replica-phases", action="store_true",
+                   help="cold start as a replica added to a running deployment: image_pull, "
+                   "weights_load, compile (Neuron), graph_capture")
     p.add_argument("--fault-rate", type=_rate, action="append", default=[], metavar="KIND=P")
     p.add_argument("--no-prefix-cache", action="store_true",
                    help="no prefix cache (vLLM's --no-enable-prefix-caching): cached_tokens stays 0")
@@ -238,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                                 if a.spec_draft_tokens else None),
                    kv_cache_tokens=a.kv_cache_tokens,
                    max_num_batched_tokens=a.max_num_batched_tokens,
+                   replica_phases=a.replica_phases,
                    kv_cache_dtype=a.kv_cache_dtype)
     latency.set_slice(a.sched_slice_us * 1000)
     try:

@@ -117,5 +117,20 @@ class PerfModel:
             phases.append(("ready", cs["graph_capture_s"]))
         return phases
 
+    def replica_phases(self) -> list[tuple[str, float]]:
+        """Modelled seconds per start-up phase of a replica added to a running deployment
+        (contract §2.6 `replica_phase`): the engine image pulled onto its node, the weights
+        loaded (scaled by the model's size), the graphs compiled (Neuron; on a GPU vLLM's
+        torch.compile is cached after the first replica), the CUDA graphs captured or the
+        Neuron warm-up."""
+        cs = self.cfg.cold_start
+        phases = [("image_pull", cs.get("image_pull_s", 0.0)),
+                  ("weights_load", self.cfg.weights_bytes / (cs["weights_load_gbps"] * GB))]
+        if self.cfg.instance.platform == "neuron":
+            phases += [("compile", cs["neuron_compile_s"]), ("graph_capture", cs["neuron_ready_s"])]
+        else:
+            phases.append(("graph_capture", cs["graph_capture_s"]))
+        return phases
+
     def kv_capacity_tokens(self, kv_capacity_gb: float) -> int:
         return max(0, int(kv_capacity_gb * GB // self.kv_bytes_per_token))

@@ -69,6 +69,9 @@ class Options:
     # engine settings a sweep varies (None: the spec's default, vLLM's)
     max_num_batched_tokens: int | None = None
     kv_cache_dtype: str = "auto"  # auto (bf16) | fp8
+    # start as a replica added to a running deployment: image pull, weights, compile and
+    # graph capture (model.replica_phases) instead of the first deployment's sub-phases
+    replica_phases: bool = False
 
 
 class App:
@@ -111,7 +114,8 @@ class App:
     # --- cold start ------------------------------------------------------------------------
     def cold_start_plan(self) -> list[tuple[str, float]]:
         """Real seconds per phase: modelled × time_scale, or --cold-start-s split pro rata."""
-        phases = self.model.cold_start_phases()
+        phases = (self.model.replica_phases() if self.opts.replica_phases
+                  else self.model.cold_start_phases())
         total = sum(s for _, s in phases)
         if self.opts.cold_start_s is not None:
             return [(n, self.opts.cold_start_s * s / total) for n, s in phases]

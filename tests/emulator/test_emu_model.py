@@ -117,3 +117,11 @@ def test_cold_start_phases():
     assert gpu[0][1] == pytest.approx(218e9 / 2e9)
     neuron = perf("trn2.48xlarge").cold_start_phases()
     assert [n for n, _ in neuron] == ["weights_load", "compile", "ready"]
+
+
+def test_replica_phases_pull_load_compile_capture_scaled_by_model_size():
+    gpu = perf().replica_phases()
+    assert [n for n, _ in gpu] == ["image_pull", "weights_load", "graph_capture"]
+    assert gpu[1][1] == pytest.approx(218e9 / 2e9)  # the weights at the spec's GB/s
+    neuron = perf("trn2.48xlarge").replica_phases()
+    assert [n for n, _ in neuron] == ["image_pull", "weights_load", "compile", "graph_capture"]

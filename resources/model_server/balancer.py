@@ -1,0 +1,216 @@
+"""A real load balancer on loopback in front of several local replicas: HAProxy (Debian's
+package, `make haproxy` installs it when missing), started with a generated configuration
+and driven through its runtime API (the admin `stats socket`), so replicas join and leave
+the pool without a restart:
+
+* join: `add server be/<name> 127.0.0.1:<port>` (a dynamic server starts in maintenance),
+  then `set server be/<name> state ready`;
+* drain: `set server be/<name> state drain` (no new request; those in flight finish);
+* leave: `set server be/<name> state maint`, then `del server be/<name>` once it holds no
+  connection (HAProxy refuses the delete while one is open or idle in its pool).
+
+Every response carries `X-Servingbench-Replica: <server name>` (`http-response set-header`
+with the `%s` log-format tag, HAProxy 2.6), which the load generator records in the request
+log's `replica` column (contract §2.2). Each request of a keep-alive client connection is
+balanced on its own (`leastconn`, one of the algorithms that admit dynamic servers).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+HAPROXY = "/usr/sbin/haproxy"
+BACKEND = "be"
+HEADER = "X-Servingbench-Replica"
+
+
+class BalancerError(RuntimeError):
+    """HAProxy could not start, or its runtime API refused a command; says which and why."""
+
+
+def find_haproxy() -> str | None:
+    """The haproxy binary (Debian's path first, then PATH), or None when it is not installed."""
+    return HAPROXY if Path(HAPROXY).is_file() else shutil.which("haproxy")
+
+
+def config(port: int, sock: Path, host: str = "127.0.0.1") -> str:
+    """The generated configuration: one frontend on `host:port`, one backend with no server
+    yet (each replica joins through the runtime API), the replica header on every answer."""
+    return f"""global
+    stats socket {sock} mode 600 level admin
+    maxconn 4096
+
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 15m
+    timeout server 15m
+    timeout http-keep-alive 15m
+    timeout queue 15m
+
+frontend fe
+    bind {host}:{port}
+    default_backend {BACKEND}
+
+backend {BACKEND}
+    balance leastconn
+    http-reuse safe
+    http-response set-header {HEADER} %s
+"""
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class Balancer:
+    """HAProxy as a subprocess: `with Balancer() as lb: lb.add("r0", port)`; stopped (and
+    reaped) on exit, also on an exception."""
+
+    def __init__(self, host: str = "127.0.0.1", start_timeout_s: float = 10.0,
+                 binary: str | None = None) -> None:
+        self.host, self.start_timeout_s = host, start_timeout_s
+        self.binary = binary or find_haproxy()
+        self.port: int | None = None
+        self.proc: subprocess.Popen | None = None
+        self._dir: tempfile.TemporaryDirectory | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def sock(self) -> Path:
+        assert self._dir is not None
+        return Path(self._dir.name) / "admin.sock"
+
+    def __enter__(self) -> Balancer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if self.binary is None:
+            raise BalancerError("haproxy is not installed (Debian: apt-get install haproxy; "
+                                "`make haproxy` does it)")
+        self._dir = tempfile.TemporaryDirectory(prefix="servingbench-lb-")
+        self.port = _free_port(self.host)
+        cfg = Path(self._dir.name) / "haproxy.cfg"
+        cfg.write_text(config(self.port, self.sock, self.host))
+        log = open(Path(self._dir.name) / "stderr", "w+b")  # noqa: SIM115 - closed in stop
+        self._log = log
+        # -db: stay in the foreground (a child this process owns and reaps); -Ws would fork
+        self.proc = subprocess.Popen([self.binary, "-db", "-f", str(cfg)],
+                                     stdout=subprocess.DEVNULL, stderr=log)
+        deadline = time.monotonic() + self.start_timeout_s
+        try:
+            while True:
+                if self.proc.poll() is not None:
+                    raise BalancerError(f"haproxy exited during start (exit code "
+                                        f"{self.proc.returncode}): {self._stderr()}")
+                if self.sock.exists() and self._accepts():
+                    return
+                if time.monotonic() > deadline:
+                    raise BalancerError(f"haproxy not ready after {self.start_timeout_s} s: "
+                                        f"{self._stderr()}")
+                time.sleep(0.02)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _accepts(self) -> bool:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    def _stderr(self) -> str:
+        self._log.flush()
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace").strip()[-2000:]
+
+    def stop(self) -> int | None:
+        rc = None
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            rc = self.proc.returncode
+            self._log.close()
+            self.proc = None
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+        return rc
+
+    # --- the runtime API ---------------------------------------------------------------
+    def command(self, line: str) -> str:
+        """One runtime API command on a fresh connection to the admin socket; its answer."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(5)
+            s.connect(str(self.sock))
+            s.sendall(line.encode() + b"\n")
+            chunks = []
+            while data := s.recv(65536):
+                chunks.append(data)
+        return b"".join(chunks).decode(errors="replace").strip()
+
+    def _ok(self, line: str) -> None:
+        answer = self.command(line)
+        if answer and not answer.startswith("New server registered"):
+            raise BalancerError(f"haproxy refused {line!r}: {answer}")
+
+    def add(self, name: str, port: int, host: str = "127.0.0.1") -> None:
+        """Put replica `name` (serving on host:port) into the pool; new requests reach it now."""
+        self._ok(f"add server {BACKEND}/{name} {host}:{port}")
+        self._ok(f"set server {BACKEND}/{name} state ready")
+
+    def drain(self, name: str) -> None:
+        """No new request goes to `name`; those in flight on it finish."""
+        self._ok(f"set server {BACKEND}/{name} state drain")
+
+    def remove(self, name: str, timeout_s: float = 30.0) -> None:
+        """Out of the pool for good: maintenance, then deleted once no connection is left on
+        it (in flight, queued, or idle in HAProxy's pool)."""
+        self._ok(f"set server {BACKEND}/{name} state maint")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            answer = self.command(f"del server {BACKEND}/{name}")
+            if answer.startswith("Server deleted"):
+                return
+            if time.monotonic() > deadline:
+                raise BalancerError(f"haproxy kept {BACKEND}/{name} for {timeout_s} s: {answer}")
+            time.sleep(0.05)
+
+    def active(self, name: str) -> int:
+        """Requests in flight on `name` now (`show stat`'s `scur`)."""
+        return self.stats().get(name, {}).get("scur", 0)
+
+    def stats(self) -> dict[str, dict]:
+        """Per server of the backend: its status and current sessions (`show stat`)."""
+        lines = self.command("show stat").splitlines()
+        if not lines or not lines[0].startswith("# "):
+            return {}
+        head = lines[0][2:].split(",")
+        out = {}
+        for line in lines[1:]:
+            row = dict(zip(head, line.split(","), strict=False))
+            if row.get("pxname") == BACKEND and row.get("svname") not in ("BACKEND", None):
+                out[row["svname"]] = {"status": row.get("status"),
+                                      "scur": int(row.get("scur") or 0),
+                                      "stot": int(row.get("stot") or 0)}
+        return out

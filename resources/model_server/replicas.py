@@ -1,0 +1,166 @@
+"""Several emulator replicas behind one HAProxy (balancer.py): the embedded default's
+`replicas {min, max, initial}` (contract §2.1).
+
+A replica is one emulator process started with `--replica-phases`: it goes through a new
+replica's start-up (image pull, weights load, compile on Neuron, graph capture; the
+emulator's spec times, the weights scaled by the model's size, all × the time scale) and
+only when its /health answers 200 does it join the pool. Starting, each phase, joining and
+stopping are events (contract §2.6): `replica_requested` (detail: the node), one
+`replica_phase` per phase at its end (value: its seconds), `replica_phase` `ready` (the
+health poll until the pool took it), `replica_ready` (detail: the node), `replica_stopped`.
+
+Stopping drains first: no new request, those in flight finish (bounded), then the server
+leaves HAProxy and the process is stopped."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from servingbench.resources.contract.timestamps import parse_ts
+from servingbench.resources.model_server.balancer import Balancer
+from servingbench.resources.model_server.events import Events
+
+NODE = "localhost"  # every local replica runs on this host
+
+
+class Replica:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.proc = None  # the EmulatorProcess once started
+        self.state = "starting"  # starting | ready | draining | stopped | failed
+        self.error: str | None = None
+        self.thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int | None:
+        return None if self.proc is None else self.proc.port
+
+    @property
+    def metrics_url(self) -> str | None:
+        return None if self.proc is None else f"{self.proc.base_url}/metrics"
+
+
+class ReplicaSet:
+    """`args(name)` gives replica `name`'s emulator arguments (without --replica-phases)."""
+
+    def __init__(self, args: Callable[[str], list[str]], balancer: Balancer, events: Events,
+                 ready_timeout_s: float = 600.0, drain_timeout_s: float = 60.0,
+                 node: str = NODE) -> None:
+        self.args, self.lb, self.events = args, balancer, events
+        self.ready_timeout_s, self.drain_timeout_s, self.node = ready_timeout_s, drain_timeout_s, node
+        self.replicas: dict[str, Replica] = {}
+        self._next = 0
+        self._lock = threading.Lock()
+
+    # --- what is there ------------------------------------------------------------------
+    def named(self, state: str) -> list[Replica]:
+        with self._lock:
+            return [r for r in self.replicas.values() if r.state == state]
+
+    @property
+    def ready(self) -> list[Replica]:
+        return self.named("ready")
+
+    @property
+    def starting(self) -> list[Replica]:
+        return self.named("starting")
+
+    def count(self) -> int:
+        """Replicas ready or on their way (what a scale decision counts as current)."""
+        return len(self.ready) + len(self.starting)
+
+    # --- up ---------------------------------------------------------------------------
+    def start(self, wait: bool = False) -> Replica:
+        """Start one replica on its own thread; `wait`: return once it is in the pool (or
+        raise why it is not)."""
+        with self._lock:
+            rep = Replica(f"r{self._next}")
+            self._next += 1
+            self.replicas[rep.name] = rep
+        self.events.add("replica_requested", rep.name, detail=self.node)
+        rep.thread = threading.Thread(target=self._bring_up, args=(rep,),
+                                      name=f"replica-{rep.name}", daemon=True)
+        rep.thread.start()
+        if wait:
+            rep.thread.join()
+            if rep.state != "ready":
+                raise RuntimeError(f"replica {rep.name} did not start: {rep.error}")
+        return rep
+
+    def _bring_up(self, rep: Replica) -> None:
+        from servingbench.emulator.process import EmulatorProcess
+
+        proc = EmulatorProcess([*self.args(rep.name), "--replica-phases"],
+                               ready_timeout_s=self.ready_timeout_s)
+        rep.proc = proc
+        try:
+            proc.start()
+            healthy = time.time_ns()
+            last_end = None
+            for phase, span in proc.status().get("phases", {}).items():
+                if span.get("started_at") and span.get("ended_at"):
+                    began, ended = parse_ts(span["started_at"]), parse_ts(span["ended_at"])
+                    self.events.add("replica_phase", rep.name, ended, (ended - began) / 1e9, phase)
+                    last_end = ended
+            if rep.state != "starting":  # stopped while it started
+                proc.stop()
+                return
+            self.lb.add(rep.name, proc.port)
+            joined = time.time_ns()
+            since = last_end if last_end is not None else healthy
+            self.events.add("replica_phase", rep.name, joined, (joined - since) / 1e9, "ready")
+            with self._lock:
+                rep.state = "ready"
+            self.events.add("replica_ready", rep.name, joined, detail=self.node)
+        except Exception as exc:  # noqa: BLE001 - said in the replica's state and the stop event
+            rep.error = f"{type(exc).__name__}: {exc}"[:500]
+            proc.stop()
+            with self._lock:
+                failed = rep.state == "starting"  # not stopped on purpose (stop() says that)
+                if failed:
+                    rep.state = "failed"
+            if failed:
+                self.events.add("replica_stopped", rep.name,
+                                detail=f"failed to start: {rep.error}"[:200])
+
+    # --- down -------------------------------------------------------------------------
+    def stop(self, name: str) -> None:
+        """Drain `name` (no new request, those in flight finish within the drain bound),
+        take it out of HAProxy, stop its process."""
+        rep = self.replicas[name]
+        with self._lock:
+            was, rep.state = rep.state, "draining"
+        if was == "ready":
+            self.lb.drain(name)
+            deadline = time.monotonic() + self.drain_timeout_s
+            while self.lb.active(name) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.lb.remove(name)
+        elif was == "starting":
+            if rep.proc is not None:
+                rep.proc.stop()  # its start-up ends now; the thread sees it was stopped
+            if rep.thread is not None:
+                rep.thread.join()
+        if rep.proc is not None:
+            rep.proc.stop()
+        with self._lock:
+            rep.state = "stopped"
+        if was in ("ready", "starting"):
+            self.events.add("replica_stopped", name, detail=self.node)
+
+    def newest_ready(self) -> str | None:
+        """The replica a scale-down stops first (the last to have joined)."""
+        ready = self.ready
+        return ready[-1].name if ready else None
+
+    def close(self) -> None:
+        """Stop every replica (the run's end, or a failure)."""
+        for rep in list(self.replicas.values()):
+            if rep.state in ("ready", "starting", "draining"):
+                try:
+                    self.stop(rep.name)
+                except Exception:  # noqa: BLE001 - the others are still stopped
+                    if rep.proc is not None:
+                        rep.proc.stop()
