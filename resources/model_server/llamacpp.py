@@ -27,7 +27,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from servingbench.resources.contract import settings
@@ -140,6 +140,26 @@ def file_sha256(path: Path) -> str:
     return _SHA_CACHE[key]
 
 
+# What the engine's process may see of this process's environment: these names, and those
+# starting with a prefix ending in "_". Nothing else: the pipeline's environment holds AWS
+# credentials, the engine's API key and Dagster's settings, none of which the engine needs,
+# and llama-cpp-python's server reads its own settings from bare variables (`MODEL`,
+# `PORT`, `API_KEY`, ...), so a stray one would change what is served.
+CHILD_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+             "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_PATH", "LLAMA_CPP_LIB_PATH",
+             "LC_", "OMP_", "GGML_")
+
+
+def child_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The engine process's environment: the allow-listed part of `environ`, and a
+    PYTHONPATH that finds this repository first."""
+    names = tuple(n for n in CHILD_ENV if not n.endswith("_"))
+    prefixes = tuple(n for n in CHILD_ENV if n.endswith("_"))
+    env = {k: v for k, v in environ.items() if k in names or k.startswith(prefixes)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), environ.get("PYTHONPATH")) if p)
+    return env
+
+
 class LlamaCppProcess:
     """The server as a subprocess in its own process group; `stop` kills the whole group
     (SIGTERM, SIGKILL after a grace period) so no worker thread or child outlives a run."""
@@ -187,8 +207,7 @@ class LlamaCppProcess:
         port_file = Path(self._dir.name) / "port"
         cmd = [sys.executable, "-m", "servingbench.resources.model_server.llamacpp_serve", *self.args,
                "--host", self.host, "--port", "0", "--port_file", str(port_file)]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+        env = child_env(os.environ)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
