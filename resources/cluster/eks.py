@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from servingbench.resources.cluster.eks_api import (
+    CAPACITY,
     EksNodegroups,
     Heartbeat,
     NodegroupInfo,
@@ -23,6 +24,20 @@ def accelerator_of(candidate: Candidate) -> str:
     return engine.accelerator
 
 
+def replica_range(replicas: dict | None) -> tuple[int, int, int]:
+    """(min, initial, max) of contract §2.1 `replicas` (absent: one fixed replica), with the
+    defaults the Deployment's autoscaler reads them with (model_server/kube/autoscale.py
+    Replicas, which checks them at deploy; the node group is made first)."""
+    doc = replicas or {}
+    lo = int(doc.get("min", 1))
+    hi = int(doc.get("max", max(lo, 1)))
+    initial = int(doc.get("initial", max(lo, 1)))
+    if not 0 <= lo <= initial <= hi or hi < 1:
+        raise ValueError(f"replicas: need 0 <= min <= initial <= max and max >= 1, got "
+                         f"min={lo} initial={initial} max={hi}")
+    return lo, initial, hi
+
+
 class EksNodegroupCluster(Cluster):
     """One managed node group per run; `teardown` deletes it (and its launch template). While
     it lives, a heartbeat thread keeps its heartbeat tag fresh so no reaper takes it."""
@@ -30,16 +45,34 @@ class EksNodegroupCluster(Cluster):
     emulated = False
 
     def __init__(self, eks: EksNodegroups, *, capacity_type: str = "ON_DEMAND",
-                 capacity_reservation_id: str | None = None, timeout_s: float = 1800.0):
+                 capacity_reservation_id: str | None = None, timeout_s: float = 1800.0,
+                 fallback_types: tuple[str, ...] = ()):
         self.eks, self.timeout_s = eks, timeout_s
         self.capacity_type, self.capacity_reservation_id = capacity_type, capacity_reservation_id
+        self.fallback_types = fallback_types
         self.heartbeats: dict[str, Heartbeat] = {}
 
-    def provision(self, candidate: Candidate, run_id: str) -> ClusterInfo:
-        spec = NodegroupSpec(candidate.name, candidate.instance_type, candidate.node_count,
+    def spec_for(self, candidate: Candidate) -> NodegroupSpec:
+        """The candidate's node group: its `capacity` (contract §2.1; spot overrides the
+        profile's capacity type), and for `replicas` the node range the Cluster Autoscaler
+        may scale it over (one engine pod per node_count nodes)."""
+        capacity = getattr(candidate, "capacity", None) or "on_demand"
+        if capacity not in CAPACITY:
+            raise ValueError(f"candidate {candidate.name}: capacity {capacity!r} (one of "
+                             f"{', '.join(CAPACITY)})")
+        capacity_type = CAPACITY[capacity] if capacity == "spot" else self.capacity_type
+        lo, initial, hi = replica_range(getattr(candidate, "replicas", None))
+        per = candidate.node_count
+        return NodegroupSpec(candidate.name, candidate.instance_type, per * initial,
                              accelerator=accelerator_of(candidate),
-                             capacity_type=self.capacity_type,
-                             capacity_reservation_id=self.capacity_reservation_id)
+                             capacity_type=capacity_type,
+                             capacity_reservation_id=None if capacity == "spot"
+                             else self.capacity_reservation_id,
+                             min_nodes=per * lo, max_nodes=per * hi,
+                             fallback_types=self.fallback_types if capacity == "spot" else ())
+
+    def provision(self, candidate: Candidate, run_id: str) -> ClusterInfo:
+        spec = self.spec_for(candidate)
         ng = self.eks.create_nodegroup(spec, run_id, timeout_s=self.timeout_s)
         self.heartbeats[ng.nodegroup] = Heartbeat(self.eks, ng)
         try:
@@ -54,7 +87,8 @@ class EksNodegroupCluster(Cluster):
             phases={"provision": {"started_at": format_ts(start), "ended_at": format_ts(end)}},
             host={"ami_type": ng.ami_type, "ami_release": ng.ami_release,
                   "availability_zones": ",".join(scope.availability_zones),
-                  "capacity_type": ng.capacity_type},
+                  "capacity_type": ng.capacity_type,
+                  "capacity": "spot" if ng.capacity_type == "SPOT" else "on_demand"},
             handle=ng)
 
     def teardown(self, info: ClusterInfo) -> None:

@@ -57,6 +57,9 @@ def check_owner(owner: str | None, where: str = "owner") -> str:
                          f"(not at either end), the id that names this installation")
     return owner
 AMI_TYPES = {"nvidia": "AL2023_x86_64_NVIDIA", "neuron": "AL2023_x86_64_NEURON"}
+CAPACITY_TYPES = ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")
+# contract §2.1 `capacity` -> the node group's capacityType
+CAPACITY = {"on_demand": "ON_DEMAND", "spot": "SPOT"}
 
 
 class ProvisionError(RuntimeError):
@@ -75,14 +78,42 @@ class NodegroupSpec:
     disk_size_gib: int = 500
     ami_type: str | None = None  # default: AMI_TYPES[accelerator]
     capacity_reservation_id: str | None = None  # an ODCR or a Capacity Block (cr-…)
+    # The Cluster Autoscaler scales the group between these (an autoscaled candidate's
+    # replicas.min..max in nodes); None: fixed at node_count.
+    min_nodes: int | None = None
+    max_nodes: int | None = None
+    # Fallback instance types after `instance_type`, same accelerators per node: a SPOT group
+    # draws from all of them (capacity-optimized), so one type's empty spot pool does not
+    # stop the run.
+    fallback_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.accelerator not in AMI_TYPES:
             raise ValueError(f"accelerator must be one of {sorted(AMI_TYPES)}, got {self.accelerator!r}")
-        if self.node_count < 1:
+        if self.node_count < (0 if (self.max_nodes or 0) >= 1 else 1):
+            # an autoscaled group may start empty (scale from zero): its max is >= 1
             raise ValueError(f"node_count must be >= 1, got {self.node_count}")
         if self.capacity_type == "CAPACITY_BLOCK" and not self.capacity_reservation_id:
             raise ValueError("capacity_type CAPACITY_BLOCK needs capacity_reservation_id")
+        if self.capacity_type not in CAPACITY_TYPES:
+            raise ValueError(f"capacity_type must be one of {', '.join(CAPACITY_TYPES)}, "
+                             f"got {self.capacity_type!r}")
+        lo, hi = self.scaling
+        if not 0 <= lo <= self.node_count <= hi:
+            raise ValueError(f"nodes: need 0 <= min_nodes <= node_count <= max_nodes, got "
+                             f"{lo} <= {self.node_count} <= {hi}")
+        if self.fallback_types and self.capacity_reservation_id:
+            raise ValueError("fallback_types: a capacity reservation holds one instance type")
+
+    @property
+    def scaling(self) -> tuple[int, int]:
+        """(minSize, maxSize) of the group."""
+        lo = self.node_count if self.min_nodes is None else self.min_nodes
+        return lo, self.node_count if self.max_nodes is None else self.max_nodes
+
+    @property
+    def instance_types(self) -> list[str]:
+        return [self.instance_type, *(t for t in self.fallback_types if t != self.instance_type)]
 
 
 @dataclass
@@ -179,9 +210,9 @@ class EksNodegroups:
         try:
             self.call(
                 self.eks, "create_nodegroup", clusterName=self.cluster_name, nodegroupName=name,
-                scalingConfig={"minSize": spec.node_count, "maxSize": spec.node_count,
+                scalingConfig={"minSize": spec.scaling[0], "maxSize": spec.scaling[1],
                                "desiredSize": spec.node_count},
-                subnets=self._subnets(), instanceTypes=[spec.instance_type],
+                subnets=self._subnets(), instanceTypes=spec.instance_types,
                 amiType=info.ami_type, capacityType=spec.capacity_type,
                 nodeRole=self.node_role_arn, launchTemplate={"id": template_id},
                 labels={"servingbench/nodegroup": name}, tags=tags,
