@@ -10,7 +10,6 @@ failure. Each link's own logic lives in its own file (cluster.py, model.py, load
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import dagster as dg
 from servingbench.assets import cluster as cluster_link
@@ -20,6 +19,7 @@ from servingbench.assets import quality as quality_link
 from servingbench.assets import telemetry as telemetry_link
 from servingbench.assets.partitions import candidate_of, run_value
 from servingbench.assets.pools import pool_slot
+from servingbench.resources.analysis.workload_outputs import step_reader
 from servingbench.resources.contract import accelerators, durable
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract.candidate import Candidate
@@ -40,21 +40,6 @@ DESCRIPTIONS = {
     "steady_state_request_log": "Steady-state requests and their chunk log (contract §2.2/§2.3).",
     "quality": quality_link.DESCRIPTION,
 }
-
-
-def slo_judge(scenario: dict, run_dir: Path, ladder: dict | None = None):
-    """An SLO search asks the analysis whether each probe met the SLO; a ladder asks for
-    each step's validity and output tokens/s."""
-    if ladder is not None:
-        from servingbench.resources.analysis.workload_outputs import throughput_reading
-
-        return lambda step: throughput_reading(run_dir, step)
-    if scenario.get("kind") != "slo_search":
-        return None
-    from servingbench.resources.analysis.workload_outputs import judge
-
-    slo = {k: float(v) for k, v in scenario["slo"].items()}
-    return lambda step: judge(run_dir, step, slo)
 
 
 RESOURCES = {"cluster", "model_server", "load_generator", "storage", "candidates"}
@@ -129,8 +114,10 @@ def build(partitions_def) -> dg.AssetsDefinition:
                             result = r.load_generator.run(
                                 candidate, dep.endpoint, dep.served_model, run_dir, run_id,
                                 progress=_progress(context),
-                                judge=slo_judge(candidate.scenario, run_dir,
-                                                ladder_of(r.load_generator, candidate)),
+                                judge=step_reader(
+                                    run_dir, candidate.scenario.get("kind"),
+                                    candidate.scenario.get("slo"),
+                                    ladder=ladder_of(r.load_generator, candidate) is not None),
                                 api_key_env=dep.api_key_env)
                     except (LoadError, LoadConfigError, mf.ManifestError) as exc:
                         raise dg.Failure(description=f"load generator: {exc}",

@@ -406,18 +406,11 @@ def pod_share(a: argparse.Namespace):
 
 
 def _judge(cfg: LoadConfig, run_dir: Path):
-    """An SLO search asks the analysis whether each probe met the SLO; a ladder asks for each
-    step's validity and output tokens/s."""
-    if cfg.ladder is not None:
-        from servingbench.resources.analysis.workload_outputs import throughput_reading
+    from servingbench.resources.analysis.workload_outputs import step_reader
 
-        return lambda step: throughput_reading(run_dir, step)
-    if cfg.scenario is None or cfg.scenario.kind != "slo_search":
-        return None
-    from servingbench.resources.analysis.workload_outputs import judge
-
-    slo = dict(cfg.scenario.slo)
-    return lambda step: judge(run_dir, step, slo)
+    scenario = cfg.scenario
+    return step_reader(run_dir, None if scenario is None else scenario.kind,
+                       None if scenario is None else scenario.slo, ladder=cfg.ladder is not None)
 
 
 def pod_sync(cfg: LoadConfig, args: argparse.Namespace, share):

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -133,6 +134,19 @@ def judge(run_dir: Path, step: str, slo: dict) -> tuple[bool, bool]:
     with open_run(Path(run_dir)) as run:
         rows = [r for r in step_metrics(run).to_pylist() if r["step"] == step]
     return probe_verdict(rows[0], slo) if rows else (False, False)
+
+
+def step_reader(run_dir: Path, kind: str | None, slo: Mapping | None, ladder: bool):
+    """What the load generator asks the analysis about a step it has just run (its `judge`
+    callback), or None when the run asks nothing: a ladder, each step's validity and output
+    tokens/s (`throughput_reading`); an SLO search, whether each probe met the SLO
+    (`judge`). The chain and `servingbench load` both take it from here."""
+    if ladder:
+        return lambda step: throughput_reading(run_dir, step)
+    if kind != "slo_search":
+        return None
+    limits = {k: float(v) for k, v in (slo or {}).items()}
+    return lambda step: judge(run_dir, step, limits)
 
 
 def throughput_reading(run_dir: Path, step: str) -> tuple[bool, float | None]:

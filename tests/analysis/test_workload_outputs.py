@@ -255,3 +255,20 @@ def test_demo_prints_the_search_and_the_job_beside_an_older_headline(tmp_path, c
     assert "SLO cost USD / 1M out" in out and "616.6667" in out
     assert "searcher: SLO capacity search (slo_capacity.json)" in out
     assert "capacity: 3 req/s, bracket [3, 4]" in out
+
+
+def test_the_step_reader_asks_what_the_run_needs_of_the_records_so_far(tmp_path):
+    """The one reader the chain and `servingbench load` hand the load generator: an SLO
+    search's probe verdicts, a ladder's validity and tok/s, nothing for other kinds."""
+    from servingbench.resources.analysis.workload_outputs import step_reader
+
+    b = RunBuilder()
+    b.slo_search_probes()
+    run = b.write(tmp_path / "run", bill=False)
+    slo = {"ttft_p99_s": "0.5", "tpot_p99_s": 0.1}  # as a candidates file may spell it
+    assert step_reader(run, "fixed", None, ladder=False) is None
+    search = step_reader(run, "slo_search", slo, ladder=False)
+    assert search("rate=2") == (True, True) and search("rate=4") == (True, False)
+    assert search("rate=9") == (False, False)  # not run yet: no row
+    valid, tok_s = step_reader(run, "slo_search", slo, ladder=True)("rate=2")
+    assert valid is True and tok_s > 0
