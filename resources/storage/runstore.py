@@ -144,7 +144,10 @@ def _read_doc(fs, path: str) -> dict:
         raw = i.read(MAX_DOC_BYTES + 1)
     if len(raw) > MAX_DOC_BYTES:
         raise ValueError(f"{path}: larger than {MAX_DOC_BYTES} bytes")
-    doc = json.loads(raw or b"{}")
+    try:
+        doc = json.loads(raw or b"{}")
+    except RecursionError:  # `[` nested past the interpreter's limit: not a document of ours
+        raise ValueError(f"{path}: nested too deeply to be a marker, manifest or partition") from None
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: not a JSON object")
     return doc
@@ -319,11 +322,20 @@ def runs_index(runs_uri: str):
                      "partition": text(docs["partition.json"] or {}, "partition"),
                      "candidate": text(m, "candidate"), "instance_type": text(m, "instance_type"),
                      "source": text(m, "source"), "created_at": text(m, "created_at"),
-                     "manifest": json.dumps(m) if m else None})
+                     "manifest": _as_text(m)})
     schema = pa.schema([(k, pa.string()) for k in ("run_id", "status", "partition", "candidate",
                                                    "instance_type", "source", "created_at",
                                                    "manifest")])
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _as_text(doc: dict) -> str | None:
+    """The document as JSON text; None when empty or nested too deeply to write back (one
+    that parsed just under the interpreter's limit can exceed it when encoded deeper down)."""
+    try:
+        return json.dumps(doc) if doc else None
+    except RecursionError:
+        return None
 
 
 def catalog(runs_uri: str):

@@ -153,3 +153,22 @@ def test_one_malformed_run_never_breaks_the_index_of_the_others(s3_bucket, tmp_p
                     ("run-d", "accepted", None, None)]
     with pytest.raises(runstore.RunStoreError, match="malformed marker"):
         runstore.marker(f"{s3_bucket}/runs/run-b")
+
+
+def test_a_deeply_nested_manifest_or_marker_never_breaks_the_index(s3_bucket, tmp_path):
+    """`[` nested 100,000 deep: json raises RecursionError, not ValueError; the index must
+    still list every run, the bad one with its fields empty."""
+    for run_id in ("run-a", "run-b", "run-c"):
+        _published(s3_bucket, tmp_path, run_id)
+    client, bucket, prefix = _s3(s3_bucket)
+    runs = f"{prefix}/runs"
+    client.put_object(Bucket=bucket, Key=f"{runs}/run-b/manifest.json", Body=b"[" * 100_000)
+    client.put_object(Bucket=bucket, Key=f"{runs}/run-c/_COMPLETE", Body=b'{"a":' * 100_000)
+    con = runstore.catalog(f"{s3_bucket}/runs")
+    rows = con.execute("SELECT run_id, status, candidate, manifest IS NULL FROM runs "
+                       "ORDER BY run_id").fetchall()
+    assert rows == [("run-a", "accepted", "p5-scout-bf16-tp8", False),
+                    ("run-b", "accepted", None, True),
+                    ("run-c", None, "p5-scout-bf16-tp8", False)]
+    with pytest.raises(runstore.RunStoreError, match="malformed marker"):
+        runstore.marker(f"{s3_bucket}/runs/run-c")
