@@ -1,7 +1,9 @@
 """The contract §5 gates as blocking asset checks: rules 1-4 on the steady request log (with the
 warm-up and chunk logs), rules 5-6 on the bill. Same implementation as `servingbench
 analyze` (resources.analysis.gates); a failed check stops derived_metrics and the cost table
-from materializing, and every raw record stays where it is."""
+from materializing, and every raw record stays where it is. Each check writes its rules'
+verdicts into the run folder's gates.json, which the analysis in derived_metrics reads
+instead of validating again: the gates run once per chain run."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from servingbench.resources.analysis.gates import (
     CHECK_NAMES,
     REQUEST_RULES,
     bill_gates,
+    record,
     request_gates,
 )
 from servingbench.resources.analysis.rundir import open_run
@@ -44,8 +47,11 @@ def _specs(asset: str, names: dict, partitions_def) -> list[dg.AssetCheckSpec]:
 
 
 def _evaluate(asset: str, names: dict, value: dict, gates) -> list[dg.AssetCheckResult]:
-    with open_run(Path(value["run_dir"])) as run:
-        return _results(asset, names, gates(run))
+    run_dir = Path(value["run_dir"])
+    with open_run(run_dir) as run:
+        verdicts = gates(run)
+    record(run_dir, verdicts)
+    return _results(asset, names, verdicts)
 
 
 def build(partitions_def) -> list:

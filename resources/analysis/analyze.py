@@ -131,11 +131,13 @@ def _no_memory(exc: BaseException) -> str:
 
 
 def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
-                write: bool = True) -> Analysis:
+                write: bool = True, gated: list[Gate] = ()) -> Analysis:
     """Gate, measure and cost one run folder; write its outputs beside the raw records.
 
     Raw records are never modified. A rejected run keeps them all; only the cost files
-    are withheld (and a stale copy from an earlier analysis is removed).
+    are withheld (and a stale copy from an earlier analysis is removed). `gated`: rules
+    already run on this folder in the same chain run (the pipeline's blocking checks, as
+    they recorded them in gates.json), which are not run again.
     """
     run_dir = Path(run_dir)
     slos = slos or [DEFAULT_SLO]
@@ -160,7 +162,7 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
             # the gates, which need GX, then find it (nearly) ready
             metrics = step_metrics(run, slos[0], telemetry)
             tm = None if telemetry is None else telemetry_metrics(run, metrics, telemetry)
-            gates = run_gates(run)
+            gates = run_gates(run, gated)
             accepted = all(g.passed is not False for g in gates)
             cost = headline = None
             if accepted and run.has_bill:

@@ -7,14 +7,14 @@ rule 1 (GX's column-pair expectations ignore such rows), so nothing is counted t
 
 from __future__ import annotations
 
-import copy
-from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 
 import pandas as pd
 from servingbench.resources.analysis import gx, sqlfiles
-from servingbench.resources.analysis.rundir import REQUIRED, VIEWS, RunFolder
+from servingbench.resources.analysis.rundir import RunFolder
+from servingbench.resources.contract import durable
 from servingbench.resources.contract.schemas import BILL_SOURCES, PHASES
 from servingbench.resources.contract.timestamps import format_ts, parse_ts
 
@@ -227,31 +227,8 @@ def no_bill(rule: int) -> Gate:
     return Gate(rule, NAMES[rule], None, 0, [], "no bill")
 
 
-# The same run folder is gated twice in one process: by the pipeline's blocking asset checks,
-# then by the analysis that writes gates.json beside the metrics. The verdicts depend on
-# nothing but the files read and the manifest, so the second call reuses the first's when
-# those are unchanged (RunFolder.identity), instead of validating every row again.
-_MEMO: OrderedDict[tuple, list[Gate]] = OrderedDict()
-_MEMO_SIZE = 8
-
-
-def _memoized(rules: str, sets: tuple[str, ...], run: RunFolder,
-              compute: Callable[[RunFolder], list[Gate]]) -> list[Gate]:
-    key = (rules, run.identity(sets))
-    if key not in _MEMO:
-        _MEMO[key] = compute(run)
-        while len(_MEMO) > _MEMO_SIZE:
-            _MEMO.popitem(last=False)
-    _MEMO.move_to_end(key)
-    return copy.deepcopy(_MEMO[key])
-
-
 def request_gates(run: RunFolder) -> list[Gate]:
     """Rules 1-4, on the request logs and the chunk log."""
-    return _memoized("request", REQUIRED, run, _request_gates)
-
-
-def _request_gates(run: RunFolder) -> list[Gate]:
     facts = sqlfiles.query(run.con, "request_facts").to_pandas()
     run_id = run.manifest["run_id"]
     phases = sqlfiles.query(run.con, "phase_facts", run_id=run_id).to_pandas()
@@ -266,15 +243,42 @@ def _request_gates(run: RunFolder) -> list[Gate]:
 
 def bill_gates(run: RunFolder) -> list[Gate]:
     """Rules 5-6, on the bill (reported `passed: None`, "no bill", without one)."""
-    return _memoized("bill", tuple(VIEWS), run, _bill_gates)
-
-
-def _bill_gates(run: RunFolder) -> list[Gate]:
     if not run.has_bill:
         return [no_bill(5), no_bill(6)]
     return [scoped(run), single_source(run)]
 
 
-def run_gates(run: RunFolder) -> list[Gate]:
-    """All six rules, in order."""
-    return request_gates(run) + bill_gates(run)
+def run_gates(run: RunFolder, done: list[Gate] = ()) -> list[Gate]:
+    """All six rules, in order. The rules in `done` were run on this folder already (the
+    pipeline's blocking checks, read back from gates.json): they are not run again."""
+    have = {g.rule: g for g in done}
+    for rules, gates in ((REQUEST_RULES, request_gates), (BILL_RULES, bill_gates)):
+        if not all(rule in have for rule in rules):
+            have.update((g.rule, g) for g in gates(run))
+    return [have[rule] for rule in sorted(RULES)]
+
+
+# gates.json: the verdicts of one gating, written where they were reached (the pipeline's
+# blocking checks each write their own rules; the analysis writes all six) and read by what
+# comes after in the same chain run, so each rule is validated once per run.
+FILE = "gates.json"
+_KEYS = {f.name for f in fields(Gate)}
+
+
+def recorded(run_dir: Path) -> list[Gate]:
+    """The gates in `run_dir`'s gates.json; none if it is missing or is not a list of gates."""
+    try:
+        doc = json.loads((Path(run_dir) / FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(doc, list) or not all(isinstance(d, dict) and set(d) == _KEYS for d in doc):
+        return []
+    return [Gate(**d) for d in doc if d["rule"] in RULES]
+
+
+def record(run_dir: Path, gates: list[Gate]) -> None:
+    """Write `gates` into gates.json, keeping the other rules already there, in rule order."""
+    mine = {g.rule for g in gates}
+    kept = [g for g in recorded(run_dir) if g.rule not in mine]
+    durable.write_json(Path(run_dir) / FILE,
+                       [g.as_dict() for g in sorted(kept + list(gates), key=lambda g: g.rule)])
