@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # `self.call(self.<client>, "op"` or `self.call(<client>, "op"` (a client made per region)
 CALL = re.compile(r'self\.call\(\s*(?:self\.)?(\w+),\s*"(\w+)"')
 SERVICE = {"eks": "eks", "ec2": "ec2", "ce": "ce", "pricing": "pricing", "sts": "sts",
-           "savingsplans": "savingsplans"}
+           "savingsplans": "savingsplans", "fis": "fis"}
 FREE = {"sts:GetCallerIdentity"}  # needs no permission
 
 
@@ -41,6 +41,9 @@ def test_policy_grants_every_called_action_and_no_wildcards():
             "ec2:DescribeSpotPriceHistory", "ec2:DescribeCapacityBlockOfferings",
             "savingsplans:DescribeSavingsPlansOfferingRates"} <= used
     assert used - FREE <= granted, f"missing from the policy: {sorted(used - FREE - granted)}"
+    # the spot interruptions' rights: exactly what resources/cluster/fis.py calls
+    fis = {a for a in granted if a.startswith("fis:")} - {"fis:TagResource"}  # asked at creation
+    assert fis == {a for a in used if a.startswith("fis:")}, sorted(fis ^ used)
 
 
 READ = re.compile(r"^(Describe|List|Get)")
@@ -50,6 +53,9 @@ CHANGE = re.compile(r"^(Delete|Update|Modify|Terminate|Stop|Start|Reboot|Attach|
 OWNER_KEY = "servingbench:owner"
 # Actions whose own condition scopes them, not a tag: passing the node role only to EKS.
 SCOPED_OTHERWISE = {"iam:PassRole": "iam:PassedToService"}
+# A change whose call also makes a resource: on the resource it makes (no tag yet) it is
+# scoped by the tags the request gives it, as a creation is.
+MAKES = {"fis:StartExperiment": ":experiment/"}
 
 
 def conditions(statement) -> dict[str, object]:
@@ -92,12 +98,37 @@ def mutating_problems(policy: dict) -> list[str]:
             elif CREATE.match(verb):
                 if not owner_condition(st, "RequestTag"):
                     problems.append(f"{st['Sid']}: {action} without aws:RequestTag/{OWNER_KEY}")
+            elif action in MAKES and all(MAKES[action] in r for r in _list(st["Resource"])):
+                if not owner_condition(st, "RequestTag"):
+                    problems.append(f"{st['Sid']}: {action} without aws:RequestTag/{OWNER_KEY}")
             elif CHANGE.match(verb):
                 if not owner_condition(st, "ResourceTag"):
                     problems.append(f"{st['Sid']}: {action} without aws:ResourceTag/{OWNER_KEY}")
             else:
                 problems.append(f"{st['Sid']}: {action} is not classified; decide its condition")
     return problems
+
+
+def _list(v) -> list:
+    return v if isinstance(v, list) else [v]
+
+
+def test_the_fis_role_can_only_interrupt_this_installations_instances():
+    """The experiment's own role (docs/policies/fis-role.json): the one action FIS needs,
+    on instances with this installation's owner tag; trusted by FIS of this account only."""
+    role = json.loads((ROOT / "docs/policies/fis-role.json").read_text())
+    acts = {a for st in role["Statement"] for a in _list(st["Action"])}
+    assert acts == {"ec2:SendSpotInstanceInterruptions", "ec2:DescribeInstances"}
+    send = [st for st in role["Statement"] if st["Action"] == "ec2:SendSpotInstanceInterruptions"]
+    assert [st["Condition"]["StringEquals"] for st in send] == [
+        {f"ec2:ResourceTag/{OWNER_KEY}": "OWNER_ID"}]
+    trust = json.loads((ROOT / "docs/policies/fis-trust.json").read_text())["Statement"]
+    assert [st["Principal"] for st in trust] == [{"Service": "fis.amazonaws.com"}]
+    assert trust[0]["Condition"]["StringEquals"] == {"aws:SourceAccount": "ACCOUNT_ID"}
+    policy = json.loads((ROOT / "docs/iam-policy.json").read_text())
+    passes = [st for st in policy["Statement"] if st["Action"] == "iam:PassRole"
+              and "FIS_ROLE_NAME" in st["Resource"]]
+    assert [conditions(st)["iam:PassedToService"] for st in passes] == ["fis.amazonaws.com"]
 
 
 def test_every_mutating_action_requires_the_owner_tag():
@@ -122,6 +153,11 @@ def test_the_check_catches_an_unconditioned_mutation():
          "Resource": "arn:aws:ec2:R:A:launch-template/*",
          "Condition": {"StringLike": {"aws:RequestTag/servingbench:run-id": "*"}}},
         {"Sid": "C", "Effect": "Allow", "Action": "ec2:TerminateInstances", "Resource": "*"},
+        {"Sid": "D", "Effect": "Allow", "Action": "fis:StartExperiment",
+         "Resource": "arn:aws:fis:R:A:experiment/*"},
+        {"Sid": "E", "Effect": "Allow", "Action": "fis:StartExperiment",
+         "Resource": "arn:aws:fis:R:A:experiment-template/*",
+         "Condition": {"StringEquals": {f"aws:RequestTag/{OWNER_KEY}": "OWNER_ID"}}},
     ]}
     problems = mutating_problems(weak)
     assert any("A: eks:CreateNodegroup without aws:RequestTag" in p for p in problems)
@@ -129,3 +165,5 @@ def test_the_check_catches_an_unconditioned_mutation():
     assert any("B: ec2:CreateTags without ec2:CreateAction" in p for p in problems)
     assert any("B: ec2:CreateLaunchTemplate without aws:RequestTag" in p for p in problems)
     assert any("C: ec2:TerminateInstances on every resource" in p for p in problems)
+    assert any("D: fis:StartExperiment without aws:RequestTag" in p for p in problems)
+    assert any("E: fis:StartExperiment without aws:ResourceTag" in p for p in problems)
