@@ -1,8 +1,14 @@
 """Finding what a package's files declare: an engine, a telemetry source, a bill source, a
-workload kind, a report section is one file in its package, and the package finds it.
+workload kind, a peer's reader, a report's sections is one file in its package, and the
+package finds it.
 
-This is the walk they share; what a file must declare, and the error when it does not, stays
-with each package (its own message names the file by `where`).
+The convention is the same in every package: the file ends with `PLUGIN = ...`, what the
+file adds (an `Engine`, a `Kind`, a `Peer`, a `BillSource` class, ...). `plugins` walks the
+package and hands each declaration back with the file's path; a file without `PLUGIN`, or
+with one of the wrong type, is an ImportError naming the file, so a broken file stops its
+package's import instead of vanishing from the list. Helpers beside the declarations are
+named in `skip`. What a package checks beyond the type (a name taken twice, ...) it raises
+the same way, naming the file by `where`.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import os
 import pkgutil
 from collections.abc import Iterable, Iterator
 from types import ModuleType
+
+ATTRIBUTE = "PLUGIN"
 
 
 def package_files(path: Iterable[str], package: str,
@@ -25,3 +33,17 @@ def package_files(path: Iterable[str], package: str,
             continue
         where = os.path.relpath(os.path.join(mod.module_finder.path, f"{mod.name}.py"))
         yield importlib.import_module(f"{package}.{mod.name}"), where
+
+
+def plugins(path: Iterable[str], package: str, is_one, what: str,
+            skip: frozenset[str] = frozenset()) -> Iterator[tuple[object, ModuleType, str]]:
+    """Each file's `PLUGIN` with its module and path, in name order. `is_one(value)` says
+    whether a value is a declaration of this package; `what` says what one is, for the
+    error (e.g. "Engine(...)")."""
+    for module, where in package_files(path, package, skip):
+        value = getattr(module, ATTRIBUTE, None)
+        if value is None or not is_one(value):
+            got = "nothing" if value is None else type(value).__name__
+            raise ImportError(f"{where}: a file of {package} must end with "
+                              f"{ATTRIBUTE} = {what} (got {got})")
+        yield value, module, where

@@ -1,4 +1,5 @@
-"""An engine is one file: `engines/<engine>.py` defines `ENGINE` and the package finds it.
+"""An engine is one file: `engines/<engine>.py` ends with `PLUGIN = Engine(...)` and the
+package finds it.
 Checked on a package of dropped-in files."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from tests.support.droppedin import package
 TGI = '''
 from servingbench.resources.model_server.engines import Engine, flag
 
-ENGINE = Engine("tgi", accelerator="nvidia", where="eks", family="tgi",
+PLUGIN = Engine("tgi", accelerator="nvidia", where="eks", family="tgi",
                 settings={"max_num_seqs": flag("--max-concurrent-requests")})
 '''
 
@@ -24,7 +25,7 @@ def test_a_dropped_in_engine_file_is_found_by_its_name(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(("source", "says"), [
-    (TGI.replace("ENGINE = ", "engine = "), "must define ENGINE = Engine"),
+    (TGI.replace("PLUGIN = ", "engine = "), r"must end with PLUGIN = Engine\(\.\.\.\) \(got nothing\)"),
     (TGI.replace('"tgi", accelerator', '"vllm", accelerator'), "engine 'vllm' is already defined in"),
 ])
 def test_a_malformed_engine_file_fails_loudly_naming_the_file(tmp_path, monkeypatch, source, says):

@@ -1,5 +1,5 @@
-"""A workload is one file: `scenarios/<kind>.py` declares its kind, keys and check (`KIND`)
-beside its `steady(run)`, and spec.py finds it. Checked on a package of dropped-in files."""
+"""A workload is one file: `scenarios/<kind>.py` declares its kind, keys and check (`KIND`,
+declared to the package as `PLUGIN`) beside its `steady(run)`, and spec.py finds it. Checked on a package of dropped-in files."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ KIND = Kind("burst", order=9, keys={"bursts": Key(3, pos_int)},
 
 async def steady(run):
     pass
+
+
+PLUGIN = KIND
 '''
 
 
@@ -31,7 +34,7 @@ def test_a_dropped_in_kind_file_is_found_with_its_keys_and_defaults(tmp_path, mo
 
 
 @pytest.mark.parametrize(("source", "says"), [
-    ("async def steady(run):\n    pass\n", "must define KIND = Kind"),
+    ("async def steady(run):\n    pass\n", r"must end with PLUGIN = Kind\(\.\.\.\)"),
     (BURST.replace("async def steady", "async def drive"), "must define steady"),
     (BURST.replace('"burst"', '"batch"'), None),  # a name declared twice
 ])

@@ -1,4 +1,4 @@
-"""A telemetry source is one file: `sources/<source>.py` defines `KINDS`, the
+"""A telemetry source is one file: `sources/<source>.py` ends with `PLUGIN`, the
 `Deployment.telemetry` kinds it serves, and the package finds it. Checked on a package of
 dropped-in files."""
 
@@ -18,7 +18,7 @@ class RaplSource:
         return []
 
 
-KINDS = {"rapl": lambda s, t: RaplSource(s["path"])}
+PLUGIN = {"rapl": lambda s, t: RaplSource(s["path"])}
 '''
 
 
@@ -30,7 +30,7 @@ def test_a_dropped_in_source_file_is_found_by_its_kind(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(("source", "says"), [
-    (RAPL.replace("KINDS = ", "KIND = "), "must define KINDS"),
+    (RAPL.replace("PLUGIN = ", "KINDS = "), "must end with PLUGIN = "),
     (RAPL.replace('"rapl"', '"host"'), "kind 'host' is already served by"),
 ])
 def test_a_malformed_source_file_fails_loudly_naming_the_file(tmp_path, monkeypatch, source, says):

@@ -92,3 +92,6 @@ async def session(run, step: str, mode: str, target: float, scheduled: int,
 
 async def steady(run) -> None:
     await drive_sessions(run, session)
+
+
+PLUGIN = KIND  # what this file adds to the scenarios package

@@ -25,3 +25,6 @@ async def steady(run) -> None:
         return await run.closed("steady", s.max_in_flight, s.requests, None)
 
     await run.run_step(name, "concurrency", float(s.max_in_flight), s.requests, drive)
+
+
+PLUGIN = KIND  # what this file adds to the scenarios package

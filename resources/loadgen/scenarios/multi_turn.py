@@ -126,3 +126,6 @@ async def _open(run, session, rate: float, offsets: list[float]) -> None:
             await asyncio.sleep((deadline - now) / 1e9)
         tasks.add(run.spawn(session(run, name, "rate", rate, deadline)))
     await asyncio.gather(*tasks)
+
+
+PLUGIN = KIND  # what this file adds to the scenarios package

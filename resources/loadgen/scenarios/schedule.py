@@ -185,3 +185,6 @@ async def steady(run) -> None:
             await asyncio.sleep(left / 1e9)
 
     await run.run_step(STEP, "rate", target, len(run.share.deal(offsets)), drive)
+
+
+PLUGIN = KIND  # what this file adds to the scenarios package

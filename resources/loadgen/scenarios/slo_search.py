@@ -105,3 +105,6 @@ async def steady(run) -> None:
         load = next_concurrency(load, met, not_met) if closed else next_rate(load, met, not_met)
         if load is None:
             break
+
+
+PLUGIN = KIND  # what this file adds to the scenarios package

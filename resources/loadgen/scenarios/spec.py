@@ -1,8 +1,9 @@
 """What a scenario asks for: one strict object, from the CLI flags or a candidate's YAML.
 
 kinds: `fixed` (the single-request steps of the load config, driven by the generator itself,
-so declared here) and one per file `scenarios/<kind>.py` defining `KIND` (kind.py): today
-`multi_turn`, `agentic`, `trace`, `batch`, `slo_search`. This module finds those files and
+so declared here) and one per file `scenarios/<kind>.py` defining `KIND` (kind.py) and
+ending with `PLUGIN = KIND` (contract/discovery.py's convention): today `multi_turn`,
+`agentic`, `trace`, `batch`, `slo_search`, `schedule`. This module finds those files and
 builds `Scenario` from what they declare: a key is a field, its default is its kind's.
 Images (`images`, `image_size`) go with the token targets: any kind built from them may carry
 them. Unknown keys and kinds are errors that name the key and suggest the nearest valid one.
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, field, make_dataclass
 
 import servingbench.resources.loadgen.scenarios as _package
-from servingbench.resources.contract.discovery import package_files
+from servingbench.resources.contract.discovery import plugins
 from servingbench.resources.loadgen.errors import LoadConfigError
 from servingbench.resources.loadgen.scenarios.kind import COMMON, SLO_KEYS, Kind, suggest
 
@@ -30,11 +31,8 @@ def discover(package=_package) -> dict[str, Kind]:
     none, or a kind already declared, is an ImportError naming the file (a broken kind must
     stop every run, not vanish from the list)."""
     found = {"fixed": Kind("fixed", 0)}
-    for module, where in package_files(package.__path__, package.__name__, _NOT_KINDS):
-        kind = getattr(module, "KIND", None)
-        if not isinstance(kind, Kind):
-            raise ImportError(f"{where}: a workload kind's file must define KIND = Kind(...), "
-                              f"got {type(kind).__name__}")
+    for kind, module, where in plugins(package.__path__, package.__name__,
+                                       lambda v: isinstance(v, Kind), "Kind(...)", _NOT_KINDS):
         if kind.name in found:
             raise ImportError(f"{where}: kind {kind.name!r} is declared twice")
         if not callable(getattr(module, "steady", None)):

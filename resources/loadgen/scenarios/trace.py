@@ -211,3 +211,6 @@ async def steady(run) -> None:
         await run.drain(tasks)
 
     await run.run_step(name, "rate", rate, len(bodies), drive)
+
+
+PLUGIN = KIND  # what this file adds to the scenarios package

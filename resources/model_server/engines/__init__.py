@@ -1,4 +1,5 @@
-"""Every engine the benchmark runs, one file each: `engines/<engine>.py` defines `ENGINE`.
+"""Every engine the benchmark runs, one file each: `engines/<engine>.py` defines its
+`Engine` and ends with `PLUGIN = ENGINE` (contract/discovery.py's convention).
 
 An engine file holds everything servingbench knows about that engine: how it is launched
 (the command and its arguments, with the swept settings in the engine's own spelling), the
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from servingbench.resources.contract.discovery import package_files
+from servingbench.resources.contract.discovery import plugins
 
 # A swept setting's value -> the engine's arguments for it (e.g. 256 -> ["--max-num-seqs", "256"]).
 Setting = Callable[[object], list[str]]
@@ -88,14 +89,11 @@ class Engine:
 
 
 def discover(path, package: str) -> dict[str, Engine]:
-    """Every engine the files of the package at `path` define. A file without
-    `ENGINE = Engine(...)`, or an engine name another file took, is an ImportError naming the
+    """Every engine the files of the package at `path` declare. A file without
+    `PLUGIN = Engine(...)`, or an engine name another file took, is an ImportError naming the
     file: a broken engine must stop the import, never vanish from the candidates' choices."""
     found: dict[str, tuple[Engine, str]] = {}
-    for module, where in package_files(path, package):
-        engine = getattr(module, "ENGINE", None)
-        if not isinstance(engine, Engine):
-            raise ImportError(f"{where}: an engine's file must define ENGINE = Engine(...)")
+    for engine, _, where in plugins(path, package, lambda v: isinstance(v, Engine), "Engine(...)"):
         if engine.name in found:
             raise ImportError(f"{where}: engine {engine.name!r} is already defined in "
                               f"{found[engine.name][1]}")

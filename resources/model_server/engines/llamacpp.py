@@ -50,3 +50,5 @@ ENGINE = Engine(
         reason=_reason,
     ),
 )
+
+PLUGIN = ENGINE  # what this file adds to the engines package

@@ -64,3 +64,5 @@ ENGINE = Engine(
         "requests_waiting": ("sglang:num_queue_reqs",),
     },
 )
+
+PLUGIN = ENGINE  # what this file adds to the engines package

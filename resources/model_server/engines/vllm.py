@@ -82,3 +82,5 @@ ENGINE = Engine(
     command=("vllm", "serve"), launch=launch, settings=SETTINGS, quantization=QUANTIZATION,
     markers=MARKERS, gauges=GAUGES, counters=COUNTERS, api_key_env="VLLM_API_KEY",
 )
+
+PLUGIN = ENGINE  # what this file adds to the engines package

@@ -33,3 +33,5 @@ ENGINE = Engine(
     },
     gauges=vllm.GAUGES, counters=vllm.COUNTERS, tensor_parallel=tensor_parallel,
 )
+
+PLUGIN = ENGINE  # what this file adds to the engines package

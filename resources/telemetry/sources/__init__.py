@@ -1,6 +1,6 @@
 """What the sampler reads, one file per kind of endpoint: `sources/<source>.py` defines its
-source class and `KINDS`, the `Deployment.telemetry` kinds it serves (`{"kind": …, "url" |
-"pid": …}` -> a source). Each source's `sample()` returns rows `(device, metric, value)` or
+source class and ends with `PLUGIN = {kind: build}`, the `Deployment.telemetry` kinds it
+serves (`{"kind": …, "url" | "pid": …}` -> a source). Each source's `sample()` returns rows `(device, metric, value)` or
 raises; the sampler turns a raise into a `sample_error` row.
 
 Every HTTP read goes through the project's bounded control reads (resources/http/control.py):
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import httpx
-from servingbench.resources.contract.discovery import package_files
+from servingbench.resources.contract.discovery import plugins
 from servingbench.resources.http import control
 
 MAX_BYTES = 4 << 20  # a DCGM exposition of 8 GPUs is ~40 KB; anything far larger is not one
@@ -42,15 +42,13 @@ def fetch(client: httpx.Client, url: str, deadline_s: float) -> bytes:
 
 
 def discover(path, package: str) -> dict[str, Build]:
-    """Every kind the files of the package at `path` serve. A file without `KINDS` (a mapping
-    of kind -> callable), or a kind another file serves, is an ImportError naming the file:
-    a broken source must stop the sampler's start, never vanish from the kinds."""
+    """Every kind the files of the package at `path` serve. A file without `PLUGIN` (a
+    mapping of kind -> callable), or a kind another file serves, is an ImportError naming the
+    file: a broken source must stop the sampler's start, never vanish from the kinds."""
     found: dict[str, tuple[Build, str]] = {}
-    for module, where in package_files(path, package):
-        kinds = getattr(module, "KINDS", None)
-        if not isinstance(kinds, dict) or not all(callable(b) for b in kinds.values()):
-            raise ImportError(f"{where}: a telemetry source's file must define KINDS = "
-                              "{kind: (description, timeout) -> source}")
+    for kinds, _, where in plugins(
+            path, package, lambda v: isinstance(v, dict) and all(map(callable, v.values())),
+            "{kind: (description, timeout) -> source}"):
         for kind, build in kinds.items():
             if kind in found:
                 raise ImportError(f"{where}: telemetry source kind {kind!r} is already "

@@ -32,7 +32,7 @@ class PrometheusSource:
         self.client.close()
 
 
-KINDS = {
+PLUGIN = {
     "dcgm": lambda s, t: PrometheusSource(s["url"], "dcgm", dcgm=True, engine=False, **t),
     "engine_metrics": lambda s, t: PrometheusSource(s["url"], "engine_metrics", dcgm=False,
                                                     engine=True, **t),

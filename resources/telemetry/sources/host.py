@@ -61,4 +61,4 @@ class HostProcessSource:
         pass
 
 
-KINDS = {"host": lambda s, t: HostProcessSource(int(s["pid"]))}
+PLUGIN = {"host": lambda s, t: HostProcessSource(int(s["pid"]))}

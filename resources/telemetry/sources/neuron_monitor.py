@@ -36,4 +36,4 @@ class NeuronMonitorSource:
         self.client.close()
 
 
-KINDS = {"neuron_monitor": lambda s, t: NeuronMonitorSource(s["url"], **t)}
+PLUGIN = {"neuron_monitor": lambda s, t: NeuronMonitorSource(s["url"], **t)}
