@@ -6,8 +6,11 @@ started without it, to stand in for an unknown engine).
 
 What a client can make this server hold is bounded: a request head over MAX_HEADER is
 answered 431, a head not complete within `head_timeout_s` (HEAD_TIMEOUT_S) 408 and the
-connection closed (a half-sent head would otherwise hold it forever), a body over MAX_BODY
-413, and while a response is in progress the connection
+connection closed (a half-sent head would otherwise hold it forever), a body not complete
+within `body_timeout_s` of its head's end (the same by default) 408 and closed (a trickled
+body likewise), a connection with no request under way for `idle_timeout_s` (IDLE_FACTOR ×
+the head timeout) closed without a word, as uvicorn's keep-alive timeout does; a body over
+MAX_BODY 413, and while a response is in progress the connection
 stops reading once MAX_BUFFERED bytes of later requests wait (TCP backpressure, nothing
 dropped). Header values echoed back (X-Request-ID) are copied only when they are printable
 ASCII, so a CR or LF sent by a client can never split a response header.
@@ -33,6 +36,7 @@ MAX_BODY = 64 * 1024 * 1024
 MAX_BUFFERED = 1024 * 1024  # bytes of pipelined requests held while one is being answered
 MAX_PIPELINED = 32
 HEAD_TIMEOUT_S = 10.0  # from a request's first byte to the end of its headers
+IDLE_FACTOR = 6  # a connection idle 6 head timeouts (60 s by default) is closed
 MAX_ECHO = 256  # longest header value copied back into a response
 PRINTABLE = re.compile(r"[\x20-\x7e]*")
 
@@ -97,9 +101,20 @@ class HttpConnection(asyncio.Protocol):
     with `respond` or `start_stream` … `write_chunk` … `end_stream` (or `abort`)."""
 
     def __init__(self, handler: Callable[[HttpConnection, Request], None], clock_ns: Callable[[], int],
-                 emulated_header: bool = True, head_timeout_s: float = HEAD_TIMEOUT_S):
+                 emulated_header: bool = True, head_timeout_s: float = HEAD_TIMEOUT_S,
+                 body_timeout_s: float | None = None, idle_timeout_s: float | None = None):
         self.head_timeout_s = head_timeout_s
-        self._head_timer: asyncio.TimerHandle | None = None
+        self.body_timeout_s = head_timeout_s if body_timeout_s is None else body_timeout_s
+        self.idle_timeout_s = (IDLE_FACTOR * head_timeout_s if idle_timeout_s is None
+                               else idle_timeout_s)
+        # One timer per connection for every wait a client can drag out (a head, a body, an
+        # idle keep-alive): armed for the nearest deadline only when a read leaves a request
+        # unfinished, else it wakes once an idle timeout and looks (no timer per request).
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0  # perf ns the timer fires at
+        self._idle_since = 0  # perf ns the connection last had no request under way
+        self._in_body = False  # the parser is inside a request body
+        self._body_start = 0  # perf ns the body's wait began (0: not yet stamped)
         self.handler = handler
         self.clock_ns = clock_ns
         # off (--no-emulated-header): the server looks like an unknown engine to a client
@@ -131,6 +146,8 @@ class HttpConnection(asyncio.Protocol):
     # --- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self._idle_since = self.clock_ns()
+        self._arm(self.idle_timeout_s)
 
     def data_received(self, data: bytes) -> None:
         if self.broken or self.closed:
@@ -156,6 +173,8 @@ class HttpConnection(asyncio.Protocol):
             self._broken(_Reject(400, "protocol upgrade is not supported"))
         except httptools.HttpParserError as exc:
             self._broken(_Reject(400, f"malformed request: {exc}"))
+        if (self._in_head or self._in_body) and not self.broken:
+            self._watch_unfinished()
         self._dispatch()
         if self.busy and not self.paused and (
                 self.pending_bytes + len(self._body) > MAX_BUFFERED
@@ -165,8 +184,9 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self._head_timer is not None:
-            self._head_timer.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         cb, self.on_lost = self.on_lost, None
         if cb is not None:
             cb()
@@ -174,8 +194,6 @@ class HttpConnection(asyncio.Protocol):
     # --- httptools callbacks -----------------------------------------------------------------
     def on_message_begin(self) -> None:
         self._in_head, self._head_open, self._head_read_bytes, self._head_bytes = True, False, 0, 0
-        self._head_timer = asyncio.get_running_loop().call_later(self.head_timeout_s,
-                                                                 self._head_late)
         self._url, self._headers, self._body = b"", {}, bytearray()
         self._arrival = self.clock_ns()
 
@@ -192,9 +210,7 @@ class HttpConnection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+        self._in_body, self._body_start = True, 0
         length = self._headers.get("content-length")
         if length is not None and int(length) > MAX_BODY:  # llhttp has checked it is a number
             raise _Reject(413, "request body too large")
@@ -213,16 +229,57 @@ class HttpConnection(asyncio.Protocol):
                       self._url.decode("latin-1").split("?", 1)[0], self._headers,
                       bytes(self._body), self._arrival)
         req.extra["keep_alive"] = p.should_keep_alive()
+        self._in_body = False
         self.pending.append(req)
         self.pending_bytes += len(req.body)
         self._body = bytearray()
 
-    def _head_late(self) -> None:
-        """The head begun `head_timeout_s` ago is still not complete: 408, then close."""
-        self._head_timer = None
-        if self._in_head and not (self.broken or self.closed):
-            self._broken(_Reject(408, f"request head not complete within "
-                                      f"{self.head_timeout_s:g} s"))
+    # --- deadlines ----------------------------------------------------------------------
+    def _arm(self, delay_s: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = self.clock_ns() + int(delay_s * 1e9)
+        self._timer = asyncio.get_running_loop().call_later(delay_s, self._tick)
+
+    def _deadline(self) -> tuple[int, str] | None:
+        """(perf ns, what) the connection's current wait ends at; None while this server is
+        the one that keeps it waiting (a response under way, reading paused)."""
+        if self.paused:
+            return None
+        if self._in_head:
+            return self._arrival + int(self.head_timeout_s * 1e9), "head"
+        if self._in_body:
+            if not self._body_start:
+                self._body_start = self.clock_ns()
+            return self._body_start + int(self.body_timeout_s * 1e9), "body"
+        if self.busy or self.pending:
+            return None
+        return self._idle_since + int(self.idle_timeout_s * 1e9), "idle"
+
+    def _watch_unfinished(self) -> None:
+        """A read left a head or a body unfinished: make sure the timer fires by its end."""
+        wait = self._deadline()
+        if wait is not None and (self._timer is None or self._timer_at > wait[0]):
+            self._arm(max(0.0, (wait[0] - self.clock_ns()) / 1e9))
+
+    def _tick(self) -> None:
+        self._timer = None
+        if self.broken or self.closed:
+            return
+        wait = self._deadline()
+        now = self.clock_ns()
+        if wait is None:
+            self._arm(self.idle_timeout_s)
+        elif now < wait[0]:
+            self._arm((wait[0] - now) / 1e9)
+        elif wait[1] == "idle":  # nothing under way, nothing owed: just close
+            self.closed = True
+            self.transport.close()  # type: ignore[union-attr]
+        else:
+            within = (f"request head not complete within {self.head_timeout_s:g} s"
+                      if wait[1] == "head" else
+                      f"request body not complete within {self.body_timeout_s:g} s of its head")
+            self._broken(_Reject(408, within))
             self._dispatch()
 
     # --- dispatch --------------------------------------------------------------------------
@@ -250,6 +307,8 @@ class HttpConnection(asyncio.Protocol):
             if self.paused and not self.busy and not self.closed:
                 self.paused = False
                 self.transport.resume_reading()  # type: ignore[union-attr]
+                if self._in_body:  # the body waited on us, not the client: its time restarts
+                    self._body_start = 0
         finally:
             self._dispatching = False
 
@@ -351,6 +410,7 @@ class HttpConnection(asyncio.Protocol):
         self.on_lost = None
         self.busy = False
         self.request_id = None
+        self._idle_since = self.clock_ns()
         if not self.keep_alive:
             self.transport.close()  # type: ignore[union-attr]
             self.closed = True

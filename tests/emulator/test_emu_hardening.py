@@ -139,3 +139,68 @@ def test_a_half_sent_request_head_is_answered_408_and_closed(tmp_path):
         assert _head(out)[0] == b"HTTP/1.1 408 Request Timeout"
         # a whole request on a fresh connection is still served
         assert httpx.get(emu.base_url + "/health").status_code == 200
+
+
+def _read_until_closed(s: socket.socket, limit_s: float) -> bytes | None:
+    """Everything the server sends until it closes; None if it is still open after
+    `limit_s` (far longer than any timeout under test)."""
+    s.settimeout(limit_s)
+    out = b""
+    try:
+        while chunk := s.recv(65536):
+            out += chunk
+    except TimeoutError:
+        return None
+    return out
+
+
+def test_a_connection_that_sends_nothing_is_closed():
+    """Idle: 6 head timeouts (1.8 s here) with no request under way, then closed, silently;
+    a keep-alive connection that has been served is idle again after its answer."""
+    with EmulatorProcess(FIXED + ["--head-timeout-s", "0.3"], ready_timeout_s=60) as emu:
+        with socket.create_connection(("127.0.0.1", emu.port), timeout=10) as s:
+            assert _read_until_closed(s, 20) == b""
+        with socket.create_connection(("127.0.0.1", emu.port), timeout=10) as s:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            out = _read_until_closed(s, 20)
+            assert out is not None and _head(out)[0] == b"HTTP/1.1 200 OK"
+
+
+def test_a_trickled_body_is_answered_408_and_closed():
+    """A whole head, then a body one byte every 50 ms: 408 once the body has taken the
+    body timeout (the head timeout, 0.5 s here) since its head ended, and closed."""
+    import select
+    import time
+
+    with EmulatorProcess(FIXED + ["--head-timeout-s", "0.5"], ready_timeout_s=60) as emu:
+        with socket.create_connection(("127.0.0.1", emu.port), timeout=10) as s:
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                      b"application/json\r\nContent-Length: 100000\r\n\r\n{")
+            out = b""
+            give_up = time.monotonic() + 20
+            while time.monotonic() < give_up:
+                if select.select([s], [], [], 0.05)[0]:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    out += chunk
+                    continue
+                try:
+                    s.sendall(b" ")
+                except OSError:  # closed under our feet: what it sent is read above
+                    break
+            else:
+                pytest.fail("the trickled body held the connection for 20 s")
+        assert _head(out)[0] == b"HTTP/1.1 408 Request Timeout"
+        assert b"request body not complete within 0.5 s" in out
+
+
+def test_a_response_longer_than_the_idle_timeout_is_not_cut():
+    """The idle timer never fires on a connection whose answer is still streaming, nor on
+    one whose body arrived whole: 400 tokens at 5 ms (2 s) > 6 x 0.2 s."""
+    with EmulatorProcess(FIXED + ["--head-timeout-s", "0.2"], ready_timeout_s=60) as emu:
+        body = {"prompt": "a b c", "max_tokens": 400, "ignore_eos": True, "stream": True}
+        with httpx.Client(timeout=30) as http:
+            with http.stream("POST", emu.base_url + "/v1/completions", json=body) as r:
+                text = b"".join(r.iter_bytes())
+            assert r.status_code == 200 and text.rstrip().endswith(b"data: [DONE]")
