@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from servingbench.resources.contract.schemas import EVENT_KINDS, EVENTS, REPLICA_PHASES
 from servingbench.resources.contract.timestamps import parse_ts
+from servingbench.resources.model_server.events import Events
 from servingbench.resources.model_server.kube import events as kev
 from servingbench.resources.model_server.kube.client import KubeClient
 from servingbench.resources.model_server.kube.deploy import EngineDeployment
@@ -46,7 +47,8 @@ def test_node_and_replica_events_from_the_api(aws_env, tmp_path):
         kube = KubeClient(api.url, token, sleep=lambda s: None)
         api.nodes["a"] = node("a", T + "05:00Z")  # registered, not Ready yet
         api.nodes["other"] = node("other", T + "05:00Z", T + "06:00Z", group="sb-someone-else")
-        run = kev.RunEvents(kube, VLLM_GPU, NG, clock=clock)
+        run = kev.RunEvents(kube, VLLM_GPU, NG, clock=clock,
+                            sink=Events(tmp_path, VLLM_GPU.run_id))
         with EngineDeployment(kube, VLLM_GPU).deployed(timeout_s=60, poll_s=0):
             run.poll()                                                   # 02:30
             api.nodes["a"] = node("a", T + "05:00Z", T + "06:30Z")
@@ -78,9 +80,8 @@ def test_node_and_replica_events_from_the_api(aws_env, tmp_path):
     ]
     assert {e[1] for e in run.events} <= set(EVENT_KINDS)
     assert {e[4] for e in run.events if e[1] == "replica_phase"} <= set(REPLICA_PHASES)
-    path = kev.write(VLLM_GPU.run_id, run.events, tmp_path / "events.parquet")
-    table = pq.read_table(path)
-    assert table.schema.equals(EVENTS)
+    table = pq.read_table(tmp_path / "events.parquet")
+    assert table.schema.equals(EVENTS) and table.num_rows == len(run.events)
     assert table.column_names == ["run_id", "at", "kind", "subject", "value", "detail"]
     assert set(table.column("run_id").to_pylist()) == {VLLM_GPU.run_id}
     at = table.column("at").cast("int64").to_pylist()

@@ -21,6 +21,7 @@ from servingbench.resources.model_server.kube.autoscale import (
 )
 from servingbench.resources.model_server.kube.client import KubeClient, KubeError
 from servingbench.resources.model_server.kube.coldstart import Span, cold_start_phases
+from servingbench.resources.model_server.kube.events import compile_cache
 from servingbench.resources.model_server.kube.render import PORT, EngineSpec, api_key_secret, render
 
 log = logging.getLogger("servingbench.kube")
@@ -33,6 +34,7 @@ class DeployedEngine:
     endpoint: str
     phases: dict[str, Span]  # cold-start sub-phases (ns spans) or None when unknown
     deploy: tuple[int, int]  # apply → ready, wall clock ns
+    compile_cache: str | None = None  # Neuron: hit | miss from the engine log; None unknown
 
 
 class EngineDeployment:
@@ -76,15 +78,17 @@ class EngineDeployment:
         pods = self.kube.list("Pod", label_selector=selector)
         pod = pods[0] if pods else None
         phases: dict[str, Span] = {}
+        cache = None
         if pod is not None:
             name = pod["metadata"]["name"]
             events = self.kube.list("Event", field_selector=f"involvedObject.name={name}")
             lines = self.kube.pod_log(name, "engine")
             phases = cold_start_phases(pod, events, lines, self.spec.runtime.name)
+            cache = compile_cache(lines, self.spec.runtime.name)
         log.info("engine %s ready; phases %s", self.spec.name,
                  {k: (None if v is None else round((v[1] - v[0]) / 1e9, 1)) for k, v in phases.items()})
         return DeployedEngine(self.spec.name, pod and pod["metadata"]["name"], self.endpoint,
-                              phases, (started_ns, ready_ns))
+                              phases, (started_ns, ready_ns), cache)
 
     def delete(self) -> None:
         """Delete the Service, the Deployment, the NetworkPolicy and the Secret; missing ones

@@ -17,12 +17,10 @@ Timestamps from the API are whole seconds; the log markers are nanoseconds.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
-import pyarrow as pa
-from servingbench.resources.contract.schemas import EVENTS, write_parquet
 from servingbench.resources.contract.timestamps import parse_ts
 from servingbench.resources.model_server import engines
+from servingbench.resources.model_server.events import Events
 from servingbench.resources.model_server.kube.coldstart import cold_start_phases
 
 Event = tuple[int, str, str, float | None, str | None]  # at ns, kind, subject, value, detail
@@ -154,32 +152,18 @@ class ReplicaWatch:
         return out
 
 
-def table(run_id: str, events: list[Event]) -> pa.Table:
-    """contract §2.6 rows, in time order."""
-    rows = sorted(events, key=lambda e: (e[0], e[1], e[2]))
-    return pa.table({"run_id": [run_id] * len(rows),
-                     "at": pa.array([e[0] for e in rows], type=pa.int64()).cast(EVENTS.field("at").type),
-                     "kind": [e[1] for e in rows], "subject": [e[2] for e in rows],
-                     "value": pa.array([e[3] for e in rows], type=pa.float64()),
-                     "detail": pa.array([e[4] for e in rows], type=pa.string())}, schema=EVENTS)
-
-
-def write(run_id: str, events: list[Event], path: Path) -> Path:
-    """events.parquet at `path`."""
-    write_parquet(table(run_id, events), Path(path))
-    return Path(path)
-
-
 class RunEvents:
     """Polls the API for one run's nodes (its node group) and engine pods; `events` keeps
-    everything seen so far. Call `poll` on the run's cadence (each poll is two lists, and a
+    everything seen so far, and `sink` writes each to events.parquet. Call `poll` on the run's cadence (each poll is two lists, and a
     pod's events and log once, when it becomes Ready) and once more at the end."""
 
-    def __init__(self, kube, spec, nodegroup: str, clock: Callable[[], int]):
+    def __init__(self, kube, spec, nodegroup: str, clock: Callable[[], int],
+                 sink: Events | None = None):
         self.kube, self.spec, self.nodegroup, self.clock = kube, spec, nodegroup, clock
         self.nodes = NodeWatch()
         self.replicas = ReplicaWatch(spec.runtime.name, self._read)
         self.events: list[Event] = []
+        self.sink = sink  # the run's events.parquet (model_server/events.py), if it has one
 
     def _read(self, pod: dict) -> tuple[list[dict], list[str]]:
         name = pod["metadata"]["name"]
@@ -192,4 +176,7 @@ class RunEvents:
         pods = self.kube.list("Pod", label_selector=f"app.kubernetes.io/instance={self.spec.name}")
         new = self.nodes.observe(nodes, now) + self.replicas.observe(pods, now)
         self.events += new
+        if self.sink is not None:
+            for at, kind, subject, value, detail in new:
+                self.sink.add(kind, subject, at, value, detail)
         return new

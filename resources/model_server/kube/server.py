@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,15 +21,19 @@ from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.contract.timestamps import format_ts
 from servingbench.resources.http import control
 from servingbench.resources.model_server import engine_args, engines
+from servingbench.resources.model_server.events import Events
 from servingbench.resources.model_server.interface import Deployment, ModelServer
+from servingbench.resources.model_server.kube.autoscale import Autoscaling, Replicas
 from servingbench.resources.model_server.kube.client import KubeClient, RolloutError
 from servingbench.resources.model_server.kube.coldstart import manifest_phases
 from servingbench.resources.model_server.kube.deploy import EngineDeployment
+from servingbench.resources.model_server.kube.events import RunEvents
 from servingbench.resources.model_server.kube.render import PORT, EngineSpec
 
 # Where the load generator finds the engine's API key while the engine is deployed (the
 # load generator reads keys from the environment only; removed again after the block).
 LOAD_API_KEY_ENV = settings.setting("SERVINGBENCH_ENGINE_API_KEY").name
+log = logging.getLogger("servingbench.kube")
 
 
 def engine_spec_for(candidate: Candidate, run_id: str, nodegroup: str, **expose) -> EngineSpec:
@@ -69,8 +75,11 @@ class KubeModelServer(ModelServer):
                  allow_public: bool = False, owner: str | None = None,
                  run_as_user: int | None = None,
                  timeout_s: float = 3600.0, poll_s: float = 10.0,
-                 clock: Callable[[], int] = time.time_ns, telemetry: tuple[dict, ...] = ()):
+                 clock: Callable[[], int] = time.time_ns, telemetry: tuple[dict, ...] = (),
+                 prometheus_url: str = "", events_every_s: float = 10.0):
         self.kube, self.timeout_s, self.poll_s, self.clock = kube, timeout_s, poll_s, clock
+        # the in-cluster Prometheus a KEDA trigger queries (docs/eks.md, autoscaling)
+        self.prometheus_url, self.events_every_s = prometheus_url, events_every_s
         self.telemetry = list(telemetry)  # DCGM exporter / neuron-monitor endpoints (docs/telemetry.md)
         self.expose = {"expose": expose, "source_ranges": tuple(source_ranges),
                        "lb_scheme": lb_scheme, "allow_public": allow_public, "owner": owner,
@@ -80,12 +89,23 @@ class KubeModelServer(ModelServer):
     def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
         run_id = Path(run_dir).name  # storage names each run folder by its run id
         spec = engine_spec_for(candidate, run_id, cluster.facts["nodegroup"], **self.expose)
+        replicas, scaling = scaling_of(candidate)
         kube = self.kube()
-        dep = EngineDeployment(kube, spec, clock=self.clock)
+        dep = EngineDeployment(kube, spec, clock=self.clock, replicas=replicas,
+                               autoscaling=scaling, prometheus_url=self.prometheus_url)
         auth = {"Authorization": f"Bearer {dep.api_key}"}
         os.environ[LOAD_API_KEY_ENV] = dep.api_key
+        watch = None
+        if writes_events(candidate):  # contract §2.6: runs whose nodes or replicas may change
+            Path(run_dir).mkdir(parents=True, exist_ok=True)
+            watch = EventPoller(RunEvents(kube, spec, cluster.facts["nodegroup"], self.clock,
+                                          sink=Events(run_dir, run_id)), self.events_every_s)
         try:
-            with dep.deployed(timeout_s=self.timeout_s, poll_s=self.poll_s) as up:
+            # the watch outlives the Deployment: its last poll sees the replicas stop
+            with (watch or contextlib.nullcontext()), \
+                    dep.deployed(timeout_s=self.timeout_s, poll_s=self.poll_s) as up:
+                if watch is not None:
+                    watch.poll()  # the first replicas' start-up, read now they are ready
                 endpoint = up.endpoint
                 if spec.expose == "load_balancer":
                     host = kube.wait_load_balancer(spec.name, timeout_s=self.timeout_s,
@@ -102,7 +122,9 @@ class KubeModelServer(ModelServer):
                            "image_digest": candidate.image_digest},
                     phases=phases, emulated=False,
                     details={"pod": up.pod, "deployment": spec.name,
-                             "scheduling_s": _seconds(up.phases.get("scheduling"))},
+                             "scheduling_s": _seconds(up.phases.get("scheduling")),
+                             # Neuron: were the compiled graphs found in the cache (hit / miss)
+                             "compile_cache": up.compile_cache},
                     api_key_env=LOAD_API_KEY_ENV,
                     telemetry=[{"kind": "engine_metrics", "url": f"{endpoint}/metrics"},
                                *self.telemetry])
@@ -136,6 +158,57 @@ class KubeModelServer(ModelServer):
             return version if isinstance(version, str) else None
         except (httpx.HTTPError, control.ControlError, ValueError, AttributeError, RecursionError):
             return None
+
+
+def scaling_of(candidate: Candidate) -> tuple[Replicas | None, Autoscaling | None]:
+    """The candidate's contract §2.1 `replicas` and `autoscaling` (absent: one fixed pod)."""
+    replicas = getattr(candidate, "replicas", None)
+    scaling = getattr(candidate, "autoscaling", None)
+    try:
+        return (Replicas.of(replicas) if replicas else None,
+                Autoscaling.of(scaling) if scaling else None)
+    except ValueError as exc:
+        raise ValueError(f"candidate {candidate.name}: {exc}") from None
+
+
+def writes_events(candidate: Candidate) -> bool:
+    """Several replicas, autoscaling or spot capacity: the run writes events.parquet."""
+    replicas = getattr(candidate, "replicas", None) or {}
+    return bool(getattr(candidate, "autoscaling", None)
+                or getattr(candidate, "capacity", None) == "spot"
+                or (replicas and replicas.get("max", 1) > 1))
+
+
+class EventPoller:
+    """Polls a RunEvents on a daemon thread while the block runs, and once more after it
+    (the last replica's stop, the last node's going). A failed poll is logged, never fatal:
+    the events describe the run, they do not run it."""
+
+    def __init__(self, run: RunEvents, every_s: float):
+        self.run, self.every_s = run, every_s
+        self._stop, self._lock = threading.Event(), threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="kube-events", daemon=True)
+
+    def poll(self) -> None:
+        try:
+            with self._lock:  # the thread's polls and the chain's never interleave
+                self.run.poll()
+        except Exception as exc:  # noqa: BLE001 - logged; the run goes on
+            log.warning("node/replica events: poll failed: %s", exc)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.poll()
+
+    def __enter__(self) -> EventPoller:
+        self.poll()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.poll()
 
 
 def _seconds(span) -> float | None:
