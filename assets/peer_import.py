@@ -14,9 +14,15 @@ import dagster as dg
 from servingbench.resources.analysis.analyze import analyze_run
 from servingbench.resources.analysis.summary import table
 from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.yamltext import short
 from servingbench.resources.peers import PEERS, module_for
 from servingbench.resources.peers.discover import results_in
-from servingbench.resources.peers.records import PeerFileError, default_run_id, write_run
+from servingbench.resources.peers.records import (
+    PeerFileError,
+    default_run_id,
+    read_result,
+    write_run,
+)
 from servingbench.resources.storage.runstore import RunStoreError, download, is_remote
 
 COLUMNS = [("result", "result", ""), ("run_id", "run", ""), ("outcome", "outcome", "")]
@@ -30,22 +36,28 @@ class PeerImportConfig(dg.Config):
 
 
 def import_results(folder: Path, cfg: PeerImportConfig, runs_dir: Path) -> list[dict]:
-    """Import and analyze every result of `cfg.peer` under `folder`; one row per result."""
+    """Import and analyze every result of `cfg.peer` under `folder`; one row per result,
+    each its own outcome (imported and analyzed, already imported, or malformed: why), so
+    one bad file never fails the job nor keeps the results after it out."""
     rows = []
     reader = module_for(cfg.peer)
     base = {"candidate": cfg.candidate} if cfg.candidate else {}
     for path in results_in(folder, cfg.peer):
         name = str(path.relative_to(folder))
         try:
-            run = reader.read(path)
+            run = read_result(reader, path)
             run_id = default_run_id(run)
             out = runs_dir / run_id
             if out.exists():
                 rows.append({"result": name, "run_id": run_id, "outcome": "already imported"})
                 continue
             write_run(run, out, base, run_id=run_id, source=cfg.run_source)
-        except (PeerFileError, mf.ManifestError) as exc:
+        except (PeerFileError, mf.ManifestError, FileExistsError) as exc:
             rows.append({"result": name, "run_id": None, "outcome": f"malformed: {exc}"})
+            continue
+        except OSError as exc:  # unreadable here, or the runs folder's disk: this result only
+            rows.append({"result": name, "run_id": None,
+                         "outcome": f"not imported: {short(str(exc), 300)}"})
             continue
         result = analyze_run(out)
         outcome = {0: "accepted", 3: "rejected by a gate"}.get(result.exit_code, result.message)

@@ -24,7 +24,7 @@ from servingbench.resources.contract import durable
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract.exits import DISK_FULL
 from servingbench.resources.peers import PEERS, module_for
-from servingbench.resources.peers.records import PeerFileError, write_run
+from servingbench.resources.peers.records import PeerFileError, read_result, write_run
 
 DEFAULT_CANDIDATES = Path(__file__).resolve().parents[1] / "candidates.yaml"
 # peers whose files keep only a monotonic clock: --anchor places them in UTC
@@ -102,11 +102,11 @@ def _candidate(name: str, path: Path) -> dict:
 def read_peer(args: argparse.Namespace):
     reader = module_for(args.peer)
     if args.peer in RELATIVE_CLOCK:
-        return reader.read(args.result, anchor_ns=args.anchor)
+        return read_result(reader, args.result, anchor_ns=args.anchor)
     if args.anchor is not None:
         raise ValueError(f"--anchor: only for {' and '.join(RELATIVE_CLOCK)} ({args.peer} "
                          "keeps wall-clock times)")
-    return reader.read(args.result)
+    return read_result(reader, args.result)
 
 
 def main(argv: list[str]) -> int:

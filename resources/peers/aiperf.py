@@ -19,13 +19,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from servingbench.resources.contract.yamltext import short
+from servingbench.resources.peers import records
 from servingbench.resources.peers.records import (
     NUM,
     PeerFileError,
     PeerRequest,
     PeerRun,
     chunks_from_itl,
+    dig,
     need,
+    numbers,
 )
 
 RECORDS = "profile_export.jsonl"
@@ -35,36 +39,14 @@ RATE_TYPES = ("poisson", "constant", "gamma", "user_centric")
 
 
 def read_json(path: Path) -> dict:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PeerFileError(f"{path}: missing (AIPerf writes it with every run)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PeerFileError(f"{path}: unreadable ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise PeerFileError(f"{path}: not JSON, or cut short (line {exc.lineno}: {exc.msg})") from None
+    doc = records.read_json(path, "missing (AIPerf writes it with every run)")
     if not isinstance(doc, dict):
         raise PeerFileError(f"{path}: expected a JSON object")
     return doc
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    out = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PeerFileError(f"{path}: unreadable ({exc})") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PeerFileError(f"{path}: line {n}: not JSON, or cut short ({exc.msg})") from None
-        if not isinstance(doc, dict):
-            raise PeerFileError(f"{path}: line {n}: expected a JSON object")
-        out.append(doc)
-    return out
+    return records.read_jsonl(path, "missing (AIPerf writes it with every run)")
 
 
 def _folder(path: Path) -> Path:
@@ -126,16 +108,24 @@ def _raw_chunks(raw: list[dict], path: Path) -> dict[str, list[tuple[int, str | 
 
 
 def _carries_text(resp: dict) -> str | None:
-    """`answer` or `reasoning` when the message carried output text, else None."""
-    for packet in resp.get("packets") or ():
+    """`answer` or `reasoning` when the message carried output text, else None. A packet
+    that is not an SSE data message with JSON choices carries none."""
+    packets = resp.get("packets")
+    for packet in packets if isinstance(packets, list) else ():
         if not isinstance(packet, dict) or packet.get("name") != "data":
             continue
-        try:
-            data = json.loads(packet.get("value") or "")
-        except (json.JSONDecodeError, TypeError):
+        value = packet.get("value")
+        if not isinstance(value, str) or records.mf._depth(value) > records.MAX_DEPTH:
             continue
-        for choice in (data.get("choices") or []) if isinstance(data, dict) else ():
-            delta = choice.get("delta") or {}
+        try:
+            data = json.loads(value)
+        except ValueError:
+            continue
+        choices = data.get("choices") if isinstance(data, dict) else None
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
             if choice.get("text") or delta.get("content"):
                 return "answer"
             if delta.get("reasoning_content") or delta.get("reasoning"):
@@ -146,7 +136,8 @@ def _carries_text(resp: dict) -> str | None:
 def _version(summary: dict, raw: list[dict], folder: Path) -> str:
     version = need(summary, "aiperf_version", str, "summary", folder / SUMMARY)
     for n, rec in enumerate(raw, 1):
-        agent = (rec.get("request_headers") or {}).get("User-Agent", "")
+        agent = dig(rec, ("request_headers", "User-Agent"), str, f"line {n}", folder / RAW,
+                    default="")
         if agent.startswith("aiperf/") and agent[len("aiperf/"):] != version:
             raise PeerFileError(
                 f"{folder / RAW}: line {n}: request_headers.User-Agent says {agent}, but "
@@ -186,7 +177,7 @@ def _request(rec: dict, n: int, path: Path, steps: dict, chunks: dict | None) ->
         r.status = "http_error" if isinstance(code, int) and code >= 400 else "protocol_error"
         r.http_status = code if isinstance(code, int) else None
         msg = error.get("message") if isinstance(error, dict) else str(error)
-        r.error = str(msg)[:200] if msg else None
+        r.error = short(msg, 200) if msg else None
     ttft = _metric(metrics, "time_to_first_token", path, where)
     if r.status != "ok":
         return r
@@ -205,10 +196,8 @@ def _request(rec: dict, n: int, path: Path, steps: dict, chunks: dict | None) ->
         kinds = [kind for _, kind in chunks[r.request_id]]
         r.chunk_kinds = kinds if any(kinds) else None
     else:
-        gaps = _metric(metrics, "inter_chunk_latency", path, where, kind=list) or []
-        if not all(isinstance(g, NUM) for g in gaps):
-            raise PeerFileError(f"{path}: {where}.metrics.inter_chunk_latency.value: "
-                                "expected numbers")
+        gaps = numbers(_metric(metrics, "inter_chunk_latency", path, where, kind=list) or [],
+                       f"{where}.metrics.inter_chunk_latency.value", path)
         r.chunk_ns = chunks_from_itl(r.sent_ns, ttft / 1e3, [g / 1e3 for g in gaps])
     if r.chunk_ns:
         r.first_token_ns, r.last_token_ns = r.chunk_ns[0], r.chunk_ns[-1]
@@ -233,9 +222,9 @@ def _figures(folder: Path, summary: dict, steps: dict) -> dict[str, dict[str, fl
                             ("total_output_tokens", "output_tokens"),
                             ("time_to_first_token", "ttft_ms_mean"),
                             ("inter_chunk_latency", "itl_ms_mean")):
-            stat = doc.get(key)
-            if isinstance(stat, dict) and isinstance(stat.get("avg"), NUM):
-                fig[figure] = float(stat["avg"])
+            avg = dig(doc, (key, "avg"), NUM, "summary", per_phase)
+            if avg is not None:
+                fig[figure] = float(avg)
         out[step] = fig
     return out
 
@@ -260,7 +249,7 @@ def read(path: Path) -> PeerRun:
                      "time_to_first_token and inter_chunk_latency (--export-level raw keeps "
                      "its own)")
     if isinstance(summary.get("producer"), str):
-        notes.append(f"{SUMMARY} says: {summary['producer'][:200]}")
+        notes.append(f"{SUMMARY} says: {short(summary['producer'], 200)}")
     notes.append("output_tokens: the server's usage.completion_tokens where AIPerf recorded "
                  "it, else AIPerf's output_sequence_length (its own tokenizer)")
     config = summary.get("input_config") or {}

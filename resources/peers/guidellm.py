@@ -14,15 +14,18 @@ of the output (`chunk_times = first_and_last`); its ITL is then guidellm's own
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from servingbench.resources.contract.yamltext import short
 from servingbench.resources.peers.records import (
     NUM,
     PeerFileError,
     PeerRequest,
     PeerRun,
+    count,
+    dig,
     need,
+    read_json,
     seconds_ns,
 )
 
@@ -35,15 +38,7 @@ def _load(path: Path) -> tuple[Path, dict]:
     path = Path(path)
     if path.is_dir():
         path = path / REPORT
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PeerFileError(f"{path}: no such file (guidellm writes {REPORT} with "
-                            "--outputs json)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PeerFileError(f"{path}: unreadable ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise PeerFileError(f"{path}: not JSON, or cut short (line {exc.lineno}: {exc.msg})") from None
+    doc = read_json(path, f"no such file (guidellm writes {REPORT} with --outputs json)")
     if not isinstance(doc, dict):
         raise PeerFileError(f"{path}: expected a JSON object (guidellm's report)")
     return path, doc
@@ -88,15 +83,15 @@ def _request(rec: dict, where: str, path: Path, step: tuple, status: str) -> Pee
     inp = need(rec, "input_metrics", dict, where, path)
     out = need(rec, "output_metrics", dict, where, path)
     r.input_tokens = need(inp, "total_tokens", int, f"{where}.input_metrics", path, nullable=True)
-    r.cached_tokens = inp.get("cached_tokens") if isinstance(inp.get("cached_tokens"), int) else None
+    r.cached_tokens = dig(inp, ("cached_tokens",), int, f"{where}.input_metrics", path)
     if status != "ok":
         err = info.get("error")
-        r.error = str(err)[:200] if err else status
+        r.error = short(err, 200) if err else status
         return r
     n = need(out, "total_tokens", int, f"{where}.output_metrics", path, nullable=True)
     first, last = _ns(t["first_token_iteration"]), _ns(t["last_token_iteration"])
     if n is None:  # no usage from the server: guidellm counts one token per iteration
-        n = timings.get("token_iterations") or None
+        n = dig(timings, ("token_iterations",), int, twhere, path) or None
     r.output_tokens = n
     if first is None or not n:
         r.status, r.error = "protocol_error", "guidellm recorded no first token"
@@ -109,17 +104,16 @@ def _request(rec: dict, where: str, path: Path, step: tuple, status: str) -> Pee
     return r
 
 
-def _figures(bench: dict) -> dict[str, float]:
+def _figures(bench: dict, where: str, path: Path) -> dict[str, float]:
     """guidellm's own means for the benchmark (its `metrics`, successful requests)."""
-    m = bench.get("metrics") or {}
     fig = {}
-    for key, name in (("time_to_first_token_ms", "ttft_ms_mean"),):
-        stat = ((m.get(key) or {}).get("successful") or {})
-        if isinstance(stat.get("mean"), NUM):
-            fig[name] = float(stat["mean"])
-    totals = m.get("request_totals") or {}
-    if isinstance(totals.get("successful"), int):
-        fig["ok"] = float(totals["successful"])
+    ttft = dig(bench, ("metrics", "time_to_first_token_ms", "successful", "mean"), NUM, where,
+               path)
+    if ttft is not None:
+        fig["ttft_ms_mean"] = float(ttft)
+    ok = dig(bench, ("metrics", "request_totals", "successful"), int, where, path)
+    if ok is not None:
+        fig["ok"] = float(ok)
     return fig
 
 
@@ -131,23 +125,23 @@ def read(path: Path) -> PeerRun:
         raise PeerFileError(f"{path}: report.metadata.version: {schema}, this reader knows "
                             f"guidellm's report schema {SCHEMA_VERSION} (guidellm 0.8)")
     version = need(meta, "guidellm_version", str, "report.metadata", path)
-    benches = need(doc, "benchmarks", list, "report", path)
+    benches = count(need(doc, "benchmarks", list, "report", path), path, "report.benchmarks")
     requests, figures, notes, model = [], {}, [], None
     for b, bench in enumerate(benches):
         where = f"report.benchmarks[{b}]"
         step = _step(bench, where, path)
         reqs = need(bench, "requests", dict, where, path)
         for group, status in STATUSES.items():
-            for i, rec in enumerate(need(reqs, group, list, f"{where}.requests", path,
-                                         nullable=True) or ()):
+            group_list = need(reqs, group, list, f"{where}.requests", path, nullable=True) or ()
+            for i, rec in enumerate(count(group_list, path, f"{where}.requests.{group}")):
                 requests.append(_request(rec, f"{where}.requests.{group}[{i}]", path, step,
                                          status))
-        figures[step[0]] = _figures(bench)
-        backend = ((bench.get("config") or {}).get("backend") or {})
-        model = model or backend.get("model")
-        total = ((bench.get("metrics") or {}).get("request_totals") or {}).get("total")
+        count(requests, path, "report.benchmarks[].requests")
+        figures[step[0]] = _figures(bench, where, path)
+        model = model or dig(bench, ("config", "backend", "model"), str, where, path)
+        total = dig(bench, ("metrics", "request_totals", "total"), int, where, path)
         kept = sum(len(reqs.get(g) or ()) for g in STATUSES)
-        if isinstance(total, int) and total != kept:
+        if total is not None and total != kept:
             notes.append(f"step {step[0]}: guidellm kept {kept} of its {total} requests "
                          "(a sample: --sample-requests)")
     steps = [r.step for r in requests]

@@ -17,18 +17,22 @@ kept (`recorded`).
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-import yaml
 from servingbench.resources.contract.timestamps import parse_ts
+from servingbench.resources.contract.yamltext import short
 from servingbench.resources.peers.records import (
     NUM,
     PeerFileError,
     PeerRequest,
     PeerRun,
+    count,
+    dig,
     need,
+    numbers,
+    read_json,
+    read_yaml,
     seconds_ns,
 )
 
@@ -40,27 +44,12 @@ STAGE_SCHEMA = "0.2.1"
 
 
 def _json(path: Path):
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PeerFileError(f"{path}: missing (inference-perf writes it with "
-                            "report.request_lifecycle.per_request: true)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PeerFileError(f"{path}: unreadable ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise PeerFileError(f"{path}: not JSON, or cut short (line {exc.lineno}: {exc.msg})") from None
+    return read_json(path, "missing (inference-perf writes it with "
+                           "report.request_lifecycle.per_request: true)")
 
 
 def _yaml(path: Path) -> dict:
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PeerFileError(f"{path}: missing (inference-perf writes it with every run)") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise PeerFileError(f"{path}: not YAML, or cut short ({str(exc)[:200]})") from None
-    if not isinstance(doc, dict):
-        raise PeerFileError(f"{path}: expected a mapping")
-    return doc
+    return read_yaml(path, "missing (inference-perf writes it with every run)")
 
 
 def _stages(folder: Path, config: dict) -> list[dict]:
@@ -78,7 +67,7 @@ def _stages(folder: Path, config: dict) -> list[dict]:
         doc = _yaml(path)
         schema = str(doc.get("version"))
         if schema != STAGE_SCHEMA:
-            raise PeerFileError(f"{path}: version: {schema}, this reader knows inference-perf's "
+            raise PeerFileError(f"{path}: version: {short(schema)}, this reader knows inference-perf's "
                                 f"stage report {STAGE_SCHEMA} (inference-perf 0.7)")
         run = need(doc, "run", dict, "stage", path)
         times = need(run, "time", dict, "stage.run", path)
@@ -86,7 +75,7 @@ def _stages(folder: Path, config: dict) -> list[dict]:
         try:
             start_ns = parse_ts(start)
         except ValueError:
-            raise PeerFileError(f"{path}: stage.run.time.start: {start!r} is not a UTC "
+            raise PeerFileError(f"{path}: stage.run.time.start: {short(repr(start))} is not a UTC "
                                 "instant") from None
         if n >= len(specs):
             raise PeerFileError(f"{path}: stage {n} is not in {CONFIG} (files of two runs?)")
@@ -110,18 +99,19 @@ def _figures(folder: Path, stages: list[dict]) -> dict[str, dict[str, float]]:
         if not path.exists():
             continue
         doc = _json(path)
-        ok = (doc.get("successes") or {}) if isinstance(doc, dict) else {}
+        where = "stage"
         fig = {}
-        if isinstance(ok.get("count"), int):
-            fig["ok"] = float(ok["count"])
-            failed = (doc.get("failures") or {}).get("count")
-            if isinstance(failed, int):
-                fig["requests"] = float(ok["count"] + failed)
-        ttft = ((ok.get("latency") or {}).get("time_to_first_token") or {}).get("mean")
-        if isinstance(ttft, NUM):
+        ok = dig(doc, ("successes", "count"), int, where, path)
+        if ok is not None:
+            fig["ok"] = float(ok)
+            failed = dig(doc, ("failures", "count"), int, where, path)
+            if failed is not None:
+                fig["requests"] = float(ok + failed)
+        ttft = dig(doc, ("successes", "latency", "time_to_first_token", "mean"), NUM, where, path)
+        if ttft is not None:
             fig["ttft_ms_mean"] = ttft * 1e3
-        total = (ok.get("output_tokens") or {}).get("total")
-        if isinstance(total, NUM):
+        total = dig(doc, ("successes", "output_tokens", "total"), NUM, where, path)
+        if total is not None:
             fig["output_tokens"] = float(total)
         out[s["step"][0]] = fig
     return out
@@ -132,24 +122,25 @@ def _request(entry, i: int, path: Path) -> tuple[float, PeerRequest, list[float]
     start = need(entry, "start_time", NUM, where, path)
     end = need(entry, "end_time", NUM, where, path)
     info = need(entry, "info", dict, where, path, nullable=True) or {}
-    resp = info.get("response_metrics") or {}
-    times = resp.get("chunk_times") or []
-    if not isinstance(times, list) or not all(isinstance(t, NUM) for t in times):
-        raise PeerFileError(f"{path}: {where}.info.response_metrics.chunk_times: expected numbers")
+    iwhere = f"{where}.info"
+    rwhere = f"{iwhere}.response_metrics"
+    resp = dig(info, ("response_metrics",), dict, iwhere, path, default={})
+    times = numbers(dig(resp, ("chunk_times",), list, rwhere, path, default=[]),
+                    f"{rwhere}.chunk_times", path)
     r = PeerRequest(step="", load_mode="", target=None, request_id=None)
-    req_metrics = (info.get("request_metrics") or {}).get("text") or {}
-    usage = resp.get("server_usage") or {}
-    r.input_tokens = usage.get("prompt_tokens", req_metrics.get("input_tokens"))
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
-    r.cached_tokens = cached if isinstance(cached, int) else None
+    prompt = dig(resp, ("server_usage", "prompt_tokens"), int, rwhere, path)
+    r.input_tokens = prompt if prompt is not None else dig(
+        info, ("request_metrics", "text", "input_tokens"), int, iwhere, path)
+    r.cached_tokens = dig(resp, ("server_usage", "prompt_tokens_details", "cached_tokens"), int,
+                          rwhere, path)
     error = entry.get("error")
     if error:
         r.status = "http_error"
-        r.error = str(error.get("error_msg") if isinstance(error, dict) else error)[:200]
+        r.error = short(error.get("error_msg") if isinstance(error, dict) else error, 200)
         return start, r, []
-    out_usage = usage.get("completion_tokens")
-    r.output_tokens = out_usage if isinstance(out_usage, int) else need(
-        resp, "output_tokens", int, f"{where}.info.response_metrics", path)
+    out_usage = dig(resp, ("server_usage", "completion_tokens"), int, rwhere, path)
+    r.output_tokens = out_usage if out_usage is not None else need(
+        resp, "output_tokens", int, rwhere, path)
     return start, r, [start, end, *times]
 
 
@@ -161,6 +152,7 @@ def read(path: Path, anchor_ns: int | None = None) -> PeerRun:
     entries = _json(per_request)
     if not isinstance(entries, list):
         raise PeerFileError(f"{per_request}: expected a list of requests")
+    count(entries, per_request, "requests")
     config = _yaml(folder / CONFIG)
     stages = _stages(folder, config)
     parsed = [_request(e, i, per_request) for i, e in enumerate(entries)]
@@ -199,12 +191,12 @@ def read(path: Path, anchor_ns: int | None = None) -> PeerRun:
         f"inference-perf writes no version of its own into its reports (its stage report "
         f"schema is {STAGE_SCHEMA})",
     ]
-    server = config.get("server") or {}
-    data = config.get("data") or {}
-    scen = {"input_tokens": (data.get("input_distribution") or {}).get("mean"),
-            "output_tokens": (data.get("output_distribution") or {}).get("mean"),
-            "dataset": data.get("type")}
+    cfg = folder / CONFIG
+    scen = {"input_tokens": dig(config, ("data", "input_distribution", "mean"), NUM, "config", cfg),
+            "output_tokens": dig(config, ("data", "output_distribution", "mean"), NUM, "config",
+                                 cfg),
+            "dataset": dig(config, ("data", "type"), str, "config", cfg)}
     return PeerRun(peer="inference-perf", peer_version=None, files=[per_request, folder / CONFIG],
                    requests=requests, chunk_times="recorded", output_tokens="usage",
-                   model=server.get("model_name"), scenario=scen,
+                   model=dig(config, ("server", "model_name"), str, "config", cfg), scenario=scen,
                    figures=_figures(folder, stages), notes=notes)

@@ -11,12 +11,14 @@ request log's `output_tokens_source` says which (contract §2.2, docs/import.md)
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract import yamltext
 from servingbench.resources.contract.schemas import CHUNK_LOG, REQUEST_LOG, STATUSES, write_parquet
 
 NS = 1_000_000_000
@@ -72,7 +74,124 @@ class PeerRun:
     notes: list[str] = field(default_factory=list)
 
 
-# --- reading a peer's JSON with errors that name the file and the field ---------------------
+# --- reading a peer's files with errors that name the file and the field --------------------
+
+# What a peer's file may be: results of a night's benchmark are a few MiB and some 10^4
+# requests; these are far above that and far below what would exhaust the importer.
+MAX_FILE_BYTES = 512 << 20
+MAX_RECORDS = 2_000_000
+NUM = (int, float)
+MAX_DEPTH = 32  # the deepest peer file nests about 8 levels (aiperf's input_config)
+# The largest number a peer's field may hold: every clock the readers convert is in seconds
+# (a Unix time or a perf_counter reading), milliseconds or integer ns, and the conversion to
+# ns must stay inside int64 (2^63 ns is the year 2262).
+FLOAT_LIMIT = 4e9
+INT_LIMIT = 2 ** 61
+
+
+def read_bytes(path: Path, missing: str) -> bytes:
+    """The file's bytes, refused past MAX_FILE_BYTES; `missing` says what a missing file means."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise PeerFileError(f"{path}: {missing}") from None
+    except IsADirectoryError:
+        raise PeerFileError(f"{path}: is a folder, expected a file") from None
+    except OSError as exc:
+        raise PeerFileError(f"{path}: unreadable ({exc.strerror or exc})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise PeerFileError(f"{path}: larger than {MAX_FILE_BYTES} bytes; not a peer's result "
+                            "this importer reads")
+    return data
+
+
+def read_text(path: Path, missing: str) -> str:
+    data = read_bytes(path, missing)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PeerFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def parse_json(text: str, path: Path, where: str = ""):
+    """JSON text -> a document, nested at most MAX_DEPTH deep (counted without recursion, as
+    the manifest reader does); a defect is a PeerFileError naming `path` (and `where`, a line
+    of a JSON Lines file or a field holding JSON). NaN and Infinity parse, as Python writes
+    them; the field checks refuse them with the key's name."""
+    at = f"{path}: {where}: " if where else f"{path}: "
+    if mf._depth(text) > MAX_DEPTH:
+        raise PeerFileError(f"{at}nested more than {MAX_DEPTH} levels deep; not a peer's result")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PeerFileError(f"{at}not JSON, or cut short (line {exc.lineno} column {exc.colno}: "
+                            f"{exc.msg})") from None
+    except (ValueError, RecursionError) as exc:  # an integer too long to convert
+        raise PeerFileError(f"{at}not JSON this importer reads ({_short(str(exc))})") from None
+
+
+def read_json(path: Path, missing: str):
+    return parse_json(read_text(path, missing), path)
+
+
+def read_jsonl(path: Path, missing: str) -> list[dict]:
+    """One JSON object per non-blank line, at most MAX_RECORDS of them."""
+    out = []
+    for n, line in enumerate(read_text(path, missing).splitlines(), 1):
+        if not line.strip():
+            continue
+        doc = parse_json(line, path, f"line {n}")
+        if not isinstance(doc, dict):
+            raise PeerFileError(f"{path}: line {n}: expected a JSON object")
+        out.append(doc)
+        count(out, path, "lines")
+    return out
+
+
+def read_yaml(path: Path, missing: str) -> dict:
+    """A YAML mapping, without anchors or aliases (resources/contract/yamltext.py)."""
+    try:
+        doc = yamltext.load(read_text(path, missing))
+    except yamltext.YamlError as exc:
+        raise PeerFileError(f"{path}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise PeerFileError(f"{path}: expected a mapping")
+    return doc
+
+
+def count(items, path: Path, where: str):
+    """`items`, refused when it holds more than MAX_RECORDS."""
+    if len(items) > MAX_RECORDS:
+        raise PeerFileError(f"{path}: {where}: more than {MAX_RECORDS} records; more than "
+                            "this importer takes from one file")
+    return items
+
+
+def _bad_number(value) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return True
+    if isinstance(value, float):
+        return not math.isfinite(value) or abs(value) > FLOAT_LIMIT
+    return abs(value) > INT_LIMIT
+
+
+def check(value, kinds, where: str, path: Path, nullable: bool = False):
+    """`value` if it is one of `kinds` (a number: finite and within FLOAT_LIMIT / INT_LIMIT;
+    a bool only where `bool` is asked for), else PeerFileError naming `path` and `where`."""
+    if value is None and nullable:
+        return None
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    bad_bool = isinstance(value, bool) and bool not in kinds
+    numeric = isinstance(value, int | float) and not isinstance(value, bool)
+    if not isinstance(value, kinds) or bad_bool or (numeric and _bad_number(value)):
+        names = "a number" if kinds == NUM else " or ".join(k.__name__ for k in kinds)
+        if numeric and isinstance(value, kinds):
+            raise PeerFileError(f"{path}: {where}: {_short(value)} is not a finite number "
+                                "in range")
+        raise PeerFileError(f"{path}: {where}: expected {names}, got {_short(value)}")
+    return value
+
 
 def need(obj, key: str, kinds, where: str, path: Path, nullable: bool = False):
     """`obj[key]` of one of `kinds`, or PeerFileError naming `path` and `where.key`."""
@@ -80,24 +199,51 @@ def need(obj, key: str, kinds, where: str, path: Path, nullable: bool = False):
         raise PeerFileError(f"{path}: {where}: expected an object, got {type(obj).__name__}")
     if key not in obj:
         raise PeerFileError(f"{path}: {where}.{key}: missing")
-    value = obj[key]
-    if value is None and nullable:
-        return None
-    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
-    bad_bool = isinstance(value, bool) and bool not in kinds
-    if not isinstance(value, kinds) or bad_bool or (
-            isinstance(value, float) and not math.isfinite(value)):
-        names = " or ".join(k.__name__ for k in kinds)
-        raise PeerFileError(f"{path}: {where}.{key}: expected {names}, got {_short(value)}")
+    return check(obj[key], kinds, f"{where}.{key}", path, nullable)
+
+
+def dig(obj, keys: tuple[str, ...], kinds, where: str, path: Path, default=None):
+    """The value at `obj[k0][k1]...` when every step is an object and the value is one of
+    `kinds`; `default` where a key is missing or null; PeerFileError naming the key where
+    a step is not an object or the value has another type. Replaces `.get(..) or {}` chains,
+    which fail on a list or a number where an object was meant."""
+    at = where
+    for key in keys:
+        if obj is None:
+            return default
+        if not isinstance(obj, dict):
+            raise PeerFileError(f"{path}: {at}: expected an object, got {_short(obj)}")
+        obj, at = obj.get(key), f"{at}.{key}"
+    return default if obj is None else check(obj, kinds, at, path)
+
+
+def numbers(value, where: str, path: Path) -> list:
+    """A list of finite numbers in range (at most MAX_RECORDS of them)."""
+    if not isinstance(value, list):
+        raise PeerFileError(f"{path}: {where}: expected a list of numbers, got {_short(value)}")
+    count(value, path, where)
+    for i, x in enumerate(value):
+        check(x, NUM, f"{where}[{i}]", path)
     return value
 
 
 def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return yamltext.short(repr(value) if isinstance(value, str) else value)
 
 
-NUM = (int, float)
+def read_result(reader, path: Path, **kw) -> PeerRun:
+    """`reader.read(path, **kw)` (a module of this package), where any defect the field
+    checks did not name is still a PeerFileError naming the file, never a traceback."""
+    try:
+        return reader.read(path, **kw)
+    except PeerFileError:
+        raise
+    except RecursionError:
+        raise PeerFileError(f"{path}: nested too deeply to be a peer's result") from None
+    except (TypeError, AttributeError, IndexError, KeyError, OverflowError, ValueError,
+            ArithmeticError) as exc:
+        raise PeerFileError(f"{path}: malformed ({type(exc).__name__}: "
+                            f"{yamltext.short(str(exc), 200)})") from None
 
 
 def seconds_ns(t: float) -> int:
@@ -195,10 +341,11 @@ def source_of(run: PeerRun, r: PeerRequest) -> str:
 
 
 def _check(run: PeerRun) -> None:
-    ids = [r.request_id for r in run.requests]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise PeerFileError(f"{run.files[0]}: request id {dup!r} appears twice")
+    seen: set = set()
+    for r in run.requests:  # one pass: `ids.count` per id was quadratic
+        if r.request_id in seen:
+            raise PeerFileError(f"{run.files[0]}: request id {_short(r.request_id)} appears twice")
+        seen.add(r.request_id)
     for r in run.requests:
         if r.status not in STATUSES:
             raise PeerFileError(f"{run.files[0]}: request {r.request_id}: status {r.status!r}")
@@ -227,8 +374,18 @@ def _request_rows(run: PeerRun, run_id: str, phase: str) -> pa.Table:
         "error": [r.error for r in rows],
         "cached_tokens": [r.cached_tokens for r in rows],
     }
-    arrays = [pa.array(cols.get(f.name, [None] * len(rows)), f.type) for f in REQUEST_LOG]
+    arrays = [_column(cols.get(f.name, [None] * len(rows)), f, run) for f in REQUEST_LOG]
     return pa.Table.from_arrays(arrays, schema=REQUEST_LOG)
+
+
+def _column(values: list, f: pa.Field, run: PeerRun) -> pa.Array:
+    """A column of the run folder; a value its type cannot hold (a count past int64, a
+    string where a count goes) is a PeerFileError naming the file and the column."""
+    try:
+        return pa.array(values, f.type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError) as exc:
+        raise PeerFileError(f"{run.files[0]}: a value for {f.name} does not fit "
+                            f"({yamltext.short(str(exc), 200)})") from None
 
 
 def _chunk_rows(run: PeerRun, run_id: str) -> pa.Table:
@@ -243,7 +400,7 @@ def _chunk_rows(run: PeerRun, run_id: str) -> pa.Table:
     cols = {"run_id": [run_id] * len(rid), "request_id": rid, "seq": seq, "at": at,
             "tokens": tokens, "kind": kinds}
     # a column the contract adds later is written null, as an absent optional column reads
-    arrays = [pa.array(cols.get(f.name, [None] * len(rid)), f.type) for f in CHUNK_LOG]
+    arrays = [_column(cols.get(f.name, [None] * len(rid)), f, run) for f in CHUNK_LOG]
     return pa.Table.from_arrays(arrays, schema=CHUNK_LOG)
 
 

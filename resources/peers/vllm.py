@@ -16,7 +16,6 @@ the file; `--metadata vllm_version=X` (a documented option) does, and is read he
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,8 +25,13 @@ from servingbench.resources.peers.records import (
     PeerFileError,
     PeerRequest,
     PeerRun,
+    check,
     chunks_from_itl,
+    count,
+    dig,
     need,
+    numbers,
+    read_json,
     seconds_ns,
 )
 
@@ -36,18 +40,16 @@ PER_REQUEST = ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start
 
 
 def _load(path: Path) -> dict:
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PeerFileError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PeerFileError(f"{path}: unreadable ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise PeerFileError(f"{path}: not JSON, or cut short (line {exc.lineno} column "
-                            f"{exc.colno}: {exc.msg})") from None
+    doc = read_json(path, "no such file")
     if not isinstance(doc, dict):
         raise PeerFileError(f"{path}: expected a JSON object (vllm bench serve's result)")
     return doc
+
+
+def _error_text(text: str) -> str:
+    """The last line of a failed request's error (vLLM keeps the whole traceback)."""
+    lines = text.strip().splitlines()
+    return lines[-1][:200] if lines else "vllm recorded an error without text"
 
 
 def _anchor_ns(doc: dict, path: Path, anchor_ns: int | None) -> tuple[int, str | None]:
@@ -72,10 +74,8 @@ def _anchor_ns(doc: dict, path: Path, anchor_ns: int | None) -> tuple[int, str |
 def _step(doc: dict, path: Path) -> tuple[str, str, float | None]:
     conc = need(doc, "max_concurrency", int, "result", path, nullable=True)
     rate = doc.get("request_rate")
-    if rate not in (None, "inf") and not isinstance(rate, NUM):
-        raise PeerFileError(f"{path}: result.request_rate: expected a number or \"inf\", got "
-                            f"{rate!r}")
-    if rate not in (None, "inf"):
+    if rate not in (None, "inf"):  # a number, else the error names the field
+        check(rate, NUM, "result.request_rate", path)
         return f"rate={rate:g}", "rate", float(rate)
     if conc is not None:
         return f"c={conc}", "concurrency", float(conc)
@@ -99,17 +99,15 @@ def read(path: Path, anchor_ns: int | None = None) -> PeerRun:
     if version is not None and not isinstance(version, str):
         raise PeerFileError(f"{path}: result.vllm_version: expected a string")
     step, mode, target = _step(doc, path)
+    count(doc["start_times"], path, "result.start_times")
     for i in range(n):
         where = f"result[{i}]"
         for key in ("start_times", "ttfts", "latencies", "input_lens", "output_lens"):
-            if not isinstance(doc[key][i], NUM) or isinstance(doc[key][i], bool):
-                raise PeerFileError(f"{path}: {where}.{key}: expected a number, got "
-                                    f"{doc[key][i]!r}")
-        if not isinstance(doc["itls"][i], list) or not all(
-                isinstance(x, NUM) for x in doc["itls"][i]):
-            raise PeerFileError(f"{path}: {where}.itls: expected a list of numbers")
-        if not isinstance(doc["errors"][i], str | None):
-            raise PeerFileError(f"{path}: {where}.errors: expected a string")
+            check(doc[key][i], NUM, f"{where}.{key}", path)
+        numbers(doc["itls"][i], f"{where}.itls", path)
+        check(doc["errors"][i], str, f"{where}.errors", path, nullable=True)
+        if "queue_times" in doc:
+            check(doc["queue_times"][i], NUM, f"{where}.queue_times", path, nullable=True)
     zero, note = _anchor_ns(doc, path, anchor_ns)
     requests = []
     for i in range(n):
@@ -118,8 +116,8 @@ def read(path: Path, anchor_ns: int | None = None) -> PeerRun:
         r = PeerRequest(step=step, load_mode=mode, target=target, request_id=f"vllm-{i}",
                         sent_ns=sent, input_tokens=int(doc["input_lens"][i]),
                         status="ok" if ok else "http_error",
-                        error=None if ok else doc["errors"][i].strip().splitlines()[-1][:200])
-        if "queue_times" in doc and isinstance(doc["queue_times"][i], NUM):
+                        error=None if ok else _error_text(doc["errors"][i]))
+        if doc.get("queue_times") and doc["queue_times"][i] is not None:
             r.scheduled_ns = sent - seconds_ns(doc["queue_times"][i])
         if ok:
             r.chunk_ns = chunks_from_itl(sent, doc["ttfts"][i], doc["itls"][i])
@@ -139,13 +137,12 @@ def read(path: Path, anchor_ns: int | None = None) -> PeerRun:
         notes.append("no queue_times in the file: scheduled_at is null")
     figures = {"requests": float(n), "ok": float(completed),
                "output_tokens": float(need(doc, "total_output_tokens", int, "result", path))}
-    if isinstance(doc.get("mean_ttft_ms"), NUM):
-        figures["ttft_ms_mean"] = float(doc["mean_ttft_ms"])
-    if isinstance(doc.get("mean_itl_ms"), NUM):
-        figures["itl_ms_mean"] = float(doc["mean_itl_ms"])
+    for key, figure in (("mean_ttft_ms", "ttft_ms_mean"), ("mean_itl_ms", "itl_ms_mean")):
+        if (value := dig(doc, (key,), NUM, "result", path)) is not None:
+            figures[figure] = float(value)
     return PeerRun(
         peer="vllm", peer_version=version, files=[path], requests=requests,
         chunk_times="reconstructed_from_itl", output_tokens="usage",
-        model=doc.get("model_id") if isinstance(doc.get("model_id"), str) else None,
+        model=dig(doc, ("model_id",), str, "result", path),
         scenario={"input_tokens": None, "output_tokens": None, "dataset": None},
         figures={step: figures}, notes=notes)

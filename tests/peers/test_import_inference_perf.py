@@ -85,7 +85,7 @@ def test_an_anchor_places_the_first_request(reports, tmp_path) -> None:
 @pytest.mark.parametrize("damage, expect", [
     ("cut", "per_request_lifecycle_metrics.json: not JSON, or cut short"),
     ("version", "version: 0.1.0, this reader knows"),
-    ("field", "requests[0].start_time: expected int or float"),
+    ("field", "requests[0].start_time: expected a number"),
 ])
 def test_damaged_or_other_version_reports_exit_2(reports, tmp_path, capsys, damage, expect) -> None:
     src = tmp_path / "damaged"

@@ -70,3 +70,23 @@ def test_the_job_reads_an_s3_prefix(tmp_path, moto_server, monkeypatch) -> None:
         s3.upload_file(str(local / name), bucket, f"{key}/peer-results/{name}")
     data = tmp_path / "data"
     check(run_job(data, f"{prefix}/peer-results"), data)
+
+
+def test_a_hostile_file_is_its_own_outcome_and_the_files_after_it_still_import(tmp_path) -> None:
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    doc = json.loads(FIXTURE.read_text())
+    bad = {"0-nested.json": "[" * 100_000,
+           "1-overflow.json": json.dumps({**doc, "start_times": [1e308, *doc["start_times"][1:]]}),
+           "2-itls.json": json.dumps({**doc, "itls": [["x"], *doc["itls"][1:]]})}
+    for name, text in bad.items():
+        (drop / name).write_text(text)
+    shutil.copy(FIXTURE, drop / "9-good.json")
+    data = tmp_path / "data"
+    result = run_job(data, str(drop))
+    assert result.success
+    rows = {r["result"]: r for r in result.output_for_node("import_peer_results")}
+    for name in bad:
+        assert rows[name]["outcome"].startswith("malformed: "), rows[name]
+        assert name in rows[name]["outcome"]
+    assert rows["9-good.json"]["outcome"] == "accepted"
