@@ -52,6 +52,8 @@ defaults
     timeout server 15m
     timeout http-keep-alive 15m
     timeout queue 15m
+    # a token stream: each chunk goes out when it arrives (no MSG_MORE, no Nagle)
+    option http-no-delay
 
 frontend fe
     bind {host}:{port}
@@ -59,7 +61,9 @@ frontend fe
 
 backend {BACKEND}
     balance leastconn
-    http-reuse safe
+    # an idle server connection serves the next request of any client (the replicas are
+    # ours, none keeps per-client state)
+    http-reuse always
     http-response set-header {HEADER} %s
 """
 
@@ -200,15 +204,25 @@ class Balancer:
         """Requests in flight on `name` now (`show stat`'s `scur`)."""
         return self.stats().get(name, {}).get("scur", 0)
 
-    def stats(self) -> dict[str, dict]:
-        """Per server of the backend: its status and current sessions (`show stat`)."""
+    def totals(self) -> dict[str, float]:
+        """The whole pool: requests/s arriving over the last second (the frontend's
+        `req_rate`) and requests queued at the balancer for a server (the backend's `qcur`)."""
+        rows = self._rows()
+        fe = next((r for r in rows if r.get("pxname") == "fe" and r.get("svname") == "FRONTEND"), {})
+        be = next((r for r in rows if r.get("pxname") == BACKEND and r.get("svname") == "BACKEND"), {})
+        return {"rps": float(fe.get("req_rate") or 0), "queued": float(be.get("qcur") or 0)}
+
+    def _rows(self) -> list[dict]:
         lines = self.command("show stat").splitlines()
         if not lines or not lines[0].startswith("# "):
-            return {}
+            return []
         head = lines[0][2:].split(",")
+        return [dict(zip(head, line.split(","), strict=False)) for line in lines[1:]]
+
+    def stats(self) -> dict[str, dict]:
+        """Per server of the backend: its status and current sessions (`show stat`)."""
         out = {}
-        for line in lines[1:]:
-            row = dict(zip(head, line.split(","), strict=False))
+        for row in self._rows():
             if row.get("pxname") == BACKEND and row.get("svname") not in ("BACKEND", None):
                 out[row["svname"]] = {"status": row.get("status"),
                                       "scur": int(row.get("scur") or 0),

@@ -129,9 +129,25 @@ class ReplicaSet:
     def stop(self, name: str) -> None:
         """Drain `name` (no new request, those in flight finish within the drain bound),
         take it out of HAProxy, stop its process."""
+        self._finish_stop(name, self._begin_stop(name))
+
+    def stop_later(self, name: str) -> threading.Thread:
+        """`stop` on its own thread; `name` stops counting at once (a scale decision that
+        follows sees it gone)."""
+        was = self._begin_stop(name)
+        t = threading.Thread(target=self._finish_stop, args=(name, was),
+                             name=f"replica-{name}-stop", daemon=True)
+        t.start()
+        return t
+
+    def _begin_stop(self, name: str) -> str:
         rep = self.replicas[name]
         with self._lock:
             was, rep.state = rep.state, "draining"
+        return was
+
+    def _finish_stop(self, name: str, was: str) -> None:
+        rep = self.replicas[name]
         if was == "ready":
             self.lb.drain(name)
             deadline = time.monotonic() + self.drain_timeout_s

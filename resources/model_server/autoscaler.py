@@ -1,0 +1,110 @@
+"""The `local` autoscaler's controller loop: every `interval_s` it reads the metric over the
+ready replicas (their own /metrics gauges, as KEDA's Prometheus query reads vLLM's; `rps`
+from the balancer's frontend), asks the policy (autoscale.py) for the desired count, writes
+a `scale_decision` event when that count changes (contract §2.6: value the desired
+replicas, detail the reading), and starts or drains replicas to reach it. EMULATED, like
+everything on the embedded default.
+
+With no replica ready, no replica has gauges: the reading is then the requests arriving at
+the balancer (its frontend's requests/s, which counts the ones it turns away with 503 while
+no server is in the pool), as KEDA's scale-from-zero reads a metric from outside the pods."""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+
+from servingbench.resources.http.prometheus import parse
+from servingbench.resources.model_server.autoscale import Policy, State, decide
+from servingbench.resources.model_server.balancer import Balancer
+from servingbench.resources.model_server.events import Events
+from servingbench.resources.model_server.replicas import ReplicaSet
+
+SUBJECT = "local-autoscaler"
+# the engine's gauge per metric (vLLM's names, which the emulator serves)
+GAUGES = {"requests_waiting": ("vllm:num_requests_waiting",),
+          "requests_running": ("vllm:num_requests_running",),
+          "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")}
+
+
+def gauge(text: str, metric: str) -> float:
+    """The metric's value in one /metrics exposition (summed over label sets); 0 if absent."""
+    samples = parse(text)
+    for name in GAUGES[metric]:
+        if name in samples:
+            return sum(v for _, v in samples[name])
+    return 0.0
+
+
+class Autoscaler:
+    def __init__(self, policy: Policy, replicas: ReplicaSet, balancer: Balancer, events: Events,
+                 initial: int, interval_s: float = 1.0) -> None:
+        self.policy, self.replicas, self.lb, self.events = policy, replicas, balancer, events
+        self.interval_s = interval_s
+        self.desired = initial  # the desired count before the first decision (§3.7)
+        self.state = State()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = time.monotonic()
+
+    def reading(self) -> tuple[float, str]:
+        """(the metric's total over the ready replicas, what it was read from)."""
+        m = self.policy.metric
+        ready = self.replicas.ready
+        totals = self.lb.totals()
+        if m == "rps" or not ready:
+            return totals["rps"], f"rps={totals['rps']:g} at the balancer"
+        total = 0.0
+        for rep in ready:
+            try:
+                with urllib.request.urlopen(rep.metrics_url, timeout=2) as resp:
+                    total += gauge(resp.read().decode(errors="replace"), m)
+            except OSError:
+                continue  # a replica that does not answer adds nothing this round
+        if m == "requests_waiting":
+            total += totals["queued"]  # waiting at the balancer for a server
+        return total, f"{m}={total:g} over {len(ready)} ready replicas"
+
+    def tick(self, now: float | None = None) -> int:
+        """One round of the loop: read, decide, act. Returns the desired count."""
+        now = time.monotonic() - self._t0 if now is None else now
+        total, read = self.reading()
+        current = self.replicas.count()
+        desired = decide(now, current, total, self.policy, self.state)
+        if desired != self.desired:
+            self.events.add("scale_decision", SUBJECT, value=float(desired),
+                            detail=f"{read}; {current} current, target {self.policy.target:g}")
+            self.desired = desired
+        self.act(desired)
+        return desired
+
+    def act(self, desired: int) -> None:
+        """Start replicas up to `desired`, or drain the surplus (the ones still starting
+        first, then the newest ready)."""
+        current = self.replicas.count()
+        for _ in range(desired - current):
+            self.replicas.start()
+        for _ in range(current - desired):
+            starting = self.replicas.starting
+            name = starting[-1].name if starting else self.replicas.newest_ready()
+            if name is None:
+                break
+            self.replicas.stop_later(name)
+
+    # --- the loop -----------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="local-autoscaler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - one failed round (a socket hiccup) is skipped
+                continue
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
