@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from servingbench.pipelines import sweeps as sw
 from servingbench.pipelines.config import (
     _TYPES,
     DEFAULT_FILE,
@@ -21,7 +22,17 @@ from servingbench.pipelines.config import _candidate as candidate
 from servingbench.pipelines.config import _check_keys as check_keys
 from servingbench.pipelines.config import _read_yaml as read_yaml
 from servingbench.pipelines.sweeps import Sweep, expand
+from servingbench.resources.contract import yamltext
 from servingbench.resources.contract.candidate import Candidate
+
+
+def duplicates(names: list[str]) -> list[str]:
+    """The names given more than once, sorted; one pass (a count per name was quadratic)."""
+    seen: set[str] = set()
+    dupes: set[str] = set()
+    for n in names:
+        (dupes if n in seen else seen).add(n)
+    return sorted(dupes)
 
 
 def load_candidates(path: Path | str = DEFAULT_FILE) -> list[Candidate]:
@@ -54,11 +65,17 @@ def load_file(path: Path | str = DEFAULT_FILE) -> tuple[list[Candidate], list[Sw
     if not isinstance(raw_sweeps, dict):
         raise ConfigError(f"{where}.sweeps: expected a mapping of sweep name to {{base, matrix}}")
     by_name = {c.get("name"): c for c in raw if isinstance(c, dict)}
-    sweeps = [expand(name, body, by_name, defaults, where, base)
-              for name, body in raw_sweeps.items()]
+    sweeps, total = [], len(out)
+    for name, body in raw_sweeps.items():  # expanded one at a time: the cap stops it early
+        sweep = expand(name, body, by_name, defaults, where, base)
+        total += len(sweep.members) + len(sweep.skipped)
+        if total > sw.MAX_FILE_CANDIDATES:
+            raise ConfigError(f"{where}: more than {sw.MAX_FILE_CANDIDATES:,} candidates across "
+                              f"the file and its sweeps (reached at sweep "
+                              f"{yamltext.short(str(name))!r}); each is a partition")
+        sweeps.append(sweep)
     every = out + [m for s in sweeps for m in s.members]
-    names = [c.name for c in every] + [k.name for s in sweeps for k in s.skipped]
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    dupes = duplicates([c.name for c in every] + [k.name for s in sweeps for k in s.skipped])
     if dupes:
         raise ConfigError(f"{where}.candidates: duplicate name {dupes[0]!r}")
     runnable = {c.name for c in every}

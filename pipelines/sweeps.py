@@ -44,6 +44,10 @@ SWEEP_KEYS = {"base", "matrix"}
 NESTED = ("engine_args", "scenario", "llamacpp", "load", "quality")
 NOT_SWEPT = {"name", "pool"}
 MAX_VALUES, MAX_COMBINATIONS = 64, 4096
+# Across the whole file (its candidates and every sweep's combinations, runnable or skipped):
+# each is a Dagster partition, built when the code location starts, and the number of
+# sweeps is otherwise unbounded.
+MAX_FILE_CANDIDATES = 8192
 SHAPE = re.compile(r"(\d+)([kK]?)/(\d+)([kK]?)")  # 1k/8k: input/output tokens, k = 1024
 # the order of the parts of a derived name, whatever the order of the matrix keys
 ORDER = ("instance_type", "node_count", "engine", "tensor_parallel", "expert_parallel",
