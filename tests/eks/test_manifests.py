@@ -115,18 +115,30 @@ def test_engine_pods_are_locked_down(spec):
         assert "runAsNonRoot" not in sc
     else:
         assert sc["runAsNonRoot"] is True and sc["runAsUser"] == spec.run_as_user
-    # the API key: from the per-run Secret, never a literal; an engine that reads it from
-    # its environment (vLLM: VLLM_API_KEY) never sees it as an argument, which some engine
-    # versions print at start; only an engine without such a variable gets --api-key
+    # the API key: from the per-run Secret, never a literal and never an argument (some
+    # engine versions print their arguments at start, and /proc shows them to every process
+    # of the node): vLLM reads VLLM_API_KEY, SGLang its `--config` file, mounted read-only
+    # from the Secret
     c = pod["containers"][0]
     env_name = spec.runtime.api_key_env or API_KEY_ENV
     key_env = next(e for e in c["env"] if e["name"] == env_name)
     assert key_env["valueFrom"]["secretKeyRef"] == {"name": spec.api_key_secret, "key": "key"}
+    assert "--api-key" not in c["args"]
+    assert not any("API_KEY" in a or "$(" in a for a in c["args"])
     if spec.runtime.api_key_env:
-        assert "--api-key" not in c["args"] and not any("API_KEY" in a for a in c["args"])
         assert spec.engine.startswith("vllm") and env_name == "VLLM_API_KEY"
     else:
-        assert c["args"][c["args"].index("--api-key") + 1] == f"$({API_KEY_ENV})"
+        assert spec.engine == "sglang"
+        path = c["args"][c["args"].index("--config") + 1]
+        mount = next(m for m in c["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+        assert mount["readOnly"] is True
+        volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+        assert volume["secret"]["secretName"] == spec.api_key_secret
+        item = volume["secret"]["items"][0]
+        assert path == f"{mount['mountPath']}/{item['path']}" and path.endswith(".yaml")
+        key = "k3y-with:colon #and 'quotes\""  # whatever the key, YAML reads it back whole
+        secret = api_key_secret(spec, key)
+        assert yaml.safe_load(secret["stringData"][item["key"]]) == {"api-key": key}
     assert c["readinessProbe"]["httpGet"]["path"] == "/health"  # a probe cannot send the key
     # ingress to the engine only from the load generator
     assert policy["kind"] == "NetworkPolicy" and policy["spec"]["policyTypes"] == ["Ingress"]

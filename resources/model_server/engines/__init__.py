@@ -59,6 +59,10 @@ class Engine:
     # as an argument. A variable keeps the key out of the process's arguments, which some
     # engine versions print at start (and /proc shows to every process of the node).
     api_key_env: str | None = None
+    # for an engine without such a variable that reads its options from a YAML file: the
+    # option's name there (SGLang's `--config FILE`, `api-key: KEY`); the file comes from
+    # the run's Secret, mounted read-only, so the key is never an argument either
+    api_key_option: str | None = None
     # a swept setting's name (max_num_seqs, max_num_batched_tokens, kv_cache_dtype,
     # speculative, quantization, ...) -> its arguments in this engine's own spelling
     settings: Mapping[str, Setting] = field(default_factory=dict)

@@ -47,12 +47,14 @@ def launch(s) -> list[str]:
     if s.expert_parallel:
         args += ["--ep-size", str(s.tensor_parallel)]
     args += s.runtime.setting_args(s.swept)
-    return args + ["--api-key", s.api_key_ref] + list(s.extra_args)
+    # the key from a file SGLang reads itself (`--config`, SGLang >= 0.5.1), never an argument
+    return args + ["--config", s.api_key_config] + list(s.extra_args)
 
 
 ENGINE = Engine(
     name="sglang", accelerator="nvidia", where="eks", family="sglang",
     command=("python3", "-m", "sglang.launch_server"), launch=launch, settings=SETTINGS,
+    api_key_option="api-key",
     quantization={"bf16": None, "fp8": "fp8"},
     markers={
         "weights_loaded": ("Load weight end",),

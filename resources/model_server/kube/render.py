@@ -5,7 +5,8 @@ files hold.
 
 Images are pinned by digest (a tag can move under a benchmark). The Hugging Face token
 comes from the Secret `hf-token` (key `token`) by reference; the engine's API key from the
-per-run Secret `api_key_secret` builds (applied by the deployment, never rendered to a file).
+per-run Secret `api_key_secret` builds (applied by the deployment, never rendered to a file),
+through a variable or a mounted config file, never an argument.
 
 The pod is locked down: no service-account token, no privilege escalation, every
 capability dropped, seccomp RuntimeDefault, and only the load generator's source ranges
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -28,6 +30,7 @@ from servingbench.resources.model_server import engines
 DIGEST = re.compile(r"^[a-z0-9][^@\s]*@sha256:[0-9a-f]{64}$")
 LABEL_VALUE = re.compile(r"[^A-Za-z0-9._-]")
 PORT = 8000
+KEY_DIR, KEY_CONFIG = "/etc/servingbench/engine-key", "engine.yaml"  # the mounted config file
 API_KEY_ENV = "ENGINE_API_KEY"  # in the container; expanded into --api-key by Kubernetes
 LOADGEN_LABELS = {"app.kubernetes.io/name": "servingbench-loadgen"}  # an in-cluster load Job
 
@@ -125,6 +128,11 @@ class EngineSpec:
         return f"$({API_KEY_ENV})"
 
     @property
+    def api_key_config(self) -> str:
+        """The engine's config file holding its key (an engine with `api_key_option`)."""
+        return f"{KEY_DIR}/{KEY_CONFIG}"
+
+    @property
     def swept(self) -> dict:
         """Every setting the engine is launched with, by its common name, in launch order."""
         return {"quantization": self.quantization, "kv_cache_dtype": self.kv_cache_dtype,
@@ -142,6 +150,9 @@ def _container(s: EngineSpec) -> dict:
             "name": s.api_key_secret, "key": "key"}}},
         {"name": "HF_HOME", "value": "/models/hf"}]
     env += [dict(e) for e in engine.env]
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "models", "mountPath": "/models"}]
+    if engine.api_key_option:
+        mounts.append({"name": "engine-key", "mountPath": KEY_DIR, "readOnly": True})
     period = 10
     return {
         "name": "engine", "image": s.image, "imagePullPolicy": "IfNotPresent",
@@ -149,8 +160,7 @@ def _container(s: EngineSpec) -> dict:
         "ports": [{"name": "http", "containerPort": PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(limits), "limits": dict(limits)},
         "securityContext": container_security(s.run_as_user),
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"},
-                         {"name": "models", "mountPath": "/models"}],
+        "volumeMounts": mounts,
         "startupProbe": {"httpGet": {"path": "/health", "port": "http"},
                          "periodSeconds": period, "failureThreshold": s.startup_timeout_s // period},
         # /health, not /v1/models: the /v1 routes need the API key, a probe cannot send it
@@ -193,8 +203,14 @@ def labels(s: EngineSpec) -> dict[str, str]:
 
 
 def api_key_secret(s: EngineSpec, key: str) -> dict:
-    """The per-run Secret holding the engine's API key (applied, never written to a file)."""
-    return key_secret(s.api_key_secret, s.namespace, labels(s), s.run_id, key)
+    """The per-run Secret holding the engine's API key (applied, never written to a file);
+    for an engine that reads it from its config file, that file too (`option: "KEY"`, the
+    key as a JSON string, which YAML reads as the same string)."""
+    secret = key_secret(s.api_key_secret, s.namespace, labels(s), s.run_id, key)
+    option = s.runtime.api_key_option
+    if option:
+        secret["stringData"][KEY_CONFIG] = f"{option}: {json.dumps(key)}\n"
+    return secret
 
 
 def key_secret(name: str, namespace: str, labels: dict[str, str], run_id: str, key: str) -> dict:
@@ -244,6 +260,10 @@ def render(s: EngineSpec) -> list[dict]:
                         {"name": "dshm", "emptyDir": {"medium": "Memory",
                                                       "sizeLimit": f"{s.shm_gib}Gi"}},
                         {"name": "models", "emptyDir": {}},
+                        *([{"name": "engine-key", "secret": {
+                            "secretName": s.api_key_secret, "defaultMode": 0o400,
+                            "items": [{"key": KEY_CONFIG, "path": KEY_CONFIG}]}}]
+                          if s.runtime.api_key_option else []),
                     ],
                 },
             },
