@@ -13,6 +13,7 @@ import boto3
 import pytest
 from servingbench.resources.aws.caller import AwsCallError
 from servingbench.resources.cluster.eks_api import OWNER_TAG, RUN_TAG, EksNodegroups, NodegroupSpec
+from servingbench.resources.cluster.fis import FisInterruptions, template
 from servingbench.resources.cluster.reaper import reap_nodegroups
 
 from tests.support.eks import iam
@@ -27,7 +28,8 @@ THEIRS = "sb-someone-elses-run"
 def pipeline_policy() -> dict:
     text = (ROOT / "docs/iam-policy.json").read_text()
     for k, v in {"ACCOUNT_ID": iam.ACCOUNT, "REGION": REGION, "CLUSTER_NAME": "bench",
-                 "NODE_ROLE_NAME": "sb-nodes", "OWNER_ID": OWNER}.items():
+                 "NODE_ROLE_NAME": "sb-nodes", "FIS_ROLE_NAME": "sb-fis",
+                 "OWNER_ID": OWNER}.items():
         text = text.replace(k, v)
     return json.loads(text)
 
@@ -88,3 +90,48 @@ def test_the_evaluator_sees_the_takeover_the_old_statement_allowed():
     extra = ctx | {"aws:TagKeys": [OWNER_TAG, "team"]}
     extra.pop(f"aws:ResourceTag/{OWNER_TAG}")
     assert not iam.allowed([pipeline_policy()], "eks:TagResource", arn, extra)  # keys limited
+
+
+FIS_ROLE = f"arn:aws:iam::{iam.ACCOUNT}:role/sb-fis"
+
+
+@pytest.fixture
+def restricted_fis(moto, monkeypatch):
+    """(FisInterruptions as the restricted identity, an admin FIS client, another
+    installation's template id)."""
+    endpoint, session = moto
+    admin = session.client("fis", region_name=REGION, endpoint_url=endpoint)
+    theirs = admin.create_experiment_template(
+        **template("someone-elses-run", "another-team", FIS_ROLE))["experimentTemplate"]["id"]
+    creds = iam.identity(endpoint, "sb-pipeline", pipeline_policy())
+    mine = boto3.Session(aws_access_key_id=creds["AWS_ACCESS_KEY_ID"],
+                         aws_secret_access_key=creds["AWS_SECRET_ACCESS_KEY"], region_name=REGION)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    fis = FisInterruptions(mine, REGION, role_arn=FIS_ROLE, owner=OWNER, endpoint_url=endpoint)
+    with iam.enforce(monkeypatch):
+        yield fis, admin, theirs
+
+
+def test_the_fis_path_runs_under_exactly_the_documented_policy(restricted_fis):
+    fis, _, _ = restricted_fis
+    with fis.template_for(RUN) as template_id:
+        (experiment,) = fis.start_due(template_id, RUN, [0.0], elapsed_s=1)
+        got = fis.call(fis.fis, "get_experiment", id=experiment)["experiment"]
+        assert got["experimentTemplateId"] == template_id
+    assert iam.DENIED == []
+
+
+def test_another_installations_template_can_be_neither_started_nor_deleted(restricted_fis):
+    fis, _, theirs = restricted_fis
+    with pytest.raises(AwsCallError, match="fis:StartExperiment"):
+        fis.start(theirs, RUN)
+    with pytest.raises(AwsCallError, match="fis:DeleteExperimentTemplate"):
+        fis.delete(theirs)
+    # nor can a template be made that hands FIS some other role
+    other = FisInterruptions(boto3.Session(region_name=REGION), REGION,
+                             role_arn=f"arn:aws:iam::{iam.ACCOUNT}:role/admin", owner=OWNER)
+    other.fis, other.call = fis.fis, fis.call  # the restricted identity's client
+    with pytest.raises(AwsCallError, match="fis:CreateExperimentTemplate"):
+        other.create(RUN)
+    assert [a for a, _ in iam.DENIED] == ["fis:StartExperiment", "fis:DeleteExperimentTemplate",
+                                          "iam:PassRole"]

@@ -6,7 +6,8 @@ action (and, for S3, the bucket/key ARN): it treats every other resource as `*` 
 ignores the condition operators the project's policies rely on. moto's server runs in the
 test process, so `enforce()` replaces that one check with `allowed()` below, which
 
-- matches resource ARNs (EKS clusters and node groups, EC2 launch templates, S3 objects);
+- matches resource ARNs (EKS clusters and node groups, EC2 launch templates, FIS templates
+  and experiments, S3 objects);
 - evaluates StringEquals, StringLike, Null, ArnLike and ForAllValues:StringEquals against the
   request's context: `aws:RequestTag/*`, `aws:TagKeys`, `aws:ResourceTag/*` (the tags the
   resource carries in moto's backend), `s3:prefix`, `iam:PassedToService`,
@@ -186,6 +187,46 @@ def _s3_checks(req, resource: str) -> list[tuple[str, str, dict]]:
     return checks
 
 
+def _fis_checks(req, region: str) -> list[tuple[str, str, dict]]:
+    """FIS: a template's or experiment's ARN and tags (moto's backend); creating one is also
+    authorized on the action it names and, with tags, as fis:TagResource; starting one also
+    on the experiment it makes; the role it passes as iam:PassRole to FIS."""
+    from moto.fis.models import fis_backends
+
+    backend = fis_backends[req.account_id][region]
+    parts = [unquote(p) for p in urlsplit(req._path).path.strip("/").split("/")]
+    action = req._action
+    body = json.loads(req._body or b"{}") if req._body else {}
+    arn = f"arn:aws:fis:{region}:{req.account_id}"
+    request_tags = body.get("tags") or None
+    if action == "fis:CreateExperimentTemplate":
+        ctx = _tags_ctx(request_tags, None)
+        checks = [(action, f"{arn}:experiment-template/*", ctx)]
+        checks += [(action, f"{arn}:action/{a['actionId']}", ctx)
+                   for a in (body.get("actions") or {}).values()]
+        if request_tags:
+            checks.append(("fis:TagResource", f"{arn}:experiment-template/*", ctx))
+        if body.get("roleArn"):
+            checks.append(("iam:PassRole", body["roleArn"],
+                           {"iam:PassedToService": ["fis.amazonaws.com"]}))
+        return checks
+    if action == "fis:StartExperiment":
+        template = backend.experiment_templates.get(body.get("experimentTemplateId", ""))
+        have = backend.tagger.get_tag_dict_for_resource(template.arn) if template else {}
+        new = _tags_ctx(request_tags, None)
+        checks = [(action, f"{arn}:experiment-template/{body.get('experimentTemplateId')}",
+                   _tags_ctx(None, have)), (action, f"{arn}:experiment/*", new)]
+        if request_tags:
+            checks.append(("fis:TagResource", f"{arn}:experiment/*", new))
+        return checks
+    # one template or experiment by id: /experimentTemplates/{id}, /experiments/{id}[/...]
+    kind = {"experimentTemplates": "experiment-template", "experiments": "experiment"}[parts[0]]
+    found = (backend.experiment_templates if kind == "experiment-template"
+             else backend.experiments).get(parts[1])
+    have = backend.tagger.get_tag_dict_for_resource(found.arn) if found else {}
+    return [(action, f"{arn}:{kind}/{parts[1]}", _tags_ctx(None, have))]
+
+
 DENIED: list[tuple[str, str]] = []  # (action, resource) of every denial, for a test to show
 
 
@@ -208,6 +249,8 @@ def _check(self, resource: str) -> None:
         checks = _eks_checks(self, self._region)
     elif service == "ec2":
         checks = _ec2_checks(self, self._region)
+    elif service == "fis":
+        checks = _fis_checks(self, self._region)
     else:
         checks = [(self._action, resource, {})]
     for action, res, ctx in checks:
