@@ -113,3 +113,19 @@ def test_neuron_compile_cache_hit_or_miss(lines, want):
 def test_an_engine_without_cache_markers_says_nothing():
     line = T + "01:00.0Z INFO Using a cached neff at /c/model.neff"
     assert kev.compile_cache([line], "vllm") is None
+
+
+def test_a_notice_from_ec2_names_the_node_once():
+    """FIS/EC2 reports the instance: its Node gets the notice at EC2's time, and its later
+    cordon adds no second one; an instance that is no Node of the run is ignored."""
+    watch = kev.NodeWatch()
+    n = node("ip-10-0-1-5", T + "05:00Z", T + "06:00Z")
+    n["spec"]["providerID"] = "aws:///us-east-1a/i-0abc"
+    watch.observe([n], ns(T + "10:00Z"))
+    assert watch.notice("i-0fff", ns(T + "20:00Z")) == []
+    assert watch.notice("i-0abc", ns(T + "20:00Z")) == [
+        (ns(T + "20:00Z"), "interruption_notice", "ip-10-0-1-5", None, "instance i-0abc")]
+    cordoned = node("ip-10-0-1-5", T + "05:00Z", T + "06:00Z", cordoned=T + "20:05Z")
+    assert watch.observe([cordoned], ns(T + "21:00Z")) == []
+    assert watch.observe([], ns(T + "22:00Z")) == [
+        (ns(T + "22:00Z"), "interruption", "ip-10-0-1-5", None, None)]

@@ -59,6 +59,19 @@ class NodeWatch:
         self.ready: set[str] = set()
         self.noticed: set[str] = set()
         self.gone: set[str] = set()
+        self.last: dict[str, dict] = {}  # the latest list, by name
+
+    def notice(self, instance_id: str, at_ns: int) -> list[Event]:
+        """A spot interruption notice EC2/FIS reported for `instance_id`, at its own time:
+        an `interruption_notice` for the instance's Node (matched by providerID), unless its
+        cordon was already seen; nothing for an instance that is no Node of the run."""
+        name = next((n for n, node in self.last.items()
+                     if (node.get("spec") or {}).get("providerID", "").rsplit("/", 1)[-1]
+                     == instance_id), None)
+        if name is None or name in self.noticed:
+            return []
+        self.noticed.add(name)
+        return [(at_ns, "interruption_notice", name, None, f"instance {instance_id}")]
 
     def observe(self, nodes: list[dict], now_ns: int) -> list[Event]:
         out: list[Event] = []
@@ -81,6 +94,7 @@ class NodeWatch:
                          if t.get("key") in CORDON_TAINTS]
                 at = next((a for a in added if a is not None), now_ns)
                 out.append((at, "interruption_notice", name, None, None))
+        self.last = {n["metadata"]["name"]: n for n in nodes if n.get("metadata")}
         for name in sorted(self.seen - names - self.gone):
             self.gone.add(name)
             out.append((now_ns, "interruption" if name in self.noticed else "node_gone",
@@ -170,13 +184,22 @@ class RunEvents:
         return (self.kube.list("Event", field_selector=f"involvedObject.name={name}"),
                 self.kube.pod_log(name, "engine"))
 
+    def notice(self, instance_id: str, at_ns: int) -> list[Event]:
+        """Record a notice from EC2/FIS (resources/cluster/fis.py `notices`)."""
+        new = self.nodes.notice(instance_id, at_ns)
+        self._keep(new)
+        return new
+
+    def _keep(self, new: list[Event]) -> None:
+        self.events += new
+        if self.sink is not None:
+            for at, kind, subject, value, detail in new:
+                self.sink.add(kind, subject, at, value, detail)
+
     def poll(self) -> list[Event]:
         now = self.clock()
         nodes = self.kube.list("Node", label_selector=f"{NODEGROUP_NODE_LABEL}={self.nodegroup}")
         pods = self.kube.list("Pod", label_selector=f"app.kubernetes.io/instance={self.spec.name}")
         new = self.nodes.observe(nodes, now) + self.replicas.observe(pods, now)
-        self.events += new
-        if self.sink is not None:
-            for at, kind, subject, value, detail in new:
-                self.sink.add(kind, subject, at, value, detail)
+        self._keep(new)
         return new
