@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import dagster as dg
+from servingbench.assets.peer_prefix import LEDGER, listing, read_ledger, record, to_download
 from servingbench.resources.analysis.analyze import analyze_run
 from servingbench.resources.analysis.summary import table
 from servingbench.resources.contract import manifest as mf
@@ -23,7 +24,7 @@ from servingbench.resources.peers.records import (
     read_result,
     write_run,
 )
-from servingbench.resources.storage.runstore import RunStoreError, download, is_remote
+from servingbench.resources.storage.runstore import RunStoreError, get, is_remote
 
 COLUMNS = [("result", "result", ""), ("run_id", "run", ""), ("outcome", "outcome", "")]
 
@@ -79,15 +80,23 @@ def import_peer_results(context, config: PeerImportConfig) -> list[dict]:
     runs_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="peer-import-") as tmp:
         folder = Path(config.source)
+        skipped: list[dict] = []
         if is_remote(config.source):
+            ledger_path = runs_dir.parent / LEDGER
+            ledger = read_ledger(ledger_path)
             try:
-                download(config.source, Path(tmp))
+                listed = listing(config.source)
+                keys, skipped = to_download(config.peer, listed, ledger.get(config.source, {}),
+                                            runs_dir)
+                get(config.source, keys, Path(tmp))
             except (RunStoreError, OSError) as exc:
                 raise dg.Failure(description=f"source: {exc}") from None
             folder = Path(tmp)
         elif not folder.is_dir():
             raise dg.Failure(description=f"source: {config.source} is not a folder")
-        rows = import_results(folder, config, runs_dir)
+        rows = skipped + import_results(folder, config, runs_dir)
+        if is_remote(config.source):
+            record(ledger_path, ledger, config.source, config.peer, listed, rows)
     for row in rows:
         if row.get("run_dir") and row["outcome"] in ("accepted", "rejected by a gate"):
             storage.publish_folder(Path(row["run_dir"]),

@@ -90,3 +90,55 @@ def test_a_hostile_file_is_its_own_outcome_and_the_files_after_it_still_import(t
         assert rows[name]["outcome"].startswith("malformed: "), rows[name]
         assert name in rows[name]["outcome"]
     assert rows["9-good.json"]["outcome"] == "accepted"
+
+
+def _upload(moto_server, monkeypatch, files: dict[str, Path]) -> str:
+    import boto3
+
+    prefix = fresh_s3_bucket(moto_server, monkeypatch)
+    bucket, key = prefix[len("s3://"):].split("/", 1)
+    for name, local in files.items():
+        boto3.client("s3").upload_file(str(local), bucket, f"{key}/drop/{name}")
+    return f"{prefix}/drop"
+
+
+def test_a_result_imported_before_is_not_downloaded_again(tmp_path, moto_server,
+                                                          monkeypatch) -> None:
+    from servingbench.assets import peer_import
+
+    source = _upload(moto_server, monkeypatch, {"a.json": FIXTURE, "notes/readme.txt": FIXTURE})
+    fetched: list[list[str]] = []
+    real_get = peer_import.get
+    monkeypatch.setattr(peer_import, "get",
+                        lambda uri, names, local: fetched.append(list(names)) or
+                        real_get(uri, names, local))
+    data = tmp_path / "data"
+    first = {r["result"]: r for r in run_job(data, source).output_for_node("import_peer_results")}
+    assert first["a.json"]["outcome"] == "accepted"
+    assert fetched == [["a.json"]]  # what is no peer's result is not downloaded either
+    again = {r["result"]: r for r in run_job(data, source).output_for_node("import_peer_results")}
+    assert again["a.json"]["outcome"] == "already imported"
+    assert fetched[-1] == []  # decided from the listing and the ledger: nothing fetched
+
+
+def test_a_prefix_past_its_caps_is_refused_and_a_big_file_is_not_fetched(
+        tmp_path, moto_server, monkeypatch) -> None:
+    from servingbench.assets import peer_prefix
+    from servingbench.resources.peers import records
+
+    source = _upload(moto_server, monkeypatch, {"a.json": FIXTURE, "b.json": FIXTURE})
+    monkeypatch.setattr(peer_prefix, "MAX_PREFIX_FILES", 1)
+    defs = build_definitions(Settings(data_dir=tmp_path / "data"))
+    result = defs.resolve_job_def("peer_import_job").execute_in_process(
+        run_config={"ops": {"import_peer_results": {"config": {"peer": "vllm",
+                                                               "source": source}}}},
+        instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
+    assert not result.success
+    failure = result.failure_data_for_node("import_peer_results").error.message
+    assert "more than 1 objects; import a narrower prefix" in failure
+    monkeypatch.setattr(peer_prefix, "MAX_PREFIX_FILES", 100)
+    monkeypatch.setattr(records, "MAX_FILE_BYTES", 1024)
+    rows = {r["result"]: r for r in run_job(tmp_path / "data", source)
+            .output_for_node("import_peer_results")}
+    assert rows["a.json"]["outcome"] == ("malformed: a.json: larger than 1024 bytes; "
+                                         "not downloaded")
