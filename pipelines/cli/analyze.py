@@ -33,6 +33,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--slo-tpot-s", type=positive_floats, default=[DEFAULT_SLO[1]],
                    help="p99 TPOT SLO in seconds, paired with --slo-ttft-s (default 0.1)")
     p.add_argument("--json", action="store_true", help="print gates and tables as JSON")
+    p.add_argument("--complete", action="store_true",
+                   help="s3://…/runs/<id> only: analyze and publish a folder left without its "
+                        "_COMPLETE marker (an analyze or publish that died halfway); every "
+                        "file goes back, marker last")
     return p
 
 
@@ -50,8 +54,12 @@ def main(argv: list[str]) -> int:
             return MALFORMED
     slos = list(zip(ttft, tpot, strict=True))
     gx.preload()  # Great Expectations imports (seconds) while DuckDB opens and scans the run
+    if args.complete and not is_remote(args.run_dir):
+        print("servingbench analyze: --complete: expected s3://…/runs/<run_id> (a local "
+              "folder has no marker to complete)", file=sys.stderr)
+        return MALFORMED
     if is_remote(args.run_dir):
-        result = _analyze_remote(args.run_dir, slos)
+        result = _analyze_remote(args.run_dir, slos, args.complete)
         if result is None:
             return MALFORMED
     else:
@@ -72,18 +80,21 @@ def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
             for p in folder.rglob("*") if p.is_file()}
 
 
-def _analyze_remote(uri: str, slos):
+def _analyze_remote(uri: str, slos, complete: bool = False):
     """Analyze a published run folder in place: fetch it, analyze the copy, send back what
-    the analyzer wrote or changed (and delete what it withheld), marker last."""
+    the analyzer wrote or changed (and delete what it withheld), marker last. `complete`:
+    the folder may lack its marker (the temporary copy of an analyze that died while
+    publishing died with it; the folder on S3 is all there is), and every file goes back."""
+    uri = uri.rstrip("/")
     with tempfile.TemporaryDirectory(prefix="servingbench-analyze-") as tmp:
         local = Path(tmp) / "run"
         try:
-            fetch(uri, local)
+            fetch(uri, local, unmarked=complete)
             before = _snapshot(local)
             result = analyze_run(local, slos=slos)
             after = _snapshot(local)
             # marker away, withheld files deleted, new ones copied, marker back, in that order
-            publish(local, uri, [n for n in after if before.get(n) != after[n]],
+            publish(local, uri, [n for n in after if complete or before.get(n) != after[n]],
                     status=PUBLISH_STATUS.get(result.exit_code, "failed"),
                     drop=[n for n in before if n not in after])
         except (RunStoreError, OSError) as exc:

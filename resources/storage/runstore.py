@@ -252,17 +252,21 @@ def is_complete(uri: str, client=None) -> bool:
     return fs.get_file_info(f"{base}/{MARKER}").type == pafs.FileType.File
 
 
-def fetch(uri: str, local_dir: Path) -> Path:
-    """Copy a complete run folder to `local_dir`; a folder without its marker is refused,
-    and so is any key that would land outside `local_dir` (all checked before one file is
-    written)."""
+def fetch(uri: str, local_dir: Path, unmarked: bool = False) -> Path:
+    """Copy a complete run folder to `local_dir`; a folder without its marker is refused
+    (`unmarked`: taken as it is, to complete a publish that stopped halfway, if it holds a
+    manifest), and so is any key that would land outside `local_dir` (all checked before
+    one file is written)."""
     fs, base = filesystem(uri)
-    if not is_complete(uri):
+    if not is_complete(uri) and not unmarked:
         raise RunStoreError(f"{uri}: no {MARKER} marker (the run is not finished, or this "
-                            "is not a run folder); `servingbench publish` completes a publish "
-                            "that stopped halfway")
+                            "is not a run folder); `servingbench analyze --complete URI` "
+                            "completes an analyze on S3 that stopped halfway, "
+                            "`servingbench publish RUN_DIR URI` a publish from a local copy")
     local = pafs.LocalFileSystem()
     names = [n for n in _files(fs, base) if n != MARKER]
+    if "manifest.json" not in names:
+        raise RunStoreError(f"{uri}: no manifest.json: not a run folder")
     targets = {n: _local_target(local_dir, n) for n in names}
     for name, target in targets.items():
         target.parent.mkdir(parents=True, exist_ok=True)

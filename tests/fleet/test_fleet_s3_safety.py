@@ -172,3 +172,33 @@ def test_a_deeply_nested_manifest_or_marker_never_breaks_the_index(s3_bucket, tm
                     ("run-c", None, "p5-scout-bf16-tp8", False)]
     with pytest.raises(runstore.RunStoreError, match="malformed marker"):
         runstore.marker(f"{s3_bucket}/runs/run-c")
+
+
+def test_a_remote_analyze_that_died_mid_publish_is_completed_from_the_folder_itself(
+        s3_bucket, tmp_path, monkeypatch, capsys):
+    """`servingbench analyze s3://…` fetches into a temporary folder that dies with it: the
+    only copy left is the unmarked folder on S3. `analyze --complete` pulls that folder
+    without its marker, analyzes it again and publishes it, marker last."""
+    uri = _published(s3_bucket, tmp_path, "run-m")
+    real, calls = runstore._copy, []
+
+    def dies_publishing(*args):
+        calls.append(args)
+        if len(calls) > 1 and args[0].type_name == "local":  # the second upload of the analyze
+            raise OSError("the pod was evicted")
+        real(*args)
+
+    monkeypatch.setattr(runstore, "_copy", dies_publishing)
+    assert cli(["analyze", uri]) == 2
+    monkeypatch.setattr(runstore, "_copy", real)
+    assert runstore.marker(uri) is None  # taken away first, never written back
+    capsys.readouterr()
+    assert cli(["analyze", uri]) == 2  # a folder without its marker is refused ...
+    assert "analyze --complete" in capsys.readouterr().err  # ... saying how to complete it
+    assert cli(["analyze", "--complete", uri]) == 0
+    assert runstore.marker(uri)["status"] == "accepted"
+    back = runstore.fetch(uri, tmp_path / "back")
+    assert {"gates.json", "cost_per_1m.parquet", "manifest.json"} <= {p.name for p in back.iterdir()}
+    # a folder that is no run (no manifest) is not completed into one
+    assert cli(["analyze", "--complete", f"{s3_bucket}/runs/nothing-here"]) == 2
+    assert runstore.marker(f"{s3_bucket}/runs/nothing-here") is None
