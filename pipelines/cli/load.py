@@ -249,7 +249,7 @@ DAY_CSV = Path(__file__).resolve().parents[1] / "day_load.csv"  # the shipped 24
 def schedule_from_arg(text: str):
     """`--schedule FILE|SHAPE[:KEY=VALUE,...]` → a schedule Scenario; LoadConfigError names
     the flag (and the file and key)."""
-    import yaml
+    from servingbench.resources.contract import yamltext
     from servingbench.resources.loadgen.scenarios.schedule import SHAPES
     from servingbench.resources.loadgen.scenarios.spec import from_mapping, suggest
 
@@ -260,7 +260,10 @@ def schedule_from_arg(text: str):
             key, sep, value = part.partition("=")
             if not sep:
                 raise LoadConfigError(f"--schedule: expected KEY=VALUE after {shape}:, got {part!r}")
-            keys[key.strip()] = yaml.safe_load(value)
+            try:
+                keys[key.strip()] = yamltext.load(value)
+            except yamltext.YamlError as exc:
+                raise LoadConfigError(f"--schedule: {key.strip()}: {exc}") from None
         if shape == "day":
             keys.setdefault("day_csv", str(DAY_CSV))
         return from_mapping({"kind": "schedule", **keys}, "--schedule")[0]
@@ -268,10 +271,11 @@ def schedule_from_arg(text: str):
     if not path.is_file():
         raise LoadConfigError(f"--schedule: {text!r} is neither a file nor a shape "
                               f"({', '.join(SHAPES)})" + suggest(shape, SHAPES))
-    try:
-        obj = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise LoadConfigError(f"--schedule: {path}: not readable YAML ({exc})") from None
+    try:  # no anchors or aliases: a few hundred bytes of them expand to gigabytes
+        obj = yamltext.load(path.read_text())
+    except (OSError, UnicodeDecodeError, yamltext.YamlError) as exc:
+        raise LoadConfigError(f"--schedule: {path}: not readable YAML "
+                              f"({yamltext.short(str(exc), 300)})") from None
     if isinstance(obj, list):  # a bare list of segments
         obj = {"segments": obj}
     if not isinstance(obj, dict):

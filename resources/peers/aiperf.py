@@ -151,7 +151,7 @@ def _request(rec: dict, n: int, path: Path, steps: dict, chunks: dict | None) ->
     mwhere = f"{where}.metadata"
     phase_name = need(md, "phase_name", str, mwhere, path)
     if phase_name not in steps:
-        raise PeerFileError(f"{path}: {mwhere}.phase_name: {phase_name!r} is not a phase of "
+        raise PeerFileError(f"{path}: {mwhere}.phase_name: {short(repr(phase_name))} is not a phase of "
                             f"{SUMMARY} (records of another run?)")
     step, mode, target, _ = steps[phase_name]
     bench_phase = need(md, "benchmark_phase", str, mwhere, path)

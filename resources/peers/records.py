@@ -348,7 +348,8 @@ def _check(run: PeerRun) -> None:
         seen.add(r.request_id)
     for r in run.requests:
         if r.status not in STATUSES:
-            raise PeerFileError(f"{run.files[0]}: request {r.request_id}: status {r.status!r}")
+            raise PeerFileError(f"{run.files[0]}: request {_short(r.request_id)}: status "
+                                f"{_short(r.status)}")
 
 
 def _request_rows(run: PeerRun, run_id: str, phase: str) -> pa.Table:

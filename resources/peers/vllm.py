@@ -19,6 +19,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from servingbench.resources.contract.yamltext import short
 from servingbench.resources.peers.records import (
     NS,
     NUM,
@@ -62,7 +63,8 @@ def _anchor_ns(doc: dict, path: Path, anchor_ns: int | None) -> tuple[int, str |
     try:
         saved = datetime.strptime(date, "%Y%m%d-%H%M%S").replace(tzinfo=UTC)
     except ValueError:
-        raise PeerFileError(f"{path}: result.date: {date!r} is not vLLM's YYYYMMDD-HHMMSS") from None
+        raise PeerFileError(f"{path}: result.date: {short(repr(date))} is not vLLM's "
+                            "YYYYMMDD-HHMMSS") from None
     saved_ns = int(saved.timestamp()) * NS
     note = ("vllm keeps relative send times only: the run is placed so that its last chunk "
             f"falls at the file's `date` {date} read as UTC (vLLM writes the saving "

@@ -45,6 +45,8 @@ VLLM = {
     "1e400 latency": (lambda d: _raw(d, '"latencies": [0.035', '"latencies": [1e400'),
                       "latencies"),
     "deep nesting": (lambda d: "[" * 100_000, "nested"),
+    "a 100,000-character date, echoed short": (lambda d: d.update(date="9" * 100_000),
+                                               "result.date"),
 }
 
 

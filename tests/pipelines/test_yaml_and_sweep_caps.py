@@ -79,3 +79,14 @@ def test_duplicate_names_are_found_in_one_pass():
     names = [Counted(f"c{i}") for i in range(n)] + [Counted("c7")]
     assert catalog.duplicates(names) == ["c7"]
     assert Counted.compared < 10 * n  # `names.count(n)` per name compared n^2 times
+
+
+def test_a_schedule_file_with_aliases_is_exit_2(tmp_path, capsys):
+    from servingbench.pipelines.cli import load as load_cli
+
+    path = tmp_path / "schedule.yaml"
+    path.write_text("seg: &s {duration_s: 1, rate: 1}\nsegments: [*s, *s]\n")
+    code = load_cli.main(["--endpoint", "http://127.0.0.1:9", "--model", "m", "--out",
+                          str(tmp_path / "r"), "--schedule", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "schedule.yaml" in err and "anchors and aliases are not accepted" in err
