@@ -15,7 +15,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 STAMP := $(VENV)/.servingbench-synced
 
-.PHONY: setup demo demo-real engine test check lint ui bench clean chromium haproxy peers
+.PHONY: setup demo demo-episode demo-real engine test check lint ui bench clean chromium haproxy peers
 
 setup: $(STAMP)
 
@@ -35,6 +35,11 @@ $(STAMP): pyproject.toml setup.py uv.lock | $(UV)
 
 demo: $(STAMP)
 	$(VENV)/bin/servingbench demo
+
+# Episodes (docs/episodes.md): a spike that scales out and a scale from zero, each on emulator
+# replicas behind HAProxy under the local autoscaling policy, EMULATED.
+demo-episode: $(STAMP) haproxy
+	$(VENV)/bin/servingbench demo --candidates pipelines/candidates_episodes.yaml
 
 # The real local engine: the wheel is built once with portable CPU flags into
 # ~/.cache/servingbench/wheels (minutes on 2 cores), then reinstalled from there in seconds;

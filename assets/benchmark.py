@@ -56,6 +56,9 @@ def initial_manifest(candidate: Candidate, run_id: str, source: str) -> dict:
              price_basis=candidate.price.as_manifest() if candidate.price else None,
              accelerator=accelerators.accelerator_of(candidate.instance_type),
              accelerators_per_node=accelerators.per_node_of(candidate.instance_type))
+    if candidate.replicas is not None:
+        m["replicas"] = dict(candidate.replicas)
+        m["autoscaling"] = None if candidate.autoscaling is None else dict(candidate.autoscaling)
     if candidate.sweep is not None:
         m["sweep"] = {"name": candidate.sweep["name"], "settings": dict(candidate.sweep["settings"])}
     if candidate.price and candidate.price.bases:

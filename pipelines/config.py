@@ -80,6 +80,9 @@ _TYPES: dict[str, tuple[Any, str]] = {
                   "emulated_tokens (N or [LO, HI])"),
     "engine_args": (dict, "a mapping with max_num_seqs, max_num_batched_tokens, kv_cache_dtype, "
                           "speculative"),
+    "replicas": (dict, "a mapping with min, max, initial"),
+    "autoscaling": (dict, "a mapping with policy, metric, target, activation_target, "
+                    "scale_up_cooldown_s, scale_down_cooldown_s"),
 }
 _LLAMACPP_KEYS = {"model_file", "threads", "parallel", "requantize_from"}
 _QUALITY_KEYS = {"reference", "margin", "items", "seed", "dataset", "max_tokens"}
@@ -98,6 +101,8 @@ def _check_scenario(scenario, base: Path, where: str) -> None:
 
     if isinstance(scenario, dict) and isinstance(scenario.get("trace"), str):
         scenario["trace"] = str(base / scenario["trace"])
+    if isinstance(scenario, dict) and isinstance(scenario.get("day_csv"), str):
+        scenario["day_csv"] = str(base / scenario["day_csv"])
     try:
         from_mapping(scenario, where)
     except LoadConfigError as exc:
@@ -358,9 +363,31 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
     if speculative is not None and engine_args.get("speculative") not in (None, False):
         raise ConfigError(f"{where}.engine_args.speculative: the candidate's `speculative` "
                           "key already sets it; give one of the two")
+    replicas, autoscaling = _replica_plan(merged.pop("replicas", None),
+                                          merged.pop("autoscaling", None), where)
     return Candidate(**{**merged, "scenario": dict(scenario), "load": load, "price": basis,
                         "llamacpp": llamacpp, "quality": quality, "engine_args": engine_args,
-                        "speculative": speculative, "reasoning": reasoning})
+                        "speculative": speculative, "reasoning": reasoning,
+                        "replicas": replicas, "autoscaling": autoscaling})
+
+
+def _replica_plan(replicas, autoscaling, where: str) -> tuple[dict | None, dict | None]:
+    """`replicas {min, max, initial}` and `autoscaling {...}` checked (contract §2.1); an
+    autoscaling without replicas scales one replica between its defaults' bounds."""
+    from servingbench.resources.model_server.replicated import check_autoscaling, check_replicas
+
+    if replicas is None and autoscaling is None:
+        return None, None
+    try:
+        reps = check_replicas(replicas if replicas is not None else {}, f"{where}.replicas")
+        scaling = (None if autoscaling is None
+                   else check_autoscaling(autoscaling, reps, f"{where}.autoscaling"))
+    except ValueError as exc:
+        msg = str(exc)
+        if not msg.startswith(where):  # the policy's own check names the bare key
+            msg = f"{where}.{msg}"
+        raise ConfigError(msg) from None
+    return reps, scaling
 
 
 def _engine_args(raw: dict, merged: dict, where: str) -> dict:

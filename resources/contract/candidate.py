@@ -130,6 +130,10 @@ class Candidate:
     engine_args: dict = field(default_factory=dict)
     # {name, settings} when the candidate is one combination of a sweep (pipelines/sweeps.py)
     sweep: dict | None = None
+    # several replicas behind one endpoint, {min, max, initial}, and how their number changes
+    # (contract §2.1 `replicas`, `autoscaling`); None: one fixed replica
+    replicas: dict | None = None
+    autoscaling: dict | None = None
 
     @property
     def model_key(self) -> str:

@@ -43,7 +43,9 @@ NOT_NULL = {"run_id", "source", "created_at", "instance_ids", "phases", "steps"}
 # per node; `sweep`, when the candidate is one combination of a sweep; the what-if
 # `price_bases`; `import`, for a run imported from another tool.
 OPTIONAL_KEYS = {"workers": "list", "accelerator": STR, "accelerators_per_node": INT,
-                 "sweep": DICT, "price_bases": "list", "import": DICT}
+                 "sweep": DICT, "price_bases": "list", "import": DICT,
+                 # contract §2.1: several replicas and how their number changes (episodes)
+                 "replicas": DICT, "autoscaling": DICT}
 SWEEP_KEYS = {"name": STR, "settings": DICT}
 WORKER_KEYS = {"name": STR, "status": STR, "reason": STR}
 WORKER_STATUSES = ("ok", "failed")

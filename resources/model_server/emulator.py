@@ -77,6 +77,10 @@ class EmulatorModelServer(ModelServer):
 
     @contextlib.contextmanager
     def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
+        if candidate.replicas is not None:
+            with self.deploy_replicas(candidate, run_dir) as dep:
+                yield dep
+            return
         from servingbench.emulator.process import EmulatorProcess
 
         started = time.time_ns()
@@ -103,3 +107,33 @@ class EmulatorModelServer(ModelServer):
                          "ground_truth": str(run_dir / "emulator_ground_truth.jsonl")},
                 # its /metrics carries the vLLM gauges and the modelled DCGM series
                 telemetry=[{"kind": "emulated", "url": f"{emu.base_url}/metrics"}])
+
+    @contextlib.contextmanager
+    def deploy_replicas(self, candidate: Candidate, run_dir: Path) -> Iterator[Deployment]:
+        """`replicas` (and `autoscaling`): emulator replicas behind HAProxy (replicated.py);
+        each replica keeps its own ground truth, `emulator_ground_truth.<replica>.jsonl`."""
+        from servingbench.resources.model_server.replicated import replicated
+
+        base = self.args(candidate, run_dir)
+        at = base.index("--ground-truth")
+
+        def args(name: str) -> list[str]:
+            return [*base[:at], "--ground-truth",
+                    str(run_dir / f"emulator_ground_truth.{name}.jsonl"), *base[at + 2:]]
+
+        with replicated(args, run_dir, run_dir.name, candidate.replicas, candidate.autoscaling,
+                        self.ready_timeout_s) as pool:
+            durable.write_json(run_dir / "deployment.json",
+                               {"endpoint": pool["endpoint"], "emulated": True,
+                                "balancer": "haproxy", "replicas": dict(candidate.replicas),
+                                "autoscaling": candidate.autoscaling,
+                                "engine_args": dict(candidate.engine_args or {}),
+                                "engine_args_not_modelled": not_modelled(
+                                    candidate.engine_args or {})})
+            yield Deployment(
+                endpoint=pool["endpoint"], served_model=candidate.model,
+                facts={"engine": f"servingbench-emulator ({candidate.engine})",
+                       "engine_version": None, "image_digest": None},
+                phases=pool["phases"], emulated=True,
+                details={"balancer": pool["endpoint"], "replicas": dict(candidate.replicas)},
+                telemetry=[{"kind": "emulated", "url": url} for url in pool["metrics_urls"][:1]])

@@ -1,0 +1,116 @@
+"""A candidate with `replicas` (and perhaps `autoscaling`) on the embedded default: its
+emulator replicas behind HAProxy on loopback, the `local` autoscaler over them, every event
+in the run folder's events.parquet (contract §2.1, §2.6). The chain uses it like any
+deployment: the endpoint is the balancer's; everything is stopped when the block ends."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from servingbench.resources.contract.timestamps import format_ts
+from servingbench.resources.model_server.autoscale import Policy
+from servingbench.resources.model_server.autoscaler import Autoscaler
+from servingbench.resources.model_server.balancer import Balancer
+from servingbench.resources.model_server.events import Events
+from servingbench.resources.model_server.replicas import ReplicaSet
+
+REPLICA_KEYS = ("min", "max", "initial")
+AUTOSCALING_KEYS = ("policy", "metric", "target", "activation_target", "scale_up_cooldown_s",
+                    "scale_down_cooldown_s")
+POLICIES = ("keda", "hpa", "local")
+LOCAL_INTERVAL_S = 1.0  # the controller's period: KEDA's pollingInterval, time-compressed
+
+
+def _int(where: str, v, lo: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise ValueError(f"{where}: expected an integer >= {lo}, got {v!r}")
+    return v
+
+
+def check_replicas(raw, where: str = "replicas") -> dict:
+    """`{min, max, initial}`: 0 <= min <= initial <= max, max >= 1; ValueError names the key."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected a mapping with {', '.join(REPLICA_KEYS)}")
+    for key in raw:
+        if key not in REPLICA_KEYS:
+            raise ValueError(f"{where}.{key}: unknown key (expected {', '.join(REPLICA_KEYS)})")
+    lo = _int(f"{where}.min", raw.get("min", 1), 0)
+    hi = _int(f"{where}.max", raw.get("max", max(lo, 1)), 1)
+    initial = _int(f"{where}.initial", raw.get("initial", max(lo, 1)), 0)
+    if not lo <= initial <= hi:
+        raise ValueError(f"{where}: need min ({lo}) <= initial ({initial}) <= max ({hi})")
+    return {"min": lo, "max": hi, "initial": initial}
+
+
+def check_autoscaling(raw, replicas: dict, where: str = "autoscaling") -> dict:
+    """The manifest's autoscaling keys; the policy they make is checked too (its own names)."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected a mapping with {', '.join(AUTOSCALING_KEYS)}")
+    for key in raw:
+        if key not in AUTOSCALING_KEYS:
+            raise ValueError(f"{where}.{key}: unknown key (expected "
+                             f"{', '.join(AUTOSCALING_KEYS)})")
+    out = {"policy": raw.get("policy", "local"), "metric": raw.get("metric"),
+           "target": raw.get("target"), "activation_target": raw.get("activation_target", 0.0),
+           "scale_up_cooldown_s": raw.get("scale_up_cooldown_s", 0.0),
+           "scale_down_cooldown_s": raw.get("scale_down_cooldown_s", 300.0)}
+    if out["policy"] not in POLICIES:
+        raise ValueError(f"{where}.policy: {out['policy']!r} is not one of {', '.join(POLICIES)}")
+    for key in ("target", "activation_target", "scale_up_cooldown_s", "scale_down_cooldown_s"):
+        v = out[key]
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"{where}.{key}: expected a number, got {v!r}")
+        out[key] = float(v)
+    policy_of(out, replicas)  # the rule's own checks (metric, target > 0, ...)
+    return out
+
+
+def policy_of(autoscaling: dict, replicas: dict) -> Policy:
+    return Policy(autoscaling["metric"], autoscaling["target"], autoscaling["activation_target"],
+                  autoscaling["scale_up_cooldown_s"], autoscaling["scale_down_cooldown_s"],
+                  replicas["min"], replicas["max"])
+
+
+@contextlib.contextmanager
+def replicated(args: Callable[[str], list[str]], run_dir: Path, run_id: str, replicas: dict,
+               autoscaling: dict | None, ready_timeout_s: float) -> Iterator[dict]:
+    """Start the balancer and the initial replicas (all ready before this yields), then the
+    local autoscaler; yields {endpoint, phases, replicas, metrics_urls}. `args(name)`: a
+    replica's emulator arguments."""
+    if autoscaling is not None and autoscaling["policy"] != "local":
+        raise ValueError(f"autoscaling.policy: {autoscaling['policy']} runs on EKS; the embedded "
+                         "default runs policy local (the same rule, over emulator replicas)")
+    events = Events(run_dir, run_id)
+    started = time.time_ns()
+    with Balancer() as lb:
+        reps = ReplicaSet(args, lb, events, ready_timeout_s=ready_timeout_s)
+        scaler = None
+        try:
+            first = [reps.start() for _ in range(replicas["initial"])]
+            for rep in first:
+                rep.thread.join()
+                if rep.state != "ready":
+                    raise RuntimeError(f"replica {rep.name} did not start: {rep.error}")
+            phases = {"deploy": {"started_at": format_ts(started),
+                                 "ended_at": format_ts(time.time_ns())}}
+            if first:
+                status = first[0].proc.status().get("phases", {})
+                # the manifest's deploy sub-phases: the first replica's (graph capture is the
+                # engine's `ready` phase, as in a single deployment)
+                for name, key in (("image_pull", "image_pull"), ("weights_load", "weights_load"),
+                                  ("compile", "compile"), ("graph_capture", "ready")):
+                    if status.get(name):
+                        phases[key] = status[name]
+            if autoscaling is not None:
+                scaler = Autoscaler(policy_of(autoscaling, replicas), reps, lb, events,
+                                    initial=replicas["initial"], interval_s=LOCAL_INTERVAL_S)
+                scaler.start()
+            yield {"endpoint": lb.base_url, "phases": phases, "replica_set": reps,
+                   "metrics_urls": [r.metrics_url for r in first]}
+        finally:
+            if scaler is not None:
+                scaler.stop()
+            reps.close()
