@@ -11,12 +11,12 @@ import tempfile
 from pathlib import Path
 
 import dagster as dg
+from servingbench.resources import peers
 from servingbench.assets.peer_prefix import LEDGER, listing, read_ledger, record, to_download
 from servingbench.resources.analysis.analyze import analyze_run
 from servingbench.resources.analysis.summary import table
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract.yamltext import short
-from servingbench.resources.peers import PEERS, module_for
 from servingbench.resources.peers.discover import results_in
 from servingbench.resources.peers.records import (
     PeerFileError,
@@ -41,7 +41,7 @@ def import_results(folder: Path, cfg: PeerImportConfig, runs_dir: Path) -> list[
     each its own outcome (imported and analyzed, already imported, or malformed: why), so
     one bad file never fails the job nor keeps the results after it out."""
     rows = []
-    reader = module_for(cfg.peer)
+    reader = peers.get(cfg.peer)
     base = {"candidate": cfg.candidate} if cfg.candidate else {}
     for path in results_in(folder, cfg.peer):
         name = str(path.relative_to(folder))
@@ -70,8 +70,8 @@ def import_results(folder: Path, cfg: PeerImportConfig, runs_dir: Path) -> list[
        description="Import a peer's results (aiperf, guidellm, inference-perf, vllm) from a "
                    "folder or S3 prefix into run folders and analyze each.")
 def import_peer_results(context, config: PeerImportConfig) -> list[dict]:
-    if config.peer not in PEERS:
-        raise dg.Failure(description=f"peer: {config.peer!r} is not one of {PEERS}")
+    if config.peer not in peers.names():
+        raise dg.Failure(description=f"peer: {config.peer!r} is not one of {peers.names()}")
     if config.run_source not in mf.SOURCES:
         raise dg.Failure(description=f"run_source: {config.run_source!r} is not one of "
                                      f"{mf.SOURCES}")

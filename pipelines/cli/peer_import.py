@@ -20,15 +20,13 @@ import sys
 from pathlib import Path
 
 from servingbench.pipelines.cli.argtypes import positive_int
+from servingbench.resources import peers
 from servingbench.resources.contract import durable
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract.exits import DISK_FULL
-from servingbench.resources.peers import PEERS, module_for
 from servingbench.resources.peers.records import PeerFileError, read_result, write_run
 
 DEFAULT_CANDIDATES = Path(__file__).resolve().parents[1] / "candidates.yaml"
-# peers whose files keep only a monotonic clock: --anchor places them in UTC
-RELATIVE_CLOCK = ("vllm", "inference-perf")
 
 
 def _instant(text: str) -> int:
@@ -42,7 +40,7 @@ def _instant(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="servingbench import", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("peer", choices=PEERS)
+    p.add_argument("peer", choices=peers.names())
     p.add_argument("result", type=Path, help="the peer's result file or folder")
     p.add_argument("--out", required=True, type=Path, help="run folder to create (never overwritten)")
     who = p.add_mutually_exclusive_group()
@@ -100,11 +98,12 @@ def _candidate(name: str, path: Path) -> dict:
 
 
 def read_peer(args: argparse.Namespace):
-    reader = module_for(args.peer)
-    if args.peer in RELATIVE_CLOCK:
+    reader = peers.get(args.peer)
+    if reader.relative_clock:
         return read_result(reader, args.result, anchor_ns=args.anchor)
     if args.anchor is not None:
-        raise ValueError(f"--anchor: only for {' and '.join(RELATIVE_CLOCK)} ({args.peer} "
+        relative = [n for n in peers.names() if peers.get(n).relative_clock]
+        raise ValueError(f"--anchor: only for {' and '.join(relative)} ({args.peer} "
                          "keeps wall-clock times)")
     return read_result(reader, args.result)
 

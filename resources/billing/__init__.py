@@ -2,8 +2,9 @@
 
 A bill source is one file here: a `BillSource` subclass (interface.py) whose `source` is its
 name (the bill rows' `source` value, what a profile names it by) and whose
-`from_aws(aws)` builds it. The package finds the classes (`names`, `build`), so a profile
-names its source by a string and adding a source is adding one file. Discovery runs on the
+`from_aws(aws)` builds it; the file ends with `PLUGIN = <the class>`. The package finds the
+classes (`names`, `build`), so a profile names its source by a string and adding a source is
+adding one file (the helpers beside them are listed in `HELPERS`). Discovery runs on the
 first call, so importing one helper of the package (normalize, price_bases) imports no other.
 """
 
@@ -15,7 +16,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from servingbench.resources.contract.discovery import package_files
+from servingbench.resources.contract.discovery import plugins
+
+# the package's modules that are not a bill source's file
+HELPERS = frozenset({"interface", "normalize", "price_bases", "price_list", "refresh"})
 
 
 @dataclass(frozen=True)
@@ -30,24 +34,25 @@ class Aws:
 
 
 def discover(package: ModuleType) -> dict[str, type]:
-    """Every bill source class `package`'s files define, by its `source` name. A class
-    without a name, or a name taken twice, is an ImportError naming the file."""
+    """Every bill source class `package`'s files declare (`PLUGIN`), by its `source` name. A
+    file without one, a class without a name, or a name taken twice, is an ImportError
+    naming the file."""
     from servingbench.resources.billing.interface import BillSource
 
+    def is_source(v) -> bool:
+        return inspect.isclass(v) and issubclass(v, BillSource) and not inspect.isabstract(v)
+
     found: dict[str, tuple[type, str]] = {}
-    for module, where in package_files(package.__path__, package.__name__):
-        for cls in vars(module).values():
-            if not (inspect.isclass(cls) and issubclass(cls, BillSource)
-                    and cls.__module__ == module.__name__ and not inspect.isabstract(cls)):
-                continue
-            name = getattr(cls, "source", None)
-            if not isinstance(name, str) or not name:
-                raise ImportError(f"{where}: {cls.__name__} must name its source "
-                                  "(source = \"...\", the bill rows' source value)")
-            if name in found:
-                raise ImportError(f"{where}: {cls.__name__}: source {name!r} is already "
-                                  f"{found[name][0].__name__}'s in {found[name][1]}")
-            found[name] = (cls, where)
+    for cls, _, where in plugins(package.__path__, package.__name__, is_source,
+                                 "a BillSource subclass", HELPERS):
+        name = getattr(cls, "source", None)
+        if not isinstance(name, str) or not name:
+            raise ImportError(f"{where}: {cls.__name__} must name its source "
+                              "(source = \"...\", the bill rows' source value)")
+        if name in found:
+            raise ImportError(f"{where}: {cls.__name__}: source {name!r} is already "
+                              f"{found[name][0].__name__}'s in {found[name][1]}")
+        found[name] = (cls, where)
     return {name: cls for name, (cls, _) in sorted(found.items())}
 
 

@@ -195,3 +195,6 @@ class CostExplorerBill(BillSource):
         return self.billing.fetch_bill(manifest["run_id"], manifest["instance_type"],
                                        manifest["region"], start, end,
                                        account_id=manifest["account_id"])
+
+
+PLUGIN = CostExplorerBill  # what this file adds to the billing package

@@ -35,3 +35,6 @@ class PriceSheetBill(BillSource):
                "amount": price * n * hours, "unit": "USD", "usage_quantity": n * hours,
                "usage_unit": "Hrs", "estimated": False, "source": self.source}
         return pa.Table.from_pylist([row], schema=BILL)
+
+
+PLUGIN = PriceSheetBill  # what this file adds to the billing package

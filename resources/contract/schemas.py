@@ -182,7 +182,6 @@ PRICE_SOURCES = ("price_list", "spot_price_history", "capacity_block_offering", 
 
 STATUSES = ("ok", "http_error", "timeout", "disconnect", "protocol_error", "cancelled")
 PHASES = ("warmup", "steady")
-BILL_SOURCES = ("cost_explorer", "price_list", "price_sheet", "fixture")
 
 # Files of a run folder (contract §6) and the schema each must carry.
 RUN_FILES: dict[str, pa.Schema] = {

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from servingbench.resources.contract.yamltext import short
-from servingbench.resources.peers import records
+from servingbench.resources.peers import Peer, records
 from servingbench.resources.peers.records import (
     NUM,
     PeerFileError,
@@ -272,3 +272,6 @@ def _scenario(config: dict) -> dict:
                 "dataset": None}
     except (KeyError, IndexError, TypeError):
         return {"input_tokens": None, "output_tokens": None, "dataset": None}
+
+
+PLUGIN = Peer("aiperf", read, marker=RECORDS, result_is_folder=True)

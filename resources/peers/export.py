@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ import pyarrow as pa
 from servingbench.resources.contract import durable
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract.schemas import read_records
+from servingbench.resources.contract.redact import redact
 
 AIPERF_FORMAT = "0.13.0"  # the AIPerf version whose file layout this writes
 FORMATS = ("aiperf", "csv")
@@ -169,13 +171,14 @@ def export_aiperf(run_dir: Path, out: Path) -> list[Path]:
                            dict.fromkeys((r["step"], r["load_mode"], r["target"]) for r in steady)]
     _fresh(out)
     folders = []
+    seen: set[str] = set()
     for k, step in enumerate(steps):
         mine = [r for r in steady if r["step"] == step["step"]]
         if not mine:
             continue
         # the run's warm-up goes with its first step, as AIPerf keeps it with its one phase
         recs = (warmup if k == 0 else []) + mine
-        folder = out / step["step"].replace("/", "_")
+        folder = out / _folder_name(step["step"], seen)
         folder.mkdir(parents=True)
         lines = [_aiperf_line(i, r, chunks.get(r["request_id"], [])) for i, r in enumerate(recs)]
         text = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines)
@@ -212,14 +215,42 @@ def export_csv(run_dir: Path, out: Path) -> Path:
     return out
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]")
+
+
+def _folder_name(step: str, seen: set[str]) -> str:
+    """A step's name as one folder name inside --out: the run's names come from files
+    (an imported peer's), so `..`, `.`, a slash or an empty name must not leave it or
+    collide; each folder name is used once."""
+    name = _UNSAFE.sub("_", str(step))[:100]
+    if name.strip(".") == "":
+        name = f"step_{name.replace('.', '_')}"
+    base, i = name, 2
+    while name in seen:
+        name, i = f"{base}-{i}", i + 1
+    seen.add(name)
+    return name
+
+
 def _s(ms: float | None) -> str:
     return "" if ms is None else repr(ms / 1e3)
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _cell(value, is_ts: bool) -> str:
+    """A CSV cell. Text (an error message, perhaps an imported peer's) is redacted as our
+    own error texts are, and text a spreadsheet would run as a formula (starting = + - @,
+    tab or CR) gets a leading apostrophe, OWASP's advice; numbers are left as they are."""
     if value is None:
         return ""
-    return mf.format_ts(value) if is_ts else str(value)
+    if is_ts:
+        return mf.format_ts(value)
+    if isinstance(value, str):
+        value = redact(value)
+        return "'" + value if value.startswith(FORMULA_START) else value
+    return str(value)
 
 
 def _fresh(out: Path) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from servingbench.resources.contract.yamltext import short
+from servingbench.resources.peers import Peer
 from servingbench.resources.peers.records import (
     NUM,
     PeerFileError,
@@ -157,3 +158,6 @@ def read(path: Path) -> PeerRun:
                    chunk_times="first_and_last", output_tokens="usage", model=model,
                    scenario={"input_tokens": None, "output_tokens": None, "dataset": None},
                    figures=figures, notes=notes)
+
+
+PLUGIN = Peer("guidellm", read, marker=REPORT, result_is_folder=False)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from servingbench.resources.contract.timestamps import parse_ts
 from servingbench.resources.contract.yamltext import short
+from servingbench.resources.peers import Peer
 from servingbench.resources.peers.records import (
     NUM,
     PeerFileError,
@@ -200,3 +201,7 @@ def read(path: Path, anchor_ns: int | None = None) -> PeerRun:
                    requests=requests, chunk_times="recorded", output_tokens="usage",
                    model=dig(config, ("server", "model_name"), str, "config", cfg), scenario=scen,
                    figures=_figures(folder, stages), notes=notes)
+
+
+PLUGIN = Peer("inference-perf", read, marker=PER_REQUEST, result_is_folder=True,
+              relative_clock=True)

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from servingbench.resources.contract.yamltext import short
+from servingbench.resources.peers import Peer
 from servingbench.resources.peers.records import (
     NS,
     NUM,
@@ -148,3 +149,7 @@ def read(path: Path, anchor_ns: int | None = None) -> PeerRun:
         model=dig(doc, ("model_id",), str, "result", path),
         scenario={"input_tokens": None, "output_tokens": None, "dataset": None},
         figures={step: figures}, notes=notes)
+
+
+# `vllm bench serve` names its result file after the run: every JSON file is one
+PLUGIN = Peer("vllm", read, marker="*.json", result_is_folder=False, relative_clock=True)

@@ -107,6 +107,7 @@ BAD = {
     "non-USD": (5, _replace_bill(((*HOUR, 55.04, 1.0), {"unit": "EUR"}))),
     # rule 6: single-source
     "mixed sources": (6, _bill(source="price_list", instance_type=None)),
+    "a row naming no source": (6, _bill(source=None, instance_type=None)),
 }
 
 

@@ -159,7 +159,7 @@ def test_a_listed_candidate_fills_the_manifest_and_an_unlisted_one_only_names_it
 def test_anchor_is_refused_for_a_peer_that_keeps_wall_clock_times(tmp_path, capsys) -> None:
     assert cli(["import", "aiperf", str(tmp_path), "--out", str(tmp_path / "run"),
                 "--anchor", "2026-11-30T18:00:00Z"]) == 2
-    assert "--anchor: only for vllm and inference-perf" in capsys.readouterr().err
+    assert "--anchor: only for inference-perf and vllm" in capsys.readouterr().err
 
 
 def test_analyze_flag_runs_the_analyzer_and_returns_its_status(tmp_path, capsys) -> None:
