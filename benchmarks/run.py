@@ -27,6 +27,8 @@ BENCHMARKS = {
     "loadgen_accuracy": (["--repeat", "3"], ["--quick"]),
     "loadgen_round": (["--repeat", "6"], ["--repeat", "2"]),
     "recorder_flush": (["--rounds", "200"], ["--rounds", "40"]),
+    "schedule_lag": (["--rounds", "3"], ["--rounds", "1", "--scale", "0.5"]),
+    "balancer_overhead": (["--rounds", "3"], ["--rounds", "1", "--requests", "100"]),
     "telemetry_overhead": (["--repeat", "3"], ["--repeat", "1", "--requests", "64"]),
     "report": (["--requests-per-slot", "1000", "--repeat", "3"],
                ["--requests-per-slot", "100", "--repeat", "1"]),

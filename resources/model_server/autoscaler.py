@@ -43,7 +43,8 @@ class Autoscaler:
         self.policy, self.replicas, self.lb, self.events = policy, replicas, balancer, events
         self.interval_s = interval_s
         self.desired = initial  # the desired count before the first decision (§3.7)
-        self.state = State()
+        # KEDA counts the cooldown to zero from the workload's start, as from a last activity
+        self.state = State(last_active=0.0)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()

@@ -84,3 +84,25 @@ def test_a_spike_scales_up_within_the_cold_start_of_the_new_replicas(tmp_path):
     served = {r["replica"] for r in steady if r["status"] == "ok"}
     assert {"r0", "r1", "r2"} <= served  # the new replicas took requests once ready
     assert all(r["step"] == "schedule" for r in steady)
+
+
+@pytest.mark.serial  # a replica starts and stops
+def test_scale_to_zero_waits_the_cooldown_from_the_start_then_drains(tmp_path):
+    events = Events(tmp_path, "run-zero")
+    policy = Policy("rps", target=4.0, activation_target=0.5, scale_down_cooldown_s=8.0,
+                    min_replicas=0, max_replicas=2)
+    with Balancer() as lb:
+        replicas = ReplicaSet(lambda name: fixed_timing_args(20, 5), lb, events)
+        scaler = Autoscaler(policy, replicas, lb, events, initial=1)
+        try:
+            replicas.start(wait=True)
+            # no request yet: KEDA's cooldown runs from the start, so the replica stays
+            assert scaler.tick(now=1.0) == 1 and replicas.count() == 1
+            assert scaler.tick(now=8.5) == 0  # idle for the whole cooldown: to zero
+            assert replicas.count() == 0
+        finally:
+            replicas.close()
+    ev = pq.read_table(tmp_path / "events.parquet").to_pylist()
+    assert [(e["kind"], e["value"]) for e in ev if e["kind"] == "scale_decision"] == [
+        ("scale_decision", 0.0)]
+    assert [e["kind"] for e in ev][-1] == "replica_stopped"
