@@ -55,8 +55,18 @@ class ConfigError(ValueError):
     """The candidates file or price sheet is malformed; the message names the key."""
 
 
+class _ScenarioKinds:
+    """What `scenario` must be, naming the workload kinds their files declare
+    (scenarios/spec.KINDS), read when a message needs them: no list of kinds is kept here."""
+
+    def __str__(self) -> str:
+        from servingbench.resources.loadgen.scenarios.spec import KINDS
+
+        return f"a mapping: kind ({', '.join(KINDS)}) and its keys"
+
+
 # key -> (type check, description)
-_TYPES: dict[str, tuple[Any, str]] = {
+_TYPES: dict[str, tuple[Any, object]] = {
     "name": (str, "a name of letters, digits, '.', '_' or '-'"),
     "instance_type": (str, "an EC2 instance type, e.g. p5.48xlarge"),
     "model": (str, "a model id, e.g. meta-llama/Llama-4-Scout-17B-16E-Instruct"),
@@ -68,7 +78,7 @@ _TYPES: dict[str, tuple[Any, str]] = {
     "engine": (str, f"one of {', '.join(ENGINES)}"),
     "image_digest": ((str, type(None)), "an image reference pinned by digest, or null"),
     "max_model_len": (int, "a positive integer"),
-    "scenario": (dict, "a mapping: kind (fixed, multi_turn, agentic, trace, batch, slo_search) and its keys"),
+    "scenario": (dict, _ScenarioKinds()),
     "load": (dict, "a mapping with concurrency, rates, requests_per_step, warmup_requests, workers"),
     "price": (dict, "a mapping with region, purchase_option, sheet"),
     "pool": ((str, type(None)), "a name from `pools` (default: the instance family, e.g. p5)"),

@@ -139,3 +139,12 @@ def test_a_sweep_of_engine_args_speculation_reaches_the_emulator(tmp_path):
     p.write_text(f"candidates:\n  - {{{GOOD}, {SPEC}, engine_args: {{speculative: 4}}}}\n")
     with pytest.raises(ConfigError, match=r"engine_args\.speculative: the candidate's `speculative`"):
         load_candidates(p)
+
+
+def test_a_scenario_that_is_not_a_mapping_names_every_kind_the_files_declare(tmp_path):
+    from servingbench.resources.loadgen.scenarios.spec import KINDS
+
+    with pytest.raises(ConfigError, match=r"candidates\[0\]\.scenario: expected a mapping") as err:
+        load_candidates(write(tmp_path, "burst"))
+    # the kinds come from their files (scenarios/<kind>.py), not from a list in config.py
+    assert f"kind ({', '.join(KINDS)})" in str(err.value) and "schedule" in str(err.value)
