@@ -29,8 +29,8 @@ import time
 from urllib.parse import quote, urlsplit
 
 import httptools
+from servingbench.resources.contract.redact import short_error
 from servingbench.resources.loadgen.records import Request, fail
-from servingbench.resources.loadgen.redact import short_error
 from servingbench.resources.loadgen.sse import (
     DEFAULT_MAX_EVENTS,
     SNIP,

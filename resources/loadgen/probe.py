@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import httpx
+from servingbench.resources.contract.redact import short_error
 from servingbench.resources.http import control
 from servingbench.resources.loadgen.config import LoadConfig
 from servingbench.resources.loadgen.errors import LoadError
-from servingbench.resources.loadgen.redact import short_error
 
 FULL = {"include_usage": True, "continuous_usage_stats": True}
 FINAL_ONLY = {"include_usage": True}

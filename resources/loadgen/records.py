@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from servingbench.resources.loadgen.redact import short_error
+from servingbench.resources.contract.redact import short_error
 
 _now = time.perf_counter_ns
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import httpx
 from servingbench.resources.contract import durable
+from servingbench.resources.contract.redact import redact, short_error
 from servingbench.resources.http import control
 from servingbench.resources.http.prometheus import parse
-from servingbench.resources.loadgen.redact import redact, short_error
 from servingbench.resources.model_server import engines
 
 FILE = "server_metrics.json"

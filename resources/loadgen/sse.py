@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import re
 
+from servingbench.resources.contract.redact import short_error
 from servingbench.resources.loadgen.records import Request
-from servingbench.resources.loadgen.redact import short_error
 
 # No model's context comes near 2^31 tokens: a larger count is a server fault, and the
 # bound keeps every int64 sum downstream far from overflow. The fast-path regexes take at

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from servingbench.resources.contract.digits import is_digits
-from servingbench.resources.loadgen.redact import redact
+from servingbench.resources.contract.redact import redact
 from servingbench.resources.loadjob.render import LoadJobSpec, api_key_secret, render
 from servingbench.resources.model_server.kube.client import FATAL_WAITING, KubeClient
 

@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 from servingbench.resources.contract import durable
 from servingbench.resources.contract import manifest as mf
-from servingbench.resources.contract.schemas import read_records
 from servingbench.resources.contract.redact import redact
+from servingbench.resources.contract.schemas import read_records
 
 AIPERF_FORMAT = "0.13.0"  # the AIPerf version whose file layout this writes
 FORMATS = ("aiperf", "csv")

@@ -3,14 +3,14 @@ names say who arrived when, under the run's prefix (`s3://…/runs/<id>/barrier`
 folder. Only names are listed and written, nothing is read back.
 
 Credentials come from the usual AWS chain (runstore.filesystem); an error names the
-operation and the S3 error, never a credential (loadgen.redact)."""
+operation and the S3 error, never a credential (contract.redact)."""
 
 from __future__ import annotations
 
 import os
 
 import pyarrow.fs as pafs
-from servingbench.resources.loadgen.redact import short_error
+from servingbench.resources.contract.redact import short_error
 from servingbench.resources.storage import runstore
 
 TIMEOUT_S = 5.0  # one request: a meeting retries within its own deadline

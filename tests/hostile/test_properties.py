@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from servingbench.resources.contract.redact import redact, short_error
 from servingbench.resources.loadgen import records, sse
-from servingbench.resources.loadgen.redact import redact, short_error
 
 pytestmark = pytest.mark.slow  # a chain, a job or processes: not in `make check`
 
