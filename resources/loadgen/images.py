@@ -24,6 +24,7 @@ MAX_SIDE = 8192  # larger than any tiling a served model applies (Llama 4: 16 ti
 _SIZE = re.compile(r"(\d{1,5})x(\d{1,5})\Z")
 MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp"}
 MAX_FILE_BYTES = 20 << 20
+MAX_TOTAL_BYTES = 256 << 20  # every distinct image file of a dataset together
 
 
 def parse_size(text: str, where: str = "--image-size") -> tuple[int, int]:
@@ -62,17 +63,41 @@ def data_url(data: bytes, mime: str = "image/png") -> str:
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 
 
-def file_url(path: Path, where: str) -> str:
-    """A local image file as a data URL (a dataset row naming a file)."""
-    mime = MIME.get(path.suffix.lower())
-    if mime is None:
-        raise LoadConfigError(f"{where}: {path} is not a .png, .jpg or .webp file")
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise LoadConfigError(f"{where}: {path} is larger than {MAX_FILE_BYTES >> 20} MiB")
-        return data_url(path.read_bytes(), mime)
-    except OSError as exc:
-        raise LoadConfigError(f"{where}: cannot read {path}: {exc.strerror}") from None
+class FileImages:
+    """A dataset's image files as data URLs: each file only inside the dataset's folder
+    (`root`; a `..`, an absolute path or a link leading out is refused), read and encoded
+    once however many rows name it (rows share the one string), and all distinct files
+    together at most MAX_TOTAL_BYTES."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.urls: dict[Path, str] = {}
+        self.total = 0
+
+    def url(self, name: str, where: str) -> str:
+        path = (self.root / name).resolve()
+        if not path.is_relative_to(self.root):
+            raise LoadConfigError(f"{where}: {name!r} is outside the dataset's folder "
+                                  f"{self.root} (image files are named relative to it)")
+        if path not in self.urls:
+            data = self._read(path, where)
+            if self.total + len(data) > MAX_TOTAL_BYTES:
+                raise LoadConfigError(f"{where}: {path}: the dataset's image files come to more "
+                                      f"than {MAX_TOTAL_BYTES >> 20} MiB in total")
+            self.total += len(data)
+            self.urls[path] = data_url(data, MIME[path.suffix.lower()])
+        return self.urls[path]
+
+    @staticmethod
+    def _read(path: Path, where: str) -> bytes:
+        if path.suffix.lower() not in MIME:
+            raise LoadConfigError(f"{where}: {path} is not a .png, .jpg or .webp file")
+        try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                raise LoadConfigError(f"{where}: {path} is larger than {MAX_FILE_BYTES >> 20} MiB")
+            return path.read_bytes()
+        except OSError as exc:
+            raise LoadConfigError(f"{where}: cannot read {path}: {exc.strerror}") from None
 
 
 class Images:

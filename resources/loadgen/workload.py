@@ -56,9 +56,9 @@ class Item:
     images: tuple = ()
 
 
-def _row_images(row: dict, path: Path, n: int) -> tuple:
+def _row_images(row: dict, path: Path, n: int, files: images.FileImages) -> tuple:
     """A dataset row's `images`: sizes `"WxH"` to generate, or image files (relative to the
-    dataset's folder), read once here."""
+    dataset's folder, inside it), read once here."""
     value = row.get("images", [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise LoadConfigError(f"{path}:{n}: images: expected a list of \"WIDTHxHEIGHT\" sizes "
@@ -68,7 +68,7 @@ def _row_images(row: dict, path: Path, n: int) -> tuple:
         if images.looks_like_size(v):
             out.append(images.parse_size(v, f"{path}:{n}: images"))
         else:
-            out.append(images.file_url(path.parent / v, f"{path}:{n}: images"))
+            out.append(files.url(v, f"{path}:{n}: images"))
     return tuple(out)
 
 
@@ -80,6 +80,7 @@ def load_dataset(path: Path) -> list[dict]:
     """The rows of a JSONL dataset; every length is 1..MAX_TOKENS (a huge one would build a
     prompt that exhausts memory) and every prompt at most MAX_PROMPT_CHARS."""
     rows = []
+    files = images.FileImages(path.parent)
     for n, row in jsonl(path):
         ok_prompt = isinstance(row, dict) and isinstance(row.get("prompt"), str)
         ok_pair = isinstance(row, dict) and isinstance(row.get("input_tokens"), int)
@@ -96,7 +97,7 @@ def load_dataset(path: Path) -> list[dict]:
             raise LoadConfigError(f"{path}:{n}: prompt: {len(row['prompt']):,} characters, "
                                   f"above the maximum {MAX_PROMPT_CHARS:,}")
         if "images" in row:
-            row = {**row, "images": _row_images(row, path, n)}
+            row = {**row, "images": _row_images(row, path, n, files)}
         rows.append(row)
     if not rows:
         raise LoadConfigError(f"{path}: no rows")

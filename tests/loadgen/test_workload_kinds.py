@@ -242,3 +242,37 @@ def test_dataset_rows_name_image_sizes_or_files(tmp_path):
     with pytest.raises(LoadConfigError, match=r"rows\.jsonl:1: images: cannot read"):
         Workload(config("http://127.0.0.1:1", api="chat", dataset=data),
                  Tokenizer("http://127.0.0.1:1", "m", {}, False))
+
+
+def test_dataset_image_files_stay_inside_its_folder_are_read_once_and_capped(tmp_path,
+                                                                              monkeypatch):
+    import json
+
+    from servingbench.resources.loadgen import images, workload
+    from servingbench.resources.loadgen.errors import LoadConfigError
+    from servingbench.resources.loadgen.images import png
+
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    (tmp_path / "outside.png").write_bytes(png(8, 8, (9, 9, 9)))
+    (ds / "link.png").symlink_to(tmp_path / "outside.png")
+    data = ds / "rows.jsonl"
+    for bad in ("../outside.png", str(tmp_path / "outside.png"), "link.png"):
+        data.write_text(json.dumps({"prompt": "x", "images": [bad]}) + "\n")
+        with pytest.raises(LoadConfigError, match=r"rows\.jsonl:1: images: .* outside the "
+                                                  r"dataset's folder"):
+            workload.load_dataset(data)
+    # 200 rows naming one file: read once, one string in memory for all of them
+    (ds / "a.png").write_bytes(png(64, 64, (1, 2, 3)))
+    data.write_text("".join(json.dumps({"prompt": f"p{i}", "images": ["a.png"]}) + "\n"
+                            for i in range(200)))
+    rows = workload.load_dataset(data)
+    assert len({id(r["images"][0]) for r in rows}) == 1
+    # the files' total is capped (distinct files; a repeat costs nothing more)
+    (ds / "b.png").write_bytes(png(64, 64, (4, 5, 6)))
+    size = (ds / "a.png").stat().st_size
+    monkeypatch.setattr(images, "MAX_TOTAL_BYTES", size + 1)
+    data.write_text(json.dumps({"prompt": "1", "images": ["a.png", "a.png"]}) + "\n"
+                    + json.dumps({"prompt": "2", "images": ["b.png"]}) + "\n")
+    with pytest.raises(LoadConfigError, match=r"rows\.jsonl:2: images: .*b\.png.* total"):
+        workload.load_dataset(data)
