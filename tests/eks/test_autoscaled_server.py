@@ -32,10 +32,8 @@ PROM = "http://prometheus-server.monitoring.svc.cluster.local"
 
 @dataclasses.dataclass(frozen=True)
 class Keyed(Candidate):
-    """A candidate with contract §2.1's replicas, autoscaling and capacity keys."""
+    """A candidate with contract §2.1's `capacity` key beside `replicas` and `autoscaling`."""
 
-    replicas: dict | None = None
-    autoscaling: dict | None = None
     capacity: str | None = None
 
 

@@ -21,15 +21,13 @@ BASE = Candidate(name="p5-scout-bf16-tp8", instance_type="p5.48xlarge",
 
 @dataclasses.dataclass(frozen=True)
 class Keyed(Candidate):
-    """A candidate with contract §2.1's `capacity` and `replicas` keys (pipelines/config.py
-    parses them into the candidate)."""
+    """A candidate with contract §2.1's `capacity` key beside `replicas`."""
 
     capacity: str | None = None
-    replicas: dict | None = None
 
 
 def candidate(**keys) -> Keyed:
-    return Keyed(**{f.name: getattr(BASE, f.name) for f in dataclasses.fields(BASE)}, **keys)
+    return Keyed(**{**{f.name: getattr(BASE, f.name) for f in dataclasses.fields(BASE)}, **keys})
 
 
 def test_spot_candidate_gets_a_spot_group_with_fallbacks(moto):
