@@ -347,3 +347,6 @@ def write_comparison_report(run_dirs: list[Path | str], out_path: Path | str,
         plots |= drawn.draw(all_runs, plot_dir, slo, levels)
     write_parquet(check_output(table, "frontier_levels"), out.parent / LEVELS_FILE)
     return write_html(render(all_runs, plots, slo, table, out.parent), out)
+
+
+PLUGIN = SECTIONS  # what this file adds to the report package

@@ -132,3 +132,6 @@ DRAWS = (
     Plots("comparison", 10, lambda runs, out_dir, slo, levels: write_plots(
         latest_per_candidate(runs), out_dir, levels)),
 )
+
+
+PLUGIN = (*SECTIONS, *DRAWS)  # what this file adds to the report package

@@ -142,3 +142,6 @@ DRAWS = (
         "to first token), right the server-side histogram from its /metrics (arrival to first "
         "token inside the engine).")}),
 )
+
+
+PLUGIN = (*SECTIONS, *DRAWS)  # what this file adds to the report package

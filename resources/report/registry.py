@@ -1,9 +1,11 @@
-"""Where a report's sections come from: every file of `resources/report/` may declare
-`SECTIONS = (Section(...), ...)`, each naming the report it goes in (`run`: one run's page,
+"""Where a report's sections come from: every file of `resources/report/` but the helpers
+(`HELPERS`) ends with `PLUGIN = (Section(...), ..., Plots(...), ...)` (contract/discovery.py's
+convention), each Section naming the report it goes in (`run`: one run's page,
 `comparison`: the page across runs), its place in that report's order, its title and anchor,
 and `body(page) -> str | None` (None: the section does not apply to this page and is left
-out). The two reports ask `sections(report)` and render what it returns in order, so adding a
-section is adding one file (or one entry in the file whose data it shows).
+out), each Plots what the file draws. The two reports ask `sections(report)` and render what
+it returns in order, so adding a section is adding one file (or one entry in the file whose
+data it shows).
 
 Orders are spaced by ten so that a new section slots between two without renumbering.
 """
@@ -15,9 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from servingbench.resources.contract.discovery import package_files
+from servingbench.resources.contract.discovery import plugins
 
 REPORTS = ("run", "comparison")
+# the package's modules that declare no section: what the sections' files draw with
+HELPERS = frozenset({"cdf", "frontier_plots", "html", "plots", "registry", "regression",
+                     "repeatability", "rundata", "sections"})
 
 
 @dataclass(frozen=True)
@@ -66,17 +71,19 @@ class Plots:
 
 def discover(package: ModuleType) -> dict[str, list]:
     """Every section `package`'s files declare, per report, in order, and (under "<report>
-    plots") every Plots they declare (`DRAWS`). A malformed `SECTIONS` or `DRAWS`
-    (not Sections, an unknown report, an order or anchor taken twice in one report) is an
-    ImportError naming the file: a broken section must stop the report, never vanish."""
+    plots") every Plots they declare. A file that is no helper and lacks `PLUGIN`, or a
+    malformed one (not Sections and Plots, an unknown report, an order or anchor taken twice
+    in one report) is an ImportError naming the file: a broken section must stop the report,
+    never vanish."""
     found: dict[str, list[tuple]] = {r: [] for r in REPORTS} | {f"{r} plots": [] for r in REPORTS}
-    for module, where in package_files(package.__path__, package.__name__):
-        if not hasattr(module, "SECTIONS") and not hasattr(module, "DRAWS"):
-            continue  # a helper (html, plots, rundata, ...), not a section's file
-        declared = getattr(module, "SECTIONS", ())
-        if not isinstance(declared, Sequence) or not all(isinstance(s, Section) for s in declared):
-            raise ImportError(f"{where}: SECTIONS must be a tuple of Section(...)")
-        for s in declared:
+
+    def is_one(v) -> bool:
+        return (isinstance(v, Sequence) and len(v) > 0
+                and all(isinstance(x, Section | Plots) for x in v))
+
+    for declared, _, where in plugins(package.__path__, package.__name__, is_one,
+                                      "(Section(...), ..., Plots(...), ...)", HELPERS):
+        for s in (x for x in declared if isinstance(x, Section)):
             if s.report not in REPORTS:
                 raise ImportError(f"{where}: section {s.anchor!r}: report {s.report!r} is not "
                                   f"one of {', '.join(REPORTS)}")
@@ -86,10 +93,10 @@ def discover(package: ModuleType) -> dict[str, list]:
                                       f"the place of {at}'s {other.anchor!r} (order {other.order}) "
                                       f"in the {s.report} report")
             found[s.report].append((s, where))
-        for p in getattr(module, "DRAWS", ()):
-            if not isinstance(p, Plots) or p.report not in REPORTS:
-                raise ImportError(f"{where}: DRAWS must be a tuple of Plots(...) for a report "
-                                  f"of {', '.join(REPORTS)}")
+        for p in (x for x in declared if isinstance(x, Plots)):
+            if p.report not in REPORTS:
+                raise ImportError(f"{where}: plots for report {p.report!r}, not one of "
+                                  f"{', '.join(REPORTS)}")
             found[f"{p.report} plots"].append((p, where))
     return {r: [s for s, _ in sorted(v, key=lambda sw: sw[0].order)] for r, v in found.items()}
 

@@ -100,3 +100,6 @@ def write_run_report(run_dir: Path | str, out_path: Path | str | None = None,
         plots |= drawn.draw(run, run.run_dir / "plots", slo_ttft, slo_tpot)
     out = Path(out_path) if out_path else run.run_dir / "report.html"
     return write_html(render_run(run, plots, reconciliation), out)
+
+
+PLUGIN = SECTIONS  # what this file adds to the report package

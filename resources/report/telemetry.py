@@ -86,3 +86,6 @@ SECTIONS = (
     Section("comparison", 80, "Accelerator telemetry (peak memory, utilization, energy)",
             "telemetry", lambda p: comparison_section(p.latest)),
 )
+
+
+PLUGIN = SECTIONS  # what this file adds to the report package

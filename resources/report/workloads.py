@@ -230,3 +230,6 @@ DRAWS = (
         "served from its prefix cache. A jump on the left where the share falls is the KV "
         "cache evicting.")}),
 )
+
+
+PLUGIN = (*SECTIONS, *DRAWS)  # what this file adds to the report package

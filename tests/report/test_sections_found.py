@@ -1,5 +1,5 @@
-"""A report section is one file: it declares `SECTIONS` (registry.py), each naming its
-report and its place in the order, and both reports render what the files declare. Checked
+"""A report section is one file: it declares its sections and plots (`PLUGIN`, registry.py),
+each naming its report and its place in the order, and both reports render what the files declare. Checked
 on a package of dropped-in files, and on the real reports' order."""
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ SECTIONS = (
     Section("run", 65, "Queue depth", "queue", lambda p: "<p>q</p>" if p.run else None),
     Section("comparison", 85, "Queue depth side by side", "queue", lambda p: "<p>qq</p>"),
 )
+PLUGIN = (*SECTIONS, *DRAWS)
 '''
 
 
 def test_a_dropped_in_section_file_is_found_in_its_report_and_place(tmp_path, monkeypatch):
-    pkg = package(tmp_path, monkeypatch, {"queue.py": QUEUE, "helper.py": "X = 1\n",
+    pkg = package(tmp_path, monkeypatch, {"queue.py": QUEUE, "html.py": "X = 1\n",
                                           "late.py": QUEUE.replace("65", "5").replace(
                                               "85", "95").replace('"queue"', '"late"')})
     found = registry.discover(pkg)
@@ -35,9 +36,10 @@ def test_a_dropped_in_section_file_is_found_in_its_report_and_place(tmp_path, mo
 
 
 @pytest.mark.parametrize(("source", "says"), [
-    ("SECTIONS = ('not a section',)\n", "SECTIONS must be a tuple of Section"),
-    ("DRAWS = ({'queue': 1},)\n", "DRAWS must be a tuple of Plots"),
+    ("PLUGIN = ('not a section',)\n", r"must end with PLUGIN = \(Section"),
+    ("X = 1\n", r"must end with PLUGIN = .*\(got nothing\)"),  # not a helper: declares
     (QUEUE.replace('"run"', '"nightly"'), "report 'nightly' is not one of run, comparison"),
+    (QUEUE.replace('Plots("run"', 'Plots("nightly"'), "plots for report 'nightly'"),
     (QUEUE.replace('"queue", lambda p: "<p>qq', '"telemetry", lambda p: "<p>qq'),
      "takes the place of"),
 ])
