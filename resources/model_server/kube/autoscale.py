@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servingbench.resources.model_server.kube.render import RUN_ANNOTATION, EngineSpec, labels
+from servingbench.resources.model_server.replicated import check_replicas
 
 POLICIES = ("keda", "hpa")
 METRICS = ("requests_waiting", "requests_running", "kv_cache_usage", "rps")
@@ -40,13 +41,8 @@ class Replicas:
 
     @classmethod
     def of(cls, doc: dict | None) -> Replicas:
-        doc = doc or {}
-        unknown = set(doc) - {"min", "max", "initial"}
-        if unknown:
-            raise ValueError(f"replicas: unknown key(s) {sorted(unknown)}")
-        lo = int(doc.get("min", 1))
-        hi = int(doc.get("max", max(lo, 1)))
-        return cls(lo, hi, int(doc.get("initial", max(lo, 1))))
+        """From the candidate's key, checked and defaulted as every profile does."""
+        return cls(**check_replicas(doc or {}, "replicas"))
 
 
 @dataclass(frozen=True)
