@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import quote
 
 import pandas as pd
 from servingbench.resources.analysis.frontier import DEFAULT_LEVELS, levels_of_folders
@@ -95,7 +96,10 @@ def run_link(run: RunData, page_dir: Path | None) -> Cell:
     if page_dir is None:
         return Cell(code)
     href = os.path.relpath(Path(run.run_dir).resolve() / "report.html", page_dir.resolve())
-    return Cell(f'<a href="{esc(Path(href).as_posix())}" title="{esc(run.run_id)}">{code}</a>')
+    # a folder name is not a URL: `./` so that `javascript:x` is never read as a scheme, and
+    # percent-encoded so that `#`, `?` or `%` in it are path characters
+    href = "./" + quote(Path(href).as_posix(), safe="/")
+    return Cell(f'<a href="{esc(href)}" title="{esc(run.run_id)}">{code}</a>')
 
 
 def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataFrame,
