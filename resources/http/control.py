@@ -45,8 +45,10 @@ def request(http: httpx.Client, method: str, url: str, *, max_bytes: int, deadli
     head trickled just under the read timeout lasts until h11's head limit), where a
     check between body parts never runs. The loop lives in a worker thread, so a caller
     inside a running event loop is served too. The client `http` gives the settings
-    (timeouts, base URL, headers, redirects, proxy environment); its pool is not used, so
-    each control read opens its own connection and closes it when it ends."""
+    (timeouts, base URL, headers, redirects, proxy environment; certificates are checked as
+    httpx does by default, and no caller gives a control client other TLS settings); its
+    pool is not used, so each control read opens its own connection and closes it when it
+    ends."""
     def run() -> tuple[httpx.Response, bytes]:
         async def go() -> tuple[httpx.Response, bytes]:
             async with httpx.AsyncClient(timeout=http.timeout, base_url=http.base_url,
