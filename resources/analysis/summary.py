@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 from servingbench.resources.analysis.analyze import NO_MEMORY, NO_ROOM, Analysis
@@ -87,13 +88,23 @@ def _fmt(value, spec: str = "") -> str:
     return str(value)
 
 
+# Markdown's punctuation, escaped in table cells: values come from files (an imported peer's
+# result names, step names, error texts) and Dagster renders the table, so `![x](url)` would
+# be an image fetched when someone opens the run, `<img …>` raw HTML, a `|` a new cell.
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-!|~&])")
+
+
+def _md_text(text: str) -> str:
+    """`text` as literal markdown table-cell text: one line, every special escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(text.splitlines()))
+
+
 def table(rows: Sequence[dict], columns: Sequence[tuple[str, str, str]], markdown: bool = False) -> str:
     """Rows as an aligned text (or markdown) table; columns are (key, title, format)."""
     cells = [[title for _, title, _ in columns]]
     cells += [[_fmt(r.get(key), spec) for key, _, spec in columns] for r in rows]
     if markdown:
-        # a `|` inside a value would split its cell
-        cells = [[c.replace("|", "\\|") for c in row] for row in cells]
+        cells = [[_md_text(c) for c in row] for row in cells]
         head, *body = cells
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in body])
