@@ -15,7 +15,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 STAMP := $(VENV)/.servingbench-synced
 
-.PHONY: setup demo demo-episode demo-real engine test check lint ui bench clean chromium haproxy peers
+.PHONY: setup demo demo-episode demo-real engine test check lint ui bench clean chromium haproxy postgresql peers
 
 setup: $(STAMP)
 
@@ -77,6 +77,16 @@ haproxy:
 	  || echo "note: could not install haproxy with apt-get; the replica tests will skip"; \
 	fi
 
+# The fleet tests run the concurrency pools on a PostgreSQL-backed Dagster instance, as
+# deployed: a server of their own from Debian's postgresql (initdb, postgres under
+# /usr/lib/postgresql/15/bin); fetched when missing and we may, like chromium. Without it
+# the PostgreSQL fleet test skips with its reason.
+postgresql:
+	@if [ ! -x /usr/lib/postgresql/15/bin/initdb ] && command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >/dev/null 2>&1 \
+	  || echo "note: could not install postgresql with apt-get; the PostgreSQL fleet test will skip"; \
+	fi
+
 # The benchmark peers whose results `servingbench import` reads (docs/import.md): the tests
 # run them against the emulator. Installed once per machine (minutes), then kept; a peer that
 # cannot be installed is one line, and its tests skip with their reason.
@@ -110,7 +120,7 @@ PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 # them again itself, ~3 CPU-seconds a worker against ~1 s for all of them here.
 COMPILE := $(VENV)/bin/python -m compileall -q -j 0 assets emulator pipelines resources sql tests
 
-test: $(STAMP) engine chromium haproxy peers
+test: $(STAMP) engine chromium haproxy postgresql peers
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(COMPILE)

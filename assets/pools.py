@@ -1,75 +1,76 @@
-"""Quota-aware concurrency: a benchmark holds one slot of its candidate's Dagster concurrency
-pool from before provisioning until after teardown.
+"""Quota-aware concurrency: candidates that share a pool (an instance family's quota or a
+capacity reservation) never hold nodes at the same time, while other pools run beside them.
 
-Dagster attaches a pool to an op definition, and one op serves every candidate partition, so
-the step claims its candidate's pool itself, through the same instance storage (and the same
-slots, visible under Deployment → Concurrency) that Dagster's executor uses for `pool=`. The
-pool's limit comes from pipelines/candidates.yaml, which stays the one place it is set: the
-slot count is brought in line before each claim.
+The mechanism is Dagster's own run queue: every benchmark run carries its candidate's pool
+as a run tag (`servingbench/pool`), and the instance's queued run coordinator holds a run in
+the queue while its pool's limit of runs is in progress (`concurrency.runs.
+tag_concurrency_limits` in dagster.yaml, `dagsterDaemon.runCoordinator` in the Helm values).
+Both are written from the candidates file's `pools`, which stays the one place a limit is
+set. Dagster's concurrency pools would not do: a pool is attached to an op definition, and
+one op serves every candidate partition, so one op cannot sit in the p5 pool for one
+partition and in the g6e pool for another; a run tag is set per partition.
+
+The pool holds for the whole run (queued → dequeued → finished); `pool_slot` records in the
+run folder's pool.json when the run was queued, when its nodes were asked for and when they
+were given back, so a run's place in the queue is data.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import dagster as dg
+import yaml
 from servingbench.resources.contract.timestamps import format_ts
 
-# A run in one of these holds nothing any more (Dagster's own set, from its public API).
-FINISHED_STATUSES = frozenset({dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE,
-                               dg.DagsterRunStatus.CANCELED})
-POLL_S = 1.0
-MAX_WAIT_S = 12 * 3600.0  # a night: a run still queued after that is failed, never left hanging
+POOL_TAG = "servingbench/pool"
 
 
-@contextlib.contextmanager
-def _one_writer(instance) -> Iterator[None]:
-    """One process at a time sets slot counts on an on-disk (SQLite) instance: runs started
-    together (`run --all --parallel`) each bring their pool's count in line at once, and
-    Dagster's SQLite storage does not serialize that. Seen: two slots made for a pool of
-    limit 1 (both runs held it together), and a run failing on the limit row's unique
-    constraint. A file lock in the instance's folder serializes them; an instance without
-    one (Postgres, in the cluster) locks the limit row itself."""
-    root = getattr(instance, "root_directory", None)
-    if not root or not os.path.isdir(root):
-        yield
-        return
-    with open(os.path.join(root, ".servingbench-pools.lock"), "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+def pool_tags(pool: str | None) -> dict[str, str]:
+    """The run tags that put a run in `pool` (none without a pool)."""
+    return {POOL_TAG: pool} if pool else {}
 
 
-def sync_limit(instance, pool: str, limit: int) -> None:
-    """Set `pool`'s slot count to `limit` unless it already is (writes only on change)."""
-    storage = instance.event_log_storage
-    if storage.get_concurrency_info(pool).slot_count == limit:
-        return
-    with _one_writer(instance):
-        if storage.get_concurrency_info(pool).slot_count != limit:  # another may have, meanwhile
-            storage.set_concurrency_slots(pool, limit)
+def tag_limits(candidates: Iterable) -> list[dict]:
+    """The run queue's tag concurrency limits: one per pool the candidates use, its limit
+    from the candidates file."""
+    limits = sorted({(c.pool, c.pool_limit) for c in candidates if c.pool})
+    return [{"key": POOL_TAG, "value": pool, "limit": int(limit)} for pool, limit in limits]
 
 
-def free_finished(instance, pool: str) -> list[str]:
-    """Free slots still held by runs that have ended (a killed process cannot free its own);
-    the daemon's run monitoring does the same when it runs (deploy/values.yaml)."""
-    storage = instance.event_log_storage
-    held = {slot.run_id for slot in storage.get_concurrency_info(pool).claimed_slots}
-    freed = []
-    for run_id in held:
-        run = instance.get_run_by_id(run_id)
-        if run is None or run.status in FINISHED_STATUSES:
-            storage.free_concurrency_slots_for_run(run_id)
-            freed.append(run_id)
-    return freed
+def instance_config(doc: dict | None, candidates: Iterable) -> dict:
+    """A dagster.yaml document with the pools' limits in `concurrency.runs`, the rest of
+    `doc` kept (other tags' limits too; a pool's entry is replaced, never doubled)."""
+    doc = dict(doc or {})
+    concurrency = dict(doc.get("concurrency") or {})
+    runs = dict(concurrency.get("runs") or {})
+    others = [lim for lim in runs.get("tag_concurrency_limits") or []
+              if lim.get("key") != POOL_TAG]
+    runs["tag_concurrency_limits"] = others + tag_limits(candidates)
+    concurrency["runs"] = runs
+    doc["concurrency"] = concurrency
+    return doc
+
+
+def write_instance_config(home: Path, candidates: Iterable) -> Path:
+    """Put the pools' limits into `home`/dagster.yaml (written only on change)."""
+    path = Path(home) / "dagster.yaml"
+    old = yaml.safe_load(path.read_text()) if path.exists() else None
+    new = instance_config(old, list(candidates))
+    if new != old:
+        path.write_text(yaml.safe_dump(new, sort_keys=False))
+    return path
+
+
+def helm_run_coordinator(candidates: Iterable, max_concurrent_runs: int) -> dict:
+    """deploy/values.yaml's `dagsterDaemon.runCoordinator` for these candidates' pools."""
+    return {"enabled": True, "type": "QueuedRunCoordinator", "config": {"queuedRunCoordinator": {
+        "maxConcurrentRuns": max_concurrent_runs,
+        "tagConcurrencyLimits": tag_limits(candidates)}}}
 
 
 def _record(path: Path | None, facts: dict) -> None:
@@ -78,56 +79,50 @@ def _record(path: Path | None, facts: dict) -> None:
                                     for k, v in facts.items()}, indent=2) + "\n")
 
 
-def _enforced(context, pool: str) -> bool:
-    """Whether this Dagster instance can hold pool slots; an in-memory one (tests, one
-    process) cannot share them with anyone, and says so."""
-    if context.instance.event_log_storage.supports_global_concurrency_limits:
-        return True
-    context.log.warning(f"pool {pool!r} not enforced: this Dagster instance's storage has "
-                        "no concurrency pools (`dagster instance migrate` adds them)")
-    return False
-
-
 @contextlib.contextmanager
-def pool_slot(context, pool: str | None, limit: int | None, record: Path | None = None,
-              max_wait_s: float = MAX_WAIT_S, clock=time.monotonic,
-              sleep=time.sleep) -> Iterator[dict]:
-    """Hold one slot of `pool` for the body. `record` (the run folder's pool.json) gets when
-    the slot was asked for, held and given back, so a run's place in the queue is data. A
-    candidate without a pool runs at once."""
-    facts = {"pool": pool, "limit": limit, "requested_at": time.time_ns(),
-             "acquired_at": None, "released_at": None}
-    if pool is None or not _enforced(context, pool):
-        # at once: no pool, or one this instance cannot share with anyone
-        facts["acquired_at"] = facts["requested_at"] if pool is None else time.time_ns()
-        try:
-            yield facts
-        finally:
-            facts["released_at"] = time.time_ns()
-            _record(record, facts)
-        return
-    instance, run_id, step = context.instance, context.run_id, str(context.op_handle)
-    storage = instance.event_log_storage
-    sync_limit(instance, pool, limit)
-    free_finished(instance, pool)
-    deadline, logged = clock() + max_wait_s, False
+def pool_slot(context, pool: str | None, limit: int | None,
+              record: Path | None = None) -> Iterator[dict]:
+    """Hold the body in `pool`: the run queue already made the run wait for its pool before
+    it started; this records the wait and the nodes' interval in `record` (pool.json).
+    `queued` says whether the queue did enforce it: a run executed in-process (`servingbench
+    run --candidate`, the tests) never passed through it, and says so in its log."""
+    run = context.run
+    queued = bool(pool) and run.tags.get(POOL_TAG) == pool and _was_queued(context)
+    created = _created_ns(context)
+    facts = {"pool": pool, "limit": limit, "queued": queued,
+             "requested_at": created or time.time_ns(), "acquired_at": time.time_ns(),
+             "released_at": None}
+    if pool and not queued:
+        context.log.warning(f"pool {pool!r} (limit {limit}) not enforced: this run did not pass "
+                            "through the instance's run queue with its pool tag (runs launched "
+                            "by `servingbench run --all`, the UI or the schedule do)")
+    elif pool:
+        context.log.info(f"in pool {pool!r} (limit {limit}) since the run queue started it")
     try:
-        while not storage.claim_concurrency_slot(pool, run_id, step).is_claimed:
-            if not logged:
-                holders = sorted(storage.get_concurrency_info(pool).active_run_ids)
-                context.log.info(f"waiting for a slot of pool {pool!r} (limit {limit}); "
-                                 f"held by run(s) {', '.join(holders) or '-'}")
-                logged = True
-            if clock() > deadline:
-                raise dg.Failure(description=f"no slot of pool {pool!r} (limit {limit}) "
-                                             f"within {max_wait_s:.0f} s")
-            sleep(POLL_S)
-        facts["acquired_at"] = time.time_ns()
-        context.log.info(f"holding a slot of pool {pool!r} (limit {limit})")
         yield facts
     finally:
-        # stamped before the slot is freed, so the next holder's interval starts after it
-        facts["released_at"] = time.time_ns() if facts["acquired_at"] else None
+        facts["released_at"] = time.time_ns()
         _record(record, facts)
-        # frees the slot, or the pending claim if we never got one
-        storage.free_concurrency_slot_for_step(run_id, step)
+
+
+def _was_queued(context) -> bool:
+    records = context.instance.get_records_for_run(
+        context.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED, limit=1).records
+    return bool(records)
+
+
+def _created_ns(context) -> int | None:
+    rec = context.instance.get_run_record_by_id(context.run_id)
+    return int(rec.create_timestamp.timestamp() * 1e9) if rec and rec.create_timestamp else None
+
+
+def partition_pool_tags(partitions_def, pools: dict[str, str]) -> dg.PartitionedConfig:
+    """benchmark_job's config: each date × candidate run carries its candidate's pool tag,
+    however it is started (the UI, the schedule, a backfill, `servingbench run`)."""
+    def tags(key: str) -> dict[str, str]:
+        candidate = partitions_def.get_partition_key_from_str(key).keys_by_dimension["candidate"]
+        return pool_tags(pools.get(candidate))
+
+    return dg.PartitionedConfig(partitions_def, run_config_for_partition_key_fn=lambda _: {},
+                                tags_for_partition_key_fn=tags)
+

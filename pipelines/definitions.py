@@ -22,7 +22,7 @@ def build_definitions(settings: Settings | None = None, resources: dict | None =
                 report.build(parts)],
         asset_checks=checks.build(parts) + report.build_checks(parts)
         + quality.build_checks(parts),
-        jobs=jobs(parts),
+        jobs=jobs(parts, {n: c.pool for n, c in res["candidates"].items() if c.pool}),
         # the nightly schedule runs the file's candidates; a sweep runs when asked
         # (`servingbench run --sweep`), each combination in its own partition
         schedules=schedules([n for n, c in res["candidates"].items()

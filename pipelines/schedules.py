@@ -7,6 +7,7 @@ import json
 
 import dagster as dg
 from servingbench.assets.peer_import import peer_import_job
+from servingbench.assets.pools import partition_pool_tags
 from servingbench.assets.report import publish_unfinished_run
 from servingbench.pipelines.liveness import dagster_alive
 from servingbench.resources.analysis.gates import RULE_OF
@@ -30,10 +31,12 @@ def max_runtime(job: str) -> dict[str, str]:
     return {"dagster/max_runtime": str(MAX_RUNTIME_S[job])}
 
 
-def jobs(partitions_def) -> list:
+def jobs(partitions_def, pools: dict[str, str] | None = None) -> list:
+    """`pools`: candidate -> its concurrency pool, carried by each benchmark run as a tag."""
     return [reaper_job, peer_import_job,
         dg.define_asset_job("benchmark_job", selection=dg.AssetSelection.assets(*CHAIN),
                             partitions_def=partitions_def, executor_def=dg.in_process_executor,
+                            config=partition_pool_tags(partitions_def, pools or {}),
                             tags={"dagster-k8s/config": BENCHMARK_POD,
                                   **max_runtime("benchmark_job")},
                             hooks={publish_unfinished_run},

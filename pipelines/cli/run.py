@@ -6,9 +6,9 @@ candidate's full load plan from the candidates file. Prints the candidate's head
 pre-flight fit check (the skipped ones are listed first, with their reasons), the same way.
 
 `servingbench run --all [--parallel N]`: every candidate of the date, up to N runs at once,
-each in its own process on the same Dagster instance (DAGSTER_HOME). Candidates sharing a
-concurrency pool (pipelines/candidates.yaml `pools`) wait for a slot, so N never asks for
-more nodes than the pools allow.
+each through the run queue of the same Dagster instance (DAGSTER_HOME). Candidates sharing a
+concurrency pool (pipelines/candidates.yaml `pools`) wait in the queue for their turn, so N
+never asks for more nodes than the pools allow.
 
     SERVINGBENCH_PROFILE=eks SERVINGBENCH_EKS_CLUSTER=... servingbench run --candidate p5-scout-bf16-tp8
     servingbench run --all --parallel 4
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
         dt.date.fromisoformat(args.date)
     except ValueError:
         p.error(f"--date: expected YYYY-MM-DD, got {args.date!r}")
-    dagster_home()
+    home = dagster_home()
     import dagster as dg
     from servingbench.pipelines.definitions import build_definitions
     from servingbench.pipelines.profiles import Settings
@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
             if chosen is None:
                 return 2
             chosen = {n: candidates[n] for n in chosen}
-        return run_all(chosen, args.date, args.parallel, dg.DagsterInstance.get())
+        return run_all(chosen, args.date, args.parallel, home)
     if args.candidate not in candidates:
         print(f"servingbench run: unknown candidate {args.candidate!r}; known: "
               f"{', '.join(candidates)}", file=sys.stderr)

@@ -1,19 +1,22 @@
 """Quota-aware concurrency: candidates sharing a pool never hold nodes at the same time,
-while other pools run beside them; the pools' limits come from the candidates file, and the
-bill refresh and reaper jobs never wait on them."""
+while other pools run beside them, on an instance on SQLite and on PostgreSQL; the pools'
+limits come from the candidates file (into the instance's run queue and the Helm values),
+and the bill refresh and reaper jobs never wait on them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
+from servingbench.assets.pools import POOL_TAG, helm_run_coordinator, write_instance_config
 from servingbench.pipelines.catalog import load_candidates
-from servingbench.pipelines.cli import main as cli
 from servingbench.pipelines.config import ConfigError
 from servingbench.resources.contract.timestamps import parse_ts
 
-from tests.support.fleet import candidates_file, intervals
+from tests.support.fleet import candidates_file, fleet_takes_turns, intervals
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -21,47 +24,31 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # three full chains, two of them in turn, on a shared 2-core machine
 def test_p5_runs_never_overlap_while_g6e_runs_beside_them(tmp_path, monkeypatch, capsys):
-    """Three real run processes on one on-disk Dagster instance (`run --all --parallel 3`).
-    The runs are the processes that must stay apart; the command that starts them is called
-    in-process (a fourth interpreter importing Dagster would prove nothing more), its
-    environment the one the run processes inherit."""
-    cands = candidates_file(tmp_path, {"p5-a": "p5.48xlarge", "p5-b": "p5.48xlarge",
-                                       "g6e-a": "g6e.48xlarge"},
-                            pools="{p5: 1, g6e: 2}", requests=4)
-    env = {"DAGSTER_HOME": str(tmp_path / "home"),
-           "SERVINGBENCH_DATA_DIR": str(tmp_path / "data"), "SERVINGBENCH_CANDIDATES": str(cands),
-           "SERVINGBENCH_EMULATOR_TIME_SCALE": "0.3", "SERVINGBENCH_EMULATOR_COLD_START_S": "0.2"}
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("SERVINGBENCH_PROFILE", raising=False)
-    monkeypatch.chdir(REPO)
-    rc = cli(["run", "--all", "--parallel", "3", "--date", "2026-11-29"])
-    out = capsys.readouterr()
-    assert rc == 0, out.out[-3000:] + out.err[-3000:]
-    assert "3 of 3 candidates" in out.out, out.out[-3000:]
-    assert "pools g6e: 2, p5: 1" in out.out
-    spans = intervals(tmp_path / "data" / "runs")
-    assert sorted(spans) == ["g6e-a", "p5-a", "p5-b"]
-    (a0, a1), (b0, b1) = sorted([spans["p5-a"], spans["p5-b"]])
-    assert a1 <= b0, "the two p5 runs held nodes at the same time"
-    g0, g1 = spans["g6e-a"]
-    assert g0 < b1 and a0 < g1 and (g0 < a1 or b0 < g1), "g6e did not run beside the p5 runs"
+    """On an on-disk (SQLite) instance, as `servingbench run --all` makes locally; the same on
+    PostgreSQL, as deployed, is test_fleet_pools_postgres.py."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    fleet_takes_turns(tmp_path, home, monkeypatch, capsys)
 
 
-def test_a_full_pool_blocks_benchmarks_but_not_the_reaper_or_bill_refresh(tmp_path):
+def test_only_benchmark_runs_carry_a_pool(tmp_path):
+    """The queue's limits hold benchmark runs back by their pool tag; the bill refresh and the
+    reaper carry none, so a full pool never makes them wait."""
     from servingbench.pipelines.definitions import build_definitions
     from servingbench.pipelines.profiles import Settings
 
     defs = build_definitions(Settings(data_dir=tmp_path))
-    for name in ("reaper_job", "bill_refresh_job"):
-        job = defs.resolve_job_def(name)
-        assert not any(node.definition.pools for node in job.nodes_in_topological_order), name
-    instance = dg.DagsterInstance.ephemeral()
-    instance.event_log_storage.set_concurrency_slots("p5", 1)
-    claim = instance.event_log_storage.claim_concurrency_slot("p5", "someone-else", "benchmark_run")
-    assert claim.is_claimed
-    result = defs.resolve_job_def("reaper_job").execute_in_process(instance=instance)
-    assert result.success
+    key = "p5-scout-bf16-tp8|2026-11-29"
+
+    def tags(job: str) -> dict:
+        config = defs.resolve_job_def(job).partitioned_config
+        return config.get_tags_for_partition_key(key) if config else {}
+    assert tags("benchmark_job")[POOL_TAG] == "p5"
+    assert POOL_TAG not in tags("bill_refresh_job")
+    result = defs.resolve_job_def("reaper_job").execute_in_process(
+        instance=dg.DagsterInstance.ephemeral())
+    assert result.success and POOL_TAG not in result.dagster_run.tags
 
 
 def test_pools_from_the_file(tmp_path):
@@ -105,49 +92,47 @@ def test_the_pool_record_spans_provision_to_teardown(tmp_path):
     assert result.success
     spans = intervals(tmp_path / "runs")
     (start, end), = spans.values()
-    import json
     (run_dir,) = (tmp_path / "runs").iterdir()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert start == parse_ts(manifest["phases"]["provision"]["started_at"])
     assert end >= parse_ts(manifest["phases"]["steady"]["ended_at"])
-    # the slot was given back
-    info = instance.event_log_storage.get_concurrency_info("p5")
-    assert (info.slot_count, info.claimed_slots) == (1, [])
+    # executed in-process, the run carried its pool's tag but never passed through the
+    # queue: its record says so (and its log warns)
+    record = json.loads((run_dir / "pool.json").read_text())
+    assert (record["pool"], record["limit"], record["queued"]) == ("p5", 1, False)
+    assert result.dagster_run.tags[POOL_TAG] == "p5"
 
 
-def _sync_at(home: str, start: float, pool: str, limit: int) -> None:
-    import os
-    import time
+def test_the_pools_limits_go_into_the_instance_s_run_queue(tmp_path, monkeypatch):
+    """write_instance_config puts the file's limits into dagster.yaml, keeps what else is
+    there (another tag's limit, the storage), replaces a pool's limit instead of doubling
+    it, and Dagster's own queued run coordinator reads them."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(yaml.safe_dump({
+        "telemetry": {"enabled": False},
+        "concurrency": {"runs": {"max_concurrent_runs": 5, "tag_concurrency_limits": [
+            {"key": "team", "value": "docs", "limit": 1},
+            {"key": POOL_TAG, "value": "p5", "limit": 7}]}}}))
+    cands = load_candidates(candidates_file(
+        tmp_path, {"p5-a": "p5.48xlarge", "g6e-a": "g6e.48xlarge", "p4d-a": "p4d.24xlarge"},
+        pools="{p5: 1, g6e: 2}"))
+    write_instance_config(home, cands)
+    write_instance_config(home, cands)  # again: nothing doubles
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.get() as instance:
+        queue = instance.get_concurrency_config().run_queue_config
+    assert queue.max_concurrent_runs == 5
+    assert list(queue.tag_concurrency_limits) == [
+        {"key": "team", "value": "docs", "limit": 1},
+        {"key": POOL_TAG, "value": "g6e", "limit": 2}, {"key": POOL_TAG, "value": "p5", "limit": 1}]
 
-    from servingbench.assets.pools import sync_limit
-    os.environ["DAGSTER_HOME"] = home
-    instance = dg.DagsterInstance.get()
-    while time.time() < start:  # every process sets the count at the same moment
-        pass
-    sync_limit(instance, pool, limit)
 
-
-def test_runs_setting_a_pools_count_together_make_exactly_its_limit(tmp_path, monkeypatch):
-    """Runs started together each bring their pool's slot count in line at once; on an
-    on-disk instance that must make one slot for a limit of 1 and fail none of them (without
-    the lock, some attempts failed on the limit row's unique constraint, and a fleet run once
-    got two slots for a pool of one)."""
-    import multiprocessing
-    import time
-
-    ctx = multiprocessing.get_context("fork")  # Dagster is imported already: children start fast
-    for trial in range(4):
-        home = tmp_path / f"home{trial}"
-        home.mkdir()
-        (home / "dagster.yaml").write_text("")
-        monkeypatch.setenv("DAGSTER_HOME", str(home))
-        instance = dg.DagsterInstance.get()  # made (and migrated) once, before the race
-        instance.event_log_storage.get_concurrency_info("p5")
-        start = time.time() + 0.5
-        procs = [ctx.Process(target=_sync_at, args=(str(home), start, "p5", 1)) for _ in range(4)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(60)
-        assert [p.exitcode for p in procs] == [0] * 4, trial
-        assert instance.event_log_storage.get_concurrency_info("p5").slot_count == 1, trial
+def test_the_helm_values_hold_the_candidates_file_s_pools():
+    """deploy/values.yaml's run queue has exactly the shipped candidates file's pools."""
+    values = yaml.safe_load((REPO / "deploy" / "values.yaml").read_text())
+    coordinator = values["dagsterDaemon"]["runCoordinator"]
+    cands = load_candidates(REPO / "pipelines" / "candidates.yaml")
+    expected = helm_run_coordinator(cands, coordinator["config"]["queuedRunCoordinator"][
+        "maxConcurrentRuns"])
+    assert coordinator == expected
