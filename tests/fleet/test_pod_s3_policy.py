@@ -75,3 +75,32 @@ def test_the_policy_allows_nothing_outside_the_run_folders(as_pod, s3_bucket, tm
         fs.create_dir(base, recursive=True)     # HeadBucket: what the old upload asked first
     assert ("s3:ListBucket", f"arn:aws:s3:::{s3_bucket[5:].split('/')[0]}") in iam.DENIED
     assert isinstance(fs, pafs.S3FileSystem)
+
+
+def test_a_pod_can_neither_forge_the_marker_nor_touch_a_published_run(as_pod, s3_bucket,
+                                                                      tmp_path):
+    """Pods write only where they write (the barrier, `_tmp/`, their own shard names): a
+    compromised pod cannot overwrite or delete another run's results or forge its
+    `_COMPLETE` marker."""
+    run, switch = as_pod
+    switch("admin")
+    published = tmp_path / "published"
+    published.mkdir()
+    for name in ("manifest.json", "cost_per_1m.parquet"):
+        (published / name).write_bytes(b"published " + name.encode())
+    other = f"{s3_bucket}/runs/20261129T010000Z-other"
+    runstore.publish(published, other)
+    switch("pod")
+    (tmp_path / "x").write_bytes(b"forged")
+    for target, name in ((other, "_COMPLETE"), (other, "cost_per_1m.parquet"),
+                         (other, "manifest.json"), (run, "_COMPLETE"), (run, "gates.json")):
+        with pytest.raises(OSError, match="(?i)access ?denied|forbidden"):
+            runstore.put(tmp_path, target, {"x": name})
+    fs, base = runstore.filesystem(other)
+    for name in ("_COMPLETE", "cost_per_1m.parquet"):
+        with pytest.raises(OSError, match="(?i)access ?denied|forbidden"):
+            fs.delete_file(f"{base}/{name}")
+    switch("admin")
+    assert runstore.marker(other)["status"] == "accepted"
+    assert fs.open_input_stream(f"{base}/cost_per_1m.parquet").read() == \
+        b"published cost_per_1m.parquet"
