@@ -167,3 +167,16 @@ def test_the_check_catches_an_unconditioned_mutation():
     assert any("C: ec2:TerminateInstances on every resource" in p for p in problems)
     assert any("D: fis:StartExperiment without aws:RequestTag" in p for p in problems)
     assert any("E: fis:StartExperiment without aws:ResourceTag" in p for p in problems)
+
+
+def test_no_read_action_is_granted_that_the_code_never_calls():
+    """Reads are granted on `*`, so each one is a right to see the whole account's
+    resources of its kind: only those the eks path calls. EKS's own checks of a node
+    group's launch template and subnets run under its service-linked role
+    (AWSServiceRoleForAmazonEKSNodegroup), not the caller's identity."""
+    policy = json.loads((ROOT / "docs/iam-policy.json").read_text())
+    granted = {a for st in policy["Statement"]
+               for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}
+    reads = {a for a in granted if READ.match(a.split(":", 1)[1])}
+    unused = reads - called_actions()
+    assert not unused, f"granted, never called: {sorted(unused)}"

@@ -113,3 +113,20 @@ def test_the_check_catches_a_missing_verb():
     assert not rbac.allows(role, "delete", "", "pods")
     assert not rbac.allows(role, "get", "", "configmaps")
     assert GROUP_OF["apis/batch/v1"] == "batch"
+
+
+def test_what_reading_secrets_exposes_is_documented():
+    """RBAC cannot narrow `list secrets` by label and a list returns every Secret's data,
+    so a Role that reads Secrets at all can read `hf-token` in the same namespace: the setup
+    guide must say so, and how to limit what that token can do."""
+    from pathlib import Path
+
+    from servingbench.resources.model_server.kube.rbac import RULES
+
+    reads = {v for group, res, verbs in RULES if (group, res) == ("", "secrets")
+             for v in verbs if v in ("get", "list", "watch")}
+    if not reads:
+        return
+    guide = (Path(__file__).resolve().parents[2] / "docs/eks.md").read_text()
+    assert "can read `hf-token`" in guide
+    assert "fine-grained Hugging Face token" in guide
