@@ -17,6 +17,7 @@ a raw chunk's time is `request_start_ns + (perf_ns - start_perf_ns)`.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from servingbench.resources.contract.yamltext import short
@@ -204,15 +205,21 @@ def _request(rec: dict, n: int, path: Path, steps: dict, chunks: dict | None) ->
     return r
 
 
+PHASE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
+
+
 def _figures(folder: Path, summary: dict, steps: dict) -> dict[str, dict[str, float]]:
     """AIPerf's own figures per profiling phase (its per-phase summary files)."""
     out = {}
     profiling = [name for name, (*_, warmup) in steps.items() if not warmup]
     for name in profiling:
         step = steps[name][0]
-        per_phase = folder / "phases" / name / SUMMARY
+        # the name comes from the file: it names a folder only when it is a plain name
+        # (`../../x` would read a summary from outside the results)
+        per_phase = (folder / "phases" / name / SUMMARY
+                     if isinstance(name, str) and PHASE_NAME.fullmatch(name) else None)
         # the top summary is the profiling phase's when there is only one
-        doc = read_json(per_phase) if per_phase.exists() else (
+        doc = read_json(per_phase) if per_phase is not None and per_phase.exists() else (
             summary if len(profiling) == 1 else None)
         if doc is None:
             continue

