@@ -6,10 +6,10 @@ writer. Three ways to fill it:
 * by hand, `RunBuilder.request(...)`: times are integer milliseconds after T0
   (2026-11-29T02:00:00Z), so every duration in a test's expected values is plain
   arithmetic on the numbers written in the test (`clean_run` is the analyzer tests' run);
-* simulated with the analyzer's outputs, `simulated_run(root, Candidate(...))`: closed-loop
-  slots, lognormal TTFT and per-token gaps, and the derived metrics (§3), cost (§4),
-  headline and gates (§5) computed here with numpy, so the CDFs and the tables of a report
-  fixture agree with each other (`build_comparison`: the report tests' five runs);
+* simulated, then analyzed, `simulated_run(root, Candidate(...))`: closed-loop slots,
+  lognormal TTFT and per-token gaps and an instance bill, and the analyzer's own outputs
+  (`analyze_run`: metrics, gates, cost, headline, frontier), so a report fixture holds
+  exactly what the analyzer writes (`build_comparison`: the report tests' five runs);
 * synthetic and large, `synthetic_run(run_dir, n_requests)`: vectorised with numpy and
   written in row groups, so 100k requests × 128 chunks (12.8M chunk rows) build in seconds
   without holding every string in memory (the benchmarks' folders). Marked `emulated`:
@@ -19,7 +19,6 @@ writer. Three ways to fill it:
 from __future__ import annotations
 
 import copy
-import json
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -28,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from servingbench.resources.analysis.gates import NAMES as GATE_NAMES
+from servingbench.resources.analysis.analyze import analyze_run
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract.schemas import (
     BILL,
@@ -36,7 +35,6 @@ from servingbench.resources.contract.schemas import (
     OPTIONAL_CHUNK_COLUMNS,
     OPTIONAL_COLUMNS,
     REQUEST_LOG,
-    STATS,
     TELEMETRY,
     TS,
     required_columns,
@@ -257,17 +255,6 @@ def _ts(values: list[int | None]) -> pa.Array:
     return pa.array(values, pa.int64()).cast(TS)
 
 
-def _stats(prefix: str, values: list[float]) -> dict:
-    if not values:
-        return {f"{prefix}_{s}": (0 if s == "n" else None) for s in STATS}
-    a = np.asarray(values, dtype=float)
-    q = np.percentile(a, [50, 90, 95, 99])
-    return {f"{prefix}_p50": q[0], f"{prefix}_p90": q[1], f"{prefix}_p95": q[2],
-            f"{prefix}_p99": q[3], f"{prefix}_mean": float(a.mean()),
-            f"{prefix}_min": float(a.min()), f"{prefix}_max": float(a.max()),
-            f"{prefix}_n": len(a)}
-
-
 def _simulate_step(c: Candidate, run_id: str, conc: int, start: int, rng) -> tuple[list, list]:
     reqs, chunks = [], []
     load = 1 + c.slowdown * (conc - 1)
@@ -304,141 +291,10 @@ def _simulate_step(c: Candidate, run_id: str, conc: int, start: int, rng) -> tup
     return reqs, chunks
 
 
-def _metrics_row(run_id: str, source: str, conc: int, reqs: list, chunks: list) -> dict:
-    ok = [r for r in reqs if r["status"] == "ok"]
-    start = min(r["sent_at"] for r in reqs)
-    end = max(r["finished_at"] for r in reqs)
-    window = (end - start) / S
-    out_tok = sum(r["output_tokens"] for r in ok)
-    ok_ids = {r["request_id"] for r in ok}
-    by_req: dict[str, list] = {}
-    for ch in chunks:
-        if ch["request_id"] in ok_ids:
-            by_req.setdefault(ch["request_id"], []).append(ch)
-    itl, multi, total_gaps = [], 0, 0
-    for chs in by_req.values():
-        for prev, cur in zip(chs, chs[1:], strict=False):
-            itl += [(cur["at"] - prev["at"]) / S / cur["tokens"]] * cur["tokens"]
-            multi += cur["tokens"] > 1
-            total_gaps += 1
-    conc_sum = sum((r["finished_at"] - r["sent_at"]) / S for r in reqs)
-    ttft = [(r["first_token_at"] - r["sent_at"]) / S for r in ok]
-    tpot = [(r["last_token_at"] - r["first_token_at"]) / S / (r["output_tokens"] - 1)
-            for r in ok if r["output_tokens"] >= 2]
-    good = sum(1 for r, t, p in zip(ok, ttft, tpot, strict=False) if t <= 2.0 and p <= 0.1)
-    reasons = []
-    if 100 * (len(reqs) - len(ok)) > len(reqs):
-        reasons.append("error_rate")
-    if conc_sum / window < 0.9 * conc:
-        reasons.append("achieved_concurrency")
-    row = dict(run_id=run_id, step=f"c={conc}", load_mode="concurrency", target=float(conc),
-               source=source, n_requests=len(reqs), n_ok=len(ok),
-               error_rate=(len(reqs) - len(ok)) / len(reqs), window_start=start,
-               window_end=end, window_s=window, input_tokens=512 * len(ok),
-               output_tokens=out_tok, output_tok_s=out_tok / window,
-               request_s=len(ok) / window, achieved_concurrency=conc_sum / window,
-               goodput_s=good / window)
-    row.update(_stats("ttft_s", ttft))
-    # these logs predate first_answer_at and reasoning_tokens: both stay null (ttfat_s_n 0)
-    row.update(_stats("ttfat_s", []))
-    row["reasoning_tokens"] = None
-    row.update(_stats("ttft_sched_s", [(r["first_token_at"] - r["scheduled_at"]) / S for r in ok]))
-    lag = np.asarray([(r["sent_at"] - r["scheduled_at"]) / S for r in reqs])
-    row.update(sched_lag_s_p50=float(np.percentile(lag, 50)),
-               sched_lag_s_p99=float(np.percentile(lag, 99)), sched_lag_s_max=float(lag.max()))
-    row.update(_stats("itl_s", itl))
-    row["itl_multi_token_share"] = multi / total_gaps if total_gaps else None
-    row.update(_stats("tpot_s", tpot))
-    row.update(_stats("e2e_s", [(r["finished_at"] - r["sent_at"]) / S for r in ok]))
-    row.update(spec_acceptance_rate=None, valid=not reasons,
-               invalid_reason=";".join(reasons) or None)
-    return row
-
-
-# what the analyzer writes today: the report's required columns (DERIVED_COLUMNS) plus
-# the ones it reads only when present (time to first answer, reasoning, draft acceptance)
-_AT = DERIVED_COLUMNS.index("ttft_s_n") + 1
-ANALYZER_COLUMNS = (*DERIVED_COLUMNS[:_AT], *(f"ttfat_s_{s}" for s in STATS), "reasoning_tokens",
-                    *DERIVED_COLUMNS[_AT:DERIVED_COLUMNS.index("valid")], "spec_acceptance_rate",
-                    "valid", "invalid_reason")
-
-
-def _derived_type(name: str) -> pa.DataType:
-    if name in ("window_start", "window_end"):
-        return TS
-    if name == "valid":
-        return pa.bool_()
-    if name in ("run_id", "step", "load_mode", "source", "invalid_reason"):
-        return pa.string()
-    if (name in ("n_requests", "n_ok", "input_tokens", "output_tokens", "reasoning_tokens")
-            or name.endswith("_n")):
-        return pa.int64()
-    return pa.float64()
-
-
-def _table(rows: list[dict], types: dict[str, pa.DataType]) -> pa.Table:
-    arrays = {}
-    for name, typ in types.items():
-        values = [r.get(name) for r in rows]  # an optional column a row lacks is null
-        arrays[name] = _ts(values) if typ == TS else pa.array(values, typ)
-    return pa.table(arrays)
-
-
-EXCLUDED = pa.list_(pa.struct([("service", pa.string()), ("usage_type", pa.string()),
-                                ("period_start", TS), ("amount", pa.float64())]))
-
-
 def _month(ns: int) -> tuple[datetime, datetime]:
     start = datetime.fromtimestamp(ns // S, UTC).replace(day=1, hour=0, minute=0, second=0)
     end = start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
     return start, end
-
-
-def _excluded(m: dict) -> list[dict]:
-    """The month's KMS key fee is behind every step: listed, never prorated (contract §4)."""
-    return [dict(service="AWS Key Management Service", usage_type="KMS-Keys",
-                 period_start=_month(m["window_start"])[0], amount=1.0)]
-
-
-def _cost_rows(c: Candidate, run_id: str, metrics: list[dict]) -> pa.Table:
-    rows = []
-    for m in metrics:
-        rate = c.hourly_usd * 1e6 / (m["output_tok_s"] * 3600)
-        rows.append(dict(run_id=run_id, step=m["step"], source=m["source"],
-                         bill_source="fixture", bill_status="final",
-                         window_cost_usd=c.hourly_usd * m["window_s"] / 3600,
-                         output_tokens=m["output_tokens"], cost_per_1m_output_usd=rate,
-                         hourly_price_usd=c.hourly_usd, cost_per_1m_via_rate_usd=rate,
-                         cross_check_delta=0.0, cross_check_note=None, included=["instance"],
-                         excluded_items=_excluded(m), price_region="us-east-1",
-                         purchase_option="on_demand", retrieved_on="2026-11-28"))
-    types = {k: pa.float64() for k in rows[0]}
-    types.update({k: pa.string() for k in ("run_id", "step", "source", "bill_source",
-                                            "bill_status", "cross_check_note", "price_region",
-                                            "purchase_option", "retrieved_on")})
-    types.update(output_tokens=pa.int64(), included=pa.list_(pa.string()), excluded_items=EXCLUDED)
-    return _table(rows, types)
-
-
-def _headline(c: Candidate, run_id: str, metrics: list[dict], cost: pa.Table,
-              slo_ttft: float, slo_tpot: float) -> pa.Table:
-    ok = [m for m in metrics if m["valid"] and m["ttft_s_p99"] is not None
-          and m["ttft_s_p99"] <= slo_ttft and m["tpot_s_p99"] <= slo_tpot]
-    best = max(ok, key=lambda m: m["output_tok_s"]) if ok else None
-    cost_of = dict(zip(cost["step"].to_pylist(), cost["cost_per_1m_output_usd"].to_pylist(),
-                       strict=True))
-    row = dict(run_id=run_id, candidate=c.candidate, instance_type=c.instance_type,
-               source=c.source, slo_ttft_s=slo_ttft, slo_tpot_s=slo_tpot,
-               meets_slo=best is not None, step=best and best["step"],
-               output_tok_s=best and best["output_tok_s"], ttft_s_p99=best and best["ttft_s_p99"],
-               tpot_s_p99=best and best["tpot_s_p99"],
-               cost_per_1m_output_usd=best and cost_of[best["step"]],
-               bill_status=best and "final")
-    types = {k: pa.string() for k in row}
-    types.update({k: pa.float64() for k in ("slo_ttft_s", "slo_tpot_s", "output_tok_s",
-                                           "ttft_s_p99", "tpot_s_p99", "cost_per_1m_output_usd")})
-    types["meets_slo"] = pa.bool_()
-    return _table([row], types)
 
 
 # What the report's header shows of a measured run on EKS (contract §2.1).
@@ -457,10 +313,9 @@ def simulated_run(root: Path, c: Candidate, run_id: str, created_at: str = "2026
     rng = np.random.default_rng(seed)
     created = mf.parse_ts(created_at)
     t = created + 1360 * S
-    all_reqs, all_chunks, metrics = [], [], []
+    all_reqs, all_chunks = [], []
     for conc in c.steps:
         reqs, chunks = _simulate_step(c, run_id, conc, t, rng)
-        metrics.append(_metrics_row(run_id, c.source, conc, reqs, chunks))
         all_reqs += reqs
         all_chunks += chunks
         t = max(r["finished_at"] for r in reqs) + S
@@ -497,37 +352,14 @@ def simulated_run(root: Path, c: Candidate, run_id: str, created_at: str = "2026
     month = [int(x.timestamp()) * S for x in _month(created + 1360 * S)]
     b.bill_row_ns(month[0], month[1], 1.0, 1.0, service="AWS Key Management Service",
                   usage_type="KMS-Keys", instance_type=None, usage_unit="Keys", source="fixture")
+    if c.gate_fail:  # a bill row of another account: the scoped gate (rule 5) rejects the run
+        b.bill_row_ns(created + 1360 * S, t, 1.0, 1.0, account_id="999999999999",
+                      source="fixture")
     run_dir = b.write(root / run_id)
-    pq.write_table(_table(metrics, {n: _derived_type(n) for n in ANALYZER_COLUMNS}),
-                   run_dir / "derived_metrics.parquet")
-    failed = GATE_NAMES[5] if c.gate_fail else None
-    gates = [dict(rule=rule, name=name, passed=name != failed,
-                  offending_rows=1 if name == failed else 0,
-                  examples=["2026-11-29T02:00:00.000000000Z"] if name == failed else [],
-                  message="instance rows do not cover the steady phase"
-                  if name == failed else "ok")
-             for rule, name in sorted(GATE_NAMES.items())]
-    (run_dir / "gates.json").write_text(json.dumps(gates, indent=2))
-    if not c.gate_fail:
-        cost = _cost_rows(c, run_id, metrics)
-        pq.write_table(cost, run_dir / "cost_per_1m.parquet")
-        pq.write_table(_headline(c, run_id, metrics, cost, slo_ttft_s, slo_tpot_s),
-                       run_dir / "headline.parquet")
-        _write_what_if(run_dir)
+    # the analyzer itself derives the metrics, gates, cost, headline, frontier and what-if
+    # prices the report reads, so a fixture can never disagree with what it would write
+    analyze_run(run_dir, slos=[(slo_ttft_s, slo_tpot_s)])
     return run_dir
-
-
-def _write_what_if(run_dir: Path) -> None:
-    """cost_what_if.parquet (contract §4.1) by the analyzer's own query, when the manifest
-    has price bases."""
-    import duckdb
-    from servingbench.resources.analysis.frontier import price_what_if
-
-    manifest = mf.load(run_dir / "manifest.json")
-    with duckdb.connect() as con:
-        table = price_what_if(manifest, pq.read_table(run_dir / "derived_metrics.parquet"), con)
-    if table is not None:
-        pq.write_table(table, run_dir / "cost_what_if.parquet")
 
 
 def _bases(**prices: tuple[float, str]) -> list[dict]:
