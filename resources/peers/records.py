@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract import yamltext
+from servingbench.resources.contract.redact import short_error
 from servingbench.resources.contract.schemas import CHUNK_LOG, REQUEST_LOG, STATUSES, write_parquet
 
 NS = 1_000_000_000
@@ -372,7 +373,8 @@ def _request_rows(run: PeerRun, run_id: str, phase: str) -> pa.Table:
         "chunks": [len(r.chunk_ns or ()) for r in rows],
         "status": [r.status for r in rows],
         "http_status": [r.http_status for r in rows],
-        "error": [r.error for r in rows],
+        # a peer keeps the server's text as it came, which may echo the request's key
+        "error": [None if r.error is None else short_error(r.error) for r in rows],
         "cached_tokens": [r.cached_tokens for r in rows],
     }
     arrays = [_column(cols.get(f.name, [None] * len(rows)), f, run) for f in REQUEST_LOG]

@@ -86,3 +86,21 @@ def test_an_aiperf_phase_name_never_opens_a_path_outside_the_folder(tmp_path):
     out = tmp_path / "imported"
     assert cli(["import", "aiperf", str(folder), "--out", str(out)]) == 0
     assert "999" not in (out / "manifest.json").read_text()
+
+
+def test_an_imported_peers_error_text_is_redacted_as_our_own(tmp_path):
+    """A peer keeps the server's error as it came (vLLM: the whole traceback's last line),
+    and a server may echo the request's key: the imported request log holds it redacted
+    with the patterns our own error texts go through."""
+    src = FIXTURES / "peers" / "vllm_bench_serve_0.33.0.json"
+    doc = json.loads(src.read_text())
+    i = next(k for k, e in enumerate(doc["errors"]) if e)  # the fixture's failed request
+    doc["errors"][i] = f"Traceback ...\nupstream 401: Authorization: Bearer {KEY} refused"
+    peer = tmp_path / "bench.json"
+    peer.write_text(json.dumps(doc))
+    out = tmp_path / "run"
+    assert cli(["import", "vllm", str(peer), "--out", str(out)]) == 0
+    errors = [e for e in pq.read_table(out / "steady_state_request_log.parquet")
+              .column("error").to_pylist() if e]
+    assert errors and all(KEY not in e for e in errors)
+    assert any("[REDACTED]" in e for e in errors)
