@@ -92,7 +92,7 @@ def short_id(run_id: str) -> str:
 def run_link(run: RunData, page_dir: Path | None) -> Cell:
     """The run's short id, linking to its own report (report.html in its folder) relative to
     the comparison page; the full id is the link's title."""
-    code = f"<code>{esc(short_id(run.run_id))}</code>"
+    code = f'<code class="run-id">{esc(short_id(run.run_id))}</code>'
     if page_dir is None:
         return Cell(code)
     href = os.path.relpath(Path(run.run_dir).resolve() / "report.html", page_dir.resolve())

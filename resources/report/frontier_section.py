@@ -33,7 +33,9 @@ CAPTIONS = {
 def write_plots(latest: Sequence[RunData], out_dir: Path, levels: Sequence[float]
                 ) -> dict[str, Path]:
     figs = {name: fn(latest, levels) for name, fn in PLOTS.items()}
-    return {name: save(fig, out_dir / f"{name}.png") for name, fig in figs.items() if fig}
+    # tight: the legends below the plots are as wide as the candidates' names make them
+    return {name: save(fig, out_dir / f"{name}.png", tight=True)
+            for name, fig in figs.items() if fig}
 
 
 def _source(value) -> object:

@@ -54,6 +54,7 @@ figcaption { color: #555555; font-size: 12px; margin-top: 3px; }
 .bar { background: #4c78a8; height: 10px; }
 .bar.sub { background: #9ecae9; }
 code { font-size: 12px; background: #f4f4f4; padding: 0 3px; word-break: break-all; }
+code.run-id { white-space: nowrap; word-break: normal; }
 """
 
 

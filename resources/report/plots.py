@@ -80,10 +80,13 @@ def figure(width: float, emulated: bool, ncols: int = 1, bottom: float = 0.12,
 
 
 @styled
-def save(fig: Figure, path: Path) -> Path:
+def save(fig: Figure, path: Path, tight: bool = False) -> Path:
+    """`tight`: the image grows to hold what is drawn outside the axes' fixed margins (a
+    legend below the plot, as wide as its labels), at the cost of one more layout pass."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    extra = {"bbox_inches": "tight", "pad_inches": 0.15} if tight else {}
     return durable.write_with(path, lambda f: fig.savefig(f, format="png", dpi=DPI,
-                                                          facecolor="white"))
+                                                          facecolor="white", **extra))
 
 
 def _step_order(run: RunData, extra: Iterable[str] = ()) -> list[str]:

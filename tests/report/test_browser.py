@@ -34,6 +34,8 @@ def test_reports_load_without_console_errors(reports, tmp_path):
         assert all(complete and w > 500 and h > 300 for complete, w, h in images), images
         assert page.facts["scripts"] == 0 and page.facts["tables"] >= 5
         if name == "comparison":  # the frontier section rendered: its plots and level table
+            # each run id in the headline on one line, never broken inside
+            assert page.facts["run_id_lines"] and set(page.facts["run_id_lines"]) == {1}
             frontier = page.facts["sections"]["frontier"].lower()
             assert "cheapest" in frontier and "runner-up" in frontier and "what-if" in frontier
         if name == "measured":

@@ -154,3 +154,21 @@ def test_a_member_that_failed_quality_parity_is_never_on_the_pooled_frontier():
     bad.parity = None
     (line,) = lines([good, bad])
     assert frontier_points(line.points)["run_id"].tolist() == ["s-b"]
+
+
+def test_the_cost_plots_legend_is_never_cut_at_the_images_edge(tmp_path):
+    """Long candidate names make the legend below the cost plot wider than the plot: the
+    saved image grows to hold it, so its left and right edges stay white."""
+    import matplotlib.image as mpimg
+    from servingbench.resources.report.frontier_section import write_plots
+
+    what_if = [("c=1", "on_demand", 6.0), ("c=1", "spot", 2.0), ("c=8", "on_demand", 1.5),
+               ("c=8", "spot", 0.5)]
+    runs = [_run(f"maverick-{itype}-fp8-tp8-max-num-seqs-256-chunked-prefill", [
+        ("c=1", True, 50.0 - i, 10.0, 5.0), ("c=8", True, 20.0 - i, 40.0, 1.2)],
+        itype=itype, what_if=what_if) for i, itype in enumerate(("p5.48xlarge", "p4d.24xlarge"))]
+    drawn = write_plots(runs, tmp_path, [5, 10])
+    for name in ("frontier_cost", "frontier_throughput"):
+        img = mpimg.imread(drawn[name])[..., :3]
+        edges = img[:, [0, 1, -2, -1]]
+        assert edges.min() > 0.99, name  # nothing drawn on (or cut at) the left or right edge

@@ -70,6 +70,9 @@ PROBE = """JSON.stringify({
   tables: document.querySelectorAll('table').length,
   scripts: document.querySelectorAll('script').length,
   height: document.documentElement.scrollHeight,
+  // lines each run id is laid out on (one box per line)
+  run_id_lines: Array.from(document.querySelectorAll('code.run-id'))
+                     .map(c => c.getClientRects().length),
   sections: Object.fromEntries(Array.from(document.querySelectorAll('section[id]'))
                                .map(s => [s.id, s.innerText.slice(0, 4000)]))
 })"""
