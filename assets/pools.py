@@ -85,7 +85,7 @@ def pool_slot(context, pool: str | None, limit: int | None,
     """Hold the body in `pool`: the run queue already made the run wait for its pool before
     it started; this records the wait and the nodes' interval in `record` (pool.json).
     `queued` says whether the queue did enforce it: a run executed in-process (`servingbench
-    run --candidate`, the tests) never passed through it, and says so in its log."""
+    run --candidate`, the demo, the tests) never passed through it, and says so in its log."""
     run = context.run
     queued = bool(pool) and run.tags.get(POOL_TAG) == pool and _was_queued(context)
     created = _created_ns(context)
@@ -93,7 +93,7 @@ def pool_slot(context, pool: str | None, limit: int | None,
              "requested_at": created or time.time_ns(), "acquired_at": time.time_ns(),
              "released_at": None}
     if pool and not queued:
-        context.log.warning(f"pool {pool!r} (limit {limit}) not enforced: this run did not pass "
+        context.log.info(f"pool {pool!r} (limit {limit}) not enforced: this run did not pass "
                             "through the instance's run queue with its pool tag (runs launched "
                             "by `servingbench run --all`, the UI or the schedule do)")
     elif pool:
