@@ -101,7 +101,7 @@ def test_the_helm_values_name_the_parts_docs_deploy_relies_on():
     (dep,) = values["dagster-user-deployments"]["deployments"]
     assert dep["dagsterApiGrpcArgs"] == ["-m", "servingbench.pipelines.definitions"]
     assert values["runLauncher"]["type"] == "K8sRunLauncher"
-    assert values["dagsterDaemon"]["runMonitoring"]["freeSlotsAfterRunEndSeconds"] > 0
+    assert values["dagsterDaemon"]["runMonitoring"]["enabled"] is True  # a dead pod ends its run, and its hold on its pool
     assert values["postgresql"]["postgresqlHost"]
     docker = (REPO / "Dockerfile").read_text()
     assert "@sha256:" in docker.split("FROM", 1)[1].splitlines()[0]
