@@ -34,7 +34,7 @@ def reconciliation_md(rec: dict | None) -> str:
         return "no server_metrics.json: the engine's counters were not scraped for this run"
     if not rec["available"]:
         return f"server metrics unavailable: {rec['reason']}"
-    rows = [{**r, "result": "**FLAGGED**" if r["flagged"] else "ok"} for r in rec["steps"]]
+    rows = [{**r, "result": "FLAGGED" if r["flagged"] else "ok"} for r in rec["steps"]]
     head = ("EMULATED server counters — " if rec.get("emulated") else "") + (
         f"client vs server per step (flagged when a gap exceeds {rec['tolerance']:.0%})\n\n")
     return head + table(rows, RECONCILIATION_COLUMNS, markdown=True)
