@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 import dagster as dg
-from servingbench.resources import peers
 from servingbench.assets.peer_prefix import LEDGER, listing, read_ledger, record, to_download
+from servingbench.resources import peers
 from servingbench.resources.analysis.analyze import analyze_run
 from servingbench.resources.analysis.summary import table
 from servingbench.resources.contract import manifest as mf
