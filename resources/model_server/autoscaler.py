@@ -16,16 +16,15 @@ import time
 import urllib.request
 
 from servingbench.resources.http.prometheus import parse
+from servingbench.resources.model_server import engines
 from servingbench.resources.model_server.autoscale import Policy, State, decide
 from servingbench.resources.model_server.balancer import Balancer
 from servingbench.resources.model_server.events import Events
 from servingbench.resources.model_server.replicas import ReplicaSet
 
 SUBJECT = "local-autoscaler"
-# the engine's gauge per metric (vLLM's names, which the emulator serves)
-GAUGES = {"requests_waiting": ("vllm:num_requests_waiting",),
-          "requests_running": ("vllm:num_requests_running",),
-          "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")}
+# the emulator serves vLLM's gauges; their names are the engines package's knowledge
+GAUGES = engines.get("vllm").gauges
 
 
 def gauge(text: str, metric: str) -> float:

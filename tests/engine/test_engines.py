@@ -69,7 +69,7 @@ def test_every_file_is_an_engine_and_every_engine_a_file():
     for e in engines.all_engines():
         assert e.where in ("eks", "local")
         if e.where == "eks":
-            assert e.command and e.launch and set(e.markers) == {"weights_loaded", "compiled"}
+            assert e.command and e.launch and set(e.markers) >= {"weights_loaded", "compiled"}
     assert engines.local("llama.cpp") and not engines.local("vllm")
 
 
