@@ -3,6 +3,7 @@
 -- inputs (views): metrics (step_metrics output), cost (cost_per_1m output; no rows when the
 --                 run has no accepted bill, so the cost columns stay null)
 -- params: $candidate, $accelerators (node_count × accelerators_per_node; null when unknown)
+-- The step's slo_attainment and e2e_norm_interactivity_tok_s (contract §3) ride along.
 -- interactivity = 1 / tpot_s_p50. The rows come without `on_frontier`: analysis/frontier.py
 -- hands them to pareto.sql, the one place the frontier rule is written.
 WITH points AS (
@@ -17,6 +18,7 @@ WITH points AS (
         c.cost_per_1m_output_usd, c.bill_status,
         c.window_cost_usd / NULLIF(m.input_tokens + m.output_tokens, 0) * 1e6
             AS cost_per_1m_total_usd,
+        m.slo_attainment, m.e2e_norm_interactivity_tok_s,
         m.load_mode, m.target
     FROM metrics m
     LEFT JOIN cost c USING (step)
@@ -24,6 +26,7 @@ WITH points AS (
 SELECT
     p.run_id, p.candidate, p.step, p.source, p.valid, p.accelerators, p.interactivity_tok_s,
     p.output_tok_s_per_accel, p.total_tok_s_per_accel, p.ttft_s_p99, p.tpot_s_p99,
-    p.cost_per_1m_output_usd, p.bill_status, p.cost_per_1m_total_usd
+    p.cost_per_1m_output_usd, p.bill_status, p.cost_per_1m_total_usd,
+    p.slo_attainment, p.e2e_norm_interactivity_tok_s
 FROM points p
 ORDER BY p.load_mode, p.target, p.step

@@ -6,6 +6,8 @@
 -- inputs (views): steady (request log, phase = steady)
 -- params: none
 -- req_no is an integer: partitioning and joining on it is cheaper than on a UUID string.
+-- `model` (contract §2.2, null but in a run with several models) lets the metrics of §3.9
+-- take one model's chunks.
 SELECT CAST(row_number() OVER () AS INTEGER) AS req_no, request_id, step, status = 'ok' AS ok,
-       sent_at, finished_at
+       sent_at, finished_at, model
 FROM steady

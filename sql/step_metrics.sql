@@ -2,10 +2,18 @@
 -- contract §3: one row per step of the steady phase → derived_metrics.parquet.
 -- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql) and
 --                 steady_req (steady_req.sql),
---                 manifest_steps (step, client_limited) from the manifest's steps[]
--- params: $run_id, $source (manifest source), $slo_ttft_s, $slo_tpot_s (goodput thresholds)
+--                 manifest_steps (step, client_limited) from the manifest's steps[],
+--                 timeline (timeline.sql: replica intervals, contract §2.6)
+-- params: $run_id, $source (manifest source), $slo_ttft_s, $slo_tpot_s (goodput and SLO
+--         attainment thresholds), $fixed_replicas (the replica count of a run without
+--         replica events, else null), $model (null: every request; a name: that model's
+--         requests only, over the step's own window, contract §3.9)
 -- Durations are float64 seconds from integer nanoseconds: (epoch_ns(a) - epoch_ns(b)) / 1e9.
-WITH req AS (
+WITH win AS (   -- the step's window, over all of its requests whatever $model picks
+    SELECT step, min(sent_at) AS window_start, max(finished_at) AS window_end
+    FROM steady GROUP BY step
+),
+req AS (
     SELECT
         step, load_mode, target, request_id, status = 'ok' AS ok,
         sent_at, finished_at, input_tokens, output_tokens,
@@ -19,17 +27,19 @@ WITH req AS (
         (epoch_ns(finished_at) - epoch_ns(sent_at)) / 1e9 AS e2e,
         CASE WHEN output_tokens >= 2
              THEN (epoch_ns(last_token_at) - epoch_ns(first_token_at)) / 1e9 / (output_tokens - 1)
-        END AS tpot
+        END AS tpot,
+        -- seconds per output token end to end (e2e_norm_interactivity_tok_s = 1 / its p90)
+        CASE WHEN output_tokens >= 1
+             THEN (epoch_ns(finished_at) - epoch_ns(sent_at)) / 1e9 / output_tokens
+        END AS e2e_per_tok
     FROM steady
+    WHERE CAST($model AS VARCHAR) IS NULL OR model = CAST($model AS VARCHAR)
 ),
 steps AS (
     SELECT
         step, load_mode, target,
         count(*) AS n_requests,
         count(*) FILTER (WHERE ok) AS n_ok,
-        min(sent_at) AS window_start,
-        max(finished_at) AS window_end,
-        (epoch_ns(max(finished_at)) - epoch_ns(min(sent_at))) / 1e9 AS window_s,
         CAST(sum(input_tokens) FILTER (WHERE ok) AS BIGINT) AS input_tokens,
         CAST(sum(output_tokens) FILTER (WHERE ok) AS BIGINT) AS output_tokens,
         CAST(sum(reasoning_tokens) FILTER (WHERE ok) AS BIGINT) AS reasoning_tokens,
@@ -62,9 +72,27 @@ steps AS (
         avg(e2e) FILTER (WHERE ok) AS e2e_s_mean,
         min(e2e) FILTER (WHERE ok) AS e2e_s_min,
         max(e2e) FILTER (WHERE ok) AS e2e_s_max,
-        count(e2e) FILTER (WHERE ok) AS e2e_s_n
+        count(e2e) FILTER (WHERE ok) AS e2e_s_n,
+        quantile_cont(e2e_per_tok, 0.90) FILTER (WHERE ok) AS e2e_per_tok_p90
     FROM req
     GROUP BY step, load_mode, target
+),
+windowed AS (
+    SELECT s.*, w.window_start, w.window_end,
+           (epoch_ns(w.window_end) - epoch_ns(w.window_start)) / 1e9 AS window_s
+    FROM steps s JOIN win w USING (step)
+),
+-- replicas_ready(t) integrated over the step's window (contract §2.6): each replica interval's
+-- overlap with it; a window of length 0 takes the count at its start
+replicas AS (
+    SELECT w.step,
+           sum(greatest(0, least(coalesce(t.end_ns, 9223372036854775807), epoch_ns(w.window_end))
+                           - greatest(t.start_ns, epoch_ns(w.window_start))))::DOUBLE AS ns,
+           count(*) FILTER (WHERE t.start_ns <= epoch_ns(w.window_start)
+                            AND coalesce(t.end_ns, 9223372036854775807) > epoch_ns(w.window_start))
+               AS at_start
+    FROM win w JOIN timeline t ON t.kind = 'replica'
+    GROUP BY w.step
 ),
 -- Per-token ITL: chunk seq >= 1 of an ok request gives (at[seq] - at[seq-1]) / tokens,
 -- counted `tokens` times, so a chunk bundling k tokens weighs k.
@@ -72,6 +100,7 @@ gaps AS (
     SELECT r.step, g.tokens, g.itl_s AS itl
     FROM chunk_gaps g JOIN steady_req r USING (req_no)
     WHERE r.ok AND g.seq >= 1
+      AND (CAST($model AS VARCHAR) IS NULL OR r.model = CAST($model AS VARCHAR))
 ),
 -- Its percentiles are quantile_cont's over that token-weighted list, computed without the
 -- list: quantile_cont keeps every value of a group in memory, which DuckDB cannot spill (a
@@ -152,8 +181,13 @@ derived AS (
         s.n_ok / NULLIF(s.window_s, 0) AS request_s,
         s.busy_s / NULLIF(s.window_s, 0) AS achieved_concurrency,
         s.n_good / NULLIF(s.window_s, 0) AS goodput_s,
+        s.n_good / s.n_requests AS slo_attainment,
+        1.0 / NULLIF(s.e2e_per_tok_p90, 0) AS e2e_norm_interactivity_tok_s,
+        CASE WHEN $fixed_replicas IS NOT NULL THEN CAST($fixed_replicas AS DOUBLE)
+             WHEN s.window_s > 0 THEN coalesce(rp.ns, 0) / 1e9 / s.window_s
+             ELSE CAST(coalesce(rp.at_start, 0) AS DOUBLE) END AS replicas_mean,
         coalesce(m.client_limited, false) AS client_limited
-    FROM steps s LEFT JOIN manifest_steps m USING (step)
+    FROM windowed s LEFT JOIN manifest_steps m USING (step) LEFT JOIN replicas rp USING (step)
 )
 SELECT * EXCLUDE (invalid_reason), invalid_reason IS NULL AS valid, invalid_reason
 FROM (
@@ -172,6 +206,8 @@ SELECT
     sh.itl_multi_token_share,
     d.tpot_q[1] AS tpot_s_p50, d.tpot_q[2] AS tpot_s_p90, d.tpot_q[3] AS tpot_s_p95, d.tpot_q[4] AS tpot_s_p99, d.tpot_s_mean, d.tpot_s_min, d.tpot_s_max, d.tpot_s_n,
     d.e2e_q[1] AS e2e_s_p50, d.e2e_q[2] AS e2e_s_p90, d.e2e_q[3] AS e2e_s_p95, d.e2e_q[4] AS e2e_s_p99, d.e2e_s_mean, d.e2e_s_min, d.e2e_s_max, d.e2e_s_n,
+    d.slo_attainment, d.e2e_norm_interactivity_tok_s, d.replicas_mean,
+    d.output_tok_s / NULLIF(d.replicas_mean, 0) AS output_tok_s_per_replica,
     NULLIF(concat_ws(';',
         CASE WHEN 100 * (d.n_requests - d.n_ok) > d.n_requests THEN 'error_rate' END,
         CASE WHEN d.load_mode = 'concurrency' AND d.achieved_concurrency < 0.9 * d.target

@@ -39,7 +39,7 @@ def derive(manifest: dict, metrics: pa.Table, cost: pa.Table | None,
     own = con is None
     con = duckdb.connect() if own else con
     try:
-        con.register("metrics", metrics)
+        con.register("metrics", _with_columns(metrics, _METRICS_ADDED))
         con.register("cost", (cost.select(_NO_COST.names) if cost is not None
                               else _NO_COST.empty_table()))
         points = sqlfiles.query(con, "frontier", candidate=manifest.get("candidate"),
@@ -48,7 +48,25 @@ def derive(manifest: dict, metrics: pa.Table, cost: pa.Table | None,
     finally:
         if own:
             con.close()
-    return table.cast(FRONTIER)
+    return as_frontier(table)
+
+
+# derived metrics written before contract §3's SLO attainment columns lack them (null there)
+_METRICS_ADDED = (("slo_attainment", pa.float64()), ("e2e_norm_interactivity_tok_s", pa.float64()))
+
+
+def _with_columns(table: pa.Table, columns) -> pa.Table:
+    for name, typ in columns:
+        if name not in table.column_names:
+            table = table.append_column(pa.field(name, typ), pa.nulls(table.num_rows, typ))
+    return table
+
+
+def as_frontier(table: pa.Table) -> pa.Table:
+    """`table` in FRONTIER's columns and order (a frontier written before its optional
+    columns existed gets them as nulls)."""
+    return _with_columns(table, [(f.name, f.type) for f in FRONTIER]).select(
+        FRONTIER.names).cast(FRONTIER)
 
 
 def pareto(points: pa.Table, ranked: Sequence[bool] | None = None,
@@ -104,7 +122,7 @@ def levels(frontiers: Sequence[pa.Table], runs: Sequence[dict],
     false: a run that failed quality parity is shown, never ranked)."""
     con = duckdb.connect()
     try:
-        con.register("frontier", pa.concat_tables([f.cast(FRONTIER) for f in frontiers])
+        con.register("frontier", pa.concat_tables([as_frontier(f) for f in frontiers])
                      if frontiers else FRONTIER.empty_table())
         con.register("level_runs", pa.table({
             "run_id": pa.array([r["run_id"] for r in runs], pa.string()),
@@ -153,7 +171,7 @@ def read_frontier(run_dir: Path, manifest: dict) -> pa.Table | None:
     derived_metrics.parquet (and cost_per_1m.parquet); None when the run was never analysed."""
     run_dir = Path(run_dir)
     if (run_dir / "frontier.parquet").exists():
-        return pq.read_table(run_dir / "frontier.parquet").cast(FRONTIER)
+        return as_frontier(pq.read_table(run_dir / "frontier.parquet"))
     if not (run_dir / "derived_metrics.parquet").exists():
         return None
     metrics = pq.read_table(run_dir / "derived_metrics.parquet")

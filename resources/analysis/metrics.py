@@ -24,10 +24,17 @@ def step_metrics(run: RunFolder, slo: tuple[float, float] = DEFAULT_SLO,
                  telemetry: pa.Table | None = None) -> pa.Table:
     """contract §3 for every step of the steady phase; `spec_acceptance_rate` from the
     telemetry's speculative-decoding counters (null without them)."""
-    run.con.register("manifest_steps", _manifest_steps(run.manifest))
-    metrics = sqlfiles.query(run.con, "step_metrics", run_id=run.manifest["run_id"],
-                             source=run.manifest["source"], slo_ttft_s=slo[0], slo_tpot_s=slo[1])
+    metrics = query(run, slo)
     return check_output(with_spec_acceptance(run, metrics, telemetry), "derived_metrics")
+
+
+def query(run: RunFolder, slo: tuple[float, float], model: str | None = None) -> pa.Table:
+    """sql/step_metrics.sql over every steady request, or (`model`) one model's requests
+    over each step's own window (contract §3.9)."""
+    run.con.register("manifest_steps", _manifest_steps(run.manifest))
+    return sqlfiles.query(run.con, "step_metrics", run_id=run.manifest["run_id"],
+                          source=run.manifest["source"], slo_ttft_s=slo[0], slo_tpot_s=slo[1],
+                          fixed_replicas=run.fixed_replicas, model=model)
 
 
 def with_spec_acceptance(run: RunFolder, metrics: pa.Table,

@@ -29,11 +29,13 @@ from servingbench.resources.analysis import sqlfiles
 from servingbench.resources.contract import durable, settings
 from servingbench.resources.contract import manifest as manifest_mod
 from servingbench.resources.contract.schemas import (
+    EVENTS,
     PARTIAL_SUFFIX,
     RECORD_SETS,
     RUN_FILES,
     SchemaError,
     conform,
+    read_file,
     read_records,
     record_files,
 )
@@ -54,6 +56,25 @@ class RunFolder:
     # what was read, per record set: (path, inode, size, mtime_ns) of each file. Two opens of
     # an unchanged folder read the same bytes (see `identity`).
     files: dict[str, tuple] = field(default_factory=dict)
+    # contract §2.6: whether events.parquet has replica_ready / node_ready events of the run
+    # (without them the replica and node counts are fixed: the manifest's)
+    replica_events: bool = False
+    node_events: bool = False
+    foreign_events: int = 0  # event rows of another run_id (rule 3; ignored by every output)
+
+    @property
+    def fixed_replicas(self) -> int | None:
+        """The replica count without replica events (`replicas.initial`, else 1); None when
+        the timeline says it."""
+        if self.replica_events:
+            return None
+        return int((self.manifest.get("replicas") or {}).get("initial") or 1)
+
+    @property
+    def fixed_nodes(self) -> int | None:
+        """The node count without node events (the manifest's `node_count`); None when the
+        timeline says it."""
+        return None if self.node_events else self.manifest.get("node_count")
 
     def identity(self, names) -> tuple:
         """The identity of what this folder's record sets `names` and manifest hold: equal
@@ -206,9 +227,12 @@ def open_run(path: Path, duckdb_path: str | None = None) -> RunFolder:
             has_bill = has_bill or name == "bill"
             if how == "partial":
                 partial.append(name)
-        # chunk gaps are needed by both the gates and the metrics: compute them once
-        for table in ("steady_req", "chunk_gaps"):
+        foreign = _register_events(con, path, manifest["run_id"], read)
+        # chunk gaps are needed by both the gates and the metrics: compute them once; the
+        # timelines (contract §2.6) by the metrics, the cost, rule 5 and the episode outputs
+        for table in ("steady_req", "chunk_gaps", "timeline"):
             con.sql(sqlfiles.load(table)).create(table)
+        kinds = {k for (k,) in con.execute("SELECT DISTINCT kind FROM timeline").fetchall()}
     except (duckdb.Error, pa.ArrowException, OSError) as exc:
         con.close()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -220,7 +244,34 @@ def open_run(path: Path, duckdb_path: str | None = None) -> RunFolder:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     return RunFolder(path=path, manifest=manifest, con=con, has_bill=has_bill, partial=partial,
-                     scratch=scratch, files=read)
+                     scratch=scratch, files=read, replica_events="replica" in kinds,
+                     node_events="node" in kinds, foreign_events=foreign)
+
+
+EVENTS_FILE = "events.parquet"
+
+
+def _register_events(con: duckdb.DuckDBPyConnection, run_dir: Path, run_id: str,
+                     read: dict[str, tuple]) -> int:
+    """events.parquet (contract §2.6, optional) as the table `events`, holding only the rows
+    of the manifest's run_id (another run's rows fail rule 3 and are ignored by every
+    output), and `events_all` with every row; an empty table without the file. Returns the
+    number of foreign rows. Events are few (a row per start, phase, decision): read whole."""
+    path = run_dir / EVENTS_FILE
+    table = EVENTS.empty_table()
+    if path.exists():
+        if not path.is_file():
+            raise SchemaError(f"{path}: expected a file, found a folder or special file")
+        table = read_file(path, "events")
+        read["events"] = (_stamp(path.resolve()),)
+    con.register("events_in", table)
+    con.execute("CREATE TABLE events_all AS SELECT * FROM events_in")
+    con.execute("CREATE TABLE events AS SELECT * FROM events_all WHERE run_id = $run_id "
+                "ORDER BY \"at\"", {"run_id": run_id})
+    con.unregister("events_in")
+    [(foreign,)] = con.execute("SELECT count(*) FROM events_all WHERE run_id IS DISTINCT FROM "
+                               "$run_id", {"run_id": run_id}).fetchall()
+    return int(foreign)
 
 
 def is_disk_full(exc: BaseException) -> bool:

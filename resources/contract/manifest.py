@@ -44,8 +44,9 @@ NOT_NULL = {"run_id", "source", "created_at", "instance_ids", "phases", "steps"}
 # `price_bases`; `import`, for a run imported from another tool.
 OPTIONAL_KEYS = {"workers": "list", "accelerator": STR, "accelerators_per_node": INT,
                  "sweep": DICT, "price_bases": "list", "import": DICT,
-                 # contract §2.1: several replicas and how their number changes (episodes)
-                 "replicas": DICT, "autoscaling": DICT}
+                 # contract §2.1: several replicas and how their number changes (episodes),
+                 # how the nodes were bought, several models on one node
+                 "replicas": DICT, "autoscaling": DICT, "capacity": STR, "models": "list"}
 SWEEP_KEYS = {"name": STR, "settings": DICT}
 WORKER_KEYS = {"name": STR, "status": STR, "reason": STR}
 WORKER_STATUSES = ("ok", "failed")
@@ -58,6 +59,18 @@ PRICE_BASIS_KEYS = {"basis": STR, "hourly_usd_per_node": FLOAT, "price_source": 
 IMPORT_KEYS = {"peer": STR, "peer_version": STR, "files": LIST_STR, "files_sha256": LIST_STR,
                "chunk_times": STR, "output_tokens": STR, "notes": LIST_STR}
 IMPORT_CHUNK_TIMES = ("recorded", "reconstructed_from_itl", "first_and_last")
+# contract §2.1: episodes (replicas, autoscaling, an arrival schedule), spot capacity and
+# several models on one node; each checked when present, absent reads as null
+REPLICA_KEYS = {"min": INT, "max": INT, "initial": INT}
+AUTOSCALING_KEYS = {"policy": STR, "metric": STR, "target": FLOAT, "activation_target": FLOAT,
+                    "scale_up_cooldown_s": FLOAT, "scale_down_cooldown_s": FLOAT}
+AUTOSCALING_POLICIES = ("keda", "hpa", "local")
+AUTOSCALING_METRICS = ("requests_waiting", "requests_running", "kv_cache_usage", "rps")
+CAPACITIES = ("on_demand", "spot")
+MODEL_KEYS = {"name": STR, "model": STR, "model_revision": STR, "precision": STR,
+              "placement": STR, "memory_share": FLOAT, "request_share": FLOAT}
+PLACEMENTS = ("resident", "swapped")
+SEGMENT_KEYS = {"duration_s": FLOAT, "rate": FLOAT}
 
 
 class ManifestError(ValueError):
@@ -140,6 +153,7 @@ def validate(m: Any, where: str = "manifest") -> dict:
             raise ManifestError(f"{where}.workers[{i}].status: {_short(worker['status'])} is not "
                                 f"one of {WORKER_STATUSES}")
     _check_price_bases(m.get("price_bases") or [], f"{where}.price_bases")
+    _check_episode(m, where)
     if m.get("import") is not None:
         imp = m["import"]
         _check_object(imp, IMPORT_KEYS, f"{where}.import",
@@ -158,6 +172,57 @@ def _check_accelerators(m: dict, where: str) -> None:
         raise ManifestError(f"{where}.accelerators_per_node: must be >= 1")
     if m.get("sweep") is not None:
         _check_object(m["sweep"], SWEEP_KEYS, f"{where}.sweep", {"name", "settings"})
+
+
+def _one_of(value: Any, allowed: tuple, where: str) -> None:
+    if value not in allowed:
+        raise ManifestError(f"{where}: {_short(value)} is not one of {', '.join(allowed)}")
+
+
+def _check_episode(m: dict, where: str) -> None:
+    """contract §2.1's episode keys: `replicas`, `autoscaling`, `capacity`, `models` and a
+    schedule scenario's `segments` / `bucket_s` (the scenario's other keys are its kind's own)."""
+    reps = m.get("replicas")
+    if reps is not None:
+        _check_object(reps, REPLICA_KEYS, f"{where}.replicas", set(REPLICA_KEYS))
+        if reps["min"] < 0 or reps["max"] < 1:
+            raise ManifestError(f"{where}.replicas: min must be >= 0 and max >= 1")
+        if not reps["min"] <= reps["initial"] <= reps["max"]:
+            raise ManifestError(f"{where}.replicas: expected min <= initial <= max, got "
+                                f"{reps['min']}, {reps['initial']}, {reps['max']}")
+    scaling = m.get("autoscaling")
+    if scaling is not None:
+        _check_object(scaling, AUTOSCALING_KEYS, f"{where}.autoscaling", {"policy"})
+        _one_of(scaling["policy"], AUTOSCALING_POLICIES, f"{where}.autoscaling.policy")
+        if scaling["metric"] is not None:
+            _one_of(scaling["metric"], AUTOSCALING_METRICS, f"{where}.autoscaling.metric")
+    if m.get("capacity") is not None:
+        _one_of(m["capacity"], CAPACITIES, f"{where}.capacity")
+    names: set[str] = set()
+    for i, model in enumerate(m.get("models") or []):
+        at = f"{where}.models[{i}]"
+        _check(model, DICT, at)
+        _check_object(model, MODEL_KEYS, at, {"name", "placement"})
+        _one_of(model["placement"], PLACEMENTS, f"{at}.placement")
+        for key in ("memory_share", "request_share"):
+            if model[key] is not None and not 0 <= model[key] <= 1:
+                raise ManifestError(f"{at}.{key}: must be between 0 and 1")
+        if model["name"] in names:
+            raise ManifestError(f"{at}.name: {model['name']!r} given twice")
+        names.add(model["name"])
+    scenario = m.get("scenario") or {}
+    if scenario.get("segments") is not None:
+        _check(scenario["segments"], "list", f"{where}.scenario.segments")
+        for i, seg in enumerate(scenario["segments"]):
+            at = f"{where}.scenario.segments[{i}]"
+            _check(seg, DICT, at)
+            _check_object(seg, SEGMENT_KEYS, at, set(SEGMENT_KEYS))
+            if seg["duration_s"] < 0 or seg["rate"] < 0:
+                raise ManifestError(f"{at}: duration_s and rate must be >= 0")
+    if scenario.get("bucket_s") is not None:
+        _check(scenario["bucket_s"], FLOAT, f"{where}.scenario.bucket_s")
+        if scenario["bucket_s"] <= 0:
+            raise ManifestError(f"{where}.scenario.bucket_s: must be > 0")
 
 
 def _check_price_bases(bases: list, where: str) -> None:

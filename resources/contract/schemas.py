@@ -49,10 +49,14 @@ REQUEST_LOG = pa.schema(
         ("input_images", pa.int32()),
         # several replicas behind one endpoint: the one that served it (a response header)
         ("replica", pa.string()),
+        # several models on one node: the served model name it addressed (contract §2.1 models)
+        ("model", pa.string()),
+        # a resend of a request cut (e.g. by a spot interruption): the request_id it resends
+        ("retry_of", pa.string()),
     ]
 )
 OPTIONAL_COLUMNS = frozenset({"worker", "session_id", "turn", "cached_tokens", "reasoning_tokens",
-                              "first_answer_at", "input_images", "replica"})
+                              "first_answer_at", "input_images", "replica", "model", "retry_of"})
 
 CHUNK_LOG = pa.schema(
     [
@@ -141,6 +145,9 @@ FRONTIER = pa.schema(
         ("bill_status", pa.string()),
         ("cost_per_1m_total_usd", pa.float64()),
         ("on_frontier", pa.bool_()),
+        # the step's SLO attainment and slow-tail interactivity (contract §3), beside it
+        ("slo_attainment", pa.float64()),
+        ("e2e_norm_interactivity_tok_s", pa.float64()),
     ]
 )
 
@@ -190,6 +197,7 @@ RUN_FILES: dict[str, pa.Schema] = {
     "chunk_log": CHUNK_LOG,
     "bill": BILL,
     "telemetry": TELEMETRY,
+    "events": EVENTS,
 }
 
 # While a run is in progress the load generator appends Arrow IPC stream batches to
@@ -415,7 +423,58 @@ DERIVED_METRICS = pa.schema(
         ("valid", pa.bool_()), ("invalid_reason", pa.string()),
         *_stats("ttfat_s"), ("reasoning_tokens", pa.int64()),
         ("spec_acceptance_rate", pa.float64()),
+        # SLO attainment (failures in the denominator), the slow tail's per-token speed, and
+        # the replicas behind the step (contract §3; every run, not only episodes)
+        ("slo_attainment", pa.float64()), ("e2e_norm_interactivity_tok_s", pa.float64()),
+        ("replicas_mean", pa.float64()), ("output_tok_s_per_replica", pa.float64()),
     ]
+)
+# contract §3.9: one row per step × model of a run with several models on one node: §3's
+# columns over the model's requests (rates over the step's window), TTFT p99 during and
+# outside another model's swap, and the node's step cost attributed to the model.
+DERIVED_METRICS_BY_MODEL = pa.schema(
+    [*list(DERIVED_METRICS)[:2], ("model", pa.string()), *list(DERIVED_METRICS)[2:],
+     ("ttft_s_p99_during_swap", pa.float64()), ("ttft_s_p99_outside_swap", pa.float64()),
+     ("attributed_cost_per_1m_output_usd", pa.float64())]
+)
+# contract §3.9: swaps.parquet, one row per model_load, model_sleep or model_wake event
+SWAPS = pa.schema(
+    [("run_id", pa.string()), ("model", pa.string()), ("kind", pa.string()),
+     ("started_at", TS), ("ended_at", TS), ("seconds", pa.float64())]
+)
+# contract §3.7: episode.parquet, one row per bucket of the steady phase
+EPISODE = pa.schema(
+    [("run_id", pa.string()), ("bucket_start", TS), ("bucket_end", TS),
+     ("offered_rps", pa.float64()), ("completed_rps", pa.float64()),
+     ("output_tok_s", pa.float64()), ("replicas_ready", pa.float64()), ("nodes", pa.float64()),
+     ("n_requests", pa.int64()), ("ttft_s_p50", pa.float64()), ("ttft_s_p99", pa.float64()),
+     ("slo_attainment", pa.float64())]
+)
+# contract §3.7: scale_events.parquet, one row per scale decision that changed the count
+SCALE_EVENTS = pa.schema(
+    [("run_id", pa.string()), ("decided_at", TS), ("from_replicas", pa.int64()),
+     ("to_replicas", pa.int64()), ("direction", pa.string()),
+     ("node_ready_s", pa.float64()), ("replica_ready_s", pa.float64()),
+     ("first_token_s", pa.float64()), ("image_pull_s", pa.float64()),
+     ("weights_load_s", pa.float64()), ("compile_s", pa.float64()),
+     ("graph_capture_s", pa.float64()), ("attainment_before", pa.float64()),
+     ("attainment_during", pa.float64()), ("attainment_after", pa.float64())]
+)
+# contract §3.8: interruptions.parquet, one row per interruption notice of a spot run
+INTERRUPTIONS = pa.schema(
+    [("run_id", pa.string()), ("node", pa.string()), ("notice_at", TS),
+     ("interrupted_at", TS), ("in_flight_at_notice", pa.int64()), ("lost", pa.int64()),
+     ("retried_ok", pa.int64()), ("drain_s", pa.float64()), ("replacement_ready_s", pa.float64())]
+)
+# contract §3.8: spot_pairs.parquet beside the comparison, one row per candidate with an
+# accepted on-demand and an accepted spot run (`source`: the two runs'; measured and emulated
+# runs are never paired)
+SPOT_PAIRS = pa.schema(
+    [("candidate", pa.string()), ("on_demand_run_id", pa.string()),
+     ("spot_run_id", pa.string()), ("on_demand_cost_per_1m_output_usd", pa.float64()),
+     ("spot_cost_per_1m_output_usd", pa.float64()), ("effective_discount", pa.float64()),
+     ("what_if_spot_discount", pa.float64()), ("interruptions", pa.int64()),
+     ("lost", pa.int64()), ("source", pa.string())]
 )
 DERIVED_METRICS_BY_CACHE = pa.schema(
     [
@@ -478,10 +537,20 @@ OUTPUTS: dict[str, pa.Schema] = {
     "frontier": FRONTIER,
     "cost_what_if": COST_WHAT_IF,
     "frontier_levels": FRONTIER_LEVELS,  # the comparison's, across runs
+    "episode": EPISODE,
+    "scale_events": SCALE_EVENTS,
+    "interruptions": INTERRUPTIONS,
+    "spot_pairs": SPOT_PAIRS,  # the comparison's, across runs
+    "derived_metrics_by_model": DERIVED_METRICS_BY_MODEL,
+    "swaps": SWAPS,
 }
+_EPISODE_COLUMNS = ("slo_attainment", "e2e_norm_interactivity_tok_s", "replicas_mean",
+                    "output_tok_s_per_replica")
 OPTIONAL_OUTPUT_COLUMNS: dict[str, frozenset[str]] = {
     "derived_metrics": frozenset([name for name, _ in _stats("ttfat_s")]
-                                 + ["reasoning_tokens", "spec_acceptance_rate"]),
+                                 + ["reasoning_tokens", "spec_acceptance_rate", *_EPISODE_COLUMNS]),
+    # a frontier written before SLO attainment joined it lacks the two columns
+    "frontier": frozenset(["slo_attainment", "e2e_norm_interactivity_tok_s"]),
     # a headline written before the search columns existed lacks them
     "headline": frozenset(["slo_search_capacity", "slo_search_step",
                            "slo_search_cost_per_1m_output_usd"]),
@@ -491,6 +560,11 @@ GATE_KEYS = ("rule", "name", "passed", "offending_rows", "examples", "message")
 JOB_KEYS = ("requests", "ok", "makespan_s", "output_tokens", "output_tok_s",
             "window_cost_usd", "cost_per_job_usd")
 PROBE_KEYS = ("step", "target", "valid", "met")
+# contract §3.7: episode.json
+EPISODE_KEYS = ("duration_s", "requests", "ok", "slo_attainment", "replica_seconds",
+                "idle_replica_seconds", "node_hours", "scale_ups", "scale_downs",
+                "cold_start_s_max", "window_cost_usd", "cost_per_1m_output_usd", "idle_cost_usd",
+                "bill_status")
 
 
 def required_columns(name: str) -> tuple[str, ...]:

@@ -362,6 +362,8 @@ class Recorder:
             "session_id": req.session_id, "turn": req.turn, "cached_tokens": req.cached_tokens,
             "reasoning_tokens": req.reasoning_tokens_total, "first_answer_at": req.first_answer_at,
             "input_images": req.input_images, "replica": req.replica,
+            # contract §2.2's optional model and retry_of: filled by a request that carries them
+            "model": getattr(req, "model", None), "retry_of": getattr(req, "retry_of", None),
         }
         if not _fits(row):
             row = unrecordable(row, ValueError("a value outside its column's type"))

@@ -113,7 +113,10 @@ def test_analyzed_run_frontier_by_hand(tmp_path):
         "total_tok_s_per_accel": (1536 + 9) / 0.4 / 8, "ttft_s_p99": row["ttft_s_p99"],
         "tpot_s_p99": row["tpot_s_p99"], "cost_per_1m_output_usd": window_cost / 9 * 1e6,
         "bill_status": "final", "cost_per_1m_total_usd": window_cost / 1545 * 1e6,
-        "on_frontier": True})
+        "on_frontier": True,
+        # all three within 2 s / 0.1 s; seconds per token 0.16/3, 0.39/2, 0.24/4: p90 at
+        # position 1.8 of the sorted three, 0.06 + 0.8 × (0.195 − 0.06) = 0.168
+        "slo_attainment": 1.0, "e2e_norm_interactivity_tok_s": 1 / 0.168})
     assert result.frontier.to_pylist() == [row]
 
 

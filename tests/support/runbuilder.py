@@ -32,6 +32,7 @@ from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract.schemas import (
     BILL,
     CHUNK_LOG,
+    EVENTS,
     OPTIONAL_CHUNK_COLUMNS,
     OPTIONAL_COLUMNS,
     REQUEST_LOG,
@@ -69,6 +70,7 @@ class RunBuilder:
         self.chunks: list[dict] = []
         self.bill: list[dict] = []
         self.telemetry: list[dict] = []
+        self.events: list[dict] = []
         m = mf.empty(run_id, source, created_ns)
         m.update(candidate="p5-scout-bf16-tp8", model=MODEL,
                  precision="bf16", tensor_parallel=8, expert_parallel=False, engine="vllm",
@@ -89,7 +91,9 @@ class RunBuilder:
                 phase: str = "steady", status: str = "ok", output_tokens: int | None = -1,
                 input_tokens: int | None = 512, tokens_source: str = "usage",
                 request_id: str | None = None, http_status: int | None = 200,
-                first: float | None = -1.0, last: float | None = -1.0) -> str:
+                first: float | None = -1.0, last: float | None = -1.0,
+                replica: str | None = None, model: str | None = None,
+                retry_of: str | None = None, error: str | None = None) -> str:
         """Add one request; first/last token times and output tokens default to the chunks'."""
         rid = request_id or str(uuid.UUID(int=len(self.requests) + 1))
         mode, target = step_mode(step)
@@ -105,7 +109,9 @@ class RunBuilder:
             "output_tokens": (sum(k for _, k in chunks) if output_tokens == -1 else output_tokens)
             if status == "ok" else None,
             "output_tokens_source": tokens_source, "chunks": len(chunks), "status": status,
-            "http_status": http_status, "error": None if status == "ok" else f"{status} (test)",
+            "http_status": http_status,
+            "error": None if status == "ok" else (error or f"{status} (test)"),
+            "replica": replica, "model": model, "retry_of": retry_of,
         })
         for seq, (t, k) in enumerate(chunks):
             self.chunks.append({"run_id": self.run_id, "request_id": rid, "seq": seq,
@@ -155,6 +161,22 @@ class RunBuilder:
                source: str = "dcgm") -> None:
         self.telemetry.append({"run_id": self.run_id, "at": at(ms), "source": source,
                                "device": device, "metric": metric, "value": value})
+
+    # --- events (contract §2.6) ------------------------------------------------------------
+    def event(self, kind: str, subject: str, ms: float, value: float | None = None,
+              detail: str | None = None, run_id: str | None = None) -> None:
+        self.events.append({"run_id": run_id or self.run_id, "at": at(ms), "kind": kind,
+                            "subject": subject, "value": value, "detail": detail})
+
+    def replica_up(self, replica: str, requested_ms: float, ready_ms: float,
+                   node: str | None = None, phases: dict[str, float] | None = None) -> None:
+        """A replica requested, its start-up phases (seconds each, ending at the ready), ready."""
+        self.event("replica_requested", replica, requested_ms, detail=node)
+        end = ready_ms
+        for name, seconds in reversed(list((phases or {}).items())):
+            self.event("replica_phase", replica, end, value=seconds, detail=name)
+            end -= seconds * 1000
+        self.event("replica_ready", replica, ready_ms, detail=node)
 
     # --- output ---------------------------------------------------------------------
     def slo_search_probes(self) -> RunBuilder:
@@ -216,6 +238,9 @@ class RunBuilder:
         if self.telemetry:
             write_parquet(pa.Table.from_pylist(self.telemetry, schema=TELEMETRY),
                           run_dir / "telemetry.parquet")
+        if self.events:
+            write_parquet(pa.Table.from_pylist(sorted(self.events, key=lambda e: e["at"]),
+                                               schema=EVENTS), run_dir / "events.parquet")
         return run_dir
 
 
