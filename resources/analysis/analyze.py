@@ -65,18 +65,32 @@ def cost_tables(run: RunFolder, metrics: pa.Table,
                 slos: list[tuple[float, float]]) -> tuple[pa.Table, pa.Table]:
     """contract §4: the cost per 1M output tokens per step, and the SLO headline."""
     m, con = run.manifest, run.con
-    basis = m["price_basis"] or {}
-    con.register("metrics", metrics)
-    cost = sqlfiles.query(
-        con, "cost_per_1m", instance_type=m["instance_type"], node_count=m["node_count"],
-        hourly_usd_per_node=basis.get("hourly_usd_per_node"), price_region=basis.get("region"),
-        purchase_option=basis.get("purchase_option"), retrieved_on=basis.get("retrieved_on"))
+    cost = cost_rows(run, metrics)
     con.register("cost", cost)
     con.register("slos", pa.table({"slo_ttft_s": [float(a) for a, _ in slos],
                                    "slo_tpot_s": [float(b) for _, b in slos]}))
     headline = sqlfiles.query(con, "headline", run_id=m["run_id"], candidate=m["candidate"],
                               instance_type=m["instance_type"], source=m["source"])
     return cost, headline
+
+
+def cost_rows(run: RunFolder, metrics: pa.Table) -> pa.Table:
+    """contract §4 over each row's window of `metrics` (a step's, or a whole episode's):
+    the bill's instance rate times the nodes in scope (the manifest's count, or the node
+    timeline's integral for a run with node events)."""
+    m, con = run.manifest, run.con
+    basis = m["price_basis"] or {}
+    con.register("metrics", metrics)
+    return sqlfiles.query(
+        con, "cost_per_1m", instance_type=m["instance_type"], node_count=m["node_count"],
+        hourly_usd_per_node=basis.get("hourly_usd_per_node"), price_region=basis.get("region"),
+        purchase_option=basis.get("purchase_option"), retrieved_on=basis.get("retrieved_on"),
+        node_events=run.node_events, spot=is_spot(m))
+
+
+def is_spot(manifest: dict) -> bool:
+    """contract §2.1 `capacity` (absent: on-demand)."""
+    return manifest.get("capacity") == "spot"
 
 
 def _write_gates(run_dir: Path, gates: list[Gate]) -> None:

@@ -107,10 +107,12 @@ def ordered(facts: pd.DataFrame, problems: list[tuple[str, set]]) -> Gate:
     return _finish(2, problems, facts["request_id"])
 
 
-def phased(facts: pd.DataFrame, chunk_facts: dict | None = None) -> Gate:
+def phased(facts: pd.DataFrame, chunk_facts: dict | None = None,
+           event_facts: dict | None = None) -> Gate:
     """Rule 3. `facts` has one row per request of both logs (sql/phase_facts.sql);
     `chunk_facts` counts the chunk rows with a foreign run_id or no request in either log
-    (sql/chunk_phase_facts.sql), each offending chunk row once."""
+    (sql/chunk_phase_facts.sql), each offending chunk row once; `event_facts` the rows of
+    events.parquet with a foreign run_id (sql/event_phase_facts.sql; examples: at and kind)."""
     E = gx.expectations()
     checks = [
         ("request_id repeated", E.ExpectColumnValuesToBeUnique(column="request_id")),
@@ -130,8 +132,12 @@ def phased(facts: pd.DataFrame, chunk_facts: dict | None = None) -> Gate:
     chunk_problems = [f"{what} ({chunk_facts[key]} rows)" for what, key in [
         ("chunk run_id is not the manifest's", "foreign_rows"),
         ("chunk request_id in neither request log", "orphan_rows")] if chunk_facts[key]]
+    event_facts = event_facts or {"offending": 0, "examples": []}
+    if event_facts["offending"]:
+        chunk_problems.append(f"event run_id is not the manifest's ({event_facts['offending']} rows)")
     return _finish(3, _run(facts, checks, "phased"), facts["request_id"],
-                   extra=chunk_facts["offending"], extra_examples=list(chunk_facts["examples"]),
+                   extra=chunk_facts["offending"] + event_facts["offending"],
+                   extra_examples=list(chunk_facts["examples"]) + list(event_facts["examples"]),
                    extra_problems=chunk_problems)
 
 
@@ -186,15 +192,24 @@ def scoped(run: RunFolder) -> Gate:
         return _finish(5, problems, keys, extra_problems=[
             "manifest lacks phases.steady, instance_type or node_count: coverage unknown"])
     s_ns, e_ns = parse_ts(start), parse_ts(end)
-    periods = sqlfiles.query(con, "instance_periods", instance_type=m["instance_type"]).to_pylist()
+    # a spot run's instance rows are its SpotUsage usage types (contract §3.8)
+    spot = m.get("capacity") == "spot"
+    periods = sqlfiles.query(con, "instance_periods", instance_type=m["instance_type"],
+                             spot=spot).to_pylist()
     gaps = _uncovered([(p["start_ns"], p["end_ns"]) for p in periods], s_ns, e_ns)
-    usage = sqlfiles.query(con, "bill_usage", instance_type=m["instance_type"],
-                           node_count=m["node_count"],
-                           steady_start=pd.Timestamp(s_ns, tz="UTC"),
-                           steady_end=pd.Timestamp(e_ns, tz="UTC")).to_pandas()
+    window = dict(instance_type=m["instance_type"], spot=spot,
+                  steady_start=pd.Timestamp(s_ns, tz="UTC"), steady_end=pd.Timestamp(e_ns, tz="UTC"))
+    if run.node_events:  # contract §4: the bounds follow the node timeline of events.parquet
+        usage = sqlfiles.query(con, "bill_usage_nodes", **window).to_pandas()
+        bounds = [("usage_missing", "instance-hours below 95 % of ∫ nodes(t) dt over the overlap"),
+                  ("usage_outside_scope", "instance-hours above 105 % of the most nodes "
+                   "(from their request) × period")]
+    else:
+        usage = sqlfiles.query(con, "bill_usage", node_count=m["node_count"], **window).to_pandas()
+        bounds = [("usage_missing", "instance-hours below 95 % of node_count × overlap"),
+                  ("usage_outside_scope", "instance-hours above 105 % of node_count × period")]
     bad_periods: dict[str, set] = {}
-    for flag, what in [("usage_missing", "instance-hours below 95 % of node_count × overlap"),
-                       ("usage_outside_scope", "instance-hours above 105 % of node_count × period")]:
+    for flag, what in bounds:
         hit = usage[usage[flag]]
         if len(hit):
             starts = set(hit["period_start"])
@@ -235,10 +250,15 @@ def request_gates(run: RunFolder) -> list[Gate]:
     phases = sqlfiles.query(run.con, "phase_facts", run_id=run_id).to_pandas()
     chunk_facts = sqlfiles.query(run.con, "chunk_phase_facts", run_id=run_id,
                                  max_examples=MAX_EXAMPLES).to_pylist()[0]
+    events = sqlfiles.query(run.con, "event_phase_facts", run_id=run_id,
+                            max_examples=MAX_EXAMPLES).to_pylist()[0]
+    event_facts = {"offending": events["offending"], "examples": [
+        f"{format_ts(t) if t is not None else 'null'} {k}"
+        for t, k in zip(events["at_ns"], events["kinds"], strict=True)]}
     # rules 1, 2 and 4 read the same per-request facts: one validation for the three
     p1, p2, p4 = _run_many(facts, [_complete_checks(), _ordered_checks(), _counted_checks()],
                            "requests")
-    return [complete(facts, p1), ordered(facts, p2), phased(phases, chunk_facts),
+    return [complete(facts, p1), ordered(facts, p2), phased(phases, chunk_facts, event_facts),
             counted(facts, p4)]
 
 

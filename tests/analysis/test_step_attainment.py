@@ -64,12 +64,18 @@ def test_a_fixed_replica_count_without_events_is_replicas_initial(tmp_path):
     assert row["replicas_mean"] == 2.0 and row["output_tok_s_per_replica"] == 1.5 / 2
 
 
-def test_events_of_another_run_are_ignored(tmp_path):
+def test_events_of_another_run_fail_rule_3_and_are_ignored(tmp_path):
     b = four_requests(replicas={"min": 1, "max": 3, "initial": 1})
     b.replica_up("r0", -5000, -1000)
     b.event("replica_ready", "x9", 1000, run_id="another-run")
-    row = only_row(analyze_run(b.write(tmp_path / "run")))
-    assert row["replicas_mean"] == 1.0
+    result = analyze_run(b.write(tmp_path / "run"))
+    assert result.exit_code == 3
+    rule3 = result.gates[2]
+    assert (rule3["passed"], rule3["offending_rows"]) == (False, 1)
+    assert rule3["examples"] == ["2026-11-29T02:00:01.000000000Z replica_ready"]
+    assert "event run_id is not the manifest's" in rule3["message"]
+    (row,) = result.metrics.to_pylist()
+    assert row["replicas_mean"] == 1.0   # x9 is not one of this run's replicas
 
 
 def test_a_folder_from_before_the_optional_columns_analyses_unchanged(tmp_path):
