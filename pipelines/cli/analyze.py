@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from servingbench.pipelines.cli.argtypes import positive_floats
+from servingbench.pipelines.cli.argtypes import positive, positive_floats
 from servingbench.resources.analysis import gx
 from servingbench.resources.analysis.analyze import MALFORMED, NO_MEMORY, NO_ROOM, analyze_run
 from servingbench.resources.analysis.metrics import DEFAULT_SLO
@@ -32,6 +32,9 @@ def parser() -> argparse.ArgumentParser:
                    help="p99 TTFT SLO in seconds; a comma list asks several SLOs (default 2)")
     p.add_argument("--slo-tpot-s", type=positive_floats, default=[DEFAULT_SLO[1]],
                    help="p99 TPOT SLO in seconds, paired with --slo-ttft-s (default 0.1)")
+    p.add_argument("--bucket-s", type=positive, default=None,
+                   help="an episode's bucket length in seconds (contract 3.7; default the "
+                        "scenario's bucket_s, else 10)")
     p.add_argument("--json", action="store_true", help="print gates and tables as JSON")
     p.add_argument("--complete", action="store_true",
                    help="s3://…/runs/<id> only: analyze and publish a folder left without its "
@@ -59,11 +62,11 @@ def main(argv: list[str]) -> int:
               "folder has no marker to complete)", file=sys.stderr)
         return MALFORMED
     if is_remote(args.run_dir):
-        result = _analyze_remote(args.run_dir, slos, args.complete)
+        result = _analyze_remote(args.run_dir, slos, args.complete, args.bucket_s)
         if result is None:
             return MALFORMED
     else:
-        result = analyze_run(args.run_dir, slos=slos)
+        result = analyze_run(args.run_dir, slos=slos, bucket_s=args.bucket_s)
     if args.json:
         doc = {"exit_code": result.exit_code, "message": result.message, "gates": result.gates}
         for name in ("metrics", "cost", "headline", "frontier", "what_if"):
@@ -80,7 +83,7 @@ def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
             for p in folder.rglob("*") if p.is_file()}
 
 
-def _analyze_remote(uri: str, slos, complete: bool = False):
+def _analyze_remote(uri: str, slos, complete: bool = False, bucket_s: float | None = None):
     """Analyze a published run folder in place: fetch it, analyze the copy, send back what
     the analyzer wrote or changed (and delete what it withheld), marker last. `complete`:
     the folder may lack its marker (the temporary copy of an analyze that died while
@@ -91,7 +94,7 @@ def _analyze_remote(uri: str, slos, complete: bool = False):
         try:
             fetch(uri, local, unmarked=complete)
             before = _snapshot(local)
-            result = analyze_run(local, slos=slos)
+            result = analyze_run(local, slos=slos, bucket_s=bucket_s)
             after = _snapshot(local)
             # marker away, withheld files deleted, new ones copied, marker back, in that order
             publish(local, uri, [n for n in after if complete or before.get(n) != after[n]],

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 from servingbench.resources.analysis import frontier as frontier_mod
-from servingbench.resources.analysis import sqlfiles, workload_outputs
+from servingbench.resources.analysis import run_outputs, sqlfiles, workload_outputs
 from servingbench.resources.analysis.gates import Gate, run_gates
 from servingbench.resources.analysis.metrics import DEFAULT_SLO, step_metrics
 from servingbench.resources.analysis.rundir import (
@@ -51,6 +51,8 @@ class Analysis:
     frontier: pa.Table | None = None   # contract §3.6, every readable run
     what_if: pa.Table | None = None    # contract §4.1, a run not rejected with price_bases
     context: pa.Table | None = None    # ttft_by_context.parquet: TTFT by context length
+    # contract §3.7-§3.9: episodes, spot interruptions, several models (what applies)
+    outputs: run_outputs.RunOutputs | None = None
 
     @property
     def accepted(self) -> bool:
@@ -113,7 +115,7 @@ def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | No
 
 
 def _write_outputs(run: RunFolder, gates, metrics, tm, cost, headline, job, capacity,
-                   frontier, what_if, context) -> None:
+                   frontier, what_if, context, outputs) -> None:
     run_dir = run.path
     _write_gates(run_dir, gates)
     write_parquet(check_output(metrics, "derived_metrics"), run_dir / "derived_metrics.parquet")
@@ -121,6 +123,7 @@ def _write_outputs(run: RunFolder, gates, metrics, tm, cost, headline, job, capa
         write_parquet(check_output(tm, "telemetry_metrics"), run_dir / "telemetry_metrics.parquet")
     write_workload_outputs(run, job, capacity, context)
     write_parquet(check_output(frontier, "frontier"), run_dir / "frontier.parquet")
+    outputs.write(run_dir)
     # a stale copy of a withheld output (a re-analysis now rejects the run) is removed
     for name, table in zip((*COST_FILES, "cost_what_if.parquet"), (cost, headline, what_if),
                            strict=True):
@@ -145,13 +148,15 @@ def _no_memory(exc: BaseException) -> str:
 
 
 def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
-                write: bool = True, gated: list[Gate] = ()) -> Analysis:
+                write: bool = True, gated: list[Gate] = (),
+                bucket_s: float | None = None) -> Analysis:
     """Gate, measure and cost one run folder; write its outputs beside the raw records.
 
     Raw records are never modified. A rejected run keeps them all; only the cost files
     are withheld (and a stale copy from an earlier analysis is removed). `gated`: rules
     already run on this folder in the same chain run (the pipeline's blocking checks, as
-    they recorded them in gates.json), which are not run again.
+    they recorded them in gates.json), which are not run again. `bucket_s`: an episode's
+    bucket length (contract §3.7), instead of its scenario's.
     """
     run_dir = Path(run_dir)
     slos = slos or [DEFAULT_SLO]
@@ -188,6 +193,9 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                 headline = workload_outputs.with_slo_cost(headline, capacity, cost)
             frontier = frontier_mod.frontier(run, metrics, cost)
             what_if = frontier_mod.what_if(run, metrics) if accepted else None
+            outputs = run_outputs.derive(
+                run, metrics, cost, slos[0],
+                cost_rows if accepted and run.has_bill else None, bucket_s)
         except (duckdb.Error, pa.ArrowException, OSError) as exc:
             if is_disk_full(exc):
                 return Analysis(run_dir, NO_ROOM, message=_no_scratch(exc), manifest=run.manifest)
@@ -200,7 +208,7 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
         if write:
             try:
                 _write_outputs(run, gates, metrics, tm, cost, headline, job, capacity,
-                               frontier, what_if, context)
+                               frontier, what_if, context, outputs)
             except OSError as exc:
                 if not durable.is_disk_full(exc):
                     raise
@@ -213,4 +221,4 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                    if failed else "accepted")
         return Analysis(run_dir, REJECTED if failed else ACCEPTED, message, run.manifest,
                         [g.as_dict() for g in gates], metrics, cost, headline, run.partial, tm,
-                        job, capacity, frontier, what_if, context)
+                        job, capacity, frontier, what_if, context, outputs)

@@ -55,7 +55,12 @@ def at(ms: float | None):
     return None if ms is None else T0 + int(round(ms * MS))
 
 
-def step_mode(step: str) -> tuple[str, float]:
+SCHEDULE_STEP = "schedule"  # an episode's one steady step (contract §3.7)
+
+
+def step_mode(step: str, target: float | None = None) -> tuple[str, float]:
+    if step == SCHEDULE_STEP:  # open loop at the schedule's mean rate
+        return "rate", float(target or 0.0)
     kind, value = step.split("=")
     return ("concurrency" if kind == "c" else "rate"), float(value)
 
@@ -93,10 +98,12 @@ class RunBuilder:
                 request_id: str | None = None, http_status: int | None = 200,
                 first: float | None = -1.0, last: float | None = -1.0,
                 replica: str | None = None, model: str | None = None,
-                retry_of: str | None = None, error: str | None = None) -> str:
-        """Add one request; first/last token times and output tokens default to the chunks'."""
+                retry_of: str | None = None, error: str | None = None,
+                target: float | None = None) -> str:
+        """Add one request; first/last token times and output tokens default to the chunks'.
+        `target`: the schedule step's mean rate (`step="schedule"`)."""
         rid = request_id or str(uuid.UUID(int=len(self.requests) + 1))
-        mode, target = step_mode(step)
+        mode, target = step_mode(step, target)
         ok_chunks = [(t, k) for t, k in chunks if k >= 1]
         self.requests.append({
             "run_id": self.run_id, "request_id": rid, "phase": phase, "step": step,
@@ -210,13 +217,13 @@ class RunBuilder:
             if phase not in m["phases"] and (span := self._span(phase)):
                 m["phases"][phase] = span
         if not m["steps"]:
-            seen = []
+            seen: dict[str, dict] = {}
             for r in self.requests:
                 if r["phase"] == "steady" and r["step"] not in seen:
-                    seen.append(r["step"])
-            m["steps"] = [{"step": s, "load_mode": step_mode(s)[0], "target": step_mode(s)[1],
+                    seen[r["step"]] = r
+            m["steps"] = [{"step": s, "load_mode": r["load_mode"], "target": r["target"],
                            "client_limited": s in self.client_limited, "client_cpu_share": 0.1,
-                           "loop_lag_p99_s": 0.0005} for s in seen]
+                           "loop_lag_p99_s": 0.0005} for s, r in seen.items()]
         return m
 
     def write_manifest(self, run_dir: Path) -> None:
