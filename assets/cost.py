@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 from servingbench.assets.partitions import run_value
 from servingbench.resources.analysis.frontier import levels_of_folders
 from servingbench.resources.analysis.metrics import DEFAULT_SLO
+from servingbench.resources.analysis.spot import pairs_of_folders
 from servingbench.resources.analysis.summary import (
     FRONTIER_COLUMNS,
     WHAT_IF_COLUMNS,
@@ -88,6 +89,8 @@ def _frontier_metadata(storage, tables: dict, headline: list[dict], title: str) 
     dirs = sorted(p.parent for p in storage.runs_dir.glob("*/manifest.json"))
     levels = levels_of_folders(dirs, slo_ttft, skip_broken=True)
     storage.replace_levels(levels)
+    # contract §3.8: spot against on-demand per candidate, across the same folders
+    storage.replace_spot_pairs(pairs_of_folders(dirs, skip_broken=True))
     md["interactivity_levels"] = dg.MetadataValue.md(
         f"{title}cheapest candidate at each interactivity level (p99 TTFT <= {slo_ttft:g} s), "
         f"latest accepted run of each candidate\n\n" + levels_text(levels.to_pylist(),

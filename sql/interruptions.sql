@@ -7,7 +7,7 @@
 -- with error spot_interruption; drain_s is then null. `lost` counts up to 30 s past the
 -- interruption, or to the end of the records when the node survived. drain_s is the notice to
 -- the last finished_at at or after it (0 when nothing on the node was still in flight).
-WITH ev AS (
+WITH RECURSIVE ev AS (
     SELECT epoch_ns("at") AS t, kind, subject, detail FROM events
 ),
 notices AS (

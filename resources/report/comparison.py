@@ -11,6 +11,8 @@ from urllib.parse import quote
 import pandas as pd
 from servingbench.resources.analysis.frontier import DEFAULT_LEVELS, levels_of_folders
 from servingbench.resources.analysis.ranking import Standing, rank
+from servingbench.resources.analysis.spot import FILE as SPOT_PAIRS_FILE
+from servingbench.resources.analysis.spot import pairs_of_folders
 from servingbench.resources.contract.schemas import check_output, write_parquet
 from servingbench.resources.report import registry
 from servingbench.resources.report import sections as s
@@ -338,7 +340,8 @@ def write_comparison_report(run_dirs: list[Path | str], out_path: Path | str,
                             levels: Sequence[float] = DEFAULT_LEVELS) -> Path:
     """Write one self-contained HTML comparing the latest run of each candidate among
     `run_dirs` (plots beside it in `<stem>_plots/`), and `frontier_levels.parquet` beside
-    it (contract §3.6, at interactivity `levels`); returns `out_path`."""
+    it (contract §3.6, at interactivity `levels`), and `spot_pairs.parquet` (§3.8: spot
+    against on-demand per candidate); returns `out_path`."""
     if not run_dirs:
         raise ReportError("no run folders given")
     all_runs = unique_runs([load_run(d, raw=False) for d in run_dirs])
@@ -350,6 +353,8 @@ def write_comparison_report(run_dirs: list[Path | str], out_path: Path | str,
     for drawn in registry.plots("comparison"):
         plots |= drawn.draw(all_runs, plot_dir, slo, levels)
     write_parquet(check_output(table, "frontier_levels"), out.parent / LEVELS_FILE)
+    write_parquet(check_output(pairs_of_folders([r.run_dir for r in all_runs]), "spot_pairs"),
+                  out.parent / SPOT_PAIRS_FILE)
     return write_html(render(all_runs, plots, slo, table, out.parent), out)
 
 

@@ -1,7 +1,8 @@
 """Where outputs live: one data folder of run folders (contract §6) and one DuckDB file with the
 tables people query across runs (`runs`, `derived_metrics`, `cost_per_1m`, `headline`,
 `telemetry_metrics`, `frontier`, `cost_what_if`, and `frontier_levels` across the latest
-accepted run of each candidate), and the candidates ranked on cost from them (`ranking`)."""
+accepted run of each candidate, `spot_pairs` across its spot and on-demand runs), and the
+candidates ranked on cost from them (`ranking`)."""
 
 from __future__ import annotations
 
@@ -120,11 +121,19 @@ class Storage:
     def replace_levels(self, table: pa.Table) -> None:
         """contract §3.6: `frontier_levels` is across runs, so it is replaced whole (one
         transaction) each time a run is added."""
+        self._replace("frontier_levels", table)
+
+    def replace_spot_pairs(self, table: pa.Table) -> None:
+        """contract §3.8: `spot_pairs` is across runs, replaced whole as `frontier_levels`."""
+        self._replace("spot_pairs", table)
+
+    def _replace(self, name: str, table: pa.Table) -> None:
+        assert name in ("frontier_levels", "spot_pairs")  # a fixed name, never from input
         con = connect(self.duckdb_path)
         try:
             con.register("incoming", table)
             con.execute("BEGIN")
-            con.execute("CREATE OR REPLACE TABLE frontier_levels AS SELECT * FROM incoming")
+            con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM incoming")
             con.execute("COMMIT")
         finally:
             con.close()
