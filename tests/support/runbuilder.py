@@ -428,9 +428,10 @@ _SYNTHETIC_REQUEST_LOG = pa.schema([f for f in REQUEST_LOG if f.name not in OPTI
 _SYNTHETIC_CHUNK_LOG = pa.schema([f for f in CHUNK_LOG if f.name not in OPTIONAL_CHUNK_COLUMNS])
 
 def _synthetic_requests(rng, run_id, ids, phase, step, mode, target, start_ns, gap_ns, chunks, itl_ns,
-              tokens_per_chunk):
+              tokens_per_chunk, sched=None):
     n = len(ids)
-    sched = start_ns + np.arange(n, dtype=np.int64) * gap_ns
+    if sched is None:
+        sched = start_ns + np.arange(n, dtype=np.int64) * gap_ns
     sent = sched + rng.integers(0, 200_000, n)                    # ≤ 0.2 ms client lateness
     ttft = rng.lognormal(np.log(0.05 * S), 0.3, n).astype(np.int64)
     gaps = rng.gamma(4.0, itl_ns / 4.0, (n, chunks)).astype(np.int64)
@@ -512,5 +513,127 @@ def synthetic_run(run_dir: Path, n_requests: int, chunks: int = 128,
         "steady": {"started_at": mf.format_ts(steady_start), "ended_at": mf.format_ts(t)}}
     b.write_manifest(run_dir)
     b.instance_hours(T0, t)
+    b.write_bill(run_dir)
+    return run_dir
+
+
+# --- a synthetic episode: a time-compressed day against autoscaled replicas (benchmarks) ----
+# requests/s offered in each hour of the day, relative (the shape of pipelines/day_load.csv)
+DAY_SHAPE = (0.4, 0.3, 0.25, 0.2, 0.2, 0.25, 0.4, 0.7, 1.0, 1.2, 1.3, 1.35, 1.4, 1.35, 1.3,
+             1.25, 1.3, 1.4, 1.5, 1.4, 1.2, 1.0, 0.8, 0.6)
+
+
+def _episode_timeline(start: int, seg_ns: int, desired: list[int], cold_ns: int):
+    """Replica and node events of a simple scaler: at each segment's start the desired count;
+    new replicas rK (one node nK each) requested then, Ready `cold_ns` later (their nodes a
+    third of it), the highest stopped (its node gone) on a scale-down. Returns the events and
+    each replica's [ready, stopped) in ns (stopped None: up to the end)."""
+    ev = [("node_ready", "n0", start - 600 * S, None, None),
+          ("replica_ready", "r0", start - 300 * S, None, "n0")]
+    spans: list[list] = [[start - 300 * S, None]]   # every replica interval, in order
+    billed: list[list] = [[start - 600 * S, None]]  # its node's, from the request
+    up = {0: 0}  # replica number → its interval's index
+    current = 1
+    for k, want in enumerate(desired):
+        t = start + k * seg_ns
+        ev.append(("scale_decision", "local", t, float(want), f"rps segment {k}"))
+        for j in range(current, want):
+            name = f"r{j}"
+            ev += [("node_requested", f"n{j}", t, None, None),
+                   ("node_ready", f"n{j}", t + cold_ns // 3, None, None),
+                   ("replica_requested", name, t, None, f"n{j}")]
+            for i, phase in enumerate(("image_pull", "weights_load", "compile", "graph_capture")):
+                ev.append(("replica_phase", name, t + cold_ns * (i + 1) // 4, cold_ns / 4e9, phase))
+            ev.append(("replica_ready", name, t + cold_ns, None, f"n{j}"))
+            up[j] = len(spans)
+            spans.append([t + cold_ns, None])
+            billed.append([t, None])
+        for j in range(want, current):
+            ev += [("replica_stopped", f"r{j}", t + 5 * S, None, None),
+                   ("node_gone", f"n{j}", t + 10 * S, None, None)]
+            i = up.pop(j)
+            spans[i][1], billed[i][1] = t + 5 * S, t + 10 * S
+        current = want
+    return ev, spans, billed
+
+
+def synthetic_episode(run_dir: Path, n_requests: int, chunks: int = 16, length_s: float = 3600.0,
+                      seed: int = 0, per_replica_rps: float = 50.0, max_replicas: int = 8,
+                      cold_start_s: float = 60.0, bucket_s: float = 10.0,
+                      batch: int = 50_000) -> Path:
+    """A day's load curve (DAY_SHAPE, 24 segments) compressed into `length_s`, `n_requests`
+    Poisson-like arrivals in all, one steady step `schedule` against replicas that a simple
+    scaler adds and removes (events.parquet, the log's `replica`), and a bill of the node
+    timeline (billed from each node's request). Marked emulated: nothing here was measured."""
+    rng = np.random.default_rng(seed)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    run_id = f"synthetic-episode-{n_requests}-{seed}"
+    seg_ns = int(length_s / len(DAY_SHAPE) * S)
+    weights = np.array(DAY_SHAPE) / sum(DAY_SHAPE)
+    rates = weights * n_requests / (seg_ns / S)
+    desired = [int(min(max_replicas, max(1, np.ceil(r / per_replica_rps)))) for r in rates]
+    start = T0 + 120 * S
+    counts = rng.multinomial(n_requests, weights)
+    sched = np.sort(np.concatenate([
+        start + k * seg_ns + rng.integers(0, seg_ns, c, dtype=np.int64)
+        for k, c in enumerate(counts)]))
+    ev, spans, billed = _episode_timeline(start, seg_ns, desired, int(cold_start_s * S))
+    # the replicas ready at each send: a prefix r0..r{c-1} (the highest stops first)
+    edges = sorted({t for a, b in spans for t in (a, b) if t is not None})
+    ready_at = np.array([sum(1 for a, b in spans if a <= t and (b is None or t < b))
+                         for t in edges], dtype=np.int64)
+    schema = pa.schema([*_SYNTHETIC_REQUEST_LOG, REQUEST_LOG.field("replica")])
+    steady_w = pq.ParquetWriter(run_dir / "steady_state_request_log.parquet", schema)
+    chunk_w = pq.ParquetWriter(run_dir / "chunk_log.parquet", _SYNTHETIC_CHUNK_LOG)
+    warm_ids = [str(uuid.UUID(int=int(x), version=4)) for x in rng.integers(0, 2**62, 8)]
+    warm, warm_chunks, _ = _synthetic_requests(
+        rng, run_id, warm_ids, "warmup", "schedule", "rate", 0.0, T0, S // 10, chunks,
+        10_000_000, 1)
+    target = float(n_requests / (len(DAY_SHAPE) * seg_ns / S))
+    warm = warm.set_column(warm.schema.get_field_index("target"), "target",
+                           pa.array(np.full(len(warm_ids), target)))
+    pq.write_table(warm, run_dir / "warmup_log.parquet")
+    chunk_w.write_table(warm_chunks)
+    end = start
+    for lo in range(0, n_requests, batch):
+        part = sched[lo:lo + batch]
+        ids = [str(uuid.UUID(int=int(x), version=4)) for x in rng.integers(0, 2**62, len(part))]
+        req, ch, fin = _synthetic_requests(rng, run_id, ids, "steady", "schedule", "rate", target,
+                                           0, 0, chunks, 10_000_000, 1, sched=part)
+        up = ready_at[np.maximum(np.searchsorted(edges, part, side="right") - 1, 0)]
+        idx = np.arange(lo, lo + len(part)) % np.maximum(up, 1)
+        replica = pa.array(np.char.add("r", idx.astype(str)).astype(object), pa.string())
+        steady_w.write_table(req.append_column(schema.field("replica"), replica))
+        chunk_w.write_table(ch)
+        end = max(end, fin)
+    steady_w.close()
+    chunk_w.close()
+    write_parquet(pa.Table.from_pylist(
+        [{"run_id": run_id, "at": t, "kind": k, "subject": s_, "value": v, "detail": d}
+         for k, s_, t, v, d in sorted(ev, key=lambda e: e[2])], schema=EVENTS),
+        run_dir / "events.parquet")
+    b = RunBuilder(run_id, "p5.48xlarge", source="emulated", candidate="synthetic-episode",
+                   engine="synthetic", account_id="000000000000", expert_parallel=None,
+                   cluster_name=None, replicas={"min": 1, "max": max_replicas, "initial": 1},
+                   autoscaling={"policy": "local", "metric": "rps", "target": per_replica_rps,
+                                "activation_target": 0.0, "scale_up_cooldown_s": 0.0,
+                                "scale_down_cooldown_s": 0.0},
+                   scenario={"kind": "schedule", "input_tokens": 512, "output_tokens": chunks,
+                             "segments": [{"duration_s": seg_ns / S, "rate": float(r)}
+                                          for r in rates], "bucket_s": bucket_s},
+                   steps=[{"step": "schedule", "load_mode": "rate", "target": target,
+                           "client_limited": False, "client_cpu_share": None,
+                           "loop_lag_p99_s": None}])
+    b.manifest["phases"] = {
+        "warmup": {"started_at": mf.format_ts(T0), "ended_at": mf.format_ts(start - S)},
+        "steady": {"started_at": mf.format_ts(start), "ended_at": mf.format_ts(end)}}
+    b.write_manifest(run_dir)
+    # the bill: per hour, the node-hours billed from each node's request (EC2 counts from launch)
+    for h in range(T0 - T0 % HOUR - HOUR, end, HOUR):
+        used = sum(max(0, min(e if e is not None else h + HOUR, h + HOUR) - max(a, h))
+                   for a, e in billed) / HOUR
+        if used:
+            b.bill_row_ns(h, h + HOUR, 55.04 * used, used)
     b.write_bill(run_dir)
     return run_dir
