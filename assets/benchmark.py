@@ -59,6 +59,8 @@ def initial_manifest(candidate: Candidate, run_id: str, source: str) -> dict:
     if candidate.replicas is not None:
         m["replicas"] = dict(candidate.replicas)
         m["autoscaling"] = None if candidate.autoscaling is None else dict(candidate.autoscaling)
+    if candidate.capacity is not None:
+        m["capacity"] = candidate.capacity
     if candidate.sweep is not None:
         m["sweep"] = {"name": candidate.sweep["name"], "settings": dict(candidate.sweep["settings"])}
     if candidate.price and candidate.price.bases:

@@ -20,7 +20,10 @@ def build(partitions_def) -> dg.AssetsDefinition:
     def cost_explorer_bill(context, steady_state_request_log: dict) -> dg.Output:
         run_dir = Path(steady_state_request_log["run_dir"])
         manifest = mf.load(run_dir / "manifest.json")
-        bill = context.resources.bill_source.fetch_bill(manifest)
+        source = context.resources.bill_source
+        # the price sheet follows the run's node timeline (events.parquet) when it has one
+        bill = (source.fetch_bill(manifest, run_dir) if getattr(source, "reads_run_dir", False)
+                else source.fetch_bill(manifest))
         _record_price_bases(context.resources.bill_source, manifest, run_dir)
         write_parquet(bill, run_dir / "bill.parquet")
         rows = bill.to_pylist()

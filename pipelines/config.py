@@ -93,13 +93,20 @@ _TYPES: dict[str, tuple[Any, object]] = {
     "replicas": (dict, "a mapping with min, max, initial"),
     "autoscaling": (dict, "a mapping with policy, metric, target, activation_target, "
                     "scale_up_cooldown_s, scale_down_cooldown_s"),
+    "capacity": (str, "on_demand or spot"),
+    "interruptions": ((dict, type(None)), "a mapping {at: [s, ...]} or {rate_per_hour, seed}, "
+                      "and notice_s"),
 }
+CAPACITIES = ("on_demand", "spot")
+_INTERRUPTION_KEYS = {"at", "rate_per_hour", "seed", "notice_s"}
+NOTICE_S = 120.0  # the notice EC2 gives a spot instance before it reclaims it
 _LLAMACPP_KEYS = {"model_file", "threads", "parallel", "requantize_from"}
 _QUALITY_KEYS = {"reference", "margin", "items", "seed", "dataset", "max_tokens"}
 _SPECULATIVE_KEYS = {"method", "draft_tokens", "draft_model", "acceptance"}
 _REASONING_KEYS = {"parser", "emulated_tokens"}
 SPECULATIVE_METHODS = ("eagle3", "eagle", "ngram", "mtp")
-_LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests", "workers", "ladder"}
+_LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests", "workers", "ladder",
+              "retry_interrupted"}
 _PRICE_KEYS = {"region", "purchase_option", "sheet"}
 
 
@@ -213,7 +220,10 @@ def _load_plan(raw: dict, where: str) -> LoadPlan:
         requests_per_step=_positive_ints([given("requests_per_step")],
                                          f"{where}.requests_per_step", "requests_per_step")[0],
         warmup_requests=given("warmup_requests"),
-        workers=given("workers"), ladder=ladder)
+        workers=given("workers"), ladder=ladder, retry_interrupted=given("retry_interrupted"))
+    if not isinstance(plan.retry_interrupted, bool):
+        raise ConfigError(f"{where}.retry_interrupted: expected true or false, "
+                          f"got {_short(plan.retry_interrupted)}")
     if not _is_int(plan.workers) or plan.workers < 1:
         raise ConfigError(f"{where}.workers: expected an integer >= 1, got {_short(plan.workers)}")
     _at_most(plan.workers, "workers", f"{where}.workers")
@@ -352,12 +362,22 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
             if key in price and not isinstance(price[key], str):
                 raise ConfigError(f"{where}.price.{key}: expected a string, got {_short(price[key])}")
         sheet = load_price_sheet(base / price["sheet"], f"{where}.price.sheet") if "sheet" in price else {}
+        hourly = (sheet.get("hourly_usd_per_node") or {}).get(merged["instance_type"])
+        option = price.get("purchase_option", sheet.get("purchase_option"))
+        if merged.get("capacity") == "spot":
+            # a spot run is billed at the sheet's spot price (its what-if spot basis): the
+            # sheet's figure, as unverified as its on-demand one
+            hourly = ((sheet.get("price_bases") or {}).get("spot") or {}).get(
+                merged["instance_type"]) if sheet else None
+            option = "spot"
+            if sheet and hourly is None:
+                raise ConfigError(f"{where}.capacity: spot, but the price sheet "
+                                  f"{price['sheet']} has no price_bases.spot price for "
+                                  f"{merged['instance_type']}")
         basis = PriceBasis(
-            region=price.get("region", sheet.get("region")),
-            purchase_option=price.get("purchase_option", sheet.get("purchase_option")),
+            region=price.get("region", sheet.get("region")), purchase_option=option,
             retrieved_on=str(sheet.get("retrieved_on")), source="price_sheet",
-            hourly_usd_per_node=(sheet.get("hourly_usd_per_node") or {}).get(merged["instance_type"]),
-            bases=tuple(sheet_bases(sheet, merged["instance_type"])))
+            hourly_usd_per_node=hourly, bases=tuple(sheet_bases(sheet, merged["instance_type"])))
     load = _load_plan(merged.pop("load", {}), f"{where}.load")
     if load.workers > 1 and isinstance(scenario, dict) and _one_worker(scenario.get("kind")):
         raise ConfigError(f"{where}.load.workers: scenario {scenario['kind']} runs with one worker "
@@ -373,12 +393,55 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
     if speculative is not None and engine_args.get("speculative") not in (None, False):
         raise ConfigError(f"{where}.engine_args.speculative: the candidate's `speculative` "
                           "key already sets it; give one of the two")
+    capacity, interruptions = _capacity(merged, where)
+    if interruptions is not None and merged.get("replicas") is None:
+        # an interrupted replica leaves through the balancer: one replica behind it
+        merged["replicas"] = {"min": 1, "max": 1, "initial": 1}
+    merged["capacity"], merged["interruptions"] = capacity, interruptions
     replicas, autoscaling = _replica_plan(merged.pop("replicas", None),
                                           merged.pop("autoscaling", None), where)
     return Candidate(**{**merged, "scenario": dict(scenario), "load": load, "price": basis,
                         "llamacpp": llamacpp, "quality": quality, "engine_args": engine_args,
                         "speculative": speculative, "reasoning": reasoning,
                         "replicas": replicas, "autoscaling": autoscaling})
+
+
+def _capacity(merged: dict, where: str) -> tuple[str | None, dict | None]:
+    """`capacity` (on_demand | spot) and a spot run's `interruptions`, checked."""
+    capacity = merged.get("capacity")
+    if capacity is not None and capacity not in CAPACITIES:
+        raise ConfigError(f"{where}.capacity: {_short(capacity)} is not one of "
+                          f"{', '.join(CAPACITIES)}")
+    raw = merged.get("interruptions")
+    if raw is None:
+        return capacity, None
+    w = f"{where}.interruptions"
+    if capacity != "spot":
+        raise ConfigError(f"{w}: only a spot run is interrupted (set capacity: spot)")
+    _check_keys(raw, _INTERRUPTION_KEYS, w)
+    if ("at" in raw) == ("rate_per_hour" in raw):
+        raise ConfigError(f"{w}: give either at (a list of seconds) or rate_per_hour (with seed)")
+    out: dict = {}
+    if "at" in raw:
+        at = raw["at"]
+        if not isinstance(at, list) or not at or not all(_is_number(t) and t >= 0 for t in at):
+            raise ConfigError(f"{w}.at: expected a non-empty list of seconds >= 0 into the "
+                              f"steady phase, got {_short(at)}")
+        out["at"] = sorted(float(t) for t in at)
+    else:
+        rate = raw["rate_per_hour"]
+        if not _is_number(rate) or not 0 < rate <= 3600:
+            raise ConfigError(f"{w}.rate_per_hour: expected a number in (0, 3600], got "
+                              f"{_short(rate)}")
+        seed = raw.get("seed", 0)
+        if not _is_int(seed) or seed < 0:
+            raise ConfigError(f"{w}.seed: expected an integer >= 0, got {_short(seed)}")
+        out.update(rate_per_hour=float(rate), seed=seed)
+    notice = raw.get("notice_s", NOTICE_S)
+    if not _is_number(notice) or not 0 < notice <= 900:
+        raise ConfigError(f"{w}.notice_s: expected seconds in (0, 900], got {_short(notice)}")
+    out["notice_s"] = float(notice)
+    return capacity, out
 
 
 def _replica_plan(replicas, autoscaling, where: str) -> tuple[dict | None, dict | None]:

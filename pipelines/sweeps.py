@@ -54,7 +54,7 @@ ORDER = ("instance_type", "node_count", "engine", "tensor_parallel", "expert_par
          "precision", "engine_args.max_num_seqs", "engine_args.max_num_batched_tokens",
          "engine_args.kv_cache_dtype", "engine_args.speculative", "max_model_len", "scenario",
          "scenario.input_tokens", "scenario.output_tokens", "llamacpp.model_file",
-         "llamacpp.threads")
+         "llamacpp.threads", "capacity")
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,8 @@ def _part(key: str, value) -> str:
              "llamacpp.parallel": "np"}
     if key == "expert_parallel":
         return "ep" if value else "noep"
+    if key == "capacity":
+        return str(value).replace("_", "-")
     if key == "engine_args.speculative":
         if not value:
             return "nospec"
@@ -251,8 +253,12 @@ def expand(name: str, body, candidates_raw: dict, defaults: dict, where: str,
     if not isinstance(base, dict):
         raise ConfigError(f"{where}.base: expected a candidate name or a mapping of its keys")
     base = {k: v for k, v in base.items() if k != "name"}
-    cfgmod._candidate({**base, "name": name}, defaults, f"{where}.base", base_path)
     matrix = _check_matrix(body["matrix"], f"{where}.matrix")
+    # a sweep over capacity runs the base on-demand and on spot: its interruptions belong to
+    # the spot members alone
+    by_capacity = "capacity" in matrix and "interruptions" in {**defaults, **base}
+    cfgmod._candidate({**base, "name": name, **({"capacity": "spot"} if by_capacity else {})},
+                      defaults, f"{where}.base", base_path)
     allowed = {k for k in cfgmod._TYPES if k not in NOT_SWEPT}
     groups = {k for k in matrix if str(k).partition(".")[0] not in allowed}
     members, skipped, fits, names = [], [], {}, {}
@@ -272,6 +278,8 @@ def expand(name: str, body, candidates_raw: dict, defaults: dict, where: str,
                               f"name {member!r}; give the values distinct names")
         names[member] = settings
         raw["name"] = member
+        if by_capacity and settings["capacity"] != "spot":
+            raw["interruptions"] = None
         why = _cannot_run(raw, defaults)
         if why is not None:
             skipped.append(Skipped(member, settings, why))

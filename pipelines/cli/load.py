@@ -116,6 +116,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--total-timeout", type=positive, default=_d("total_timeout_s"))
     p.add_argument("--drain-timeout", type=positive, default=_d("drain_timeout_s"))
     p.add_argument("--no-continuous-usage", action="store_true")
+    p.add_argument("--retry-interrupted", action="store_true",
+                   help="send a request a spot interruption cut again, as a new request whose "
+                   "retry_of is its id (docs/spot.md)")
     p.add_argument("--no-tokenize", action="store_true", help="do not size prompts with /tokenize")
     p.add_argument("--header", type=_header, action="append", default=[],
                    help="extra header on every measured request, NAME:VALUE (repeatable)")
@@ -338,6 +341,7 @@ def config_from_args(a: argparse.Namespace) -> LoadConfig:
         connect_timeout_s=a.connect_timeout, first_token_timeout_s=a.first_token_timeout,
         total_timeout_s=a.total_timeout, drain_timeout_s=a.drain_timeout,
         continuous_usage=not a.no_continuous_usage, use_tokenize=not a.no_tokenize,
+        retry_interrupted=a.retry_interrupted,
         headers=dict(a.header), run_id=a.run_id, scenario=scenario,
         workers=a.worker_count if a.worker_index is not None else _n_workers(a), ladder=ladder,
         images=a.images, **given)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
+import pyarrow.parquet as pq
 from servingbench.resources.billing.interface import BillSource
 from servingbench.resources.contract.schemas import BILL
 from servingbench.resources.contract.timestamps import parse_ts
@@ -14,8 +17,10 @@ class PriceSheetBill(BillSource):
     output of the local path, the cost it gives is emulated."""
 
     source = "price_sheet"
+    # it reads the run's events.parquet (assets/bill.py passes the run folder)
+    reads_run_dir = True
 
-    def fetch_bill(self, manifest: dict) -> pa.Table:
+    def fetch_bill(self, manifest: dict, run_dir: Path | None = None) -> pa.Table:
         basis = manifest.get("price_basis") or {}
         price = basis.get("hourly_usd_per_node")
         steady = manifest["phases"].get("steady")
@@ -26,15 +31,42 @@ class PriceSheetBill(BillSource):
         start, end = parse_ts(steady["started_at"]), parse_ts(steady["ended_at"])
         hours = (end - start) / 3.6e12
         n = manifest["node_count"]
+        node_hours = None if run_dir is None else _node_hours(Path(run_dir), manifest, start, end)
+        usage = n * hours if node_hours is None else node_hours
+        spot = (manifest.get("capacity") == "spot"
+                or (manifest.get("price_basis") or {}).get("purchase_option") == "spot")
         row = {"run_id": manifest["run_id"], "period_start": start, "period_end": end,
                "account_id": manifest["account_id"], "region": manifest["region"],
                "service": "price sheet (embedded default)",
-               "usage_type": f"BoxUsage:{manifest['instance_type']}",
+               "usage_type": f"{'SpotUsage' if spot else 'BoxUsage'}:{manifest['instance_type']}",
                "instance_type": manifest["instance_type"], "tag_key": "servingbench:run-id",
                "tag_value": manifest["run_id"], "metric": "UnblendedCost",
-               "amount": price * n * hours, "unit": "USD", "usage_quantity": n * hours,
+               "amount": price * usage, "unit": "USD", "usage_quantity": usage,
                "usage_unit": "Hrs", "estimated": False, "source": self.source}
         return pa.Table.from_pylist([row], schema=BILL)
+
+
+def _node_hours(run_dir: Path, manifest: dict, start: int, end: int) -> float | None:
+    """Node-hours inside [start, end) from the run's node events (contract §2.6), each node
+    counted from its `node_requested` (EC2 bills from launch) to its first `node_gone` or
+    `interruption`; None when the run has no node event (every node up the whole phase)."""
+    path = run_dir / "events.parquet"
+    if not path.exists():
+        return None
+    rows = [r for r in pq.read_table(path, columns=["run_id", "at", "kind", "subject"]).to_pylist()
+            if r["run_id"] == manifest["run_id"]]
+    up: dict[str, int] = {}
+    gone: dict[str, int] = {}
+    for r in sorted(rows, key=lambda r: r["at"].value):
+        t, node = r["at"].value, r["subject"]
+        if r["kind"] in ("node_requested", "node_ready") and node not in up:
+            up[node] = t
+        elif r["kind"] in ("node_gone", "interruption") and node in up and node not in gone:
+            gone[node] = t
+    if not up:
+        return None
+    total = sum(max(0, min(gone.get(node, end), end) - max(t, start)) for node, t in up.items())
+    return total / 3.6e12
 
 
 PLUGIN = PriceSheetBill  # what this file adds to the billing package

@@ -20,61 +20,21 @@ The IAM rights (docs/iam-policy.json, statements `Fis*`) and the experiment's ow
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from servingbench.resources.aws.caller import AwsCallError, Caller, make_client
 from servingbench.resources.cluster.eks_api import OWNER_TAG, RUN_TAG, check_owner
+
+# the schedule is the candidate's (the embedded default interrupts its replicas by it too)
+from servingbench.resources.contract.interruptions import Interruptions  # noqa: F401
 
 log = logging.getLogger("servingbench.fis")
 
 ACTION = "aws:ec2:send-spot-instance-interruptions"
 NOTICE = "PT2M"  # the notice a real spot interruption gives; FIS allows 2 to 15 minutes
 TARGET = "RunSpotInstances"
-
-
-@dataclass(frozen=True)
-class Interruptions:
-    """contract §2.1 `interruptions`: fixed times, or a Poisson process of `rate_per_hour`
-    drawn from `seed` (the same seed gives the same times)."""
-
-    at: tuple[float, ...] = ()
-    rate_per_hour: float | None = None
-    seed: int = 0
-
-    @classmethod
-    def of(cls, doc: dict) -> Interruptions:
-        if not isinstance(doc, dict):
-            raise ValueError("interruptions: expected a mapping {at: [...]} or "
-                             "{rate_per_hour, seed}")
-        unknown = set(doc) - {"at", "rate_per_hour", "seed"}
-        if unknown:
-            raise ValueError(f"interruptions: unknown key(s) {sorted(unknown)}")
-        if ("at" in doc) == ("rate_per_hour" in doc):
-            raise ValueError("interruptions: give either `at` or `rate_per_hour` (with `seed`)")
-        if "at" in doc:
-            at = tuple(float(t) for t in doc["at"])
-            if any(t < 0 for t in at):
-                raise ValueError("interruptions.at: times are seconds >= 0 into the steady phase")
-            return cls(at=tuple(sorted(at)))
-        rate = float(doc["rate_per_hour"])
-        if not rate > 0:
-            raise ValueError("interruptions.rate_per_hour must be > 0")
-        return cls(rate_per_hour=rate, seed=int(doc.get("seed", 0)))
-
-    def times(self, duration_s: float) -> list[float]:
-        """The interruption times inside a steady phase of `duration_s` seconds."""
-        if self.rate_per_hour is None:
-            return [t for t in self.at if t < duration_s]
-        rng, out, t = random.Random(self.seed), [], 0.0
-        while True:
-            t += rng.expovariate(self.rate_per_hour / 3600.0)
-            if t >= duration_s:
-                return out
-            out.append(round(t, 3))
 
 
 def template(run_id: str, owner: str, role_arn: str) -> dict:

@@ -36,6 +36,8 @@ class LoadPlan:
     # raise the load until output throughput stops rising (resources/loadgen/ladder.py):
     # {over, start, factor, max, min_gain}; it replaces concurrency and rates
     ladder: dict | None = None
+    # a request cut by a spot interruption is sent again, its `retry_of` the cut one's id
+    retry_interrupted: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,12 @@ class Candidate:
     # (contract §2.1 `replicas`, `autoscaling`); None: one fixed replica
     replicas: dict | None = None
     autoscaling: dict | None = None
+    # how the nodes are bought (contract §1 `capacity`): on_demand | spot; None: not said
+    # (on-demand, and the manifest has no `capacity`). A spot run's injected interruptions:
+    # {at: [s, ...]} or {rate_per_hour, seed} (seconds into the steady phase;
+    # resources/cluster/fis.py `Interruptions`) and `notice_s`, the notice each gives
+    capacity: str | None = None
+    interruptions: dict | None = None
 
     @property
     def model_key(self) -> str:

@@ -85,6 +85,8 @@ class LoadConfig:
     # raise the load until output throughput stops rising (ladder.py), instead of the
     # fixed concurrency / rate steps
     ladder: Ladder | None = None
+    # a request a spot interruption cut is sent again (interrupted.py; contract §2.2 retry_of)
+    retry_interrupted: bool = False
 
     def __post_init__(self) -> None:
         validate(self)

@@ -63,6 +63,7 @@ class LoadGenerator:
             # image prompts go through the chat API (the only one that carries images)
             api="chat" if images else "completions", images=images,
             ladder=Ladder(**plan.ladder) if plan.ladder else None,
+            retry_interrupted=plan.retry_interrupted,
             **{k: v for k, v in given.items() if v is not None})
 
     def run(self, candidate: Candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,

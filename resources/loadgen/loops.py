@@ -12,6 +12,7 @@ from collections.abc import Callable
 from servingbench.resources.loadgen import gcpolicy, pool
 from servingbench.resources.loadgen.clock import Clock
 from servingbench.resources.loadgen.config import LoadConfig, step_name
+from servingbench.resources.loadgen.interrupted import CUT, MAX_RESENDS, Notices
 from servingbench.resources.loadgen.probe import api_url
 from servingbench.resources.loadgen.recorder import Recorder
 from servingbench.resources.loadgen.records import Request, fail
@@ -66,6 +67,8 @@ class LoadLoops:
         # returns the step's common start (perf_counter ns); None: one process, no wait.
         self.sync = None
         self.origin = 0  # the current scenario step's start (perf_counter ns)
+        # the run's spot interruption notices (interrupted.py), read when a request is cut
+        self.notices = Notices(getattr(recorder, "run_dir", None))
 
     async def barrier(self, label: str) -> int:
         """Before a step (or the end, `label` "end"): freeze what is alive for the garbage
@@ -89,7 +92,8 @@ class LoadLoops:
 
     async def send(self, phase: str, step: str, mode: str, target: float, scheduled: int,
                    item: Item | None, tag=None, body: bytes | None = None,
-                   later: bool = False, images: int | None = None) -> Request:
+                   later: bool = False, images: int | None = None,
+                   retry_of: str | None = None, resends: int = 0) -> Request:
         """Send and record one request: `item`, or the workload's next one when None;
         `tag(req)` may mark it first (session, turn, text); `body`, when given, is the request
         body built ahead of its send time (and `item` is not used; `images`: how many images
@@ -101,9 +105,15 @@ class LoadLoops:
         in one round of callbacks and each sends its successor at once; building their rows
         in that same round too (~30 µs each on this machine) made it longer than the 20 ms
         TTFT of the first new requests, whose first chunks then waited for it to end before
-        they were stamped. The counts, the progress line and the self-watch see it at once."""
+        they were stamped. The counts, the progress line and the self-watch see it at once.
+
+        A request a spot interruption cut (its connection died after a notice for its
+        replica's node) is recorded `disconnect` with error `spot_interruption`; with
+        `retry_interrupted` the same body goes again as a new request (`retry_of` its id),
+        and that one is returned. Each is recorded once, under its own id."""
         rid = str(uuid.uuid4())
         req = Request(rid, phase, step, mode, target, scheduled)
+        req.retry_of = retry_of
         try:
             if body is None and item is None:
                 item = self.wl.next_item()
@@ -123,9 +133,16 @@ class LoadLoops:
         except Exception as exc:  # noqa: BLE001 - a worker never dies silently
             fail(req, exc, self.secrets)
         finally:
+            if (req.status == "disconnect" and req.finished is not None
+                    and self.notices.cut(req.replica, self.clock.utc(req.finished))):
+                req.error = CUT
             # Also on cancellation: the request is recorded, then the CancelledError
             # goes on and stops its worker.
             self._record(req, later)
+        if req.error == CUT and self.cfg.retry_interrupted and resends < MAX_RESENDS:
+            return await self.send(phase, step, mode, target, _now(), None, tag=tag, body=body,
+                                   later=later, images=req.input_images, retry_of=rid,
+                                   resends=resends + 1)
         return req
 
     def _record(self, req: Request, later: bool = False) -> None:

@@ -19,7 +19,7 @@ class Request:
         "input_tokens", "usage_total", "usage_cum", "no_usage_content", "chunk_at", "chunk_tokens",
         "status", "http_status", "error", "emulated",
         "session_id", "turn", "cached_tokens", "text",
-        "chunk_reasoning", "reasoning_usage", "input_images", "replica",
+        "chunk_reasoning", "reasoning_usage", "input_images", "replica", "retry_of",
     )
 
     def __init__(self, request_id: str, phase: str, step: str, load_mode: str, target: float,
@@ -48,6 +48,8 @@ class Request:
         self.input_images: int | None = None  # images sent in the prompt
         # the replica that served it, as the load balancer's response header names it
         self.replica: str | None = None
+        # the request this one sends again after a spot interruption cut it (contract §2.2)
+        self.retry_of: str | None = None
 
     # --- derived at record time -------------------------------------------------------
     @property

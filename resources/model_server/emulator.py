@@ -122,10 +122,14 @@ class EmulatorModelServer(ModelServer):
                     str(run_dir / f"emulator_ground_truth.{name}.jsonl"), *base[at + 2:]]
 
         with replicated(args, run_dir, run_dir.name, candidate.replicas, candidate.autoscaling,
-                        self.ready_timeout_s) as pool:
+                        self.ready_timeout_s, interruptions=candidate.interruptions,
+                        notice_scale=self.time_scale,
+                        own_nodes=candidate.capacity is not None) as pool:
             durable.write_json(run_dir / "deployment.json",
                                {"endpoint": pool["endpoint"], "emulated": True,
                                 "balancer": "haproxy", "replicas": dict(candidate.replicas),
+                                "capacity": candidate.capacity,
+                                "interruptions": candidate.interruptions,
                                 "autoscaling": candidate.autoscaling,
                                 "engine_args": dict(candidate.engine_args or {}),
                                 "engine_args_not_modelled": not_modelled(

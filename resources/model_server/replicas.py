@@ -10,7 +10,15 @@ stopping are events (contract §2.6): `replica_requested` (detail: the node), on
 health poll until the pool took it), `replica_ready` (detail: the node), `replica_stopped`.
 
 Stopping drains first: no new request, those in flight finish (bounded), then the server
-leaves HAProxy and the process is stopped."""
+leaves HAProxy and the process is stopped.
+
+A spot run (`nodes="own"`) puts each replica on its own emulated node `node-<replica>`:
+`node_requested` and `node_ready` when it is asked for (the host is already up: no
+provisioning time is emulated), `node_gone` when it stops. `interrupt` is a spot
+interruption of a replica's node: `interruption_notice`, the replica drained from HAProxy
+(no new request; those in flight keep streaming) and its replacement started at once, then
+after the notice its process is killed mid-stream and the node is gone (`interruption`,
+`replica_stopped`). EMULATED, as everything on the embedded default."""
 
 from __future__ import annotations
 
@@ -28,6 +36,7 @@ NODE = "localhost"  # every local replica runs on this host
 class Replica:
     def __init__(self, name: str) -> None:
         self.name = name
+        self.node: str | None = None
         self.proc = None  # the EmulatorProcess once started
         self.state = "starting"  # starting | ready | draining | stopped | failed
         self.error: str | None = None
@@ -50,6 +59,8 @@ class ReplicaSet:
                  node: str = NODE) -> None:
         self.args, self.lb, self.events = args, balancer, events
         self.ready_timeout_s, self.drain_timeout_s, self.node = ready_timeout_s, drain_timeout_s, node
+        # "own": each replica on its own emulated node (spot runs); else all on `node`
+        self.own_nodes = node == "own"
         self.replicas: dict[str, Replica] = {}
         self._next = 0
         self._lock = threading.Lock()
@@ -79,7 +90,18 @@ class ReplicaSet:
             rep = Replica(f"r{self._next}")
             self._next += 1
             self.replicas[rep.name] = rep
-        self.events.add("replica_requested", rep.name, detail=self.node)
+        self._launch(rep, wait)
+        return rep
+
+    def node_of(self, rep: Replica) -> str:
+        return rep.node or self.node
+
+    def _launch(self, rep: Replica, wait: bool) -> None:
+        if self.own_nodes:
+            rep.node = f"node-{rep.name}"
+            self.events.add("node_requested", rep.node)
+            self.events.add("node_ready", rep.node)
+        self.events.add("replica_requested", rep.name, detail=self.node_of(rep))
         rep.thread = threading.Thread(target=self._bring_up, args=(rep,),
                                       name=f"replica-{rep.name}", daemon=True)
         rep.thread.start()
@@ -87,7 +109,6 @@ class ReplicaSet:
             rep.thread.join()
             if rep.state != "ready":
                 raise RuntimeError(f"replica {rep.name} did not start: {rep.error}")
-        return rep
 
     def _bring_up(self, rep: Replica) -> None:
         from servingbench.emulator.process import EmulatorProcess
@@ -113,7 +134,7 @@ class ReplicaSet:
             self.events.add("replica_phase", rep.name, joined, (joined - since) / 1e9, "ready")
             with self._lock:
                 rep.state = "ready"
-            self.events.add("replica_ready", rep.name, joined, detail=self.node)
+            self.events.add("replica_ready", rep.name, joined, detail=self.node_of(rep))
         except Exception as exc:  # noqa: BLE001 - said in the replica's state and the stop event
             rep.error = f"{type(exc).__name__}: {exc}"[:500]
             proc.stop()
@@ -124,6 +145,7 @@ class ReplicaSet:
             if failed:
                 self.events.add("replica_stopped", rep.name,
                                 detail=f"failed to start: {rep.error}"[:200])
+                self._node_gone(rep)
 
     # --- down -------------------------------------------------------------------------
     def stop(self, name: str) -> None:
@@ -164,7 +186,57 @@ class ReplicaSet:
         with self._lock:
             rep.state = "stopped"
         if was in ("ready", "starting"):
-            self.events.add("replica_stopped", name, detail=self.node)
+            self.events.add("replica_stopped", name, detail=self.node_of(rep))
+            self._node_gone(rep)
+
+    def _node_gone(self, rep: Replica) -> None:
+        if self.own_nodes and rep.node is not None:
+            self.events.add("node_gone", rep.node)
+
+    # --- a spot interruption ----------------------------------------------------------
+    def oldest_ready(self) -> str | None:
+        """The replica an interruption hits: the first to have joined of those serving."""
+        ready = self.ready
+        return ready[0].name if ready else None
+
+    def interrupt(self, name: str, notice_s: float) -> threading.Thread:
+        """A spot interruption of `name`'s node: the notice now (drained, a replacement
+        asked for), the node gone `notice_s` later (the process killed, whatever it still
+        streams). Returns the thread that ends it."""
+        rep = self.replicas[name]
+        with self._lock:
+            if rep.state != "ready":
+                raise ValueError(f"replica {name} is {rep.state}, not serving")
+            # not counted from now on (count()), so the autoscaler does not replace it twice
+            rep.state = "noticed"
+            replacement = Replica(f"r{self._next}")
+            self._next += 1
+            self.replicas[replacement.name] = replacement
+        self.events.add("interruption_notice", self.node_of(rep),
+                        detail=f"replica {name}; notice {notice_s:g} s")
+        self.lb.drain(name)
+        self._launch(replacement, wait=False)
+        t = threading.Thread(target=self._reclaim, args=(rep, notice_s),
+                             name=f"replica-{name}-interrupted", daemon=True)
+        rep.thread = t
+        t.start()
+        return t
+
+    def _reclaim(self, rep: Replica, notice_s: float) -> None:
+        time.sleep(notice_s)
+        with self._lock:
+            if rep.state != "noticed":  # the run ended first (close)
+                return
+            rep.state = "stopped"
+        if rep.proc is not None and rep.proc.proc is not None and rep.proc.proc.poll() is None:
+            rep.proc.proc.kill()  # the node is gone: no drain, no clean shutdown
+            rep.proc.proc.wait()
+        self.events.add("interruption", self.node_of(rep), detail=f"replica {rep.name}")
+        self.events.add("replica_stopped", rep.name, detail=self.node_of(rep))
+        try:
+            self.lb.remove(rep.name, timeout_s=10)
+        finally:
+            rep.proc.stop()
 
     def newest_ready(self) -> str | None:
         """The replica a scale-down stops first (the last to have joined)."""
@@ -174,6 +246,9 @@ class ReplicaSet:
     def close(self) -> None:
         """Stop every replica (the run's end, or a failure)."""
         for rep in list(self.replicas.values()):
+            if rep.state == "noticed":  # its notice outlasts the run: it stops with it
+                with self._lock:
+                    rep.state = "ready"
             if rep.state in ("ready", "starting", "draining"):
                 try:
                     self.stop(rep.name)

@@ -6,11 +6,13 @@ deployment: the endpoint is the balancer's; everything is stopped when the block
 from __future__ import annotations
 
 import contextlib
+import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from servingbench.resources.contract.timestamps import format_ts
+from servingbench.resources.contract.timestamps import format_ts, parse_ts
 from servingbench.resources.model_server.autoscale import Policy
 from servingbench.resources.model_server.autoscaler import Autoscaler
 from servingbench.resources.model_server.balancer import Balancer
@@ -74,20 +76,80 @@ def policy_of(autoscaling: dict, replicas: dict) -> Policy:
                   replicas["min"], replicas["max"])
 
 
+def steady_start_ns(run_dir: Path) -> int | None:
+    """When the run's steady phase began, from the manifest the load generator writes at
+    each phase boundary; None before."""
+    try:
+        doc = json.loads((Path(run_dir) / "manifest.json").read_text())
+        return parse_ts(doc["phases"]["steady"]["started_at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+class Interrupter:
+    """Spot interruptions on the embedded default: at each time of the candidate's schedule
+    (seconds into the steady phase, which it learns from the manifest), the oldest serving
+    replica's node gets its notice (ReplicaSet.interrupt) and is gone `notice_s` later."""
+
+    def __init__(self, replicas: ReplicaSet, run_dir: Path, times: list[float],
+                 notice_s: float, poll_s: float = 0.05) -> None:
+        self.replicas, self.run_dir, self.times = replicas, Path(run_dir), list(times)
+        self.notice_s, self.poll_s = notice_s, poll_s
+        self.noticed: list[tuple[float, str]] = []  # (seconds into steady, replica)
+        self.endings: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="interrupter", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        origin = None
+        while origin is None:
+            if self._stop.wait(self.poll_s):
+                return
+            origin = steady_start_ns(self.run_dir)
+        for t in self.times:
+            if self._stop.wait(max(0.0, (origin + t * 1e9 - time.time_ns()) / 1e9)):
+                return
+            name = self.replicas.oldest_ready()
+            if name is None:  # nothing serving to interrupt: the notice has no target
+                continue
+            self.endings.append(self.replicas.interrupt(name, self.notice_s))
+            self.noticed.append((t, name))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def interruption_times(interruptions: dict, horizon_s: float = 86_400.0) -> list[float]:
+    """The schedule's times (a seeded Poisson process drawn over a day at most)."""
+    from servingbench.resources.contract.interruptions import Interruptions
+
+    doc = {k: v for k, v in interruptions.items() if k != "notice_s"}
+    return Interruptions.of(doc).times(horizon_s)
+
+
 @contextlib.contextmanager
 def replicated(args: Callable[[str], list[str]], run_dir: Path, run_id: str, replicas: dict,
-               autoscaling: dict | None, ready_timeout_s: float) -> Iterator[dict]:
+               autoscaling: dict | None, ready_timeout_s: float,
+               interruptions: dict | None = None, notice_scale: float = 1.0,
+               own_nodes: bool = False) -> Iterator[dict]:
     """Start the balancer and the initial replicas (all ready before this yields), then the
     local autoscaler; yields {endpoint, phases, replicas, metrics_urls}. `args(name)`: a
-    replica's emulator arguments."""
+    replica's emulator arguments. `own_nodes`: each replica on its own emulated node (a run
+    that says its capacity); `interruptions`: a spot run's schedule, each notice lasting
+    `notice_s × notice_scale` (the emulator's time scale)."""
     if autoscaling is not None and autoscaling["policy"] != "local":
         raise ValueError(f"autoscaling.policy: {autoscaling['policy']} runs on EKS; the embedded "
                          "default runs policy local (the same rule, over emulator replicas)")
     events = Events(run_dir, run_id)
     started = time.time_ns()
     with Balancer() as lb:
-        reps = ReplicaSet(args, lb, events, ready_timeout_s=ready_timeout_s)
-        scaler = None
+        reps = ReplicaSet(args, lb, events, ready_timeout_s=ready_timeout_s,
+                          **({"node": "own"} if own_nodes or interruptions else {}))
+        scaler = interrupter = None
         try:
             first = [reps.start() for _ in range(replicas["initial"])]
             for rep in first:
@@ -108,9 +170,15 @@ def replicated(args: Callable[[str], list[str]], run_dir: Path, run_id: str, rep
                 scaler = Autoscaler(policy_of(autoscaling, replicas), reps, lb, events,
                                     initial=replicas["initial"], interval_s=LOCAL_INTERVAL_S)
                 scaler.start()
+            if interruptions:
+                interrupter = Interrupter(reps, run_dir, interruption_times(interruptions),
+                                          interruptions["notice_s"] * notice_scale)
+                interrupter.start()
             yield {"endpoint": lb.base_url, "phases": phases, "replica_set": reps,
                    "metrics_urls": [r.metrics_url for r in first]}
         finally:
+            if interrupter is not None:
+                interrupter.stop()
             if scaler is not None:
                 scaler.stop()
             reps.close()

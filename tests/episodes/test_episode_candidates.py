@@ -21,7 +21,8 @@ def write(tmp_path, extra: str) -> Path:
 
 
 def test_the_shipped_episodes_load_with_their_replicas_and_policy():
-    spike, zero = load_candidates(ROOT / "pipelines" / "candidates_episodes.yaml")
+    by_name = {c.name: c for c in load_candidates(ROOT / "pipelines" / "candidates_episodes.yaml")}
+    spike, zero = by_name["p5-scout-bf16-tp8-spike"], by_name["p5-scout-bf16-tp8-from-zero"]
     assert spike.replicas == {"min": 1, "max": 3, "initial": 1}
     assert spike.autoscaling["policy"] == "local" and spike.autoscaling["target"] == 3.0
     assert spike.scenario["kind"] == "schedule" and spike.scenario["shape"] == "spike"

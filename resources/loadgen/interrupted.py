@@ -1,0 +1,58 @@
+"""Which cut requests a spot interruption cut (contract §3.8): a request whose connection
+died (`disconnect`) at or after an `interruption_notice` for the node of the replica that
+served it (the balancer's `X-Servingbench-Replica` header, the request log's `replica`) gets
+the error `spot_interruption`; `--retry-interrupted` then sends it again as a new request
+whose `retry_of` is its id.
+
+The notices are read from the run folder's events.parquet (contract §2.6), which the run
+writes whole after every event: a replica's node is the `detail` of its
+`replica_requested` or `replica_ready`. The file is read again only when it changed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+CUT = "spot_interruption"
+MAX_RESENDS = 8  # a resend that is cut again is resent again, this many times at most
+
+
+class Notices:
+    def __init__(self, run_dir: Path | None) -> None:
+        self.path = None if run_dir is None else Path(run_dir) / "events.parquet"
+        self._stamp: tuple[int, int] | None = None
+        self._node: dict[str, str] = {}           # replica -> node
+        self._notice: dict[str, int] = {}         # node -> its first notice (UTC ns)
+
+    def _refresh(self) -> None:
+        try:
+            st = os.stat(self.path)
+        except (OSError, TypeError):
+            return
+        stamp = (st.st_mtime_ns, st.st_size)
+        if stamp == self._stamp:
+            return
+        try:
+            rows = pq.read_table(self.path, columns=["at", "kind", "subject", "detail"]).to_pylist()
+        except (OSError, pa.ArrowException):
+            return  # being replaced this instant: the next cut reads it again
+        self._stamp = stamp
+        for r in rows:
+            if r["kind"] in ("replica_requested", "replica_ready") and r["detail"]:
+                self._node.setdefault(r["subject"], r["detail"])
+            elif r["kind"] == "interruption_notice":
+                at = r["at"].value
+                self._notice[r["subject"]] = min(at, self._notice.get(r["subject"], at))
+
+    def cut(self, replica: str | None, finished_utc_ns: int) -> bool:
+        """Whether a request of `replica` that died at `finished_utc_ns` died after a
+        notice for its node."""
+        if replica is None or self.path is None:
+            return False
+        self._refresh()
+        node = self._node.get(replica)
+        notice = None if node is None else self._notice.get(node)
+        return notice is not None and notice <= finished_utc_ns
