@@ -33,6 +33,22 @@ class CostedRun:
     def key(self) -> tuple:
         return (mf.parse_ts(self.manifest["created_at"]), self.manifest["run_id"])
 
+    @property
+    def candidate(self) -> str:
+        return pair_name(self.manifest)
+
+
+def pair_name(manifest: dict) -> str:
+    """The candidate a run is paired by. A sweep over `capacity` gives the on-demand and the
+    spot run two candidate names (`...-on-demand`, `...-spot`) for one configuration: they
+    pair under the sweep's name and its other settings."""
+    sweep = manifest.get("sweep") or {}
+    settings = sweep.get("settings") or {}
+    if "capacity" in settings and sweep.get("name"):
+        rest = "-".join(f"{k}={settings[k]}" for k in sorted(settings) if k != "capacity")
+        return f"{sweep['name']}-{rest}" if rest else sweep["name"]
+    return manifest.get("candidate") or manifest["run_id"]
+
 
 def _json(path: Path):
     try:
@@ -87,7 +103,7 @@ def pairs(runs: Sequence[CostedRun]) -> pa.Table:
     for r in runs:
         if not r.accepted:
             continue
-        k = (r.manifest.get("candidate") or r.manifest["run_id"], r.manifest["source"], r.capacity)
+        k = (r.candidate, r.manifest["source"], r.capacity)
         if k not in latest or r.key > latest[k].key:
             latest[k] = r
     rows = []
