@@ -157,6 +157,7 @@ class EksSettings:
     deploy_timeout_s: float = 3600.0
     capacity_type: str = envvars.default("SERVINGBENCH_EKS_CAPACITY_TYPE")
     capacity_reservation_id: str | None = None
+    fis_role_arn: str | None = None  # a spot candidate's interruptions (docs/spot.md)
     expose: str = envvars.default("SERVINGBENCH_EKS_EXPOSE")  # how the load reaches the engine
     source_ranges: tuple[str, ...] = ()  # CIDRs allowed to reach the load balancer
     lb_scheme: str = envvars.default("SERVINGBENCH_EKS_LB_SCHEME")  # internal: inside the VPC
@@ -203,6 +204,7 @@ class EksSettings:
                    subnet_ids=split("SERVINGBENCH_EKS_SUBNETS"),
                    capacity_type=get("SERVINGBENCH_EKS_CAPACITY_TYPE"),
                    capacity_reservation_id=get("SERVINGBENCH_EKS_CAPACITY_RESERVATION_ID"),
+                   fis_role_arn=get("SERVINGBENCH_EKS_FIS_ROLE_ARN"),
                    expose=get("SERVINGBENCH_EKS_EXPOSE"),
                    source_ranges=source_ranges, lb_scheme=lb_scheme, allow_public=allow_public,
                    run_as_user=_uid(env, "SERVINGBENCH_EKS_RUN_AS_USER"),
@@ -351,10 +353,22 @@ class EksResources:
                                             lb_scheme=s.lb_scheme, allow_public=s.allow_public,
                                             owner=s.owner, run_as_user=s.run_as_user,
                                             timeout_s=s.deploy_timeout_s,
-                                            telemetry=s.telemetry()),
+                                            telemetry=s.telemetry(),
+                                            interruptions=self.fis()),
             "bill_source": billing.build(BILL_SOURCE["eks"], billing.Aws(
                 self.session, endpoint_url=s.endpoint_url, caller=self.caller)),
         }
+
+    def fis(self):
+        """What makes a spot run's FisInterruptions (None without the FIS role)."""
+        s = self.settings
+        if not s.fis_role_arn:
+            return None
+        from servingbench.resources.cluster.fis import FisInterruptions
+
+        return lambda: FisInterruptions(self.session, s.region, role_arn=s.fis_role_arn,
+                                        owner=s.owner, endpoint_url=s.endpoint_url,
+                                        caller=self.caller)
 
     def kube(self) -> KubeClient:
         """A Kubernetes client for the cluster (endpoint and CA from DescribeCluster)."""

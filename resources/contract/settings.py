@@ -69,6 +69,8 @@ SETTINGS: tuple[Setting, ...] = (
             "eks"),
     Setting("SERVINGBENCH_EKS_CAPACITY_RESERVATION_ID", None, "a capacity reservation the node groups "
             "launch into", "eks"),
+    Setting("SERVINGBENCH_EKS_FIS_ROLE_ARN", None, "the AWS FIS experiment role a spot candidate's "
+            "`interruptions` run under (docs/spot.md); unset: such a candidate is refused", "eks"),
     Setting("SERVINGBENCH_EKS_EXPOSE", "load_balancer", "how the load generator reaches the engine: "
             "`load_balancer` or `cluster_ip` (inside the cluster)", "eks"),
     Setting("SERVINGBENCH_EKS_SOURCE_RANGES", None, "comma-separated CIDRs allowed to reach the load "

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 from servingbench.resources.contract import settings
@@ -29,6 +30,8 @@ from servingbench.resources.model_server.kube.coldstart import manifest_phases
 from servingbench.resources.model_server.kube.deploy import EngineDeployment
 from servingbench.resources.model_server.kube.events import RunEvents
 from servingbench.resources.model_server.kube.render import PORT, EngineSpec
+from servingbench.resources.model_server.kube.spot import FisSchedule
+from servingbench.resources.model_server.replicated import interruption_times
 
 # Where the load generator finds the engine's API key while the engine is deployed (the
 # load generator reads keys from the environment only; removed again after the block).
@@ -76,8 +79,12 @@ class KubeModelServer(ModelServer):
                  run_as_user: int | None = None,
                  timeout_s: float = 3600.0, poll_s: float = 10.0,
                  clock: Callable[[], int] = time.time_ns, telemetry: tuple[dict, ...] = (),
-                 prometheus_url: str = "", events_every_s: float = 10.0):
+                 prometheus_url: str = "", events_every_s: float = 10.0,
+                 interruptions: Callable[[], Any] | None = None):
         self.kube, self.timeout_s, self.poll_s, self.clock = kube, timeout_s, poll_s, clock
+        # a spot run's interruptions: makes the run's FisInterruptions (the eks profile, with
+        # the FIS role); None: a candidate with `interruptions` is refused
+        self.interruptions = interruptions
         # the in-cluster Prometheus a KEDA trigger queries (docs/eks.md, autoscaling)
         self.prometheus_url, self.events_every_s = prometheus_url, events_every_s
         self.telemetry = list(telemetry)  # DCGM exporter / neuron-monitor endpoints (docs/telemetry.md)
@@ -90,6 +97,10 @@ class KubeModelServer(ModelServer):
         run_id = Path(run_dir).name  # storage names each run folder by its run id
         spec = engine_spec_for(candidate, run_id, cluster.facts["nodegroup"], **self.expose)
         replicas, scaling = scaling_of(candidate)
+        planned = getattr(candidate, "interruptions", None)
+        if planned and self.interruptions is None:
+            raise ValueError(f"candidate {candidate.name}: interruptions need the FIS role "
+                             "(SERVINGBENCH_EKS_FIS_ROLE_ARN, docs/spot.md)")
         kube = self.kube()
         dep = EngineDeployment(kube, spec, clock=self.clock, replicas=replicas,
                                autoscaling=scaling, prometheus_url=self.prometheus_url)
@@ -100,6 +111,12 @@ class KubeModelServer(ModelServer):
             Path(run_dir).mkdir(parents=True, exist_ok=True)
             watch = EventPoller(RunEvents(kube, spec, cluster.facts["nodegroup"], self.clock,
                                           sink=Events(run_dir, run_id)), self.events_every_s)
+        schedule = None
+        if planned:
+            schedule = FisSchedule(self.interruptions(), run_id, Path(run_dir),
+                                   interruption_times(planned),
+                                   notice=watch.notice if watch is not None else None,
+                                   clock=self.clock)
         try:
             # the watch outlives the Deployment: its last poll sees the replicas stop
             with (watch or contextlib.nullcontext()), \
@@ -115,19 +132,23 @@ class KubeModelServer(ModelServer):
                 phases = {"deploy": {"started_at": format_ts(up.deploy[0]),
                                      "ended_at": format_ts(self.clock())},
                           **manifest_phases(up.phases)}
-                yield Deployment(
-                    endpoint=endpoint, served_model=candidate.model,
-                    facts={"engine": candidate.engine,
-                           "engine_version": self._version(endpoint, auth),
-                           "image_digest": candidate.image_digest},
-                    phases=phases, emulated=False,
-                    details={"pod": up.pod, "deployment": spec.name,
-                             "scheduling_s": _seconds(up.phases.get("scheduling")),
-                             # Neuron: were the compiled graphs found in the cache (hit / miss)
-                             "compile_cache": up.compile_cache},
-                    api_key_env=LOAD_API_KEY_ENV,
-                    telemetry=[{"kind": "engine_metrics", "url": f"{endpoint}/metrics"},
-                               *self.telemetry])
+                with (schedule.running() if schedule is not None else contextlib.nullcontext()):
+                    yield Deployment(
+                        endpoint=endpoint, served_model=candidate.model,
+                        facts={"engine": candidate.engine,
+                               "engine_version": self._version(endpoint, auth),
+                               "image_digest": candidate.image_digest},
+                        phases=phases, emulated=False,
+                        details={"pod": up.pod, "deployment": spec.name,
+                                 "scheduling_s": _seconds(up.phases.get("scheduling")),
+                                 # Neuron: were the compiled graphs found in the cache (hit / miss)
+                                 "compile_cache": up.compile_cache},
+                        api_key_env=LOAD_API_KEY_ENV,
+                        telemetry=[{"kind": "engine_metrics", "url": f"{endpoint}/metrics"},
+                                   *self.telemetry])
+                if schedule is not None and schedule.errors:
+                    raise RuntimeError("spot interruptions did not all start: "
+                                       + "; ".join(schedule.errors))
         finally:
             os.environ.pop(LOAD_API_KEY_ENV, None)
             kube.close()
@@ -199,6 +220,11 @@ class EventPoller:
     def _loop(self) -> None:
         while not self._stop.wait(self.every_s):
             self.poll()
+
+    def notice(self, instance_id: str, at_ns: int) -> None:
+        """A notice FIS reported (kube/spot.py), between polls, never during one."""
+        with self._lock:
+            self.run.notice(instance_id, at_ns)
 
     def __enter__(self) -> EventPoller:
         self.poll()
