@@ -89,6 +89,23 @@ def test_a_start_that_fails_is_kept_as_an_error(moto, tmp_path):
     assert len(schedule.errors) == 1 and "starting a FIS experiment" in schedule.errors[0]
 
 
+def test_a_time_never_started_inside_the_steady_phase_is_an_error(moto, tmp_path):
+    endpoint, session = moto
+    fis = FisInterruptions(session, REGION, role_arn=FIS_ROLE, owner=OWNER, endpoint_url=endpoint)
+    steady_at(tmp_path, None)  # its start unknown while it ran (load pods)
+    schedule = FisSchedule(fis, RUN, tmp_path, [10.0, 900.0], poll_s=3600, clock=Clock())
+    with schedule.running():
+        schedule.tick()
+        m = mf.load(tmp_path / "manifest.json")  # written at the load's end
+        m["phases"]["steady"] = {"started_at": mf.format_ts(T0),
+                                 "ended_at": mf.format_ts(T0 + 300 * 10**9)}
+        mf.dump(m, tmp_path / "manifest.json")
+    # the 10 s one was due in the 300 s phase, the 900 s one was not
+    assert schedule.errors == ["1 of 1 interruptions due in the steady phase never started "
+                               "(was its start known while it ran? load pods write it at "
+                               "their end)"]
+
+
 def test_each_notice_is_recorded_once_for_its_instance(shared_session, aws_env, tmp_path):
     fis = FisInterruptions(shared_session, REGION, role_arn=FIS_ROLE, owner=OWNER)
     fis.experiments.append("EXP1a2b3c4d5e6f7")

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from servingbench.resources.contract import manifest as mf
 from servingbench.resources.model_server.replicated import steady_start_ns
 
 log = logging.getLogger("servingbench.kube")
@@ -60,6 +61,23 @@ class FisSchedule:
                 self._stop.set()
                 thread.join(60)
                 self.record()  # the last notices, before the template goes
+                self._missed()
+
+    def _missed(self) -> None:
+        """A time inside the steady phase whose experiment never started (its start was not
+        known while it ran: load pods write the manifest's phases at their end) is an error,
+        never a spot run that silently went uninterrupted."""
+        try:
+            doc = mf.load(self.run_dir / "manifest.json")
+            steady = doc["phases"]["steady"]
+            length = (mf.parse_ts(steady["ended_at"]) - mf.parse_ts(steady["started_at"])) / 1e9
+        except (OSError, ValueError, KeyError, TypeError, mf.ManifestError):
+            return  # no steady phase: the run failed before it, and says so itself
+        due = sum(1 for t in self.times if t <= length)
+        if len(self.fis.experiments) < due:
+            self.errors.append(f"{due - len(self.fis.experiments)} of {due} interruptions due "
+                               "in the steady phase never started (was its start known while "
+                               "it ran? load pods write it at their end)")
 
     def _loop(self) -> None:
         while not self._stop.wait(self.poll_s):
