@@ -5,6 +5,8 @@
 #   make ui     set up, then start the Dagster UI on http://127.0.0.1:3000
 #   make engine      build (once, cached) and install llama.cpp's server; fetch and check the model
 #   make demo-real   set up + engine, then sweep the real engine on this host (measured)
+#   make demo-episode-real   set up + engine, then episodes of llama.cpp replicas (measured)
+#   make demo-models-real    set up + engine, then two models swapping on one llama.cpp server (measured)
 #   make peers       install AIPerf, guidellm and inference-perf, each into its own cached
 #                    virtualenv (~/.cache/servingbench/peers/<name>-<version>/; never a dependency)
 SHELL := /bin/bash
@@ -15,7 +17,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 STAMP := $(VENV)/.servingbench-synced
 
-.PHONY: setup demo demo-episode demo-real engine test check lint ui bench clean chromium haproxy postgresql peers
+.PHONY: setup demo demo-episode demo-real demo-episode-real demo-models-real engine test check lint ui bench clean chromium haproxy postgresql peers
 
 setup: $(STAMP)
 
@@ -56,6 +58,18 @@ engine: $(STAMP)
 # (the quality-parity proof)
 demo-real: engine
 	$(VENV)/bin/servingbench demo --real --sweep local-cpu --levels 1,2,3,4,5
+
+# two models of one llama-cpp-python server (Gemma 3 270M at Q2_K and Q8_0), bursts
+# alternating between them: each swap's seconds and the first request's TTFT after a swap
+# beside warm ones, MEASURED (docs/models.md)
+demo-models-real: engine
+	$(VENV)/bin/python -m servingbench.resources.model_server.swap_measure --rounds 3 --burst 3
+
+# episodes on the real engine (pipelines/candidates_episodes_real.yaml): up to two llama.cpp
+# replicas behind HAProxy under the local policy, a spike and a scale from zero, MEASURED
+# (start-up phases from the engine's own markers, attainment per bucket, the host's price)
+demo-episode-real: engine haproxy
+	$(VENV)/bin/servingbench demo --real --candidates pipelines/candidates_episodes_real.yaml
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
