@@ -69,7 +69,7 @@ def run_quality(candidate: Candidate, endpoint: str, served_model: str, run_id: 
     return value, md
 
 
-def judge(value: dict, candidate: str, runs_dir: Path):
+def decide_parity(value: dict, candidate: str, runs_dir: Path):
     """The parity verdict for one run's quality value (written to quality_parity.json)."""
     from servingbench.resources.quality import Parity
 
@@ -103,7 +103,7 @@ def build_checks(partitions_def) -> list:
     def quality_matches_reference(context, quality: dict):
         from servingbench.assets.partitions import candidate_of
 
-        verdict = judge(quality, candidate_of(context), context.resources.storage.runs_dir)
+        verdict = decide_parity(quality, candidate_of(context), context.resources.storage.runs_dir)
         md = {k: dg.MetadataValue.null() if v is None else
               (dg.MetadataValue.json(v) if isinstance(v, list | dict) else v)
               for k, v in verdict.as_dict().items()}

@@ -33,7 +33,7 @@ from servingbench.resources.loadgen import LoadConfig, run_load
 def warm_up_imports() -> None:
     """Pay the one-off costs (imports, Arrow's time-zone data) before the clock starts."""
     import pyarrow as pa
-    import servingbench.resources.loadgen.runner  # noqa: F401
+    import servingbench.resources.loadgen.execute  # noqa: F401
 
     pa.array([0], pa.timestamp("ns", tz="UTC"))
 

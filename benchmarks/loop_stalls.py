@@ -210,7 +210,7 @@ def gc_cost(repeat: int = 9) -> dict:
 
     sys.path.insert(0, os.environ.get("SB_CLIENT_ROOT") or str(ROOT))
     import pyarrow as pa
-    import servingbench.resources.loadgen.runner  # noqa: F401 - the load generator's own imports
+    import servingbench.resources.loadgen.execute  # noqa: F401 - the load generator's own imports
 
     pa.array([0], pa.timestamp("ns", tz="UTC"))
 

@@ -33,9 +33,9 @@ from servingbench.emulator.process import EmulatorProcess  # noqa: E402
 from servingbench.resources.contract.schemas import read_records  # noqa: E402
 from servingbench.resources.loadgen import LoadConfig, run_load  # noqa: E402
 from servingbench.resources.loadgen.loops import LoadLoops  # noqa: E402
+from servingbench.resources.loadgen.prompts import Item  # noqa: E402
 from servingbench.resources.loadgen.scenarios import trace as trace_mod  # noqa: E402
 from servingbench.resources.loadgen.scenarios.spec import Scenario  # noqa: E402
-from servingbench.resources.loadgen.workload import Item  # noqa: E402
 
 PREBUILT = trace_mod.request_bodies
 REAL_SEND = LoadLoops.send
@@ -43,7 +43,7 @@ REAL_SEND = LoadLoops.send
 
 def _items_ahead(run, rows):
     """The former path's preparation: prompts only; the bodies are left to the send."""
-    builder = trace_mod.PromptBuilder(run.cfg.seed, run.wl.words_per_token)
+    builder = trace_mod.PromptBuilder(run.cfg.seed, run.prompts.words_per_token)
     return [Item(builder.prompt(r), r.output_tokens) for r in rows]
 
 

@@ -32,7 +32,7 @@ from servingbench.resources.cluster.reaper import EksReaper, NothingToReap
 from servingbench.resources.contract import settings as envvars
 from servingbench.resources.contract.digits import is_digits
 from servingbench.resources.loadgen.generator import LoadGenerator
-from servingbench.resources.loadjob.run import KubeJobLoadGenerator
+from servingbench.resources.loadjob.generator import KubeJobLoadGenerator
 from servingbench.resources.model_server.kube.client import KubeClient
 from servingbench.resources.model_server.kube.reap import KubeRunObjects
 from servingbench.resources.model_server.kube.server import KubeModelServer

@@ -482,7 +482,7 @@ def _run_pod(cfg: LoadConfig, args: argparse.Namespace, share) -> int:
 
 
 def main(argv: list[str]) -> int:
-    from servingbench.resources.loadgen.runner import run_load
+    from servingbench.resources.loadgen.execute import run_load
 
     args = parser().parse_args(argv)
     try:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+from servingbench.resources.analysis import deployment_outputs, sqlfiles, workload_outputs
 from servingbench.resources.analysis import frontier as frontier_mod
-from servingbench.resources.analysis import run_outputs, sqlfiles, workload_outputs
 from servingbench.resources.analysis.gates import Gate, run_gates
 from servingbench.resources.analysis.metrics import DEFAULT_SLO, step_metrics
 from servingbench.resources.analysis.rundir import (
@@ -52,7 +52,7 @@ class Analysis:
     what_if: pa.Table | None = None    # contract §4.1, a run not rejected with price_bases
     context: pa.Table | None = None    # ttft_by_context.parquet: TTFT by context length
     # contract §3.7-§3.9: episodes, spot interruptions, several models (what applies)
-    outputs: run_outputs.RunOutputs | None = None
+    outputs: deployment_outputs.DeploymentOutputs | None = None
 
     @property
     def accepted(self) -> bool:
@@ -193,7 +193,7 @@ def analyze_run(run_dir: Path, slos: list[tuple[float, float]] | None = None,
                 headline = workload_outputs.with_slo_cost(headline, capacity, cost)
             frontier = frontier_mod.frontier(run, metrics, cost)
             what_if = frontier_mod.what_if(run, metrics) if accepted else None
-            outputs = run_outputs.derive(
+            outputs = deployment_outputs.derive(
                 run, metrics, cost, slos[0],
                 cost_rows if accepted and run.has_bill else None, bucket_s)
         except (duckdb.Error, pa.ArrowException, OSError) as exc:

@@ -6,7 +6,7 @@
 * job.json: a batch job's makespan, throughput and cost over the job window.
 * slo_capacity.json: an SLO search's probes, capacity and final bracket.
 `probe_verdict` is the one rule for "this step met the SLO" that both the running search
-(through `judge`) and slo_capacity.json use.
+(through `live_probe_verdict`, the load generator's `judge`) and slo_capacity.json use.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def with_slo_cost(headline: pa.Table, capacity: dict | None, cost: pa.Table | No
     return headline
 
 
-def judge(run_dir: Path, step: str, slo: dict) -> tuple[bool, bool]:
+def live_probe_verdict(run_dir: Path, step: str, slo: dict) -> tuple[bool, bool]:
     """The verdict on one probe of a search still running (its records flushed so far)."""
     from servingbench.resources.analysis.metrics import step_metrics
 
@@ -140,13 +140,13 @@ def step_reader(run_dir: Path, kind: str | None, slo: Mapping | None, ladder: bo
     """What the load generator asks the analysis about a step it has just run (its `judge`
     callback), or None when the run asks nothing: a ladder, each step's validity and output
     tokens/s (`throughput_reading`); an SLO search, whether each probe met the SLO
-    (`judge`). The chain and `servingbench load` both take it from here."""
+    (`live_probe_verdict`). The chain and `servingbench load` both take it from here."""
     if ladder:
         return lambda step: throughput_reading(run_dir, step)
     if kind != "slo_search":
         return None
     limits = {k: float(v) for k, v in (slo or {}).items()}
-    return lambda step: judge(run_dir, step, limits)
+    return lambda step: live_probe_verdict(run_dir, step, limits)
 
 
 def throughput_reading(run_dir: Path, step: str) -> tuple[bool, float | None]:

@@ -20,7 +20,7 @@ __all__ = ["DiskFullError", "LoadConfig", "LoadConfigError", "LoadError", "LoadR
 
 def __getattr__(name: str):
     if name in ("run_load", "LoadResult"):
-        from servingbench.resources.loadgen import runner
+        from servingbench.resources.loadgen import execute
 
-        return getattr(runner, name)
+        return getattr(execute, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

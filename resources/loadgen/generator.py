@@ -69,7 +69,7 @@ class LoadGenerator:
     def run(self, candidate: Candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,
             progress=True, judge=None, api_key_env: str | None = None):
         """`api_key_env`: the deployment's key variable, when the engine needs a key."""
-        from servingbench.resources.loadgen.runner import run_load
+        from servingbench.resources.loadgen.execute import run_load
 
         cfg = self.config(candidate, endpoint, served_model, run_id, api_key_env)
         return run_load(cfg, run_dir, progress=progress, judge=judge)

@@ -14,12 +14,12 @@ from servingbench.resources.loadgen.clock import Clock
 from servingbench.resources.loadgen.config import LoadConfig, step_name
 from servingbench.resources.loadgen.interrupted import CUT, MAX_RESENDS, Notices
 from servingbench.resources.loadgen.probe import api_url
+from servingbench.resources.loadgen.prompts import Item, Prompts
 from servingbench.resources.loadgen.recorder import Recorder
 from servingbench.resources.loadgen.records import Request, fail
 from servingbench.resources.loadgen.selfwatch import InFlight, SelfWatch
 from servingbench.resources.loadgen.server_metrics import ServerMetrics
 from servingbench.resources.loadgen.workers.share import Share
-from servingbench.resources.loadgen.workload import Item, Workload
 
 _now = time.perf_counter_ns
 CANCEL_GRACE_S = 5.0
@@ -35,10 +35,10 @@ class LoadLoops:
     """Sending and recording requests, and the closed- and open-loop drivers: the part of a
     run that talks to the server. Steps, phases and the manifest build on it (steps.py)."""
 
-    def __init__(self, cfg: LoadConfig, recorder: Recorder, workload: Workload, clock: Clock,
+    def __init__(self, cfg: LoadConfig, recorder: Recorder, prompts: Prompts, clock: Clock,
                  stream_options: dict | None, headers: dict[str, str], secrets: tuple[str, ...],
                  progress) -> None:
-        self.cfg, self.rec, self.wl, self.clock = cfg, recorder, workload, clock
+        self.cfg, self.rec, self.prompts, self.clock = cfg, recorder, prompts, clock
         self.stream_options, self.headers, self.secrets = stream_options, headers, secrets
         self.progress = progress
         self.url = api_url(cfg)
@@ -81,7 +81,7 @@ class LoadLoops:
     async def _one(self, phase: str, step: str, mode: str, target: float, scheduled: int,
                    expect_in: int | None) -> None:
         body = images = None
-        if self._ready:  # built ahead, in the workload's order, while the loop was idle
+        if self._ready:  # built ahead, in the prompts' order, while the loop was idle
             body, images = self._ready.popleft()
             self._ready_bytes -= len(body)
         req = await self.send(phase, step, mode, target, scheduled, None, body=body,
@@ -94,7 +94,7 @@ class LoadLoops:
                    item: Item | None, tag=None, body: bytes | None = None,
                    later: bool = False, images: int | None = None,
                    retry_of: str | None = None, resends: int = 0) -> Request:
-        """Send and record one request: `item`, or the workload's next one when None;
+        """Send and record one request: `item`, or the next prompt's when None;
         `tag(req)` may mark it first (session, turn, text); `body`, when given, is the request
         body built ahead of its send time (and `item` is not used; `images`: how many images
         it holds). Whatever happens, it is recorded.
@@ -116,7 +116,7 @@ class LoadLoops:
         req.retry_of = retry_of
         try:
             if body is None and item is None:
-                item = self.wl.next_item()
+                item = self.prompts.next_item()
             if item is not None and item.images:
                 req.input_images = len(item.images)
             elif images:
@@ -124,7 +124,7 @@ class LoadLoops:
             if tag is not None:
                 tag(req)
             if body is None:
-                body = self.wl.body(item, self.stream_options)
+                body = self.prompts.body(item, self.stream_options)
             headers = dict(self.headers)
             headers["X-Request-ID"] = rid
             await pool.send(self.session, self.url, body,
@@ -188,7 +188,7 @@ class LoadLoops:
         the ~60 a send takes. Only for the fixed workload's generated prompts (a dataset or a
         scenario draws its items itself), within READY_MAX_BYTES; taken in the order built,
         so the requests carry the prompts they would have carried."""
-        ready, wl = self._ready, self.wl
+        ready, wl = self._ready, self.prompts
         while (len(ready) < self._ready_target and self._ready_bytes < READY_MAX_BYTES
                and _now() < until):
             item = wl.next_item()

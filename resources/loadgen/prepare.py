@@ -1,6 +1,6 @@
 """The set-up every load run shares, whether one process runs it (runner.py), a parent runs
 it with local worker processes (workers/local.py) or it is one worker of several, a local
-process or a pod (workers/worker.py): refuse an existing run -> clock -> probe -> workload.
+process or a pod (workers/worker.py): refuse an existing run -> clock -> probe -> prompts.
 
 Written once, so the three cannot drift: a rerun never overwrites records, the clock is
 started before anything is timed, the endpoint is probed before the first request, and
@@ -18,9 +18,9 @@ from servingbench.resources.loadgen.clock import Clock
 from servingbench.resources.loadgen.config import LoadConfig
 from servingbench.resources.loadgen.errors import LoadConfigError
 from servingbench.resources.loadgen.probe import probe
+from servingbench.resources.loadgen.prompts import Prompts, Tokenizer
 from servingbench.resources.loadgen.recorder import refuse_existing
 from servingbench.resources.loadgen.workers.share import Share
-from servingbench.resources.loadgen.workload import Tokenizer, Workload
 
 
 @dataclass
@@ -30,7 +30,7 @@ class Prepared:
     secrets: tuple[str, ...]  # what every error text is redacted of
     stream_options: dict | None  # what the probe found the endpoint accepts
     emulated: bool  # the probe's answer came from the engine emulator
-    workload: Workload
+    prompts: Prompts
     manifest: dict | None  # a run's manifest (None for one worker of several)
 
 
@@ -64,17 +64,17 @@ def auth_headers(cfg: LoadConfig) -> tuple[dict[str, str], tuple[str, ...]]:
     return headers, (key,)
 
 
-def presize(workload: Workload) -> None:
+def presize(prompts: Prompts) -> None:
     """Size every prompt length the run will ask for now, before any step: a `/tokenize`
     call is blocking, and one in the middle of a step would stall every request in flight."""
-    scenario = workload.cfg.scenario
+    scenario = prompts.cfg.scenario
     if scenario is not None and scenario.kind == "agentic":
-        workload.filler(scenario.tool_result_tokens)
-    if workload.dataset is None:
-        workload.filler(workload.cfg.input_tokens)
+        prompts.filler(scenario.tool_result_tokens)
+    if prompts.dataset is None:
+        prompts.filler(prompts.cfg.input_tokens)
         return
-    for target in sorted({r["input_tokens"] for r in workload.dataset if "prompt" not in r}):
-        workload.filler(target)
+    for target in sorted({r["input_tokens"] for r in prompts.dataset if "prompt" not in r}):
+        prompts.filler(target)
 
 
 def prepare(cfg: LoadConfig, run_dir: Path, *, manifest_base: dict | None = None,
@@ -84,7 +84,7 @@ def prepare(cfg: LoadConfig, run_dir: Path, *, manifest_base: dict | None = None
 
     A run opens its manifest (`manifest_base`, `cfg.run_id`); a worker writes none, so it
     needs the run's `run_id` (every worker's rows carry the same one) and takes its share of
-    the workload. `probed` is a probe already made (the parent's, for its local workers);
+    the prompts. `probed` is a probe already made (the parent's, for its local workers);
     `size=False` leaves the prompt sizing to the workers (a parent sends no request).
     Raises RunExistsError, LoadConfigError, LoadError."""
     refuse_existing(run_dir, share.name if share is not None else None)
@@ -97,9 +97,9 @@ def prepare(cfg: LoadConfig, run_dir: Path, *, manifest_base: dict | None = None
                               "worker's rows must carry the same one")
     headers, secrets = auth_headers(cfg)
     stream_options, emulated = probed if probed is not None else probe(cfg, headers, secrets)
-    workload = Workload(cfg, Tokenizer(cfg.base_url, cfg.model, dict(headers), cfg.use_tokenize))
+    prompts = Prompts(cfg, Tokenizer(cfg.base_url, cfg.model, dict(headers), cfg.use_tokenize))
     if share is not None:
-        workload.for_worker(share.index, share.count)
+        prompts.for_worker(share.index, share.count)
     if size:
-        presize(workload)
-    return Prepared(clock, headers, secrets, stream_options, emulated, workload, m)
+        presize(prompts)
+    return Prepared(clock, headers, secrets, stream_options, emulated, prompts, m)

@@ -276,7 +276,7 @@ def runs_table(runs: list[RunData], latest: list[RunData]) -> str:
 
 
 # The comparison's own sections; the others are declared by their files (frontier_section.py,
-# workloads.py, telemetry.py) and registry.py puts them all in order.
+# reasoning_drafts_context.py, telemetry.py) and registry.py puts them all in order.
 SECTIONS = (
     Section("comparison", 10, "Headline: cost at the SLO operating point", "headline",
             lambda p: headline_table(p.latest, p.runs, p.spreads, p.slo, p.page_dir)),

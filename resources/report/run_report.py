@@ -51,7 +51,7 @@ def _plots(page: RunPage) -> str:
 
 
 # The run report's own sections, drawn by sections.py's helpers; the others are declared by
-# their files (workloads.py, frontier_section.py, telemetry.py, reconciliation.py) and
+# their files (reasoning_drafts_context.py, frontier_section.py, telemetry.py, reconciliation.py) and
 # registry.py puts them all in order.
 SECTIONS = (
     Section("run", 10, "Headline: the SLO operating point", "headline", lambda p: s.headline(p.run)),

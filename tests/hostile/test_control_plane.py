@@ -8,7 +8,7 @@ import json
 
 import pytest
 from servingbench.pipelines.cli import main as cli
-from servingbench.resources.loadgen import LoadConfig, LoadError, run_load, server_metrics, workload
+from servingbench.resources.loadgen import LoadConfig, LoadError, prompts, run_load, server_metrics
 
 from tests.support.hostile import API_KEY, API_KEY_ENV, leaks
 from tests.support.loadgen import rows
@@ -33,7 +33,7 @@ def test_a_hostile_metrics_or_tokenize_answer_costs_a_bounded_read(
         start_hostile, tmp_path, monkeypatch, control, why, bound_s):
     monkeypatch.setenv(API_KEY_ENV, API_KEY)
     monkeypatch.setattr(server_metrics, "SCRAPE_TIMEOUT_S", bound_s)
-    monkeypatch.setattr(workload, "TOKENIZE_DEADLINE_S", bound_s)
+    monkeypatch.setattr(prompts, "TOKENIZE_DEADLINE_S", bound_s)
     srv = start_hostile("--control", control)
     run_load(LoadConfig(endpoint=srv.base_url, **KW), tmp_path / "run", progress=False)
     assert {r["status"] for r in rows(tmp_path / "run")} == {"ok"}

@@ -15,8 +15,8 @@ import urllib.request
 
 import pytest
 from servingbench.resources.loadgen.probe import probe
+from servingbench.resources.loadgen.prompts import Tokenizer
 from servingbench.resources.loadgen.server_metrics import Scraper
-from servingbench.resources.loadgen.workload import Tokenizer
 from servingbench.resources.quality.evalset import Item
 from servingbench.resources.quality.evaluate import evaluate
 

@@ -223,13 +223,13 @@ def test_dataset_rows_name_image_sizes_or_files(tmp_path):
     from servingbench.emulator.vision import data_url_size
     from servingbench.resources.loadgen.errors import LoadConfigError
     from servingbench.resources.loadgen.images import png
-    from servingbench.resources.loadgen.workload import Tokenizer, Workload
+    from servingbench.resources.loadgen.prompts import Prompts, Tokenizer
 
     (tmp_path / "cat.png").write_bytes(png(640, 480, (1, 2, 3)))
     data = tmp_path / "rows.jsonl"
     data.write_text(json.dumps({"prompt": "describe", "output_tokens": 8,
                                 "images": ["1024x768", "cat.png"]}) + "\n")
-    wl = Workload(config("http://127.0.0.1:1", api="chat", dataset=data),
+    wl = Prompts(config("http://127.0.0.1:1", api="chat", dataset=data),
                   Tokenizer("http://127.0.0.1:1", "m", {}, False))
     item = wl.next_item()
     body = json.loads(wl.body(item, None))
@@ -240,7 +240,7 @@ def test_dataset_rows_name_image_sizes_or_files(tmp_path):
     assert base64.b64decode(urls[1][22:]) == (tmp_path / "cat.png").read_bytes()
     data.write_text(json.dumps({"prompt": "x", "images": ["missing.png"]}) + "\n")
     with pytest.raises(LoadConfigError, match=r"rows\.jsonl:1: images: cannot read"):
-        Workload(config("http://127.0.0.1:1", api="chat", dataset=data),
+        Prompts(config("http://127.0.0.1:1", api="chat", dataset=data),
                  Tokenizer("http://127.0.0.1:1", "m", {}, False))
 
 
@@ -248,7 +248,7 @@ def test_dataset_image_files_stay_inside_its_folder_are_read_once_and_capped(tmp
                                                                               monkeypatch):
     import json
 
-    from servingbench.resources.loadgen import images, workload
+    from servingbench.resources.loadgen import images, prompts
     from servingbench.resources.loadgen.errors import LoadConfigError
     from servingbench.resources.loadgen.images import png
 
@@ -261,12 +261,12 @@ def test_dataset_image_files_stay_inside_its_folder_are_read_once_and_capped(tmp
         data.write_text(json.dumps({"prompt": "x", "images": [bad]}) + "\n")
         with pytest.raises(LoadConfigError, match=r"rows\.jsonl:1: images: .* outside the "
                                                   r"dataset's folder"):
-            workload.load_dataset(data)
+            prompts.load_dataset(data)
     # 200 rows naming one file: read once, one string in memory for all of them
     (ds / "a.png").write_bytes(png(64, 64, (1, 2, 3)))
     data.write_text("".join(json.dumps({"prompt": f"p{i}", "images": ["a.png"]}) + "\n"
                             for i in range(200)))
-    rows = workload.load_dataset(data)
+    rows = prompts.load_dataset(data)
     assert len({id(r["images"][0]) for r in rows}) == 1
     # the files' total is capped (distinct files; a repeat costs nothing more)
     (ds / "b.png").write_bytes(png(64, 64, (4, 5, 6)))
@@ -275,4 +275,4 @@ def test_dataset_image_files_stay_inside_its_folder_are_read_once_and_capped(tmp
     data.write_text(json.dumps({"prompt": "1", "images": ["a.png", "a.png"]}) + "\n"
                     + json.dumps({"prompt": "2", "images": ["b.png"]}) + "\n")
     with pytest.raises(LoadConfigError, match=r"rows\.jsonl:2: images: .*b\.png.* total"):
-        workload.load_dataset(data)
+        prompts.load_dataset(data)

@@ -11,7 +11,7 @@ import pytest
 from servingbench.emulator import process, specs
 from servingbench.emulator.model import PerfModel
 from servingbench.resources.analysis.analyze import analyze_run
-from servingbench.resources.analysis.workload_outputs import judge
+from servingbench.resources.analysis.workload_outputs import live_probe_verdict
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.loadgen import run_load
 from servingbench.resources.loadgen.scenarios.slo_search import next_concurrency, next_rate
@@ -118,16 +118,16 @@ def test_replay_bodies_are_all_built_before_the_schedule_starts(emu, tmp_path, m
     # JSON) exists before the first scheduled time, so the lag measures the scheduling.
     import time
 
-    from servingbench.resources.loadgen.workload import Workload
+    from servingbench.resources.loadgen.prompts import Prompts
 
     built: list[int] = []
-    real = Workload.body
+    real = Prompts.body
 
     def watched(self, item, stream_options):
         built.append(time.time_ns())
         return real(self, item, stream_options)
 
-    monkeypatch.setattr(Workload, "body", watched)
+    monkeypatch.setattr(Prompts, "body", watched)
     trace = TRACES / "mooncake_small.jsonl"
     cfg = config(emu.base_url, model=emu.model, concurrency=[],
                  scenario=Scenario("trace", trace=trace, trace_format="mooncake", speedup=4.0))
@@ -194,7 +194,7 @@ def test_slo_search_converges_on_the_modelled_emulator_and_records_every_probe(t
                      scenario=Scenario("slo_search", slo=slo, max_probes=6,
                                        start_rate=round(1.0 / service, 1)))
         result = run_load(cfg, run_dir, progress=False,
-                          judge=lambda step: judge(run_dir, step, slo))
+                          judge=lambda step: live_probe_verdict(run_dir, step, slo))
     assert 2 <= len(result.steps) <= 6
     analyze_run(run_dir)
     cap = json.loads((run_dir / "slo_capacity.json").read_text())
@@ -252,7 +252,7 @@ def test_slo_search_over_concurrency_converges_on_the_modelled_emulator(tmp_path
         # a crowded host the load generator's self-watch can flag a probe client-limited,
         # which would stop the search at c=1 and test nothing of it. slo_capacity.json below
         # still applies validity (an invalid probe never counts as met).
-        return True, judge(run_dir, step, slo)[1]
+        return True, live_probe_verdict(run_dir, step, slo)[1]
 
     args = ["--time-scale", str(scale), "--cold-start-s", "0", "--max-num-seqs", "1"]
     with process.EmulatorProcess(args) as e:

@@ -25,9 +25,9 @@ from servingbench.resources.loadgen import config_file
 from servingbench.resources.loadgen.config_file import CONFIG_FILE
 from servingbench.resources.loadgen.errors import LoadConfigError, LoadError
 from servingbench.resources.loadgen.generator import LoadGenerator
+from servingbench.resources.loadjob.generator import KubeJobLoadGenerator
 from servingbench.resources.loadjob.job import LoadJob
 from servingbench.resources.loadjob.render import KEY_ENV, LoadJobSpec
-from servingbench.resources.loadjob.run import KubeJobLoadGenerator
 from servingbench.resources.model_server.kube.client import KubeClient
 from servingbench.resources.model_server.kube.token import TokenSource
 from servingbench.resources.storage import runstore

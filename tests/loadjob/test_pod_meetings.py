@@ -33,8 +33,8 @@ from servingbench.resources.loadgen.workers.podsync import (
     Waits,
     meet,
 )
+from servingbench.resources.loadjob.generator import collect
 from servingbench.resources.loadjob.job import PodOutcome
-from servingbench.resources.loadjob.run import collect
 from servingbench.resources.storage import runstore
 from servingbench.resources.storage.board import Board
 

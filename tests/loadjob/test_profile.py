@@ -7,7 +7,7 @@ import pytest
 from servingbench.pipelines.config import ConfigError
 from servingbench.pipelines.profiles import Settings, resources_for
 from servingbench.resources.loadgen.generator import LoadGenerator
-from servingbench.resources.loadjob.run import KubeJobLoadGenerator
+from servingbench.resources.loadjob.generator import KubeJobLoadGenerator
 
 from tests.support.eks.specs import DIGEST
 

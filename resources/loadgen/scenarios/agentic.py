@@ -21,10 +21,10 @@ import time
 import uuid
 
 from servingbench.resources.loadgen.images import message_content
+from servingbench.resources.loadgen.prompts import Item
 from servingbench.resources.loadgen.scenarios.kind import Key, Kind, non_neg_num, pos_int
 from servingbench.resources.loadgen.scenarios.multi_turn import drive_sessions
 from servingbench.resources.loadgen.selfwatch import InFlight
-from servingbench.resources.loadgen.workload import Item
 
 _now = time.perf_counter_ns
 
@@ -50,11 +50,11 @@ async def session(run, step: str, mode: str, target: float, scheduled: int,
                   inflight: InFlight | None = None) -> None:
     s, chat = run.cfg.scenario, run.cfg.api == "chat"
     sid = str(uuid.uuid4())
-    task = run.wl.next_item()
+    task = run.prompts.next_item()
     out = task.output_tokens
-    tool = run.wl.filler(s.tool_result_tokens)
+    tool = run.prompts.filler(s.tool_result_tokens)
     # the task's images (chat only) stay in the history: every turn resends them
-    parts = run.wl.image_parts(task.images) if chat and task.images else []
+    parts = run.prompts.image_parts(task.images) if chat and task.images else []
     messages: list[dict] = [{"role": "user", "content": (
         message_content(task.prompt, parts) if parts else task.prompt)}]
     text = task.prompt if isinstance(task.prompt, str) else ""

@@ -17,10 +17,10 @@ import uuid
 
 from servingbench.resources.loadgen.config import step_name
 from servingbench.resources.loadgen.images import message_content
+from servingbench.resources.loadgen.prompts import Item
 from servingbench.resources.loadgen.scenarios.kind import Key, Kind, non_neg_num, pos_int
 from servingbench.resources.loadgen.schedule import rate_steps
 from servingbench.resources.loadgen.selfwatch import InFlight
-from servingbench.resources.loadgen.workload import Item
 
 _now = time.perf_counter_ns
 
@@ -38,11 +38,11 @@ async def session(run, step: str, mode: str, target: float, scheduled: int,
     text = ""
     images = 0  # images in the history so far (each turn resends them)
     for turn in range(s.turns):
-        user = run.wl.next_item()
+        user = run.prompts.next_item()
         if chat:
             content = user.prompt
             if user.images:
-                content = message_content(user.prompt, run.wl.image_parts(user.images))
+                content = message_content(user.prompt, run.prompts.image_parts(user.images))
                 images += len(user.images)
             messages.append({"role": "user", "content": content})
             item = Item(list(messages), user.output_tokens)

@@ -29,6 +29,7 @@ from pathlib import Path
 from servingbench.resources.contract.digits import is_digits
 from servingbench.resources.loadgen.config import MAX_TOKENS, jsonl, step_name
 from servingbench.resources.loadgen.errors import LoadConfigError
+from servingbench.resources.loadgen.prompts import Item, filler_words
 from servingbench.resources.loadgen.scenarios.kind import (
     Key,
     Kind,
@@ -37,7 +38,6 @@ from servingbench.resources.loadgen.scenarios.kind import (
     pos_num,
     suggest,
 )
-from servingbench.resources.loadgen.workload import Item, filler_words
 
 MOONCAKE_BLOCK = 512
 LEAD_S = 0.05  # the schedule starts this long after the prompts are built
@@ -184,8 +184,8 @@ def request_bodies(run, rows: list[TraceRow]) -> list[bytes]:
     send is left, so `sent_at − scheduled_at` measures the scheduling, not the building and
     JSON encoding of prompts thousands of tokens long. Only the bodies are kept (each prompt
     once in memory)."""
-    builder = PromptBuilder(run.cfg.seed, run.wl.words_per_token)
-    return [run.wl.body(Item(builder.prompt(r), r.output_tokens), run.stream_options)
+    builder = PromptBuilder(run.cfg.seed, run.prompts.words_per_token)
+    return [run.prompts.body(Item(builder.prompt(r), r.output_tokens), run.stream_options)
             for r in rows]
 
 

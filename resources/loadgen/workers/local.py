@@ -339,10 +339,10 @@ def run_workers(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None, prog
     run_dir = Path(run_dir)
     # the workers size their own prompts: the parent sends no request
     p = prepare(cfg, run_dir, manifest_base=manifest_base, size=False)
-    clock, m, workload, headers, secrets = p.clock, p.manifest, p.workload, p.headers, p.secrets
+    clock, m, prompts, headers, secrets = p.clock, p.manifest, p.prompts, p.headers, p.secrets
     probed = (p.stream_options, p.emulated)
     m["model"] = m.get("model") or cfg.model
-    m["scenario"] = workload.scenario(probed[0])
+    m["scenario"] = prompts.scenario(probed[0])
     m["scenario"]["workers"] = cfg.workers
     if probed[1]:
         m["source"] = "emulated"

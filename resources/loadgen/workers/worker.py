@@ -24,7 +24,7 @@ def run_worker(cfg: LoadConfig, run_dir: Path, share: Share, run_id: str | None,
     run_dir = Path(run_dir)
     p = prepare(cfg, run_dir, share=share, run_id=run_id, probed=probed)
     recorder = Recorder(run_dir, run_id, p.clock, worker=share.name)
-    run = Run(cfg, recorder, p.workload, p.clock, p.stream_options, {**p.headers, **cfg.headers},
+    run = Run(cfg, recorder, p.prompts, p.clock, p.stream_options, {**p.headers, **cfg.headers},
               p.secrets, make_progress(False))
     run.share, run.sync = share, sync
     interrupted = drive(run, recorder)

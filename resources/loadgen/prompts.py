@@ -154,7 +154,7 @@ class Tokenizer:
         return len(text.split())
 
 
-class Workload:
+class Prompts:
     def __init__(self, cfg: LoadConfig, tokenizer: Tokenizer) -> None:
         self.cfg, self.tok = cfg, tokenizer
         self.rng = random.Random(f"{cfg.seed}:prompts")

@@ -55,9 +55,9 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
 
         return run_workers(cfg, run_dir, manifest_base, progress)
     p = prepare(cfg, run_dir, manifest_base=manifest_base)
-    clock, m, workload, stream_options = p.clock, p.manifest, p.workload, p.stream_options
+    clock, m, prompts, stream_options = p.clock, p.manifest, p.prompts, p.stream_options
     recorder = Recorder(run_dir, m["run_id"], clock)
-    run = Run(cfg, recorder, workload, clock, stream_options, {**p.headers, **cfg.headers},
+    run = Run(cfg, recorder, prompts, clock, stream_options, {**p.headers, **cfg.headers},
               p.secrets, make_progress(progress))
     base_phases = dict(m["phases"])
 
@@ -68,7 +68,7 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
             m["source"] = "emulated"
         if m.get("model") is None:
             m["model"] = cfg.model
-        m["scenario"] = workload.scenario(stream_options)
+        m["scenario"] = prompts.scenario(stream_options)
         phases = dict(base_phases)
         for name, span in run.phases.items():
             end = span["ended_at"] or (mf.format_ts(clock.now_utc()) if final else None)

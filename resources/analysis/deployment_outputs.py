@@ -23,7 +23,7 @@ FILES = ("episode.parquet", "scale_events.parquet", "episode.json", "interruptio
 
 
 @dataclass
-class RunOutputs:
+class DeploymentOutputs:
     episode: episode_mod.Episode | None = None
     interruptions: pa.Table | None = None
     by_model: pa.Table | None = None
@@ -59,10 +59,10 @@ def interruptions(run: RunFolder) -> pa.Table | None:
 
 
 def derive(run: RunFolder, metrics: pa.Table, cost: pa.Table | None, slo: tuple[float, float],
-           cost_rows=None, bucket_s: float | None = None) -> RunOutputs:
+           cost_rows=None, bucket_s: float | None = None) -> DeploymentOutputs:
     """Every §3.7–§3.9 output that applies to `run`. `cost` (§4's per-step rows) and
     `cost_rows` (§4's query, for the whole episode) only for an accepted run with a bill."""
-    return RunOutputs(
+    return DeploymentOutputs(
         episode=episode_mod.derive(run, slo, cost_rows, bucket_s),
         interruptions=interruptions(run),
         by_model=models_mod.by_model(run, metrics, cost, slo),

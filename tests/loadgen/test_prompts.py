@@ -7,8 +7,8 @@ import json
 import pytest
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.loadgen import LoadConfig, LoadConfigError, run_load
+from servingbench.resources.loadgen.prompts import Prompts, Tokenizer, load_dataset
 from servingbench.resources.loadgen.scenarios.trace import read_trace
-from servingbench.resources.loadgen.workload import Tokenizer, Workload, load_dataset
 
 from tests.support.emulator import FIXED_MODEL
 from tests.support.loadgen import config, rows
@@ -20,7 +20,7 @@ def test_prompts_are_sized_with_tokenize_and_unique(server, tmp_path):
     steady = rows(tmp_path / "run")
     assert {r["input_tokens"] for r in steady} == {100} and result.prompt_token_mismatches == 0
     assert mf.load(tmp_path / "run" / "manifest.json")["scenario"]["prompt_sizing"] == "tokenize"
-    wl = Workload(config(server.base_url, input_tokens=100),
+    wl = Prompts(config(server.base_url, input_tokens=100),
                   Tokenizer(server.base_url, FIXED_MODEL, {}, True))
     prompts = [wl.next_item().prompt for _ in range(200)]
     assert len(set(prompts)) == 200
@@ -35,7 +35,7 @@ def test_without_tokenize_the_size_is_an_estimate(start_server, tmp_path):
 
 def test_shared_prefix_scenario(server, tmp_path):
     cfg = config(server.base_url, input_tokens=64, prefix="shared", shared_prefix_tokens=40)
-    wl = Workload(cfg, Tokenizer(server.base_url, FIXED_MODEL, {}, True))
+    wl = Prompts(cfg, Tokenizer(server.base_url, FIXED_MODEL, {}, True))
     prompts = [wl.next_item().prompt.split() for _ in range(20)]
     assert all(p[:40] == prompts[0][:40] for p in prompts)
     assert len({tuple(p[40:48]) for p in prompts}) == 20
@@ -61,7 +61,7 @@ def test_a_bad_dataset_line_is_named(tmp_path):
     ds.write_text('{"input_tokens": 5, "output_tokens": 1}\n{"text": 3}\n')
     cfg = LoadConfig(endpoint="http://127.0.0.1:1", model="m", dataset=ds)
     with pytest.raises(LoadConfigError, match=r"bad.jsonl:2"):
-        Workload(cfg, Tokenizer("http://127.0.0.1:1", "m", {}, False))
+        Prompts(cfg, Tokenizer("http://127.0.0.1:1", "m", {}, False))
 
 
 @pytest.mark.parametrize("kind", ["dataset", "mooncake trace"])
@@ -149,7 +149,7 @@ def test_a_body_spliced_from_the_escaped_filler_is_the_body_json_encodes(api):
     """Bodies of long prompts reuse the filler's JSON (escaped once) and escape only each
     request's own head; what goes out decodes to exactly the request the plain encoding
     gives, characters JSON must escape included."""
-    wl = Workload(config("http://127.0.0.1:1", api=api, input_tokens=400, ignore_eos=True),
+    wl = Prompts(config("http://127.0.0.1:1", api=api, input_tokens=400, ignore_eos=True),
                   Tokenizer("http://127.0.0.1:1", "m", {}, False))
     options = {"include_usage": True, "continuous_usage_stats": True}
     item = wl.next_item()
