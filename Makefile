@@ -17,7 +17,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 STAMP := $(VENV)/.servingbench-synced
 
-.PHONY: setup demo demo-episode demo-real demo-episode-real demo-models-real engine test check lint ui bench clean chromium haproxy postgresql peers
+.PHONY: setup demo demo-episode demo-spot demo-real demo-episode-real demo-models-real engine test check lint ui bench clean chromium haproxy postgresql peers
 
 setup: $(STAMP)
 
@@ -42,6 +42,10 @@ demo: $(STAMP)
 # replicas behind HAProxy under the local autoscaling policy, EMULATED.
 demo-episode: $(STAMP) haproxy
 	$(VENV)/bin/servingbench demo --candidates pipelines/candidates_episodes.yaml
+
+# one candidate on-demand and on spot, two emulated interruptions (docs/spot.md)
+demo-spot: $(STAMP) haproxy
+	$(VENV)/bin/servingbench demo --candidates pipelines/candidates_episodes.yaml --sweep p5-scout-bf16-tp8-steady
 
 # The real local engine: the wheel is built once with portable CPU flags into
 # ~/.cache/servingbench/wheels (minutes on 2 cores), then reinstalled from there in seconds;
