@@ -61,6 +61,9 @@ def initial_manifest(candidate: Candidate, run_id: str, source: str) -> dict:
         m["autoscaling"] = None if candidate.autoscaling is None else dict(candidate.autoscaling)
     if candidate.capacity is not None:
         m["capacity"] = candidate.capacity
+    if getattr(candidate, "models", None):
+        # every key but sleep_level (how a swapped model sleeps is the deployment's)
+        m["models"] = [{k: e.get(k) for k in mf.MODEL_KEYS} for e in candidate.models]
     if candidate.sweep is not None:
         m["sweep"] = {"name": candidate.sweep["name"], "settings": dict(candidate.sweep["settings"])}
     if candidate.price and candidate.price.bases:

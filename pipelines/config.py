@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from servingbench.pipelines import models_config
 from servingbench.resources.billing.price_bases import sheet_bases
 from servingbench.resources.contract import yamltext
 from servingbench.resources.contract.candidate import (
@@ -96,6 +97,7 @@ _TYPES: dict[str, tuple[Any, object]] = {
     "capacity": (str, "on_demand or spot"),
     "interruptions": ((dict, type(None)), "a mapping {at: [s, ...]} or {rate_per_hour, seed}, "
                       "and notice_s"),
+    **models_config.TYPES,
 }
 CAPACITIES = ("on_demand", "spot")
 _INTERRUPTION_KEYS = {"at", "rate_per_hour", "seed", "notice_s"}
@@ -385,6 +387,10 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
     if load.ladder is not None and isinstance(scenario, dict) and scenario.get("kind", "fixed") != "fixed":
         raise ConfigError(f"{where}.load.ladder: goes with the fixed scenario, not "
                           f"{scenario['kind']}")
+    merged["models"] = models_config.check_models(merged.get("models"), where, ConfigError,
+                                                  PRECISIONS)
+    merged["model_bursts"] = models_config.check_bursts(merged.get("model_bursts"),
+                                                        merged["models"], where, ConfigError)
     llamacpp = _llamacpp_plan(merged.pop("llamacpp", None), merged, f"{where}.llamacpp")
     quality = _quality_plan(merged.pop("quality", None), f"{where}.quality", base)
     speculative = _speculative_plan(merged.pop("speculative", None), f"{where}.speculative")

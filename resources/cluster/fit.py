@@ -33,6 +33,12 @@ def check(candidate) -> Fit:
     if per_node is not None and tp > per_node:
         return Fit(False, f"tensor_parallel {tp} > {per_node} accelerators per "
                           f"{candidate.instance_type} node (TP stays within one node)")
+    if getattr(candidate, "models", None):
+        # several models on the node: every one's share, and host memory for level-1 sleep
+        from servingbench.resources.cluster.fit_models import check_models
+
+        many = check_models(candidate)
+        return Fit(many.fits, many.message, many.weights_gb, many.capacity_gb)
     kv_fp8 = (candidate.engine_args or {}).get("kv_cache_dtype") == "fp8"
     try:
         fit = fit_check(candidate.instance_type, candidate.model_key, candidate.precision, tp,

@@ -142,6 +142,12 @@ class Candidate:
     # resources/cluster/fis.py `Interruptions`) and `notice_s`, the notice each gives
     capacity: str | None = None
     interruptions: dict | None = None
+    # several models on one node (contract §2.1 `models`, pipelines/models_config.py): each
+    # {name, model, model_revision, precision, placement, memory_share, request_share,
+    # sleep_level}; None: the one model named by `model`. `model_bursts`: requests alternate
+    # between them in bursts of this many (None: each request draws by request_share)
+    models: tuple | None = None
+    model_bursts: int | None = None
 
     @property
     def model_key(self) -> str:
