@@ -6,7 +6,11 @@ whose `retry_of` is its id.
 
 The notices are read from the run folder's events.parquet (contract §2.6), which the run
 writes whole after every event: a replica's node is the `detail` of its
-`replica_requested` or `replica_ready`. The file is read again only when it changed."""
+`replica_requested` or `replica_ready`. The file is read again only when it changed.
+
+A request whose replica is unknown (on EKS the Service names no pod) is a cut one when it
+died between some node's notice and 30 s after that node went (contract §3.8's window for
+`lost`): the analyzer then counts exactly these as lost."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import pyarrow.parquet as pq
 
 CUT = "spot_interruption"
 MAX_RESENDS = 8  # a resend that is cut again is resent again, this many times at most
+AFTER_NS = 30 * 10**9  # past the node's going, a death still counts as its (contract §3.8)
 
 
 class Notices:
@@ -26,6 +31,7 @@ class Notices:
         self._stamp: tuple[int, int] | None = None
         self._node: dict[str, str] = {}           # replica -> node
         self._notice: dict[str, int] = {}         # node -> its first notice (UTC ns)
+        self._gone: dict[str, int] = {}           # node -> its interruption (UTC ns)
 
     def _refresh(self) -> None:
         try:
@@ -43,16 +49,21 @@ class Notices:
         for r in rows:
             if r["kind"] in ("replica_requested", "replica_ready") and r["detail"]:
                 self._node.setdefault(r["subject"], r["detail"])
-            elif r["kind"] == "interruption_notice":
+            elif r["kind"] in ("interruption_notice", "interruption"):
+                seen = self._notice if r["kind"] == "interruption_notice" else self._gone
                 at = r["at"].value
-                self._notice[r["subject"]] = min(at, self._notice.get(r["subject"], at))
+                seen[r["subject"]] = min(at, seen.get(r["subject"], at))
 
     def cut(self, replica: str | None, finished_utc_ns: int) -> bool:
         """Whether a request of `replica` that died at `finished_utc_ns` died after a
-        notice for its node."""
-        if replica is None or self.path is None:
+        notice for its node (`replica` None: in the window of any node's notice)."""
+        if self.path is None:
             return False
         self._refresh()
+        if replica is None:
+            return any(at <= finished_utc_ns and (node not in self._gone
+                                                  or finished_utc_ns <= self._gone[node] + AFTER_NS)
+                       for node, at in self._notice.items())
         node = self._node.get(replica)
         notice = None if node is None else self._notice.get(node)
         return notice is not None and notice <= finished_utc_ns

@@ -1,6 +1,7 @@
 """Which cut requests a spot interruption cut (resources/loadgen/interrupted.py): a request
 that died at or after a notice for the node of its replica (read from the run's
-events.parquet, as it changes), and none other; the flag that resends them."""
+events.parquet, as it changes), and none other; with the replica unknown, one that died in
+the window of any notice; the flag that resends them."""
 
 from __future__ import annotations
 
@@ -30,9 +31,18 @@ def test_a_disconnect_after_its_nodes_notice_is_a_cut(tmp_path):
     assert notices.cut("r0", T) and notices.cut("r0", T + 5)   # read again: it changed
     assert not notices.cut("r0", T - 1)               # died before the notice
     assert not notices.cut("r1", T + 5)               # another node
-    assert not notices.cut(None, T + 5)               # replica unknown
     assert not Notices(tmp_path / "elsewhere").cut("r0", T + 5)  # no events file
     assert not Notices(None).cut("r0", T + 5)
+
+
+def test_with_the_replica_unknown_the_window_of_any_notice_counts(tmp_path):
+    events(tmp_path, [(T, "interruption_notice", "ip-10-0-1-5", None),
+                      (T + 120 * 10**9, "interruption", "ip-10-0-1-5", None)])
+    notices = Notices(tmp_path)
+    assert not notices.cut(None, T - 1)
+    assert notices.cut(None, T) and notices.cut(None, T + 150 * 10**9)  # the node's 30 s after
+    assert not notices.cut(None, T + 151 * 10**9)
+    assert not notices.cut("pod-a", T + 5)            # a replica known but on no noticed node
 
 
 def test_the_flag_asks_for_resends(tmp_path):
