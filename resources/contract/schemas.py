@@ -70,7 +70,6 @@ CHUNK_LOG = pa.schema(
     ]
 )
 OPTIONAL_CHUNK_COLUMNS = frozenset({"kind"})
-CHUNK_KINDS = ("answer", "reasoning")
 
 BILL = pa.schema(
     [

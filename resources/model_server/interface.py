@@ -1,5 +1,5 @@
 """The model server a candidate is measured on: one interface, the emulator beside the real
-deployments (vLLM / SGLang on GPU, vLLM on Neuron, in resources/kube).
+deployments (vLLM / SGLang on GPU, vLLM on Neuron, in resources/model_server/kube).
 
 `deploy` is a context manager: the server is up inside it and always stopped after it, also
 when the measurement fails.

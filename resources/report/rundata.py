@@ -29,10 +29,8 @@ from servingbench.resources.contract.schemas import (
 
 # The analyzer's outputs: their columns and types are the contract's (schemas.py OUTPUTS).
 # Extra columns are the contract's optional ones; a missing required one is an error.
-DERIVED_COLUMNS = required_columns("derived_metrics")
 COST_COLUMNS = required_columns("cost_per_1m")
 HEADLINE_COLUMNS = required_columns("headline")
-TELEMETRY_COLUMNS = required_columns("telemetry_metrics")
 
 
 def _kind_ok(want: pa.DataType, typ: pa.DataType) -> tuple[bool, str]:

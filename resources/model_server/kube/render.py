@@ -51,8 +51,6 @@ class EngineSpec:
     max_model_len: int
     expert_parallel: bool = False
     quantization: str | None = None
-    kv_cache_dtype: str | None = None
-    max_num_seqs: int | None = None
     shm_gib: int = 64
     cpu: str = "32"
     memory_gib: int = 512
@@ -135,8 +133,7 @@ class EngineSpec:
     @property
     def swept(self) -> dict:
         """Every setting the engine is launched with, by its common name, in launch order."""
-        return {"quantization": self.quantization, "kv_cache_dtype": self.kv_cache_dtype,
-                "max_num_seqs": self.max_num_seqs, **self.settings}
+        return {"quantization": self.quantization, **self.settings}
 
 
 def _container(s: EngineSpec) -> dict:

@@ -11,7 +11,8 @@ VLLM_GPU = EngineSpec(
     nodegroup="sb-20261129T020000Z-p5-48xlarge-scout-bf16-e8eff455", engine="vllm",
     accelerator="nvidia", image=f"vllm/vllm-openai@{DIGEST}",
     model="meta-llama/Llama-4-Scout-17B-16E-Instruct", tensor_parallel=8, devices=8,
-    max_model_len=131072, kv_cache_dtype="fp8", max_num_seqs=256, owner="sb-test-install",
+    max_model_len=131072, settings={"kv_cache_dtype": "fp8", "max_num_seqs": 256},
+    owner="sb-test-install",
 )
 SGLANG_GPU = EngineSpec(
     run_id="20261129T030000Z-p5.48xlarge-maverick-fp8-1c2d", candidate="p5-maverick-fp8-tp8-ep",
@@ -27,7 +28,7 @@ VLLM_NEURON = EngineSpec(
     accelerator="neuron",
     image=f"public.ecr.aws/neuron/pytorch-inference-vllm-neuronx@{DIGEST}",
     model="meta-llama/Llama-4-Scout-17B-16E-Instruct", tensor_parallel=64, devices=16,
-    max_model_len=16384, max_num_seqs=32, memory_gib=1800, cpu="180",
+    max_model_len=16384, settings={"max_num_seqs": 32}, memory_gib=1800, cpu="180",
     neuron_config={"logical_nc_config": 2, "sequence_parallel_enabled": True,
                    "on_device_sampling_config": {"do_sample": False}},
     owner="sb-test-install", run_as_user=1000,  # as if the image were built for a non-root user
