@@ -406,6 +406,12 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
     merged["capacity"], merged["interruptions"] = capacity, interruptions
     replicas, autoscaling = _replica_plan(merged.pop("replicas", None),
                                           merged.pop("autoscaling", None), where)
+    if (autoscaling is not None and merged.get("engine") == "llama.cpp"
+            and autoscaling["metric"] == "kv_cache_usage"):
+        # llama.cpp's launcher serves requests_processing / requests_deferred, no KV gauge:
+        # the reading would stay 0 and the policy never scale up
+        raise ConfigError(f"{where}.autoscaling.metric: engine llama.cpp serves no "
+                          "kv_cache_usage gauge (use requests_running, requests_waiting or rps)")
     return Candidate(**{**merged, "scenario": dict(scenario), "load": load, "price": basis,
                         "llamacpp": llamacpp, "quality": quality, "engine_args": engine_args,
                         "speculative": speculative, "reasoning": reasoning,

@@ -2,8 +2,9 @@
 ready replicas (their own /metrics gauges, as KEDA's Prometheus query reads vLLM's; `rps`
 from the balancer's frontend), asks the policy (autoscale.py) for the desired count, writes
 a `scale_decision` event when that count changes (contract §2.6: value the desired
-replicas, detail the reading), and starts or drains replicas to reach it. EMULATED, like
-everything on the embedded default.
+replicas, detail the reading), and starts or drains replicas to reach it. The rule is
+KEDA/HPA's, run here; the replicas it scales are emulator processes (EMULATED) or real
+llama.cpp servers on this host (MEASURED).
 
 With no replica ready, no replica has gauges: the reading is then the requests arriving at
 the balancer (its frontend's requests/s, which counts the ones it turns away with 503 while
@@ -23,8 +24,9 @@ from servingbench.resources.model_server.events import Events
 from servingbench.resources.model_server.replicas import ReplicaSet
 
 SUBJECT = "local-autoscaler"
-# the emulator serves vLLM's gauges; their names are the engines package's knowledge
-GAUGES = engines.get("vllm").gauges
+# the emulator serves vLLM's gauges, llama.cpp's launcher llama.cpp's; a replica serves one
+# engine's, and the names are the engines package's knowledge
+GAUGES = engines.gauges()
 
 
 def gauge(text: str, metric: str) -> float:

@@ -38,9 +38,17 @@ def find_haproxy() -> str | None:
     return HAPROXY if Path(HAPROXY).is_file() else shutil.which("haproxy")
 
 
-def config(port: int, sock: Path, host: str = "127.0.0.1") -> str:
+def config(port: int, sock: Path, host: str = "127.0.0.1", metrics_port: int | None = None) -> str:
     """The generated configuration: one frontend on `host:port`, one backend with no server
-    yet (each replica joins through the runtime API), the replica header on every answer."""
+    yet (each replica joins through the runtime API), the replica header on every answer.
+    `metrics_port`: `/metrics` at the frontend is answered there (the pool's counters summed
+    over every replica, pool_metrics.py), not by whichever replica is least busy."""
+    metrics_rule = ("" if metrics_port is None
+                    else "    use_backend pool_metrics if { path /metrics }\n")
+    metrics_backend = ("" if metrics_port is None else f"""
+backend pool_metrics
+    server pool {host}:{metrics_port}
+""")
     return f"""global
     stats socket {sock} mode 600 level admin
     maxconn 4096
@@ -57,7 +65,7 @@ defaults
 
 frontend fe
     bind {host}:{port}
-    default_backend {BACKEND}
+{metrics_rule}    default_backend {BACKEND}
 
 backend {BACKEND}
     balance leastconn
@@ -65,7 +73,7 @@ backend {BACKEND}
     # ours, none keeps per-client state)
     http-reuse always
     http-response set-header {HEADER} %s
-"""
+{metrics_backend}"""
 
 
 def _free_port(host: str) -> int:
@@ -79,8 +87,8 @@ class Balancer:
     reaped) on exit, also on an exception."""
 
     def __init__(self, host: str = "127.0.0.1", start_timeout_s: float = 10.0,
-                 binary: str | None = None) -> None:
-        self.host, self.start_timeout_s = host, start_timeout_s
+                 binary: str | None = None, metrics_port: int | None = None) -> None:
+        self.host, self.start_timeout_s, self.metrics_port = host, start_timeout_s, metrics_port
         self.binary = binary or find_haproxy()
         self.port: int | None = None
         self.proc: subprocess.Popen | None = None
@@ -109,7 +117,7 @@ class Balancer:
         self._dir = tempfile.TemporaryDirectory(prefix="servingbench-lb-")
         self.port = _free_port(self.host)
         cfg = Path(self._dir.name) / "haproxy.cfg"
-        cfg.write_text(config(self.port, self.sock, self.host))
+        cfg.write_text(config(self.port, self.sock, self.host, self.metrics_port))
         log = open(Path(self._dir.name) / "stderr", "w+b")  # noqa: SIM115 - closed in stop
         self._log = log
         # -db: stay in the foreground (a child this process owns and reaps); -Ws would fork

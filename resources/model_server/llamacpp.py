@@ -30,7 +30,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from servingbench.resources.contract import settings
+from servingbench.resources.contract import durable, settings
 from servingbench.resources.contract.candidate import Candidate
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.contract.timestamps import format_ts
@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parents[2]
 # the engine is on loopback: a proxy variable in the environment must not route its
 # readiness checks elsewhere (urllib's default opener honours them)
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+REPLICA_NICE = 5  # an episode's engine replicas, below the load generator (deploy_replicas)
 QUANT_TYPES = {"q8_0": 7, "q2_k": 10, "q4_k_m": 15}   # LLAMA_FTYPE_MOSTLY_* of llama.h
 
 
@@ -164,8 +165,10 @@ class LlamaCppProcess:
     """The server as a subprocess in its own process group; `stop` kills the whole group
     (SIGTERM, SIGKILL after a grace period) so no worker thread or child outlives a run."""
 
-    def __init__(self, args: list[str], ready_timeout_s: float = 180, host: str = "127.0.0.1"):
+    def __init__(self, args: list[str], ready_timeout_s: float = 180, host: str = "127.0.0.1",
+                 nice: int = 0):
         self.args, self.ready_timeout_s, self.host = list(args), ready_timeout_s, host
+        self.nice = nice
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.markers: dict[str, dict] = {}
@@ -210,6 +213,9 @@ class LlamaCppProcess:
         env = child_env(os.environ)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        if self.nice:  # before its interpreter has started a thread: every one inherits it
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, self.proc.pid, self.nice)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         deadline = time.monotonic() + self.ready_timeout_s
@@ -231,6 +237,22 @@ class LlamaCppProcess:
         except BaseException:
             self.stop()
             raise
+
+    def start_phases(self) -> dict[str, dict]:
+        """The start-up phases the launcher's markers split (replicas.py writes each as a
+        `replica_phase` event): `weights_load`, from the model's construction to its end.
+        What came before it (the interpreter and the engine's library loading) and after
+        it (to the pool) the replica set counts itself."""
+        wl0, wl1 = self.markers.get("weights_load_started"), self.markers.get("weights_load_ended")
+        if not (wl0 and wl1):
+            return {}
+        return {"weights_load": {"started_at": format_ts(wl0["at_ns"]),
+                                 "ended_at": format_ts(wl1["at_ns"])}}
+
+    def engine_load_s(self) -> float | None:
+        """The model's load time as llama.cpp itself measured it (seconds), if reported."""
+        ms = (self.markers.get("weights_load_ended") or {}).get("engine_load_ms")
+        return None if ms is None else ms / 1000
 
     def _models_ok(self) -> bool:
         try:
@@ -290,6 +312,10 @@ class LlamaCppModelServer(ModelServer):
         model_file = model_file_for(candidate)
         sha = file_sha256(model_file)
         args = self.args(candidate, model_file)
+        if candidate.replicas is not None:
+            with self.deploy_replicas(candidate, cluster, run_dir, model_file, sha, args) as dep:
+                yield dep
+            return
         started = time.time_ns()
         with LlamaCppProcess(args, ready_timeout_s=self.ready_timeout_s) as proc:
             ended = proc.ready_at_ns or time.time_ns()
@@ -318,3 +344,57 @@ class LlamaCppModelServer(ModelServer):
                 # the engine runs inside the launcher: its process is the engine's host usage;
                 # its /metrics has counters only, no gauge the sampler reads
                 telemetry=[{"kind": "host", "pid": proc.proc.pid}])
+
+    @contextlib.contextmanager
+    def deploy_replicas(self, candidate: Candidate, cluster: ClusterInfo | None, run_dir: Path,
+                        model_file: Path, sha: str, args: list[str]) -> Iterator[Deployment]:
+        """`replicas` (and `autoscaling`): llama.cpp servers on this host behind HAProxy,
+        scaled by the local policy (replicated.py), the same machinery as the emulator's
+        replicas. Each replica is its own server process with the candidate's threads; its
+        start-up phases come from the launcher's markers, so they are measured."""
+        from servingbench.resources.model_server.replicated import replicated
+
+        procs: dict[str, LlamaCppProcess] = {}
+
+        def spawn(name: str) -> LlamaCppProcess:
+            # A replica starts while the schedule runs: its interpreter and the engine's
+            # library load take a core for a second or more. Below the load generator's
+            # priority, the client keeps the arrival schedule (a step whose scheduling lag
+            # passes 10 ms is invalid) and the engines share what is left, as they would
+            # share a node with its kubelet.
+            procs[name] = LlamaCppProcess(args, ready_timeout_s=self.ready_timeout_s,
+                                          nice=REPLICA_NICE)
+            return procs[name]
+
+        def replica_facts() -> dict:
+            # what each replica's engine reported of its start (the run folder keeps it)
+            return {name: {"pid": p.proc.pid if p.proc else None, "port": p.port,
+                           "markers": {k: v.get("at_ns") for k, v in p.markers.items()},
+                           "engine_load_s": p.engine_load_s()}
+                    for name, p in procs.items()}
+
+        with replicated(lambda name: [], run_dir, run_dir.name, candidate.replicas,
+                        candidate.autoscaling, self.ready_timeout_s,
+                        interruptions=candidate.interruptions,
+                        own_nodes=candidate.capacity is not None, spawn=spawn) as pool:
+            host = cluster.host if cluster is not None else {}
+            details = {"balancer": pool["endpoint"], "replicas": dict(candidate.replicas),
+                       "nice": REPLICA_NICE, "args": args, "model_file": str(model_file), "model_sha256": sha,
+                       "threads": str(_threads(candidate)), "parallel": 1}
+            doc = {"endpoint": pool["endpoint"], "emulated": False, "engine": ENGINE,
+                   "engine_version": engine_version(), "host": host,
+                   "autoscaling": candidate.autoscaling, **details}
+            durable.write_json(run_dir / "deployment.json", {**doc, "replica_starts": replica_facts()})
+            try:
+                yield Deployment(
+                    endpoint=pool["endpoint"], served_model=candidate.model,
+                    facts={"engine": ENGINE, "engine_version": engine_version(),
+                           "image_digest": None, "model_revision": f"sha256:{sha}"},
+                    phases=pool["phases"], emulated=False, details=details,
+                    # replicas come and go during the run: no one process is the engine's
+                    # host usage, and their /metrics carry no gauge the sampler reads
+                    telemetry=[])
+            finally:
+                # every replica that started, with what its engine reported (scale-ups too)
+                durable.write_json(run_dir / "deployment.json",
+                                   {**doc, "replica_starts": replica_facts()})

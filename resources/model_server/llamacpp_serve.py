@@ -6,10 +6,12 @@
 It is `python -m llama_cpp.server` (the same argument parser, `create_app` and uvicorn) with
 three additions the benchmark needs and the stock entry point lacks:
 
-* cold-start markers: one JSON line on stdout per sub-phase (`weights_load` around the
-  model's construction inside `create_app`, then `listening` once the socket is bound), each
-  with `time.time_ns()`, so the deploy phase is split from what the engine itself did rather
-  than guessed from its log lines;
+* cold-start markers: one JSON line on stdout per sub-phase (`process_started` as soon as the
+  interpreter runs this module, `weights_load` around the model's construction inside
+  `create_app`, then `listening` once the socket is bound), each with `time.time_ns()`, so
+  the deploy phase is split from what the engine itself did rather than guessed from its
+  log lines; `weights_load_ended` also carries llama.cpp's own model-load time
+  (`engine_load_ms`, its `llama_perf_context` `t_load_ms`), the figure the engine reports;
 * a socket bound here on port 0 and handed to uvicorn, its port written to `--port_file`:
   no free-port race between choosing a port and binding it;
 * `/metrics` in Prometheus text (llama-cpp-python's server has none): the engine's own
@@ -18,6 +20,9 @@ three additions the benchmark needs and the stock entry point lacks:
   second, independent witness. Token names follow llama.cpp's own server
   (`llamacpp:tokens_predicted_total`, `llamacpp:prompt_tokens_total`); llama.cpp has no
   finished-requests counter, so that one is ours and says so (`servingbench:` prefix).
+  Two gauges in llama.cpp's own names, from the completion requests in flight here: one
+  lock serves one request at a time, so `llamacpp:requests_processing` is 1 while any is in
+  flight and `llamacpp:requests_deferred` the rest (the local autoscaler reads them).
 
 Only the standard library and llama_cpp are imported: this is the engine's process.
 """
@@ -32,8 +37,10 @@ import sys
 import threading
 import time
 
+_STARTED_NS = time.time_ns()  # the interpreter reached this module (before llama_cpp loads)
 _COUNTS = {"tokens_predicted": 0, "prompt_tokens": 0}
 _REQUESTS: dict[str, int] = {}
+_IN_FLIGHT = {"n": 0}
 _LOCK = threading.Lock()
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
 
@@ -62,7 +69,7 @@ def _count_generate(llama_cls, is_eog) -> None:
 
 def _metrics_text() -> str:
     with _LOCK:
-        counts, requests = dict(_COUNTS), dict(_REQUESTS)
+        counts, requests, in_flight = dict(_COUNTS), dict(_REQUESTS), _IN_FLIGHT["n"]
     lines = [
         "# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.",
         "# TYPE llamacpp:tokens_predicted_total counter",
@@ -76,6 +83,14 @@ def _metrics_text() -> str:
     ]
     lines += [f'servingbench:requests_finished_total{{status="{k}"}} {v}'
               for k, v in sorted(requests.items())]
+    lines += [
+        "# HELP llamacpp:requests_processing Number of requests processing.",
+        "# TYPE llamacpp:requests_processing gauge",
+        f"llamacpp:requests_processing {min(in_flight, 1)}",
+        "# HELP llamacpp:requests_deferred Number of requests deferred.",
+        "# TYPE llamacpp:requests_deferred gauge",
+        f"llamacpp:requests_deferred {max(in_flight - 1, 0)}",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -97,7 +112,7 @@ class _Counted:
             return None
         if path not in COMPLETION_PATHS:
             return await self.app(scope, receive, send)
-        status = {"code": 0}
+        status = {"code": 0, "done": False}
 
         async def watch(message):
             if message["type"] == "http.response.start":
@@ -107,12 +122,35 @@ class _Counted:
                 with _LOCK:
                     key = str(status["code"])
                     _REQUESTS[key] = _REQUESTS.get(key, 0) + 1
+                    if not status["done"]:
+                        status["done"] = True
+                        _IN_FLIGHT["n"] -= 1
 
-        return await self.app(scope, receive, watch)
+        with _LOCK:
+            _IN_FLIGHT["n"] += 1
+        try:
+            return await self.app(scope, receive, watch)
+        finally:
+            with _LOCK:  # a request cut before its last body message still leaves
+                if not status["done"]:
+                    status["done"] = True
+                    _IN_FLIGHT["n"] -= 1
+
+
+def _engine_load_ms(app_module, llama_cpp) -> float | None:
+    """llama.cpp's own measurement of the model's load (`t_load_ms` of its perf data, set
+    by llama_model_load), read from the model the server just built; None if unreadable."""
+    try:
+        llama = app_module._llama_proxy._current_model
+        return float(llama_cpp.llama_perf_context(llama._ctx.ctx).t_load_ms)
+    except Exception:  # noqa: BLE001 - another binding's layout: the markers still stand
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
+    _marker("process_started", at_ns=_STARTED_NS)
     import llama_cpp
+    import llama_cpp.server.app as app_module
     import uvicorn
     from llama_cpp.server.app import create_app
     from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
@@ -138,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     sock.bind((server_settings.host, server_settings.port))
     _marker("weights_load_started", model=os.path.basename(model_settings[0].model))
     app = create_app(server_settings=server_settings, model_settings=model_settings)
-    _marker("weights_load_ended")
+    _marker("weights_load_ended", engine_load_ms=_engine_load_ms(app_module, llama_cpp))
     port = sock.getsockname()[1]
     tmp = args.port_file + ".tmp"
     with open(tmp, "w") as f:

@@ -18,7 +18,10 @@ provisioning time is emulated), `node_gone` when it stops. `interrupt` is a spot
 interruption of a replica's node: `interruption_notice`, the replica drained from HAProxy
 (no new request; those in flight keep streaming) and its replacement started at once, then
 after the notice its process is killed mid-stream and the node is gone (`interruption`,
-`replica_stopped`). EMULATED, as everything on the embedded default."""
+`replica_stopped`). EMULATED, as everything on the embedded default, unless the replica
+set is given another engine's processes (`spawn`): llama.cpp's replicas (llamacpp.py) are
+real servers on this host, their phases split by the engine launcher's own markers, so an
+episode of them is MEASURED."""
 
 from __future__ import annotations
 
@@ -41,6 +44,9 @@ class Replica:
         self.state = "starting"  # starting | ready | draining | stopped | failed
         self.error: str | None = None
         self.thread: threading.Thread | None = None
+        # its last /metrics, read after its drain and before its process stopped (kept by a
+        # set that `keeps_metrics`, for the pool's summed counters, pool_metrics.py)
+        self.final_metrics: str | None = None
 
     @property
     def port(self) -> int | None:
@@ -51,13 +57,25 @@ class Replica:
         return None if self.proc is None else f"{self.proc.base_url}/metrics"
 
 
+def start_phases(proc) -> dict[str, dict]:
+    """A replica process's start-up phases `{phase: {started_at, ended_at}}`: a real engine's
+    from its own markers (`start_phases()`), the emulator's from its /status."""
+    if hasattr(proc, "start_phases"):
+        return proc.start_phases()
+    return proc.status().get("phases", {})
+
+
 class ReplicaSet:
-    """`args(name)` gives replica `name`'s emulator arguments (without --replica-phases)."""
+    """`args(name)` gives replica `name`'s emulator arguments (without --replica-phases);
+    `spawn(name)`, when given, makes replica `name`'s process instead (another engine's: an
+    object with start(), stop(), port, base_url, proc and start_phases())."""
 
     def __init__(self, args: Callable[[str], list[str]], balancer: Balancer, events: Events,
                  ready_timeout_s: float = 600.0, drain_timeout_s: float = 60.0,
-                 node: str = NODE) -> None:
-        self.args, self.lb, self.events = args, balancer, events
+                 node: str = NODE, spawn: Callable[[str], object] | None = None,
+                 keeps_metrics: bool = False) -> None:
+        self.args, self.lb, self.events, self.spawn = args, balancer, events, spawn
+        self.keeps_metrics = keeps_metrics
         self.ready_timeout_s, self.drain_timeout_s, self.node = ready_timeout_s, drain_timeout_s, node
         # "own": each replica on its own emulated node (spot runs); else all on `node`
         self.own_nodes = node == "own"
@@ -111,16 +129,19 @@ class ReplicaSet:
                 raise RuntimeError(f"replica {rep.name} did not start: {rep.error}")
 
     def _bring_up(self, rep: Replica) -> None:
-        from servingbench.emulator.process import EmulatorProcess
+        if self.spawn is not None:
+            proc = self.spawn(rep.name)
+        else:
+            from servingbench.emulator.process import EmulatorProcess
 
-        proc = EmulatorProcess([*self.args(rep.name), "--replica-phases"],
-                               ready_timeout_s=self.ready_timeout_s)
+            proc = EmulatorProcess([*self.args(rep.name), "--replica-phases"],
+                                   ready_timeout_s=self.ready_timeout_s)
         rep.proc = proc
         try:
             proc.start()
             healthy = time.time_ns()
             last_end = None
-            for phase, span in proc.status().get("phases", {}).items():
+            for phase, span in start_phases(proc).items():
                 if span.get("started_at") and span.get("ended_at"):
                     began, ended = parse_ts(span["started_at"]), parse_ts(span["ended_at"])
                     self.events.add("replica_phase", rep.name, ended, (ended - began) / 1e9, phase)
@@ -176,6 +197,10 @@ class ReplicaSet:
             while self.lb.active(name) and time.monotonic() < deadline:
                 time.sleep(0.05)
             self.lb.remove(name)
+            if self.keeps_metrics and rep.metrics_url is not None:
+                from servingbench.resources.model_server.pool_metrics import scrape
+
+                rep.final_metrics = scrape(rep.metrics_url)
         elif was == "starting":
             if rep.proc is not None:
                 rep.proc.stop()  # its start-up ends now; the thread sees it was stopped

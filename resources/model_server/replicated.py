@@ -17,7 +17,8 @@ from servingbench.resources.model_server.autoscale import Policy
 from servingbench.resources.model_server.autoscaler import Autoscaler
 from servingbench.resources.model_server.balancer import Balancer
 from servingbench.resources.model_server.events import Events
-from servingbench.resources.model_server.replicas import ReplicaSet
+from servingbench.resources.model_server.pool_metrics import PoolMetrics
+from servingbench.resources.model_server.replicas import ReplicaSet, start_phases
 
 REPLICA_KEYS = ("min", "max", "initial")
 AUTOSCALING_KEYS = ("policy", "metric", "target", "activation_target", "scale_up_cooldown_s",
@@ -135,20 +136,30 @@ def interruption_times(interruptions: dict, horizon_s: float = 86_400.0) -> list
 def replicated(args: Callable[[str], list[str]], run_dir: Path, run_id: str, replicas: dict,
                autoscaling: dict | None, ready_timeout_s: float,
                interruptions: dict | None = None, notice_scale: float = 1.0,
-               own_nodes: bool = False) -> Iterator[dict]:
+               own_nodes: bool = False,
+               spawn: Callable[[str], object] | None = None) -> Iterator[dict]:
     """Start the balancer and the initial replicas (all ready before this yields), then the
     local autoscaler; yields {endpoint, phases, replicas, metrics_urls}. `args(name)`: a
     replica's emulator arguments. `own_nodes`: each replica on its own emulated node (a run
     that says its capacity); `interruptions`: a spot run's schedule, each notice lasting
-    `notice_s × notice_scale` (the emulator's time scale)."""
+    `notice_s × notice_scale` (the emulator's time scale); `spawn(name)`: replica `name`'s
+    process when it is not the emulator's (llama.cpp's, replicas.py)."""
     if autoscaling is not None and autoscaling["policy"] != "local":
         raise ValueError(f"autoscaling.policy: {autoscaling['policy']} runs on EKS; the embedded "
                          "default runs policy local (the same rule, over emulator replicas)")
     events = Events(run_dir, run_id)
     started = time.time_ns()
-    with Balancer() as lb:
-        reps = ReplicaSet(args, lb, events, ready_timeout_s=ready_timeout_s,
+    # a real engine's pool answers /metrics with every replica's counters summed (the load
+    # generator reconciles against them); the emulator's keeps its one replica's answer
+    with contextlib.ExitStack() as stack:
+        pool_metrics = None if spawn is None else stack.enter_context(PoolMetrics())
+        lb = stack.enter_context(Balancer(
+            metrics_port=None if pool_metrics is None else pool_metrics.port))
+        reps = ReplicaSet(args, lb, events, ready_timeout_s=ready_timeout_s, spawn=spawn,
+                          keeps_metrics=pool_metrics is not None,
                           **({"node": "own"} if own_nodes or interruptions else {}))
+        if pool_metrics is not None:
+            pool_metrics.replicas = reps
         scaler = interrupter = None
         try:
             first = [reps.start() for _ in range(replicas["initial"])]
@@ -159,7 +170,7 @@ def replicated(args: Callable[[str], list[str]], run_dir: Path, run_id: str, rep
             phases = {"deploy": {"started_at": format_ts(started),
                                  "ended_at": format_ts(time.time_ns())}}
             if first:
-                status = first[0].proc.status().get("phases", {})
+                status = start_phases(first[0].proc)
                 # the manifest's deploy sub-phases: the first replica's (graph capture is the
                 # engine's `ready` phase, as in a single deployment)
                 for name, key in (("image_pull", "image_pull"), ("weights_load", "weights_load"),
