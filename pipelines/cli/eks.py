@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
     session = boto3.Session()
     try:
         if args.cmd == "reap":
-            from servingbench.pipelines.profiles import EksResources, EksSettings, owner_from_env
+            from servingbench.pipelines.eks_profile import EksResources, EksSettings, owner_from_env
             from servingbench.resources.cluster.eks_api import check_owner
 
             owner = (check_owner(args.owner, "--owner") if args.owner

@@ -6,7 +6,7 @@ import base64
 import datetime
 
 import pytest
-from servingbench.pipelines.profiles import EksResources, EksSettings
+from servingbench.pipelines.eks_profile import EksResources, EksSettings
 from servingbench.resources.cluster.eks_api import NodegroupSpec
 from servingbench.resources.model_server.kube.client import KubeClient, KubeError
 

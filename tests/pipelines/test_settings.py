@@ -9,7 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
-from servingbench.pipelines.profiles import EksSettings, Settings
+from servingbench.pipelines.eks_profile import EksSettings
+from servingbench.pipelines.profiles import Settings
 from servingbench.resources.contract import settings
 
 ROOT = Path(__file__).resolve().parents[2]
