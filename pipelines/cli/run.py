@@ -46,6 +46,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_eks_candidates(path) -> None:
+    """Every candidate's `replicas` / `autoscaling` as the eks profile renders them
+    (kube/autoscale.py `unwired`), or a ConfigError naming the candidate and the key it would
+    drop or fail on: checked before the profile's resources are built, so nothing is made
+    in AWS for a file the profile cannot honour."""
+    from servingbench.pipelines.catalog import load_candidates
+    from servingbench.resources.model_server.kube.autoscale import unwired
+
+    for c in load_candidates(path):
+        why = unwired(c.engine, c.replicas, c.autoscaling)
+        if why is not None:
+            raise ConfigError(f"{path}: candidate {c.name}: {why}")
+
+
 def main(argv: list[str]) -> int:
     p = parser()
     args = p.parse_args(argv)
@@ -64,6 +78,8 @@ def main(argv: list[str]) -> int:
 
     try:
         settings = Settings.from_env()
+        if settings.profile == "eks":
+            check_eks_candidates(settings.candidates_file)
         defs = build_definitions(settings)
     except ConfigError as exc:
         print(f"servingbench run: {exc}", file=sys.stderr)

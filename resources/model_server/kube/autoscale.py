@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servingbench.resources.model_server import engines
 from servingbench.resources.model_server.kube.render import RUN_ANNOTATION, EngineSpec, labels
 from servingbench.resources.model_server.replicated import check_replicas
 
@@ -173,3 +174,41 @@ def with_replicas(deployment: dict, r: Replicas) -> dict:
 def nodes_for(replicas: int, pods_per_node: int = 1) -> int:
     """Nodes `replicas` engine pods need (each pod takes a node's accelerators)."""
     return -(-replicas // pods_per_node)
+
+
+def unwired(engine: str, replicas: dict | None, autoscaling: dict | None) -> str | None:
+    """Why the eks profile cannot honour a candidate's `replicas` / `autoscaling` as written,
+    naming the key (None when it can): each key is either rendered into the Deployment, the
+    node group and the ScaledObject / HPA above, or refused here, before anything is created.
+    A key the manifests would drop or change silently (the HPA has no activation threshold
+    and never scales to zero; behavior windows are whole seconds) is refused, as is what
+    would fail only at deploy, after the node group is up (policy local, rps under an HPA,
+    a gauge the engine does not serve)."""
+    if not autoscaling:
+        return None
+    policy, metric = autoscaling.get("policy"), autoscaling.get("metric")
+    if policy not in POLICIES:
+        return (f"autoscaling.policy: {policy!r} does not run on eks (one of "
+                f"{', '.join(POLICIES)}; local is the embedded default's)")
+    if metric not in METRICS:
+        return f"autoscaling.metric: {metric!r} (one of {', '.join(METRICS)})"
+    for key in ("scale_up_cooldown_s", "scale_down_cooldown_s"):
+        v = autoscaling.get(key)
+        if v is not None and float(v) != int(v):
+            return (f"autoscaling.{key}: {v:g} s; the HPA's stabilization windows and KEDA's "
+                    "cooldownPeriod are whole seconds on eks")
+    if policy == "hpa":
+        if float(autoscaling.get("activation_target") or 0) != 0:
+            return ("autoscaling.activation_target: policy hpa has no activation threshold "
+                    "(KEDA's activationThreshold); set 0 or use policy keda")
+        if (replicas or {}).get("min", 1) == 0:
+            return "replicas.min: 0 needs policy keda (the HPA never scales to zero)"
+        if metric == "rps":
+            return "autoscaling.metric: rps is a rate over the pods; policy hpa reads per-pod gauges (use keda)"
+    runtime = engines.get(engine)
+    if metric == "rps":
+        if runtime.counters is None or runtime.counters.finished is None:
+            return f"autoscaling.metric: engine {runtime.name} has no finished-requests counter for rps"
+    elif not runtime.gauges.get(metric):
+        return f"autoscaling.metric: engine {runtime.name} exposes no {metric} gauge"
+    return None
