@@ -82,6 +82,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", default=None, choices=specs.fitted_specs(),
                    help="a spec fitted to measurements (specs.yaml `fitted:`); it sets the "
                    "candidate, model, precision, TP and the fitted figures, over those flags")
+    p.add_argument("--models", type=Path, default=None,
+                   help="serve several models on the node: a JSON list of {name, model, "
+                   "precision, placement (resident|swapped), memory_share, sleep_level} "
+                   "(emulator/models.py); --candidate and --tp are the node's")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--port-file", type=Path, default=None, help="written atomically once bound")
@@ -168,12 +172,21 @@ async def _watch_parent(parent_pid: int, stop: asyncio.Event) -> None:
 
 
 async def serve(opts: Options, host: str, port: int, port_file: Path | None,
-                parent_pid: int | None = None, head_timeout_s: float = HEAD_TIMEOUT_S) -> int:
+                parent_pid: int | None = None, head_timeout_s: float = HEAD_TIMEOUT_S,
+                models: list | None = None) -> int:
     loop = asyncio.get_running_loop()
     if parent_pid is not None and os.getppid() != parent_pid:
         return 0  # the parent died before we started: nobody to serve
     try:
-        app = App(opts, loop)
+        if models is not None:
+            from servingbench.emulator.models import ModelsError, ModelSet
+            try:
+                app = ModelSet(opts, loop, models)
+            except ModelsError as exc:
+                print(f"servingbench emulator: refusing to start: {exc}", file=sys.stderr)
+                return 3
+        else:
+            app = App(opts, loop)
     except OSError as exc:
         print(f"servingbench emulator: cannot open the ground-truth log: {exc}", file=sys.stderr)
         return 2
@@ -243,10 +256,19 @@ def main(argv: list[str] | None = None) -> int:
                    max_num_batched_tokens=a.max_num_batched_tokens,
                    replica_phases=a.replica_phases,
                    kv_cache_dtype=a.kv_cache_dtype)
+    models = None
+    if a.models is not None:
+        from servingbench.emulator.models import ModelsError, read_entries
+        try:
+            models = read_entries(a.models)
+        except ModelsError as exc:
+            print(f"servingbench emulator: {exc}", file=sys.stderr)
+            return 2
     latency.set_slice(a.sched_slice_us * 1000)
     try:
         import uvloop
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a pinned dependency
         runner = asyncio.run
-    return runner(serve(opts, a.host, a.port, a.port_file, a.parent_pid, a.head_timeout_s))
+    return runner(serve(opts, a.host, a.port, a.port_file, a.parent_pid, a.head_timeout_s,
+                        models))

@@ -130,6 +130,9 @@ class ModelEngine:
         self.idle = True
         self.deadline = 0
         self.step = None
+        # several models sharing one accelerator (models.py): how many times longer a step
+        # takes while others compute too; None: this engine has the accelerator alone
+        self.slowdown = None
 
     def submit(self, stream) -> None:
         # a prefix-cache hit is prefill already done: only the rest is computed
@@ -164,7 +167,8 @@ class ModelEngine:
                 self.timer.arm(self.deadline)
             return
         self.idle, self.step = False, step
-        self.deadline = t0 + int(step.duration * self.scale_ns)
+        scale = self.scale_ns if self.slowdown is None else self.scale_ns * self.slowdown()
+        self.deadline = t0 + int(step.duration * scale)
         if self.metrics.devices is not None:
             self.metrics.devices.step(t0, self.deadline)
         self.timer.arm(self.deadline)

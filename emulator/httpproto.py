@@ -225,10 +225,12 @@ class HttpConnection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         p = self.parser
-        req = Request(p.get_method().decode("latin-1"),
-                      self._url.decode("latin-1").split("?", 1)[0], self._headers,
+        path, _, query = self._url.decode("latin-1").partition("?")
+        req = Request(p.get_method().decode("latin-1"), path, self._headers,
                       bytes(self._body), self._arrival)
         req.extra["keep_alive"] = p.should_keep_alive()
+        if query:  # vLLM's sleep-mode endpoints take their level (and models.py its model) here
+            req.extra["query"] = query
         self._in_body = False
         self.pending.append(req)
         self.pending_bytes += len(req.body)
