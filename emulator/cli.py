@@ -16,7 +16,7 @@ from pathlib import Path
 
 from servingbench.emulator import faults, latency, specs
 from servingbench.emulator.fit import fit_of
-from servingbench.emulator.httpproto import HEAD_TIMEOUT_S, HttpConnection
+from servingbench.emulator.httpproto import HEAD_TIMEOUT_S, IDLE_FACTOR, HttpConnection
 from servingbench.emulator.server import App, Options
 
 
@@ -93,7 +93,10 @@ def parser() -> argparse.ArgumentParser:
                    help="multiplies modelled times (cold start, tokens); 0.05 = 20x faster")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--head-timeout-s", type=_positive(float), default=HEAD_TIMEOUT_S,
-                   help="a request head not complete this long after its first byte: 408, closed")
+                   help="seconds a client has for a request's head (from its first byte) and "
+                        "again for its body (from the head's end), else 408 and the connection "
+                        f"closed; a connection with no request under way is closed after "
+                        f"{IDLE_FACTOR}x this (default %(default)s s)")
     p.add_argument("--ground-truth", type=Path, default=None, help="JSONL, one line per request")
     p.add_argument("--max-num-seqs", type=_positive(int), default=None,
                    help="sequences batched at once (default: the spec's, vLLM's 256); the rest "
