@@ -220,6 +220,13 @@ class Balancer:
         be = next((r for r in rows if r.get("pxname") == BACKEND and r.get("svname") == "BACKEND"), {})
         return {"rps": float(fe.get("req_rate") or 0), "queued": float(be.get("qcur") or 0)}
 
+    def refused(self) -> int:
+        """Requests the balancer answered itself with 503, no server taking them (the
+        backend's connection errors: none in the pool, or none that accepted)."""
+        be = next((r for r in self._rows() if r.get("pxname") == BACKEND
+                   and r.get("svname") == "BACKEND"), {})
+        return int(be.get("econ") or 0)
+
     def _rows(self) -> list[dict]:
         lines = self.command("show stat").splitlines()
         if not lines or not lines[0].startswith("# "):

@@ -7,6 +7,9 @@ Replicas come and go during an episode: a replica that stopped is counted with t
 exposition it served (read after its drain, before its process stopped), counters only (a
 stopped replica's gauges are no reading of the present). A replica killed without a drain
 (a spot interruption) takes its counters with it, which the reconciliation then flags.
+The requests HAProxy answered itself with 503 (no replica in the pool, as while a scale
+from zero starts one) are the pool's answers too: they are added to the finished-requests
+counter as `status="503"`, so the client's failed requests have their witness.
 Served on loopback; HAProxy routes the frontend's `/metrics` here (balancer.py)."""
 
 from __future__ import annotations
@@ -36,10 +39,16 @@ def _labels(labels: dict[str, str]) -> str:
     return "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
 
 
-def summed(live: list[str], stopped: list[str]) -> str:
+FINISHED = "servingbench:requests_finished_total"  # the launcher's counter, by HTTP status
+
+
+def summed(live: list[str], stopped: list[str], refused: int = 0) -> str:
     """One exposition: each sample (name and label set) summed over the live replicas'
-    expositions, and over the stopped replicas' for counters."""
+    expositions, and over the stopped replicas' for counters; `refused`: the balancer's own
+    503 answers, added to the finished requests."""
     totals: dict[tuple[str, str], float] = {}
+    if refused:
+        totals[(FINISHED, _labels({"status": "503"}))] = float(refused)
     for text, counters_only in [(t, False) for t in live] + [(t, True) for t in stopped]:
         for name, samples in parse(text).items():
             if counters_only and not name.endswith(COUNTER_SUFFIXES):
@@ -56,6 +65,7 @@ class PoolMetrics:
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.replicas = None  # the ReplicaSet, set once it exists (it needs the balancer)
+        self.balancer = None  # the Balancer, once started (it needs this server's port)
         pool = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -100,4 +110,10 @@ class PoolMetrics:
                 text = scrape(rep.metrics_url)
                 if text is not None:
                     live.append(text)
-        return summed(live, stopped)
+        refused = 0
+        if self.balancer is not None:
+            try:
+                refused = self.balancer.refused()
+            except OSError:
+                refused = 0
+        return summed(live, stopped, refused)

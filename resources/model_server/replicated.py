@@ -159,7 +159,7 @@ def replicated(args: Callable[[str], list[str]], run_dir: Path, run_id: str, rep
                           keeps_metrics=pool_metrics is not None,
                           **({"node": "own"} if own_nodes or interruptions else {}))
         if pool_metrics is not None:
-            pool_metrics.replicas = reps
+            pool_metrics.replicas, pool_metrics.balancer = reps, lb
         scaler = interrupter = None
         try:
             first = [reps.start() for _ in range(replicas["initial"])]
