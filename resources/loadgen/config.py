@@ -87,6 +87,10 @@ class LoadConfig:
     ladder: Ladder | None = None
     # a request a spot interruption cut is sent again (interrupted.py; contract §2.2 retry_of)
     retry_interrupted: bool = False
+    # several models behind the endpoint (model_mix.py): [[name, request_share], ...], and
+    # requests in bursts of this many per model instead of drawn by share; empty: cfg.model
+    model_mix: list = field(default_factory=list)
+    model_bursts: int | None = None
 
     def __post_init__(self) -> None:
         validate(self)
@@ -107,6 +111,11 @@ def _positive(name: str, value: float | None, allow_none: bool = True) -> None:
 
 
 def validate(cfg: LoadConfig) -> None:
+    from servingbench.resources.loadgen.model_mix import check as check_mix
+
+    mix_problem = check_mix(cfg.model_mix, cfg.model_bursts)
+    if mix_problem is not None:
+        raise LoadConfigError(mix_problem)
     parts = urlsplit(cfg.endpoint)
     if "@" in parts.netloc:
         # A password in the URL would travel into records, logs and server_metrics.json;

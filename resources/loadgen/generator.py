@@ -64,6 +64,9 @@ class LoadGenerator:
             api="chat" if images else "completions", images=images,
             ladder=Ladder(**plan.ladder) if plan.ladder else None,
             retry_interrupted=plan.retry_interrupted,
+            # several models on the node: each request names one (model_mix.py)
+            model_mix=[[m["name"], m["request_share"]] for m in (candidate.models or ())],
+            model_bursts=candidate.model_bursts,
             **{k: v for k, v in given.items() if v is not None})
 
     def run(self, candidate: Candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,

@@ -13,6 +13,7 @@ from servingbench.resources.loadgen import gcpolicy, pool
 from servingbench.resources.loadgen.clock import Clock
 from servingbench.resources.loadgen.config import LoadConfig, step_name
 from servingbench.resources.loadgen.interrupted import CUT, MAX_RESENDS, Notices
+from servingbench.resources.loadgen.model_mix import ModelMix
 from servingbench.resources.loadgen.probe import api_url
 from servingbench.resources.loadgen.prompts import Item, Prompts
 from servingbench.resources.loadgen.recorder import Recorder
@@ -42,6 +43,9 @@ class LoadLoops:
         self.stream_options, self.headers, self.secrets = stream_options, headers, secrets
         self.progress = progress
         self.url = api_url(cfg)
+        # which model each request names when several share the endpoint (model_mix.py)
+        self.mix = (ModelMix(cfg.model_mix, cfg.model_bursts, cfg.seed)
+                    if cfg.model_mix else None)
         self.tasks: set[asyncio.Task] = set()
         self._pumping = False  # a `_pump` is queued on the loop
         self._pump_at = 0  # when the queued `_pump` is due
@@ -125,6 +129,10 @@ class LoadLoops:
                 tag(req)
             if body is None:
                 body = self.prompts.body(item, self.stream_options)
+            if self.mix is not None and retry_of is None:  # several models: name the next
+                body, req.model = self.mix.apply(body)
+            elif self.mix is not None:  # a resend names the model the first attempt named
+                req.model = self.mix.model_of(body)
             headers = dict(self.headers)
             headers["X-Request-ID"] = rid
             await pool.send(self.session, self.url, body,

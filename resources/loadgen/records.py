@@ -20,6 +20,7 @@ class Request:
         "status", "http_status", "error", "emulated",
         "session_id", "turn", "cached_tokens", "text",
         "chunk_reasoning", "reasoning_usage", "input_images", "replica", "retry_of",
+        "model",
     )
 
     def __init__(self, request_id: str, phase: str, step: str, load_mode: str, target: float,
@@ -50,6 +51,7 @@ class Request:
         self.replica: str | None = None
         # the request this one sends again after a spot interruption cut it (contract §2.2)
         self.retry_of: str | None = None
+        self.model: str | None = None  # the model it named (several models, model_mix.py)
 
     # --- derived at record time -------------------------------------------------------
     @property
