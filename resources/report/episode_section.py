@@ -224,14 +224,16 @@ def interruptions_table(rows: list[dict], t0: int | None) -> str:
 
 def run_section(run: RunData) -> str | None:
     summary = read_summary(run.run_dir)
-    if summary is None:
+    spot = read_rows(run.run_dir, "interruptions")
+    if summary is None and spot is None:
         return None
     buckets = read_rows(run.run_dir, "episode")
     t0 = steady_start_ns(run.manifest, buckets)
-    out = [summary_table(summary, run),
-           para("The figure of this episode is under Plots (episode)."),
-           scale_table(read_rows(run.run_dir, "scale_events") or [], t0)]
-    spot = read_rows(run.run_dir, "interruptions")
+    out = []
+    if summary is not None:
+        out += [summary_table(summary, run),
+                para("The figure of this episode is under Plots (episode)."),
+                scale_table(read_rows(run.run_dir, "scale_events") or [], t0)]
     if spot is not None:
         out.append(interruptions_table(spot, t0))
     return "\n".join(out)
