@@ -41,7 +41,10 @@ from servingbench.pipelines.config import NAME, ConfigError
 from servingbench.resources.contract.candidate import Candidate, field_default
 
 SWEEP_KEYS = {"base", "matrix"}
-NESTED = ("engine_args", "scenario", "llamacpp", "load", "quality")
+# mappings whose keys are swept one by one (`scenario.input_tokens`); an autoscaled
+# episode's settings among them (`autoscaling.target`, `replicas.min`): a sweep over them
+# draws the cost-per-1M against SLO-attainment curve of the comparison
+NESTED = ("engine_args", "scenario", "llamacpp", "load", "quality", "autoscaling", "replicas")
 NOT_SWEPT = {"name", "pool"}
 MAX_VALUES, MAX_COMBINATIONS = 64, 4096
 # Across the whole file (its candidates and every sweep's combinations, runnable or skipped):
@@ -54,7 +57,9 @@ ORDER = ("instance_type", "node_count", "engine", "tensor_parallel", "expert_par
          "precision", "engine_args.max_num_seqs", "engine_args.max_num_batched_tokens",
          "engine_args.kv_cache_dtype", "engine_args.speculative", "max_model_len", "scenario",
          "scenario.input_tokens", "scenario.output_tokens", "llamacpp.model_file",
-         "llamacpp.threads", "capacity")
+         "llamacpp.threads", "capacity", "replicas.min", "replicas.max", "autoscaling.metric",
+         "autoscaling.target", "autoscaling.scale_up_cooldown_s",
+         "autoscaling.scale_down_cooldown_s")
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,9 @@ def _part(key: str, value) -> str:
              "engine_args.max_num_seqs": "seqs", "engine_args.max_num_batched_tokens": "mbt",
              "engine_args.kv_cache_dtype": "kv", "scenario.input_tokens": "in",
              "scenario.output_tokens": "out", "llamacpp.threads": "t",
-             "llamacpp.parallel": "np"}
+             "llamacpp.parallel": "np", "replicas.min": "min", "replicas.max": "max",
+             "autoscaling.target": "target", "autoscaling.scale_up_cooldown_s": "upcd",
+             "autoscaling.scale_down_cooldown_s": "downcd"}
     if key == "expert_parallel":
         return "ep" if value else "noep"
     if key == "capacity":
