@@ -11,11 +11,21 @@ import tempfile
 from pathlib import Path
 
 import dagster as dg
-from servingbench.assets.peer_prefix import LEDGER, listing, read_ledger, record, to_download
+from servingbench.assets.peer_prefix import (
+    LEDGER,
+    ROOTS,
+    check_source,
+    import_roots,
+    listing,
+    read_ledger,
+    record,
+    to_download,
+)
 from servingbench.resources import peers
 from servingbench.resources.analysis.analyze import analyze_run
 from servingbench.resources.analysis.summary import table
 from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract import settings as envvars
 from servingbench.resources.contract.yamltext import short
 from servingbench.resources.peers.discover import results_in
 from servingbench.resources.peers.records import (
@@ -43,8 +53,13 @@ def import_results(folder: Path, cfg: PeerImportConfig, runs_dir: Path) -> list[
     rows = []
     reader = peers.get(cfg.peer)
     base = {"candidate": cfg.candidate} if cfg.candidate else {}
+    real = folder.resolve()
     for path in results_in(folder, cfg.peer):
         name = str(path.relative_to(folder))
+        if not path.resolve().is_relative_to(real):  # a symlink out of the source folder
+            rows.append({"result": name, "run_id": None,
+                         "outcome": "not imported: a link that leaves the source folder"})
+            continue
         try:
             run = read_result(reader, path)
             run_id = default_run_id(run)
@@ -77,6 +92,10 @@ def import_peer_results(context, config: PeerImportConfig) -> list[dict]:
                                      f"{mf.SOURCES}")
     storage = context.resources.storage
     runs_dir = Path(storage.runs_dir)
+    try:
+        check_source(config.source, import_roots(envvars.get(ROOTS), runs_dir.parent))
+    except ValueError as exc:
+        raise dg.Failure(description=str(exc)) from None
     runs_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="peer-import-") as tmp:
         folder = Path(config.source)

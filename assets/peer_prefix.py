@@ -1,20 +1,27 @@
-"""What the peer import job takes from an S3 prefix, decided from the listing before any
-download: the prefix is capped in objects and bytes, only the objects of a peer's results
-are fetched, a result past the per-file cap is not fetched at all, and a result imported
-before (its objects unchanged, its run folder present) is skipped."""
+"""Where the peer import job may read, and what it takes from an S3 prefix.
+
+Its `source` comes from a run's config, which anyone with the UI can write: it must lie
+under one of the import roots (SERVINGBENCH_IMPORT_ROOTS, by default `<data folder>/imports`),
+a local one after its symlinks and `..` are resolved, so `/` or `../..` never reads the
+host's files. From an S3 prefix, decided from the listing before any download: the prefix
+is capped in objects and bytes, only the objects of a peer's results are fetched, a result
+past the per-file cap is not fetched at all, and a result imported before (its objects
+unchanged, its run folder present) is skipped."""
 
 from __future__ import annotations
 
 import fnmatch
 import json
 import posixpath
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow.fs as pafs
 from servingbench.resources.contract import durable
+from servingbench.resources.contract.yamltext import short
 from servingbench.resources.peers import records
 from servingbench.resources.peers.discover import MARKERS
-from servingbench.resources.storage.runstore import RunStoreError, filesystem
+from servingbench.resources.storage.runstore import RunStoreError, filesystem, is_remote
 
 # What one run of the job takes from an S3 prefix: a team's drop folder holds a few hundred
 # results; past these the prefix is refused whole (name a narrower one), so a prefix that
@@ -26,6 +33,58 @@ MAX_PREFIX_BYTES = 16 << 30
 # change with every write, so a result whose objects are all as recorded, with its run
 # folder present, is the same content imported before: it is skipped without downloading.
 LEDGER = "peer_imports.json"
+
+
+ROOTS = "SERVINGBENCH_IMPORT_ROOTS"
+
+
+def _s3_parts(uri: str) -> list[str] | None:
+    """s3://bucket/a/b as [bucket, a, b]; None when a part is empty, `.` or `..`."""
+    parts = uri[len("s3://"):].rstrip("/").split("/")
+    return None if any(p in ("", ".", "..") for p in parts) else parts
+
+
+def import_roots(text: str | None, data_dir: Path) -> tuple[str, ...]:
+    """The roots the job may import from: SERVINGBENCH_IMPORT_ROOTS's comma-separated
+    absolute folders (resolved) and s3://bucket[/prefix]es, or `<data_dir>/imports`.
+    ValueError names the setting and the entry."""
+    if not text:
+        return (str((Path(data_dir) / "imports").resolve()),)
+    roots = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if is_remote(part):
+            parts = _s3_parts(part)
+            if parts is None:
+                raise ValueError(f"{ROOTS}: {short(part, 200)!r} is not s3://bucket[/prefix] "
+                                 "of plain parts")
+            roots.append("s3://" + "/".join(parts))
+        elif Path(part).is_absolute():
+            roots.append(str(Path(part).resolve()))
+        else:
+            raise ValueError(f"{ROOTS}: {short(part, 200)!r} is not an absolute folder or "
+                             "s3://bucket[/prefix]")
+    return tuple(roots)
+
+
+def check_source(source: str, roots: Sequence[str]) -> None:
+    """ValueError unless `source` lies under one of `roots`: an S3 prefix part by part (so
+    s3://b/imports-x is not under s3://b/imports), a folder after resolving its symlinks
+    and `..` (so neither a link nor `../` leaves the root)."""
+    if is_remote(source):
+        parts = _s3_parts(source)
+        if parts is None:
+            raise ValueError(f"source: {short(source, 200)!r}: an empty, `.` or `..` part")
+        inside = any(r.startswith("s3://") and parts[:len(r[5:].split("/"))] == r[5:].split("/")
+                     for r in roots)
+    else:
+        if not Path(source).is_absolute():
+            raise ValueError(f"source: {short(source, 200)!r} is not an absolute folder or "
+                             "s3://bucket/prefix")
+        real = Path(source).resolve()
+        inside = any(not is_remote(r) and real.is_relative_to(r) for r in roots)
+    if not inside:
+        raise ValueError(f"source: {short(source, 200)!r} is outside the import roots "
+                         f"({', '.join(roots)}; {ROOTS} names them)")
 
 
 def listing(source: str) -> dict[str, tuple[int, int]]:

@@ -50,6 +50,9 @@ SETTINGS: tuple[Setting, ...] = (
             "waits scaled (docs/eks.md, \"Load pods\")"),
     Setting("SERVINGBENCH_CACHE_DIR", None, "where the real local engine and its models are "
             "cached", shown="`~/.cache/servingbench`"),
+    Setting("SERVINGBENCH_IMPORT_ROOTS", None, "comma-separated absolute folders and "
+            "`s3://bucket/prefix`es the peer import job's `source` must lie under "
+            "(docs/import.md)", shown="`imports/` in the data folder"),
     Setting("SERVINGBENCH_PEERS", None, "where `make peers` installed the peer tools whose runs "
             "the tests import", scope="tests", shown="`~/.cache/servingbench/peers`"),
     Setting("SERVINGBENCH_UPDATE_GOLDEN", None, "`1`: the manifest tests rewrite their golden "

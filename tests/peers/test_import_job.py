@@ -21,6 +21,12 @@ pytestmark = pytest.mark.slow  # real Dagster runs (and moto's server): left out
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "peers" / "vllm_bench_serve_0.33.0.json"
 
 
+@pytest.fixture(autouse=True)
+def _import_root(tmp_path, monkeypatch):
+    """The job reads only under its import roots: here the test's own folder."""
+    monkeypatch.setenv("SERVINGBENCH_IMPORT_ROOTS", str(tmp_path))
+
+
 def results(folder: Path) -> Path:
     folder.mkdir(parents=True)
     shutil.copy(FIXTURE, folder / "a.json")
@@ -63,6 +69,7 @@ def test_the_job_reads_an_s3_prefix(tmp_path, moto_server, monkeypatch) -> None:
     import boto3
 
     prefix = fresh_s3_bucket(moto_server, monkeypatch)
+    monkeypatch.setenv("SERVINGBENCH_IMPORT_ROOTS", f"{tmp_path},{prefix}/peer-results")
     local = results(tmp_path / "drop")
     s3 = boto3.client("s3")
     bucket, key = prefix[len("s3://"):].split("/", 1)
@@ -99,6 +106,7 @@ def _upload(moto_server, monkeypatch, files: dict[str, Path]) -> str:
     bucket, key = prefix[len("s3://"):].split("/", 1)
     for name, local in files.items():
         boto3.client("s3").upload_file(str(local), bucket, f"{key}/drop/{name}")
+    monkeypatch.setenv("SERVINGBENCH_IMPORT_ROOTS", f"{prefix}/drop")
     return f"{prefix}/drop"
 
 
