@@ -166,6 +166,10 @@ def main(argv: list[str]) -> int:
                                                     if d not in run_dirs], label))
     if args.real:
         print_quality(quality_dirs)
+    from servingbench.pipelines.cli import episode_summary
+
+    if lines := episode_summary.text(run_dirs):
+        print("\nEpisodes, spot runs and several models (whole steady phase)\n" + lines)
     for name, why in failures:
         if "quality_matches_reference" in why:
             # measured and kept (run folder, metrics, quality), only never ranked on cost
