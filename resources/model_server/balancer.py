@@ -129,7 +129,7 @@ class Balancer:
                 if self.proc.poll() is not None:
                     raise BalancerError(f"haproxy exited during start (exit code "
                                         f"{self.proc.returncode}): {self._stderr()}")
-                if self.sock.exists() and self._accepts():
+                if self.sock.exists() and self._serving():
                     return
                 if time.monotonic() > deadline:
                     raise BalancerError(f"haproxy not ready after {self.start_timeout_s} s: "
@@ -139,10 +139,14 @@ class Balancer:
             self.stop()
             raise
 
-    def _accepts(self) -> bool:
+    def _serving(self) -> bool:
+        """Up: the runtime API lists the frontend (its listeners are bound before the admin
+        socket answers). Never a connection to the frontend itself: HAProxy counts an empty
+        connection as a request in the frontend's req_rate for up to two seconds, and the
+        autoscaler reads that rate as traffic (`rps`), so such a probe would keep a replica
+        active that no client ever asked."""
         try:
-            with socket.create_connection((self.host, self.port), timeout=0.5):
-                return True
+            return "FRONTEND" in self.command("show stat")
         except OSError:
             return False
 
