@@ -17,7 +17,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 STAMP := $(VENV)/.servingbench-synced
 
-.PHONY: setup demo demo-episode demo-spot demo-real demo-episode-real demo-models-real engine test check lint ui bench clean chromium haproxy postgresql peers
+.PHONY: setup demo demo-episode demo-autoscale demo-spot demo-real demo-episode-real demo-models-real engine test check lint ui bench clean chromium haproxy postgresql peers
 
 setup: $(STAMP)
 
@@ -42,6 +42,10 @@ demo: $(STAMP)
 # replicas behind HAProxy under the local autoscaling policy, EMULATED.
 demo-episode: $(STAMP) haproxy
 	$(VENV)/bin/servingbench demo --candidates pipelines/candidates_episodes.yaml
+
+# the spike at three autoscaler targets: the comparison's cost-vs-attainment curve
+demo-autoscale: $(STAMP) haproxy
+	$(VENV)/bin/servingbench demo --candidates pipelines/candidates_episodes.yaml --sweep p5-scout-bf16-tp8-autoscale
 
 # one candidate on-demand and on spot, two emulated interruptions (docs/spot.md)
 demo-spot: $(STAMP) haproxy
