@@ -77,6 +77,12 @@ class EmulatorModelServer(ModelServer):
 
     @contextlib.contextmanager
     def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
+        if getattr(candidate, "models", None):  # several models on the node
+            from servingbench.resources.model_server.emulator_models import deploy_models
+
+            with deploy_models(self, candidate, run_dir) as dep:
+                yield dep
+            return
         if candidate.replicas is not None:
             with self.deploy_replicas(candidate, run_dir) as dep:
                 yield dep

@@ -145,7 +145,7 @@ _yaml_value = st.recursive(
     max_leaves=20)
 _KEYS = ["name", "instance_type", "model", "precision", "tensor_parallel", "node_count",
          "model_revision", "expert_parallel", "engine", "image_digest", "max_model_len",
-         "scenario", "load", "price"]
+         "scenario", "load", "price", "models", "model_bursts"]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,

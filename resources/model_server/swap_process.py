@@ -1,0 +1,103 @@
+"""The swap driver (swap.py) as a process of its own, so relaying every streamed chunk never
+competes with the load generator's event loop for the interpreter:
+
+    python -m servingbench.resources.model_server.swap_process --models FILE.json \
+        --upstream HOST:PORT --run-dir DIR --run-id ID --port-file PATH
+
+It writes the models' start-up loads (model_load, from the emulator's status) and every
+swap into DIR/events.parquet, its port into PATH once it listens, and stops on SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from servingbench.resources.model_server.events import Events
+from servingbench.resources.model_server.swap import SwapDriver, SwapError, load_events
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="swap_process")
+    p.add_argument("--models", type=Path, required=True)
+    p.add_argument("--upstream", required=True)
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--port-file", type=Path, required=True)
+    a = p.parse_args(argv)
+    models = json.loads(a.models.read_text())
+    host, _, port = a.upstream.rpartition(":")
+    events = Events(a.run_dir, a.run_id)
+    with urllib.request.urlopen(f"http://{host}:{port}/servingbench/status", timeout=10) as r:
+        load_events(events, json.loads(r.read()))
+    driver = SwapDriver(models, {m["name"]: (host, int(port)) for m in models}, events)
+    ready = threading.Event()
+
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(driver._serve(ready))
+        while not ready.is_set():
+            await asyncio.sleep(0.01)
+        tmp = a.port_file.with_suffix(".tmp")
+        tmp.write_text(str(driver.port))
+        os.replace(tmp, a.port_file)
+        loop.add_signal_handler(signal.SIGTERM, driver._stop.set)
+        await task
+
+    asyncio.run(serve())
+    return 0
+
+
+class SwapProcess:
+    """Starts and stops swap_process from the run's side."""
+
+    def __init__(self, models: list[dict], upstream: tuple[str, int], run_dir: Path,
+                 run_id: str, timeout_s: float = 30) -> None:
+        self.args = (models, upstream, Path(run_dir), run_id)
+        self.timeout_s = timeout_s
+        self.proc: subprocess.Popen | None = None
+        self.port: int | None = None
+
+    def start(self) -> int:
+        models, (host, port), run_dir, run_id = self.args
+        spec = run_dir / "swap_models.json"
+        spec.write_text(json.dumps(list(models)))
+        port_file = run_dir / "swap_driver.port"
+        port_file.unlink(missing_ok=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "servingbench.resources.model_server.swap_process",
+             "--models", str(spec), "--upstream", f"{host}:{port}", "--run-dir", str(run_dir),
+             "--run-id", run_id, "--port-file", str(port_file)],
+            stdout=subprocess.DEVNULL, stderr=open(run_dir / "swap_driver.log", "w"))  # noqa: SIM115
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SwapError(f"swap driver exited {self.proc.returncode}: "
+                                f"{(run_dir / 'swap_driver.log').read_text()[-1500:]}")
+            if port_file.is_file():
+                self.port = int(port_file.read_text())
+                return self.port
+            time.sleep(0.02)
+        self.stop()
+        raise SwapError(f"swap driver not listening within {self.timeout_s:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
