@@ -23,6 +23,17 @@ def preflight(candidate: Candidate) -> dict:
 
 
 def provision(cluster: Cluster, candidate: Candidate, run_id: str) -> ClusterInfo:
+    """The candidate's scope. On EKS, first the check that its `replicas` / `autoscaling`
+    are all rendered (kube/autoscale.py `unwired`): a run started from the UI or a schedule
+    fails naming the key before its node group is made (`servingbench run` exits 2 on it
+    before any of this)."""
+    from servingbench.resources.cluster.eks import EksNodegroupCluster
+    from servingbench.resources.model_server.kube.autoscale import unwired
+
+    if isinstance(cluster, EksNodegroupCluster):
+        why = unwired(candidate.engine, candidate.replicas, candidate.autoscaling)
+        if why is not None:
+            raise dg.Failure(description=f"candidate {candidate.name}: {why}")
     return cluster.provision(candidate, run_id)
 
 

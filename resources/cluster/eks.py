@@ -61,12 +61,6 @@ class EksNodegroupCluster(Cluster):
             raise ValueError(f"candidate {candidate.name}: capacity {capacity!r} (one of "
                              f"{', '.join(CAPACITY)})")
         capacity_type = CAPACITY[capacity] if capacity == "spot" else self.capacity_type
-        from servingbench.resources.model_server.kube.autoscale import unwired
-
-        why = unwired(candidate.engine, getattr(candidate, "replicas", None),
-                      getattr(candidate, "autoscaling", None))
-        if why is not None:  # before the node group: nothing is made for what cannot run
-            raise ValueError(f"candidate {candidate.name}: {why}")
         lo, initial, hi = replica_range(getattr(candidate, "replicas", None))
         per = candidate.node_count
         return NodegroupSpec(candidate.name, candidate.instance_type, per * initial,

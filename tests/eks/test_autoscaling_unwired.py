@@ -5,7 +5,9 @@ seconds), or one that would fail only at deploy once the node group is up."""
 
 from __future__ import annotations
 
+import dagster as dg
 import pytest
+from servingbench.assets import cluster as cluster_link
 from servingbench.resources.cluster.eks import EksNodegroupCluster
 from servingbench.resources.model_server.kube.autoscale import unwired
 
@@ -89,5 +91,5 @@ def test_the_node_group_is_never_made_for_it(tmp_path):
         def __getattr__(self, name):
             raise AssertionError(f"EKS called: {name}")
 
-    with pytest.raises(ValueError, match="candidate p5-burst: autoscaling.policy: 'local'"):
-        EksNodegroupCluster(NoEks()).provision(cand, "run-1")
+    with pytest.raises(dg.Failure, match="candidate p5-burst: autoscaling.policy: 'local'"):
+        cluster_link.provision(EksNodegroupCluster(NoEks()), cand, "run-1")
