@@ -243,6 +243,6 @@ SECTIONS = (
     Section("run", 35, "Episode: load, replicas, scale-ups and cost over the whole steady "
                        "phase", "episode", lambda p: run_section(p.run)),
 )
-DRAWS = (Plots("run", 20, write_plots, {"episode": ("episode at a glance", CAPTION)}),)
+DRAWS = (Plots("run", 40, write_plots, {"episode": ("episode at a glance", CAPTION)}),)
 
 PLUGIN = (*SECTIONS, *DRAWS)  # what this file adds to the report package

@@ -161,6 +161,6 @@ SECTIONS = (
     Section("run", 36, "Several models on one node: per model, swaps, placement", "models",
             lambda p: run_section(p.run)),
 )
-DRAWS = (Plots("run", 30, write_plots, CAPTIONS),)
+DRAWS = (Plots("run", 50, write_plots, CAPTIONS),)
 
 PLUGIN = (*SECTIONS, *DRAWS)  # what this file adds to the report package

@@ -54,12 +54,12 @@ def test_a_malformed_section_file_fails_loudly_naming_the_file(tmp_path, monkeyp
 
 def test_the_reports_keep_their_sections_in_their_order():
     assert [s.anchor for s in registry.sections("run")] == [
-        "headline", "gates", "steps", "reasoning", "speculative", "context", "invalid", "cost",
+        "headline", "gates", "steps", "episode", "models", "reasoning", "speculative", "context", "invalid", "cost",
         "frontier", "job", "slo-search", "telemetry", "plots", "reconciliation", "manifest",
         "cold-start", "self-watch"]
     assert [s.anchor for s in registry.sections("comparison")] == [
-        "headline", "frontier", "plots", "workloads", "reasoning", "repeatability",
+        "headline", "frontier", "episodes", "cost-attainment", "spot", "plots", "workloads", "reasoning", "repeatability",
         "regression", "telemetry", "gates", "invalid", "manifest", "cold-start", "runs"]
     # the plots a section's file draws come after plots.py's, in the files' order
     assert [name for p in registry.plots("run") for name in p.captions] == [
-        "server_ttft", "ttft_by_context"]
+        "server_ttft", "ttft_by_context", "episode", "model_swaps", "model_placement"]
