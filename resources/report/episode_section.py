@@ -138,8 +138,8 @@ def plot_episode(run: RunData, slo_ttft_s: float | None):
                   ha="center", va="center", color="#555555")
     cold.set_xlabel("seconds after the steady phase's start")
     _mark((load, fleet, ttft, cold), marks(scale, events), t0)
-    end = max(mid.max() if len(mid) else 0.0, *(_secs(b["at"], t0) + sum(b["segments"].values())
-                                                  for b in bars))
+    end = max([mid.max() if len(mid) else 0.0]
+              + [_secs(b["at"], t0) + sum(b["segments"].values()) for b in bars])
     for ax in (load, fleet, ttft, cold):
         ax.set_xlim(0, end * 1.02 or 1.0)
         handles, labels = ax.get_legend_handles_labels()

@@ -121,6 +121,14 @@ def test_episode_run_report_shows_the_analyzers_numbers(folders):
                    [ln.get_xdata()[0]] * 2) >= len(scale) for ax in fig.axes)
 
 
+def test_an_episode_without_a_scale_up_still_draws(folders):
+    d = folders["ep-50"]  # one replica serves the whole day: no scale event
+    assert pq.read_table(d / "scale_events.parquet").num_rows == 0
+    fig = plot_episode(load_run(d), 2.0)
+    assert [t.get_text() for t in fig.axes[3].texts] == ["no scale-up in this episode"]
+    assert "No scale decision changed the replica count." in write_run_report(d).read_text()
+
+
 def test_plain_run_has_no_episode_or_models_section(folders):
     html = write_run_report(folders["od-1"]).read_text()
     assert 'id="episode"' not in html and 'id="models"' not in html
