@@ -31,6 +31,10 @@ def provision(cluster: Cluster, candidate: Candidate, run_id: str) -> ClusterInf
     from servingbench.resources.model_server.kube.autoscale import unwired
 
     if isinstance(cluster, EksNodegroupCluster):
+        if getattr(candidate, "models", None):
+            # kube/models.py renders them; deploying them and the swap driver is not wired
+            raise dg.Failure(description=f"candidate {candidate.name}: models: the eks profile "
+                             "does not deploy several models on one node yet (docs/models.md)")
         why = unwired(candidate.engine, candidate.replicas, candidate.autoscaling)
         if why is not None:
             raise dg.Failure(description=f"candidate {candidate.name}: {why}")

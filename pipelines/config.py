@@ -391,6 +391,9 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
                                                   PRECISIONS)
     merged["model_bursts"] = models_config.check_bursts(merged.get("model_bursts"),
                                                         merged["models"], where, ConfigError)
+    if merged["models"] and merged.get("engine") == "llama.cpp":
+        raise ConfigError(f"{where}.models: the chain runs several models on the emulator; "
+                          "llama.cpp's are measured by `make demo-models-real` (docs/models.md)")
     llamacpp = _llamacpp_plan(merged.pop("llamacpp", None), merged, f"{where}.llamacpp")
     quality = _quality_plan(merged.pop("quality", None), f"{where}.quality", base)
     speculative = _speculative_plan(merged.pop("speculative", None), f"{where}.speculative")

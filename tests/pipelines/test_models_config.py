@@ -74,6 +74,8 @@ BAD = {
     "one swapped": (_entry("a", placement="swapped") + ", " + _entry("b"), "",
                     r"one swapped model has no other to swap with"),
     "bursts 0": (GOOD, "model_bursts: 0", r"\.model_bursts: expected a positive integer"),
+    "llama.cpp": (GOOD, "engine: llama.cpp", r"\.models: the chain runs several models on the "
+                  "emulator"),
 }
 
 
@@ -128,3 +130,19 @@ def test_fit_refuses_sleeping_weights_over_host_memory(tmp_path):
     # level 2 discards the weights: nothing kept in host memory
     level2 = replace(c, models=tuple({**m, "sleep_level": 2} for m in c.models))
     assert check(level2).fits is True
+
+
+def test_the_eks_profile_refuses_several_models_before_any_node_group(tmp_path):
+    import dagster as dg
+    from servingbench.assets import cluster as cluster_link
+    from servingbench.resources.cluster.eks import EksNodegroupCluster
+
+    (c,) = load_candidates(_file(tmp_path, GOOD))
+
+    class NoEks:  # any call would be a node group made for a candidate that cannot run
+        def __getattr__(self, name):
+            raise AssertionError(f"EKS called: {name}")
+
+    with pytest.raises(dg.Failure, match="candidate two: models: the eks profile does not "
+                                         "deploy several models"):
+        cluster_link.provision(EksNodegroupCluster(NoEks()), c, "run-1")
