@@ -12,9 +12,9 @@ import contextlib
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
-from servingbench.resources.cluster.fit_models import model_key
 from servingbench.resources.contract import durable
 from servingbench.resources.contract.candidate import Candidate
 from servingbench.resources.contract.timestamps import format_ts, parse_ts
@@ -27,7 +27,9 @@ MODELS_FILE = "emulator_models.json"
 
 
 def models_file(candidate: Candidate, run_dir: Path) -> Path:
-    entries = [{"name": m["name"], "model": model_key(m["model"]), "precision": m["precision"],
+    # the emulator's name of each model, as the candidate's own (Candidate.model_key)
+    entries = [{"name": m["name"], "model": replace(candidate, model=m["model"]).model_key,
+                "precision": m["precision"],
                 "placement": m["placement"], "memory_share": m["memory_share"],
                 "sleep_level": m["sleep_level"]} for m in candidate.models]
     return durable.write_json(run_dir / MODELS_FILE, entries, indent=1)
