@@ -100,8 +100,11 @@ def plot_cost_attainment(pts: list[dict]):
                    facecolors="none", edgecolors=color, label=f"{source}: beaten")
         for p in mine:
             label = settings_text(p["run"].manifest) or p["candidate"]
-            ax.annotate(label, (p["attainment"] * 100, p["cost"]), fontsize=7,
-                        xytext=(4, 4 + 6 * i), textcoords="offset points")
+            # to the left of the point: attainment ends at 100 %, the right edge
+            ax.annotate(label, (p["attainment"] * 100, p["cost"]), fontsize=7, ha="right",
+                        xytext=(-6, 4 + 6 * i), textcoords="offset points")
+    lo = min(p["attainment"] for p in pts) * 100
+    ax.set_xlim(max(0.0, lo - max(2.0, (100 - lo) * 0.1)), 100.5)  # attainment ends at 100 %
     ax.set_xlabel("SLO attainment over the episode (%)")
     ax.set_ylabel("billed USD per 1M output tokens")
     ax.legend(loc="upper left", fontsize=8)
