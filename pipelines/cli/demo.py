@@ -169,7 +169,8 @@ def main(argv: list[str]) -> int:
     from servingbench.pipelines.cli import episode_summary
 
     if lines := episode_summary.text(run_dirs):
-        print("\nEpisodes, spot runs and several models (whole steady phase)\n" + lines)
+        print(f"\nEpisodes, spot runs and several models \u2014 {label} (whole steady phase)\n"
+              + lines)
     for name, why in failures:
         if "quality_matches_reference" in why:
             # measured and kept (run folder, metrics, quality), only never ranked on cost
