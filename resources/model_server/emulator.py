@@ -114,6 +114,21 @@ class EmulatorModelServer(ModelServer):
                 # its /metrics carries the vLLM gauges and the modelled DCGM series
                 telemetry=[{"kind": "emulated", "url": f"{emu.base_url}/metrics"}])
 
+    @staticmethod
+    def replicas_own_nodes(candidate: Candidate) -> bool:
+        """Whether each emulated replica stands for a node of its own. It does when the
+        candidate names its capacity (each spot node is interrupted alone), and whenever two
+        replicas cannot share one instance: a TP8 model on an 8-accelerator p5 needs a p5 per
+        replica, so an autoscaler that adds a replica adds a node to the bill. Sharing one
+        emulated node would bill three replicas as one and flatten every autoscaler setting's
+        cost to the same figure."""
+        from servingbench.resources.contract.accelerators import per_node_of
+
+        if candidate.capacity is not None:
+            return True
+        per_node = per_node_of(candidate.instance_type)
+        return per_node is not None and 2 * candidate.tensor_parallel > per_node
+
     @contextlib.contextmanager
     def deploy_replicas(self, candidate: Candidate, run_dir: Path) -> Iterator[Deployment]:
         """`replicas` (and `autoscaling`): emulator replicas behind HAProxy (replicated.py);
@@ -130,7 +145,7 @@ class EmulatorModelServer(ModelServer):
         with replicated(args, run_dir, run_dir.name, candidate.replicas, candidate.autoscaling,
                         self.ready_timeout_s, interruptions=candidate.interruptions,
                         notice_scale=self.time_scale,
-                        own_nodes=candidate.capacity is not None) as pool:
+                        own_nodes=self.replicas_own_nodes(candidate)) as pool:
             durable.write_json(run_dir / "deployment.json",
                                {"endpoint": pool["endpoint"], "emulated": True,
                                 "balancer": "haproxy", "replicas": dict(candidate.replicas),

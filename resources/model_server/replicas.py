@@ -77,11 +77,13 @@ class ReplicaSet:
         self.args, self.lb, self.events, self.spawn = args, balancer, events, spawn
         self.keeps_metrics = keeps_metrics
         self.ready_timeout_s, self.drain_timeout_s, self.node = ready_timeout_s, drain_timeout_s, node
-        # "own": each replica on its own emulated node (spot runs); else all on `node`
+        # "own": each replica on its own emulated node (spot runs, and replicas that cannot share
+        # an instance); else all on `node`
         self.own_nodes = node == "own"
         self.replicas: dict[str, Replica] = {}
         self._next = 0
         self._lock = threading.Lock()
+        self._stopping: list[threading.Thread] = []
 
     # --- what is there ------------------------------------------------------------------
     def named(self, state: str) -> list[Replica]:
@@ -181,6 +183,7 @@ class ReplicaSet:
         t = threading.Thread(target=self._finish_stop, args=(name, was),
                              name=f"replica-{name}-stop", daemon=True)
         t.start()
+        self._stopping.append(t)
         return t
 
     def _begin_stop(self, name: str) -> str:
@@ -270,6 +273,10 @@ class ReplicaSet:
 
     def close(self) -> None:
         """Stop every replica (the run's end, or a failure)."""
+        # a drain begun by the autoscaler finishes first: its thread writes the replica's
+        # `replica_stopped`, and a run that ended before it would lose that event
+        for t in list(self._stopping):
+            t.join(self.drain_timeout_s + 10.0)
         for rep in list(self.replicas.values()):
             if rep.state == "noticed":  # its notice outlasts the run: it stops with it
                 with self._lock:
