@@ -29,12 +29,15 @@ def provision(cluster: Cluster, candidate: Candidate, run_id: str) -> ClusterInf
     before any of this)."""
     from servingbench.resources.cluster.eks import EksNodegroupCluster
     from servingbench.resources.model_server.kube.autoscale import unwired
+    from servingbench.resources.model_server.kube.models_deploy import refused
 
     if isinstance(cluster, EksNodegroupCluster):
         if getattr(candidate, "models", None):
-            # kube/models.py renders them; deploying them and the swap driver is not wired
-            raise dg.Failure(description=f"candidate {candidate.name}: models: the eks profile "
-                             "does not deploy several models on one node yet (docs/models.md)")
+            # one pod per model (kube/models_deploy.py): what it cannot run fails here
+            why = refused(candidate)
+            if why is not None:
+                raise dg.Failure(description=f"candidate {candidate.name}: {why}")
+            return cluster.provision(candidate, run_id)
         why = unwired(candidate.engine, candidate.replicas, candidate.autoscaling)
         if why is not None:
             raise dg.Failure(description=f"candidate {candidate.name}: {why}")

@@ -48,14 +48,15 @@ def parser() -> argparse.ArgumentParser:
 
 def check_eks_candidates(path) -> None:
     """Every candidate's `replicas` / `autoscaling` as the eks profile renders them
-    (kube/autoscale.py `unwired`), or a ConfigError naming the candidate and the key it would
+    (kube/autoscale.py `unwired`; with `models`, kube/models_deploy.py `refused`), or a ConfigError naming the candidate and the key it would
     drop or fail on: checked before the profile's resources are built, so nothing is made
     in AWS for a file the profile cannot honour."""
     from servingbench.pipelines.catalog import load_candidates
     from servingbench.resources.model_server.kube.autoscale import unwired
+    from servingbench.resources.model_server.kube.models_deploy import refused
 
     for c in load_candidates(path):
-        why = unwired(c.engine, c.replicas, c.autoscaling)
+        why = refused(c) if c.models else unwired(c.engine, c.replicas, c.autoscaling)
         if why is not None:
             raise ConfigError(f"{path}: candidate {c.name}: {why}")
 

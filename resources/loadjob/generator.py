@@ -60,6 +60,10 @@ def pod_config(gen: LoadGenerator, candidate: Candidate, endpoint: str, served_m
     """The run's LoadConfig, as the chain builds it (`LoadGenerator.config`), for `pods`
     workers: what every pod reads from the run's S3 prefix (`CONFIG_FILE`)."""
     scenario = candidate.scenario if isinstance(candidate.scenario, dict) else {}
+    if getattr(candidate, "models", None):
+        raise LoadConfigError(f"{candidate.name}.models: not supported with load pods: the "
+                              "endpoint that routes by model name runs beside the run's "
+                              "process (kube/models_deploy.py), out of the pods' reach")
     if scenario.get("dataset"):
         raise LoadConfigError(f"{candidate.name}.scenario.dataset: a dataset is not shipped to "
                               "load pods yet; use token targets")

@@ -5,7 +5,13 @@ competes with the load generator's event loop for the interpreter:
         --upstream HOST:PORT --run-dir DIR --run-id ID --port-file PATH
 
 It writes the models' start-up loads (model_load, from the emulator's status) and every
-swap into DIR/events.parquet, its port into PATH once it listens, and stops on SIGTERM."""
+swap into DIR/events.parquet, its port into PATH once it listens, and stops on SIGTERM.
+
+With `--upstreams FILE.json` ({name: "HOST:PORT"}, one engine per model: the eks profile's
+per-model Services, kube/models_deploy.py) instead of `--upstream`, the sleep-mode calls
+carry no `model=` query and no status is read: `--events FILE.json` (rows of
+events.parquet, `at` in ns) holds the start-up events the deploying side recorded, written
+first, since this process then owns events.parquet (it rewrites the whole file)."""
 
 from __future__ import annotations
 
@@ -28,17 +34,30 @@ from servingbench.resources.model_server.swap import SwapDriver, SwapError, load
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="swap_process")
     p.add_argument("--models", type=Path, required=True)
-    p.add_argument("--upstream", required=True)
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--upstream")
+    where.add_argument("--upstreams", type=Path)
+    p.add_argument("--events", type=Path)
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--run-id", required=True)
     p.add_argument("--port-file", type=Path, required=True)
     a = p.parse_args(argv)
     models = json.loads(a.models.read_text())
-    host, _, port = a.upstream.rpartition(":")
     events = Events(a.run_dir, a.run_id)
-    with urllib.request.urlopen(f"http://{host}:{port}/servingbench/status", timeout=10) as r:
-        load_events(events, json.loads(r.read()))
-    driver = SwapDriver(models, {m["name"]: (host, int(port)) for m in models}, events)
+    if a.upstreams is not None:  # one engine per model
+        for row in json.loads(a.events.read_text()) if a.events else []:
+            events.add(row["kind"], row["subject"], at_ns=row["at"], value=row["value"],
+                       detail=row["detail"])
+        upstreams = {}
+        for name, hp in json.loads(a.upstreams.read_text()).items():
+            host, _, port = hp.rpartition(":")
+            upstreams[name] = (host, int(port))
+        driver = SwapDriver(models, upstreams, events, model_query=False)
+    else:  # the emulator: one process serving every model
+        host, _, port = a.upstream.rpartition(":")
+        with urllib.request.urlopen(f"http://{host}:{port}/servingbench/status", timeout=10) as r:
+            load_events(events, json.loads(r.read()))
+        driver = SwapDriver(models, {m["name"]: (host, int(port)) for m in models}, events)
     ready = threading.Event()
 
     async def serve() -> None:
@@ -59,22 +78,34 @@ def main(argv: list[str] | None = None) -> int:
 class SwapProcess:
     """Starts and stops swap_process from the run's side."""
 
-    def __init__(self, models: list[dict], upstream: tuple[str, int], run_dir: Path,
-                 run_id: str, timeout_s: float = 30) -> None:
+    def __init__(self, models: list[dict], upstream: tuple[str, int] | None, run_dir: Path,
+                 run_id: str, timeout_s: float = 30, *,
+                 upstreams: dict[str, tuple[str, int]] | None = None,
+                 prior_events: list[dict] = ()) -> None:
+        """`upstream`: the emulator serving every model; or `upstreams`, one engine per
+        model, with `prior_events` (Events rows) already recorded for the run."""
         self.args = (models, upstream, Path(run_dir), run_id)
+        self.upstreams, self.prior_events = upstreams, list(prior_events)
         self.timeout_s = timeout_s
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
 
     def start(self) -> int:
-        models, (host, port), run_dir, run_id = self.args
+        models, upstream, run_dir, run_id = self.args
         spec = run_dir / "swap_models.json"
         spec.write_text(json.dumps(list(models)))
         port_file = run_dir / "swap_driver.port"
         port_file.unlink(missing_ok=True)
+        if self.upstreams is None:
+            where = ["--upstream", f"{upstream[0]}:{upstream[1]}"]
+        else:
+            ups, prior = run_dir / "swap_upstreams.json", run_dir / "swap_events.json"
+            ups.write_text(json.dumps({n: f"{h}:{p}" for n, (h, p) in self.upstreams.items()}))
+            prior.write_text(json.dumps(self.prior_events))
+            where = ["--upstreams", str(ups), "--events", str(prior)]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "servingbench.resources.model_server.swap_process",
-             "--models", str(spec), "--upstream", f"{host}:{port}", "--run-dir", str(run_dir),
+             "--models", str(spec), *where, "--run-dir", str(run_dir),
              "--run-id", run_id, "--port-file", str(port_file)],
             stdout=subprocess.DEVNULL, stderr=open(run_dir / "swap_driver.log", "w"))  # noqa: SIM115
         deadline = time.monotonic() + self.timeout_s

@@ -132,7 +132,7 @@ def test_fit_refuses_sleeping_weights_over_host_memory(tmp_path):
     assert check(level2).fits is True
 
 
-def test_the_eks_profile_refuses_several_models_before_any_node_group(tmp_path):
+def test_the_eks_profile_refuses_replicas_with_several_models_before_any_node_group(tmp_path):
     import dagster as dg
     from servingbench.assets import cluster as cluster_link
     from servingbench.resources.cluster.eks import EksNodegroupCluster
@@ -143,6 +143,11 @@ def test_the_eks_profile_refuses_several_models_before_any_node_group(tmp_path):
         def __getattr__(self, name):
             raise AssertionError(f"EKS called: {name}")
 
-    with pytest.raises(dg.Failure, match="candidate two: models: the eks profile does not "
-                                         "deploy several models"):
+    # one pod per model: several replicas of the node's engines are not wired
+    with pytest.raises(dg.Failure, match="candidate two: models: .* `replicas` is not "
+                                         "supported with them on eks"):
+        cluster_link.provision(EksNodegroupCluster(NoEks()), replace(c, replicas={"max": 2}),
+                               "run-1")
+    # without them the node group is made (kube/models_deploy.py deploys the engines)
+    with pytest.raises(AssertionError, match="EKS called"):
         cluster_link.provision(EksNodegroupCluster(NoEks()), c, "run-1")

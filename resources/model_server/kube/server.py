@@ -29,6 +29,7 @@ from servingbench.resources.model_server.kube.client import KubeClient, RolloutE
 from servingbench.resources.model_server.kube.coldstart import manifest_phases
 from servingbench.resources.model_server.kube.deploy import EngineDeployment
 from servingbench.resources.model_server.kube.events import RunEvents
+from servingbench.resources.model_server.kube.models_deploy import deploy_models
 from servingbench.resources.model_server.kube.render import PORT, EngineSpec
 from servingbench.resources.model_server.kube.spot import FisSchedule
 from servingbench.resources.model_server.replicated import interruption_times
@@ -80,8 +81,12 @@ class KubeModelServer(ModelServer):
                  timeout_s: float = 3600.0, poll_s: float = 10.0,
                  clock: Callable[[], int] = time.time_ns, telemetry: tuple[dict, ...] = (),
                  prometheus_url: str = "", events_every_s: float = 10.0,
-                 interruptions: Callable[[], Any] | None = None):
+                 interruptions: Callable[[], Any] | None = None,
+                 service_address: Callable[[str], tuple[str, int]] | None = None):
         self.kube, self.timeout_s, self.poll_s, self.clock = kube, timeout_s, poll_s, clock
+        # a `models` candidate: where this process reaches a model's Service by its name
+        # (None: its NLB or in-cluster DNS name, kube/models_deploy.py)
+        self.service_address = service_address
         # a spot run's interruptions: makes the run's FisInterruptions (the eks profile, with
         # the FIS role); None: a candidate with `interruptions` is refused
         self.interruptions = interruptions
@@ -94,6 +99,12 @@ class KubeModelServer(ModelServer):
 
     @contextlib.contextmanager
     def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
+        if getattr(candidate, "models", None):  # several models on the node
+            spec = engine_spec_for(candidate, Path(run_dir).name, cluster.facts["nodegroup"],
+                                   **self.expose)
+            with deploy_models(self, candidate, spec, run_dir, LOAD_API_KEY_ENV) as dep:
+                yield dep
+            return
         run_id = Path(run_dir).name  # storage names each run folder by its run id
         spec = engine_spec_for(candidate, run_id, cluster.facts["nodegroup"], **self.expose)
         replicas, scaling = scaling_of(candidate)

@@ -1,0 +1,199 @@
+"""A candidate with several models on one node (its `models`) on the eks profile: the
+engines kube/models.py renders (one vLLM Deployment, Service and NetworkPolicy per model,
+pinned to the node group's node), one endpoint in front of them that routes by the
+request's `model`, and the swaps between the swapped ones.
+
+* Deploy, one model at a time in the order listed: apply its NetworkPolicy, Deployment and
+  Service, wait until it is ready → `model_load` (`value` the seconds from apply to ready,
+  `at` ready). A swapped model that is not the last swapped one is put to sleep once ready
+  (`POST /sleep?level=N`, timed → `model_sleep`) before the next engine is applied: vLLM
+  starts an engine only where its `--gpu-memory-utilization` is free, and the fit check
+  lets swapped models share memory that only one of them holds awake. The last swapped
+  model stays awake.
+* Route: the swap driver (model_server/swap.py, in a process of its own, swap_process.py,
+  as on the emulator) listens on 127.0.0.1 in the run's process's host, with every model's
+  Service as its upstream (no `model=` query: each Service is one engine). It routes every
+  request by its body's `model` and swaps before a request for a sleeping model
+  (`model_sleep` / `model_wake`), for resident-only models too (then it only routes).
+* Reach: this process talks to each model's Service directly — its NLB
+  (`expose: load_balancer`, one per model) or its in-cluster DNS name (`cluster_ip`: the
+  run's process must then be a pod the NetworkPolicy admits). `/sleep`, `/wake_up` and
+  `/is_sleeping` are not under `/v1`, so vLLM's API key does not guard them; the
+  NetworkPolicy (and the NLB's source ranges) do.
+events.parquet: the deploy's events are written as they happen, then handed to the
+driver's process, which owns the file for the rest of the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.timestamps import format_ts
+from servingbench.resources.model_server import engines
+from servingbench.resources.model_server.events import Events
+from servingbench.resources.model_server.interface import Deployment
+from servingbench.resources.model_server.kube.client import KubeError, RolloutError
+from servingbench.resources.model_server.kube.models import render_models
+from servingbench.resources.model_server.kube.render import PORT, EngineSpec, api_key_secret
+from servingbench.resources.model_server.swap_process import SwapProcess
+
+log = logging.getLogger("servingbench.kube")
+
+
+def refused(candidate: Candidate) -> str | None:
+    """Why a `models` candidate cannot run on eks (None: it can): the engines run one pod
+    each, so no replicas, autoscaling or spot interruptions."""
+    for key in ("replicas", "autoscaling", "interruptions"):
+        if getattr(candidate, key, None):
+            return f"models: several models on one node run one pod per model; `{key}` " \
+                   "is not supported with them on eks"
+    if getattr(candidate, "capacity", None) == "spot":
+        return "models: several models on one node run on on-demand capacity only on eks"
+    return None
+
+
+@contextlib.contextmanager
+def deploy_models(server, candidate: Candidate, spec: EngineSpec, run_dir: Path,
+                  key_env: str) -> Iterator[Deployment]:
+    """`server` is the KubeModelServer (its kube client, expose settings, timeouts, clock
+    and `service_address`), `spec` the candidate's engine (kube/server.py
+    `engine_spec_for`), `key_env` the variable the load generator reads the key from."""
+    why = refused(candidate)
+    if why is not None:
+        raise ValueError(f"candidate {candidate.name}: {why}")
+    run_dir = Path(run_dir)
+    run_id = run_dir.name
+    engine = engines.get(candidate.engine)
+    for i, m in enumerate(candidate.models):
+        if m["precision"] not in engine.quantization:
+            raise ValueError(f"candidate {candidate.name}: models[{i}].precision "
+                             f"{m['precision']!r} needs a pre-quantized checkpoint as its "
+                             "`model`; not supported on eks yet")
+    try:
+        objects = render_models(spec, candidate.models, engine.quantization)
+    except ValueError as exc:
+        raise ValueError(f"candidate {candidate.name}: {exc}") from None
+    models = list(candidate.models)
+    per_model = [objects[3 * i:3 * i + 3] for i in range(len(models))]  # Deployment, Service, Policy
+    api_key = secrets.token_urlsafe(32)
+    secret = api_key_secret(spec, api_key)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    events = Events(run_dir, run_id)
+    kube = server.kube()
+    applied: list[dict] = []
+    driver = None
+    os.environ[key_env] = api_key
+    swapped = [m["name"] for m in models if m["placement"] == "swapped"]
+    try:
+        started = server.clock()
+        kube.apply(secret)
+        applied.append(secret)
+        upstreams: dict[str, tuple[str, int]] = {}
+        names: dict[str, str] = {}
+        with httpx.Client(timeout=server.timeout_s, trust_env=False) as http:
+            for m, (deployment, service, policy) in zip(models, per_model, strict=True):
+                name = deployment["metadata"]["name"]
+                names[m["name"]] = name
+                t0 = server.clock()
+                for obj in (policy, deployment, service):
+                    kube.apply(obj)
+                    applied.append(obj)
+                kube.wait_ready(name, timeout_s=server.timeout_s, poll_s=server.poll_s)
+                upstreams[m["name"]] = _address(server, kube, name, spec.namespace)
+                t1 = server.clock()
+                events.add("model_load", m["name"], at_ns=t1, value=(t1 - t0) / 1e9,
+                           detail=f"Deployment {name} applied → ready")
+                log.info("model %s ready (%s) in %.1f s", m["name"], name, (t1 - t0) / 1e9)
+                if m["placement"] == "swapped" and m["name"] != swapped[-1]:
+                    _sleep(http, server, events, m, upstreams[m["name"]])
+        ended = server.clock()
+        driver = SwapProcess(models, None, run_dir, run_id, upstreams=upstreams,
+                             prior_events=list(events.rows))
+        endpoint = f"http://127.0.0.1:{driver.start()}"
+        first = upstreams[models[0]["name"]]
+        yield Deployment(
+            endpoint=endpoint, served_model=models[0]["name"],
+            facts={"engine": candidate.engine,
+                   "engine_version": server._version(f"http://{first[0]}:{first[1]}",
+                                                     {"Authorization": f"Bearer {api_key}"}),
+                   "image_digest": candidate.image_digest},
+            phases={"deploy": {"started_at": format_ts(started), "ended_at": format_ts(ended)}},
+            emulated=False,
+            details={"deployments": names, "swap_driver": endpoint,
+                     "upstreams": {n: f"{h}:{p}" for n, (h, p) in upstreams.items()}},
+            api_key_env=key_env,
+            telemetry=list(server.telemetry))
+    finally:
+        try:
+            if driver is not None:
+                driver.stop()
+        finally:
+            os.environ.pop(key_env, None)
+            try:
+                _delete(kube, applied)
+            finally:
+                kube.close()
+
+
+def _address(server, kube, name: str, namespace: str) -> tuple[str, int]:
+    """Where this process reaches one model's Service: `server.service_address(name)` when
+    set (a test's stand-in), else its NLB's name or its in-cluster DNS name, port 8000."""
+    if server.service_address is not None:
+        return server.service_address(name)
+    if server.expose["expose"] == "load_balancer":
+        host = kube.wait_load_balancer(name, timeout_s=server.timeout_s, poll_s=server.poll_s)
+        return host, PORT
+    return f"{name}.{namespace}.svc.cluster.local", PORT
+
+
+def _sleep(http: httpx.Client, server, events: Events, m: dict,
+           address: tuple[str, int]) -> None:
+    """Put a swapped model to sleep before the next engine starts, timed → model_sleep."""
+    level = m.get("sleep_level") or 1
+    url = f"http://{address[0]}:{address[1]}"
+    _wait(http, server, f"{url}/is_sleeping")  # the NLB may answer after the pod is ready
+    t0 = server.clock()
+    r = http.post(f"{url}/sleep", params={"level": level})
+    t1 = server.clock()
+    if r.status_code != 200:
+        raise RolloutError(f"model {m['name']}: POST /sleep?level={level}: HTTP "
+                           f"{r.status_code} {r.text[:200]}")
+    events.add("model_sleep", m["name"], at_ns=t1, value=(t1 - t0) / 1e9,
+               detail=f"level {level} (before the next engine starts)")
+
+
+def _wait(http: httpx.Client, server, url: str, clock: Callable[[], float] = time.monotonic) -> None:
+    deadline = clock() + server.timeout_s
+    while True:
+        try:
+            if http.get(url).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if clock() >= deadline:
+            raise RolloutError(f"{url} not reachable within {server.timeout_s:.0f}s")
+        time.sleep(server.poll_s)
+
+
+def _delete(kube, applied: list[dict]) -> None:
+    """Every applied object, in the reverse order; each gets its delete even when an
+    earlier one fails, the failures raised together afterwards."""
+    failed = []
+    for obj in reversed(applied):
+        what = f"{obj['kind']}/{obj['metadata']['name']}"
+        try:
+            kube.delete(obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"])
+        except Exception as exc:  # noqa: BLE001 - the rest still gets deleted
+            log.warning("delete %s failed: %s", what, exc)
+            failed.append(f"{what}: {exc}")
+    if failed:
+        raise KubeError("models teardown incomplete (the reaper removes what is left): "
+                        + "; ".join(failed))
