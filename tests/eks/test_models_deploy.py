@@ -46,7 +46,7 @@ CANDIDATE = Candidate(
 
 
 class StandInPod(LoopbackServer):
-    """One model's vLLM pod: `/is_sleeping`, `/sleep?level=N`, `/wake_up` (no API key, as
+    """One model's vLLM pod: `/health`, `/is_sleeping`, `/sleep?level=N`, `/wake_up` (no API key, as
     vLLM serves them outside /v1), `/version`, and `/v1/chat/completions` answering with
     its served name (503 while asleep, as a sleeping vLLM processes nothing)."""
 
@@ -84,6 +84,8 @@ class StandInPod(LoopbackServer):
                     return self._send(200, {})
                 if url.path == "/wake_up" and self.command == "POST":
                     pod.sleeping = False
+                    return self._send(200, {})
+                if url.path == "/health":
                     return self._send(200, {})
                 if url.path == "/version":
                     return self._send(200, {"version": "0.11.0"})
@@ -152,6 +154,7 @@ def test_several_models_deploy_route_swap_and_go(aws_env, tmp_path):
     # the swap to m-one put m-two to sleep at its level; the swap back woke it; no model= query
     assert sleeps == [("POST", "/sleep", {"level": ["2"]}), ("POST", "/wake_up", {})]
     assert not [c for c in pods["m-res"].calls if c[1] in ("/sleep", "/wake_up")]
+    assert all(any(c[1] == "/health" for c in p.calls) for p in pods.values())
     table = pq.read_table(run_dir / "events.parquet").to_pylist()
     seen = [(r["kind"], r["subject"]) for r in table]
     assert sorted(s for k, s in seen if k == "model_load") == ["m-one", "m-res", "m-two"]

@@ -4,8 +4,8 @@ pinned to the node group's node), one endpoint in front of them that routes by t
 request's `model`, and the swaps between the swapped ones.
 
 * Deploy, one model at a time in the order listed: apply its NetworkPolicy, Deployment and
-  Service, wait until it is ready → `model_load` (`value` the seconds from apply to ready,
-  `at` ready). A swapped model that is not the last swapped one is put to sleep once ready
+  Service, wait until it is ready and its Service answers `/health` → `model_load`
+  (`value` the seconds from apply until then, `at` then). A swapped model that is not the last swapped one is put to sleep once ready
   (`POST /sleep?level=N`, timed → `model_sleep`) before the next engine is applied: vLLM
   starts an engine only where its `--gpu-memory-utilization` is free, and the fit check
   lets swapped models share memory that only one of them holds awake. The last swapped
@@ -108,6 +108,9 @@ def deploy_models(server, candidate: Candidate, spec: EngineSpec, run_dir: Path,
                     applied.append(obj)
                 kube.wait_ready(name, timeout_s=server.timeout_s, poll_s=server.poll_s)
                 upstreams[m["name"]] = _address(server, kube, name, spec.namespace)
+                host, port = upstreams[m["name"]]
+                # an NLB answers minutes after the pod is ready (DNS, target registration)
+                _wait(http, server, f"http://{host}:{port}/health")
                 t1 = server.clock()
                 events.add("model_load", m["name"], at_ns=t1, value=(t1 - t0) / 1e9,
                            detail=f"Deployment {name} applied → ready")
@@ -159,7 +162,6 @@ def _sleep(http: httpx.Client, server, events: Events, m: dict,
     """Put a swapped model to sleep before the next engine starts, timed → model_sleep."""
     level = m.get("sleep_level") or 1
     url = f"http://{address[0]}:{address[1]}"
-    _wait(http, server, f"{url}/is_sleeping")  # the NLB may answer after the pod is ready
     t0 = server.clock()
     r = http.post(f"{url}/sleep", params={"level": level})
     t1 = server.clock()
