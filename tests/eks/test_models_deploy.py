@@ -189,3 +189,12 @@ def test_servingbench_run_refuses_models_with_replicas_naming_the_file(tmp_path)
         check_eks_candidates(path)
     path.write_text(path.read_text().replace("replicas: {min: 1, max: 2}, ", ""))
     check_eks_candidates(path)  # without them it runs
+
+
+def test_load_pods_refuse_a_models_candidate():
+    from servingbench.resources.loadjob.generator import LoadConfigError, pod_config
+
+    # the check comes before the load generator is asked for anything
+    with pytest.raises(LoadConfigError, match=r"p5-scout-models\.models: not supported with "
+                                              "load pods"):
+        pod_config(None, CANDIDATE, "http://127.0.0.1:9", "m-one", RUN_ID, 2, api_key=True)
