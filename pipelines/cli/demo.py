@@ -266,7 +266,7 @@ def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
     import pyarrow.parquet as pq
     from servingbench.resources.analysis.ranking import Standing, rank
     from servingbench.resources.analysis.summary import (
-        ADVICE,
+        advice,
         headline_columns,
         headline_rows,
         not_measured,
@@ -293,14 +293,16 @@ def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
     print(table(headline_rows(rows), headline_columns(rows)))
     unmeasured = [d for d in run_dirs if any(
         r["meets_slo"] is None for r in pq.read_table(Path(d) / "headline.parquet").to_pylist())]
+    invalid = []
     for d in unmeasured:
         manifest = mf.load(Path(d) / "manifest.json")
         print(f"\n{manifest['candidate']}: not measured (no valid step)")
         metrics = pq.read_table(Path(d) / "derived_metrics.parquet").to_pylist()
+        invalid += metrics
         for line in not_measured(metrics, manifest):
             print(f"  {line}")
     if unmeasured:
-        print(f"\n{ADVICE}")
+        print(f"\n{advice(invalid)}")
     print_workloads(run_dirs)
 
 

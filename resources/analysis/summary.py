@@ -60,6 +60,22 @@ ADVICE = ("Not measured is not a verdict on the hardware: this machine could not
           "(--only NAME), or lower the load (--concurrency 1,4).")
 
 
+FAILED_ADVICE = ("Failed requests are not the client's doing: their status and error are in the "
+                 "run's request log. An episode that scales from zero fails the requests that "
+                 "arrive while no replica is ready (the balancer answers 503), and a spot run the "
+                 "ones its interruptions cut: both count against the SLO attainment printed "
+                 "below, and against the error-rate rule here.")
+
+
+def advice(metrics: Sequence[Mapping]) -> str:
+    """What to do about steps that are not measured: when every invalid step failed only on
+    its error rate, the requests failed at the server (or the balancer in front of it), and
+    advice about this machine's load would send the reader the wrong way."""
+    codes = {c for r in metrics if not r.get("valid")
+             for c in str(r.get("invalid_reason") or "").split(";") if c}
+    return FAILED_ADVICE if codes == {"error_rate"} else ADVICE
+
+
 def measured_host(manifest: Mapping) -> str | None:
     """For a run measured on this host (the local real engine), the host it ran on: the
     manifest has no host object (contract §2.1), so the local cluster writes the CPU model,

@@ -81,3 +81,14 @@ def test_demo_table_says_not_measured_and_what_to_do(tmp_path, capsys):
     assert [r.split()[5] for r in table_rows] == ["yes", "not"]  # met first, not measured last
     assert "c=2: client-limited: loop lag p99 0.5 ms" in out
     assert ADVICE in out
+
+
+def test_steps_that_failed_only_on_errors_get_advice_about_the_failures_not_the_client():
+    from servingbench.resources.analysis.summary import ADVICE, FAILED_ADVICE, advice
+
+    errors = {"valid": False, "invalid_reason": "error_rate"}
+    lagging = {"valid": False, "invalid_reason": "error_rate;sched_lag"}
+    valid = {"valid": True, "invalid_reason": None}
+    assert advice([errors, valid]) == FAILED_ADVICE
+    assert advice([errors, lagging]) == ADVICE  # the client fell behind too: its advice stands
+    assert advice([{"valid": False, "invalid_reason": "client_limited"}]) == ADVICE
