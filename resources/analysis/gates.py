@@ -199,13 +199,14 @@ def scoped(run: RunFolder) -> Gate:
     gaps = _uncovered([(p["start_ns"], p["end_ns"]) for p in periods], s_ns, e_ns)
     window = dict(instance_type=m["instance_type"], spot=spot,
                   steady_start=pd.Timestamp(s_ns, tz="UTC"), steady_end=pd.Timestamp(e_ns, tz="UTC"))
-    if run.node_events:  # contract §4: the bounds follow the node timeline of events.parquet
-        usage = sqlfiles.query(con, "bill_usage_nodes", **window).to_pandas()
+    # contract §4: the bounds follow the node timeline of events.parquet; without node
+    # events the timeline is the manifest's node_count throughout (one query either way)
+    usage = sqlfiles.query(con, "bill_usage", fixed_nodes=run.fixed_nodes, **window).to_pandas()
+    if run.node_events:
         bounds = [("usage_missing", "instance-hours below 95 % of ∫ nodes(t) dt over the overlap"),
                   ("usage_outside_scope", "instance-hours above 105 % of the most nodes "
                    "(from their request) × period")]
     else:
-        usage = sqlfiles.query(con, "bill_usage", node_count=m["node_count"], **window).to_pandas()
         bounds = [("usage_missing", "instance-hours below 95 % of node_count × overlap"),
                   ("usage_outside_scope", "instance-hours above 105 % of node_count × period")]
     bad_periods: dict[str, set] = {}
