@@ -17,6 +17,7 @@ balanced on its own (`leastconn`, one of the algorithms that admit dynamic serve
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -36,6 +37,10 @@ class BalancerError(RuntimeError):
 def find_haproxy() -> str | None:
     """The haproxy binary (Debian's path first, then PATH), or None when it is not installed."""
     return HAPROXY if Path(HAPROXY).is_file() else shutil.which("haproxy")
+
+
+# the paths of the requests that are load: OpenAI's completions and chat completions
+INFERENCE_PATHS = ("/v1/completions", "/v1/chat/completions")
 
 
 def config(port: int, sock: Path, host: str = "127.0.0.1", metrics_port: int | None = None) -> str:
@@ -65,6 +70,11 @@ defaults
 
 frontend fe
     bind {host}:{port}
+    # the autoscaler's `rps`: inference requests only, counted in a one-entry stick table;
+    # the frontend's own req_rate also counts the warm-up's tokenize calls, health checks and
+    # /metrics scrapes, which would scale a pool out on traffic that is not load
+    stick-table type integer size 1 store http_req_rate(1s)
+    http-request track-sc0 int(0) if {{ path_beg {" ".join(INFERENCE_PATHS)} }}
 {metrics_rule}    default_backend {BACKEND}
 
 backend {BACKEND}
@@ -217,12 +227,18 @@ class Balancer:
         return self.stats().get(name, {}).get("scur", 0)
 
     def totals(self) -> dict[str, float]:
-        """The whole pool: requests/s arriving over the last second (the frontend's
-        `req_rate`) and requests queued at the balancer for a server (the backend's `qcur`)."""
+        """The whole pool: inference requests/s arriving over the last second (the
+        frontend's stick table, INFERENCE_PATHS only) and requests queued at the balancer for
+        a server (the backend's `qcur`)."""
         rows = self._rows()
-        fe = next((r for r in rows if r.get("pxname") == "fe" and r.get("svname") == "FRONTEND"), {})
         be = next((r for r in rows if r.get("pxname") == BACKEND and r.get("svname") == "BACKEND"), {})
-        return {"rps": float(fe.get("req_rate") or 0), "queued": float(be.get("qcur") or 0)}
+        return {"rps": self.inference_rate(), "queued": float(be.get("qcur") or 0)}
+
+    def inference_rate(self) -> float:
+        """`show table fe`: the one entry's http_req_rate over the last second (no entry
+        before the first inference request: 0)."""
+        match = re.search(r"http_req_rate\(\d+\)=(\d+)", self.command("show table fe"))
+        return float(match.group(1)) if match else 0.0
 
     def refused(self) -> int:
         """Requests the balancer answered itself with 503, no server taking them (the

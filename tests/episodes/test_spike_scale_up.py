@@ -4,6 +4,7 @@ the known cold start), join HAProxy, and serve requests the log attributes to th
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pyarrow.parquet as pq
@@ -16,7 +17,7 @@ from servingbench.resources.model_server.balancer import Balancer, find_haproxy
 from servingbench.resources.model_server.events import Events
 from servingbench.resources.model_server.replicas import ReplicaSet
 
-from tests.support.emulator import fixed_timing_args
+from tests.support.emulator import FIXED_MODEL, fixed_timing_args
 from tests.support.loadgen import config, rows
 
 pytestmark = pytest.mark.skipif(find_haproxy() is None,
@@ -92,6 +93,43 @@ def test_a_fresh_balancer_reads_no_traffic():
     `rps` autoscaler reads as traffic (and then never scales to zero on time)."""
     with Balancer() as lb:
         assert lb.totals() == {"rps": 0.0, "queued": 0.0}
+
+
+def _ask(base_url: str, path: str, body: bytes | None = None) -> int:
+    import http.client
+    from urllib.parse import urlsplit
+
+    u = urlsplit(base_url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        conn.request("POST" if body is not None else "GET", path, body=body,
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    finally:
+        conn.close()
+
+
+@pytest.mark.serial  # a replica starts and stops
+def test_only_inference_requests_count_as_the_autoscalers_rps(tmp_path):
+    """Health checks, tokenize calls (the warm-up's) and /metrics scrapes pass through the
+    balancer too; counted as requests/s they would scale a pool out on traffic that is not
+    load. The rate the `rps` policy reads counts completions and chat completions only."""
+    with Balancer() as lb:
+        replicas = ReplicaSet(lambda name: fixed_timing_args(2, 1), lb, Events(tmp_path, "run-rps"))
+        try:
+            replicas.start(wait=True)
+            for _ in range(5):
+                _ask(lb.base_url, "/health")
+                _ask(lb.base_url, "/metrics")
+                _ask(lb.base_url, "/tokenize", b'{"prompt": "hello"}')
+            assert lb.totals()["rps"] == 0.0
+            body = json.dumps({"model": FIXED_MODEL, "max_tokens": 1, "prompt": "hi"}).encode()
+            assert _ask(lb.base_url, "/v1/completions", body) == 200
+            assert lb.totals()["rps"] > 0
+        finally:
+            replicas.close()
 
 
 @pytest.mark.serial  # a replica starts and stops
