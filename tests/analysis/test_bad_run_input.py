@@ -121,11 +121,16 @@ def test_any_bytes_give_a_manifest_or_a_manifest_error(data):
         pass
 
 
+def _nest(inner):
+    return st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+
+
+# a named function, not a lambda: when a draw passes max_leaves, Hypothesis describes the
+# strategy, and for a lambda it parses source while iterating sys.modules, which a thread
+# still importing elsewhere in the worker changes under it ("dictionary changed size")
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner,
-                                                                max_size=4),
-    max_leaves=30)
+    _nest, max_leaves=30)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
