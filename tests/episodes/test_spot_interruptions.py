@@ -50,8 +50,11 @@ def _manifest() -> dict:
     return m
 
 
+# not `serial`: every figure it checks is read from the run's own log and events (nothing
+# compares a duration with a bound that another test's load could move), and the margins
+# it relies on (a 2.5 s start-up against a 1 s notice, ~4 s streams at 6 req/s) only grow
+# on a busy machine
 @pytest.mark.slow
-@pytest.mark.serial  # replicas start and die while the load runs
 def test_two_interruptions_on_the_embedded_default(tmp_path):
     run_dir = tmp_path / RUN
     run_dir.mkdir()
