@@ -38,8 +38,8 @@ sent AS (
     SELECT CASE WHEN snt = $end_ns THEN $n_buckets - 1 ELSE (snt - $start_ns) // $bucket_ns END AS k,
            count(*) AS n,
            quantile_cont(ttft, [0.50, 0.99]) FILTER (WHERE ok) AS ttft_q,
-           count(*) FILTER (WHERE ok AND ttft <= $slo_ttft_s
-                            AND (tpot <= $slo_tpot_s OR output_tokens < 2)) AS n_good
+           count(*) FILTER (WHERE slo_met(ok, ttft, tpot, output_tokens, $slo_ttft_s,
+                                          $slo_tpot_s)) AS n_good
     FROM req WHERE snt >= $start_ns AND snt <= $end_ns GROUP BY k
 ),
 tokens AS (

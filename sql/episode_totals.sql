@@ -14,11 +14,9 @@
 WITH req AS (
     SELECT replica, epoch_ns(sent_at) AS s, epoch_ns(finished_at) AS f, status = 'ok' AS ok,
            output_tokens,
-           status = 'ok'
-           AND (epoch_ns(first_token_at) - epoch_ns(sent_at)) / 1e9 <= $slo_ttft_s
-           AND (output_tokens < 2
-                OR (epoch_ns(last_token_at) - epoch_ns(first_token_at)) / 1e9
-                   / (output_tokens - 1) <= $slo_tpot_s) AS good
+           slo_met(status = 'ok', (epoch_ns(first_token_at) - epoch_ns(sent_at)) / 1e9,
+                   (epoch_ns(last_token_at) - epoch_ns(first_token_at)) / 1e9
+                   / (output_tokens - 1), output_tokens, $slo_ttft_s, $slo_tpot_s) AS good
     FROM steady
 ),
 named AS (

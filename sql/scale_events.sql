@@ -57,11 +57,9 @@ first_token AS (
 ),
 req AS (
     SELECT epoch_ns(sent_at) AS snt,
-           status = 'ok'
-           AND (epoch_ns(first_token_at) - epoch_ns(sent_at)) / 1e9 <= $slo_ttft_s
-           AND (output_tokens < 2
-                OR (epoch_ns(last_token_at) - epoch_ns(first_token_at)) / 1e9
-                   / (output_tokens - 1) <= $slo_tpot_s) AS good
+           slo_met(status = 'ok', (epoch_ns(first_token_at) - epoch_ns(sent_at)) / 1e9,
+                   (epoch_ns(last_token_at) - epoch_ns(first_token_at)) / 1e9
+                   / (output_tokens - 1), output_tokens, $slo_ttft_s, $slo_tpot_s) AS good
     FROM steady WHERE sent_at IS NOT NULL
 ),
 -- the attainment windows [lo, hi) by sent_at: before [d - 60 s, d); for up, during

@@ -44,8 +44,8 @@ steps AS (
         CAST(sum(output_tokens) FILTER (WHERE ok) AS BIGINT) AS output_tokens,
         CAST(sum(reasoning_tokens) FILTER (WHERE ok) AS BIGINT) AS reasoning_tokens,
         sum(e2e) AS busy_s,
-        count(*) FILTER (WHERE ok AND ttft <= $slo_ttft_s
-                         AND (tpot <= $slo_tpot_s OR output_tokens < 2)) AS n_good,
+        count(*) FILTER (WHERE slo_met(ok, ttft, tpot, output_tokens, $slo_ttft_s,
+                                       $slo_tpot_s)) AS n_good,
         quantile_cont(ttft, [0.50, 0.90, 0.95, 0.99]) FILTER (WHERE ok) AS ttft_q,
         avg(ttft) FILTER (WHERE ok) AS ttft_s_mean,
         min(ttft) FILTER (WHERE ok) AS ttft_s_min,

@@ -197,6 +197,9 @@ def connect(duckdb_path: str | None = None) -> tuple[duckdb.DuckDBPyConnection, 
         # CLI's output (and of a --json answer) on a night-sized run. (A session setting:
         # connect()'s config refuses it.)
         con.execute("SET enable_progress_bar = false")
+        # contract §3's SLO rule for one request, one definition for every query that counts
+        # with it (sql/slo_met.sql)
+        con.execute(sqlfiles.load("slo_met"))
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
