@@ -240,9 +240,13 @@ class ReplicaSet:
             replacement = Replica(f"r{self._next}")
             self._next += 1
             self.replicas[replacement.name] = replacement
+        # drained first, then the notice recorded: on the embedded default the two are one
+        # act, and its time is when HAProxy stopped sending the replica new requests (a
+        # request the client sent after the notice's time never reaches the noticed replica;
+        # recorded before the drain, a busy machine let one in a few ms after it)
+        self.lb.drain(name)
         self.events.add("interruption_notice", self.node_of(rep),
                         detail=f"replica {name}; notice {notice_s:g} s")
-        self.lb.drain(name)
         self._launch(replacement, wait=False)
         t = threading.Thread(target=self._reclaim, args=(rep, notice_s),
                              name=f"replica-{name}-interrupted", daemon=True)
