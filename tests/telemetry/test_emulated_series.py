@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import json
 import threading
+import time
 
 import httpx
 import pyarrow.parquet as pq
@@ -37,6 +38,11 @@ def test_emulator_models_utilization_memory_power_and_energy(tmp_path):
     with EmulatorProcess(args) as emu:
         sampler = Sampler(tmp_path, "run-1", sources_from(
             [{"kind": "emulated", "url": f"{emu.base_url}/metrics"}]), interval_s=0.2).start()
+        # "idle first": the first sample is taken before any request is sent (on a busy
+        # machine the sampler's thread can start after the clients')
+        deadline = time.monotonic() + 30
+        while sampler.ticks < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
 
         def client():
             with httpx.Client(timeout=30) as c:
