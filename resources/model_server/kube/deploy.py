@@ -27,6 +27,23 @@ from servingbench.resources.model_server.kube.render import PORT, EngineSpec, ap
 log = logging.getLogger("servingbench.kube")
 
 
+def delete_in_reverse(kube: KubeClient, objects: list[dict], what: str) -> None:
+    """Delete `objects` in the reverse of the order they were applied. Each gets its delete
+    even when an earlier one fails; the failures are raised together afterwards, naming
+    every object that could not be deleted (`what`: whose teardown, for the message)."""
+    failed: list[str] = []
+    for obj in reversed(objects):
+        name = f"{obj['kind']}/{obj['metadata']['name']}"
+        try:
+            kube.delete(obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"])
+        except Exception as exc:  # noqa: BLE001 - the rest still gets deleted
+            log.warning("delete %s failed: %s", name, exc)
+            failed.append(f"{name}: {exc}")
+    if failed:
+        raise KubeError(f"{what} teardown incomplete (the reaper removes what is left): "
+                        + "; ".join(failed))
+
+
 @dataclass
 class DeployedEngine:
     name: str
@@ -95,17 +112,7 @@ class EngineDeployment:
         are fine. Every object gets its delete even when an earlier one fails (a Service the
         API would not delete must not leave the GPU Deployment running); the first failure
         is raised afterwards, naming every object that could not be deleted."""
-        failed: list[str] = []
-        for obj in reversed(self.objects):
-            what = f"{obj['kind']}/{obj['metadata']['name']}"
-            try:
-                self.kube.delete(obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"])
-            except Exception as exc:  # noqa: BLE001 - the rest still gets deleted
-                log.warning("delete %s failed: %s", what, exc)
-                failed.append(f"{what}: {exc}")
-        if failed:
-            raise KubeError("engine teardown incomplete (the reaper removes what is left): "
-                            + "; ".join(failed))
+        delete_in_reverse(self.kube, self.objects, "engine")
 
     @contextmanager
     def deployed(self, *, timeout_s: float = 3600.0, poll_s: float = 5.0) -> Iterator[DeployedEngine]:

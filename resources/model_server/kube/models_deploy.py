@@ -40,7 +40,8 @@ from servingbench.resources.contract.timestamps import format_ts
 from servingbench.resources.model_server import engines
 from servingbench.resources.model_server.events import Events
 from servingbench.resources.model_server.interface import Deployment
-from servingbench.resources.model_server.kube.client import KubeError, RolloutError
+from servingbench.resources.model_server.kube.client import RolloutError
+from servingbench.resources.model_server.kube.deploy import delete_in_reverse
 from servingbench.resources.model_server.kube.models import render_models
 from servingbench.resources.model_server.kube.render import PORT, EngineSpec, api_key_secret
 from servingbench.resources.model_server.swap_process import SwapProcess
@@ -186,16 +187,5 @@ def _wait(http: httpx.Client, server, url: str, clock: Callable[[], float] = tim
 
 
 def _delete(kube, applied: list[dict]) -> None:
-    """Every applied object, in the reverse order; each gets its delete even when an
-    earlier one fails, the failures raised together afterwards."""
-    failed = []
-    for obj in reversed(applied):
-        what = f"{obj['kind']}/{obj['metadata']['name']}"
-        try:
-            kube.delete(obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"])
-        except Exception as exc:  # noqa: BLE001 - the rest still gets deleted
-            log.warning("delete %s failed: %s", what, exc)
-            failed.append(f"{what}: {exc}")
-    if failed:
-        raise KubeError("models teardown incomplete (the reaper removes what is left): "
-                        + "; ".join(failed))
+    """Every applied object, in the reverse order (deploy.py's teardown, named `models`)."""
+    delete_in_reverse(kube, applied, "models")
