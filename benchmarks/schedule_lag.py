@@ -52,7 +52,7 @@ def jumps(segs: list[dict]) -> list[float]:
 def offsets(segs: list[dict]) -> list[float]:
     from servingbench.resources.loadgen.scenarios.schedule import plan
 
-    return plan(segs, "poisson", seed=0)[0]
+    return list(plan(segs, "poisson", seed=0)[0])
 
 
 # --- the two clients, each run in its own process ------------------------------------

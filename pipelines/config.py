@@ -45,6 +45,11 @@ MAXIMA = {"tensor_parallel": 128, "node_count": 64, "max_model_len": MAX_TOKENS,
           "input_tokens": MAX_TOKENS, "output_tokens": MAX_TOKENS, "concurrency": 4096,
           "rates": 10_000, "requests_per_step": 1_000_000, "warmup_requests": 100_000, "workers": 256,
           "hourly_usd_per_node": 10_000}
+# The longest a benchmark run may take (its Dagster job's `dagster/max_runtime`, schedules.py):
+# a schedule that cannot end inside it, with an hour left for provisioning, rollout,
+# warm-up and teardown, would hold its nodes until it is stopped.
+BENCHMARK_MAX_RUNTIME_S = 6 * 3600
+MAX_SCHEDULE_IN_A_RUN_S = BENCHMARK_MAX_RUNTIME_S - 3600
 REAL_FILE = REPO / "pipelines" / "candidates_real.yaml"
 PRECISIONS = ("bf16", "fp8", "int4", "q4_k_m", "q8_0", "q2_k")
 # Every engine has its file in resources/model_server/engines/ (llama.cpp: the real local
@@ -123,9 +128,17 @@ def _check_scenario(scenario, base: Path, where: str) -> None:
     if isinstance(scenario, dict) and isinstance(scenario.get("day_csv"), str):
         scenario["day_csv"] = str(base / scenario["day_csv"])
     try:
-        from_mapping(scenario, where)
+        parsed, _ = from_mapping(scenario, where)
     except LoadConfigError as exc:
         raise ConfigError(str(exc)) from None
+    if parsed.kind == "schedule":
+        length = sum(g["duration_s"] for g in parsed.segments)
+        if length > MAX_SCHEDULE_IN_A_RUN_S:
+            key = ("segments" if scenario.get("segments") is not None
+                   else "compress" if scenario.get("shape") == "day" else "length_s")
+            raise ConfigError(f"{where}.{key}: the schedule lasts {length:,.0f} s; a benchmark run "
+                              f"stops at its max runtime ({BENCHMARK_MAX_RUNTIME_S:,} s), "
+                              f"so at most {MAX_SCHEDULE_IN_A_RUN_S:,} s of it may be load")
 
 
 def _unknown(where: str, key, allowed) -> ConfigError:

@@ -9,6 +9,7 @@ import dagster as dg
 from servingbench.assets.peer_import import peer_import_job
 from servingbench.assets.pools import partition_pool_tags
 from servingbench.assets.report import publish_unfinished_run
+from servingbench.pipelines.config import BENCHMARK_MAX_RUNTIME_S
 from servingbench.pipelines.liveness import dagster_alive
 from servingbench.resources.analysis.gates import RULE_OF
 
@@ -24,7 +25,7 @@ BENCHMARK_POD = {"container_config": {"resources": {"requests": {"cpu": "2", "me
 # run past its `dagster/max_runtime` tag, so a run that hangs anyway (a read that never
 # ends, a stuck rollout) stops heartbeating and the reaper tears its node group down.
 # A benchmark is provisioning, rollout, warm-up, the load steps and the quality set.
-MAX_RUNTIME_S = {"benchmark_job": 6 * 3600, "bill_refresh_job": 3600, "reaper_job": 1800}
+MAX_RUNTIME_S = {"benchmark_job": BENCHMARK_MAX_RUNTIME_S, "bill_refresh_job": 3600, "reaper_job": 1800}
 
 
 def max_runtime(job: str) -> dict[str, str]:

@@ -72,6 +72,17 @@ def main(argv: list[str]) -> int:
         dt.date.fromisoformat(args.date)
     except ValueError:
         p.error(f"--date: expected YYYY-MM-DD, got {args.date!r}")
+    try:  # the file is checked before Dagster is imported (seconds): a bad one is exit 2 at once
+        from pathlib import Path
+
+        from servingbench.pipelines.catalog import load_candidates
+        from servingbench.pipelines.config import DEFAULT_FILE
+        from servingbench.resources.contract import settings as envvars
+
+        load_candidates(Path(envvars.get("SERVINGBENCH_CANDIDATES") or DEFAULT_FILE))
+    except ConfigError as exc:
+        print(f"servingbench run: {exc}", file=sys.stderr)
+        return 2
     home = dagster_home()
     import dagster as dg
     from servingbench.pipelines.definitions import build_definitions

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from servingbench.resources.contract.candidate import DEFAULT_TARGETS, LoadPlan
 from servingbench.resources.loadgen.errors import LoadConfigError
+from servingbench.resources.loadgen.schedule import MAX_RATE, MAX_REQUESTS, size_problem
 
 if TYPE_CHECKING:
     from servingbench.resources.loadgen.ladder import Ladder
@@ -147,6 +148,15 @@ def validate(cfg: LoadConfig) -> None:
     for seg in cfg.profile:
         if len(seg) != 2 or not all(math.isfinite(v) for v in seg) or seg[0] <= 0 or seg[1] < 0:
             raise LoadConfigError(f"profile: segment {seg!r} is not (duration_s > 0, rate >= 0)")
+    if cfg.profile and (problem := size_problem(cfg.profile)) is not None:
+        raise LoadConfigError(f"profile: {problem}")
+    for r in cfg.rates:
+        if r > MAX_RATE:
+            raise LoadConfigError(f"rates: {r!r} is above the maximum {MAX_RATE:,.0f}")
+        if cfg.requests_per_step is None and cfg.duration_s is not None and (
+                size_problem([(cfg.duration_s, r)]) is not None):
+            raise LoadConfigError(f"duration_s: rate={r:g} for {cfg.duration_s:g} s: "
+                                  f"{size_problem([(cfg.duration_s, r)])}")
     own_steps = (cfg.scenario is not None and cfg.scenario.own_steps
                  or cfg.ladder is not None)
     if cfg.ladder is not None:
@@ -168,6 +178,9 @@ def validate(cfg: LoadConfig) -> None:
         isinstance(cfg.requests_per_step, bool) or cfg.requests_per_step < 1
     ):
         raise LoadConfigError(f"requests_per_step: must be >= 1, got {cfg.requests_per_step!r}")
+    if cfg.requests_per_step is not None and cfg.requests_per_step > MAX_REQUESTS:
+        raise LoadConfigError(f"requests_per_step: {cfg.requests_per_step:,} is above the "
+                              f"maximum {MAX_REQUESTS:,}")
     _positive("duration_s", cfg.duration_s)
     _positive("warmup_duration_s", cfg.warmup_duration_s)
     if cfg.warmup_requests < 0:

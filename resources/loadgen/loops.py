@@ -7,7 +7,7 @@ import asyncio
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from servingbench.resources.loadgen import gcpolicy, pool
 from servingbench.resources.loadgen.clock import Clock
@@ -289,16 +289,17 @@ class LoadLoops:
         await self._drain(workers)
         return inflight
 
-    async def open(self, phase: str, steps: list[tuple[str, float, int, list[float]]],
+    async def open(self, phase: str, steps: list[tuple[str, float, int, Iterable[float]]],
                    origin: int, watches: list[SelfWatch] | None = None) -> None:
         """Open loop on one absolute schedule: `origin + offset` for every arrival (this
-        worker's arrivals of it)."""
+        worker's arrivals of it). The offsets may be drawn lazily (schedule.py `Drawn`):
+        each step's are read once, in order, one at a time."""
         tasks: set[asyncio.Task] = set()
         expect = self._expect_in()
         for k, (name, target, _, offsets) in enumerate(steps):
             if watches is not None:
                 self._begin_watch(watches[k])
-            for off in self.share.deal(offsets):
+            for off in self.share.deal_lazily(offsets):
                 deadline = origin + int(off * 1e9)
                 while (now := _now()) < deadline:
                     await asyncio.sleep((deadline - now) / 1e9)

@@ -19,7 +19,7 @@ from servingbench.resources.loadgen.errors import DiskFullError, LeftBehind
 from servingbench.resources.loadgen.loops import PUMP_BUDGET_NS, LoadLoops
 from servingbench.resources.loadgen.recorder import Recorder
 from servingbench.resources.loadgen.scenarios.drive import scenario_steady
-from servingbench.resources.loadgen.schedule import profile_schedule, rate_steps
+from servingbench.resources.loadgen.schedule import Drawn, rate_steps
 from servingbench.resources.loadgen.selfwatch import InFlight, SelfWatch
 from servingbench.resources.loadgen.signals import SavedSignals, event_loop_runner
 
@@ -128,23 +128,29 @@ class Run(LoadLoops):
             await self._scrape_end([name], before)
             self._record_step(name, "rate", rate, w, None)
         if cfg.profile:
-            segs = [(step_name("rate", r), r, 0, offs)
-                    for _, r, offs in profile_schedule(cfg.profile, cfg.arrival, cfg.seed)]
+            drawn = Drawn(cfg.profile, cfg.arrival, cfg.seed)
+            # drawn lazily (no list of every send time): counted in a first pass, then
+            # drawn again, the same values, as the segments are sent
+            totals = [sum(1 for _ in offs) for offs in drawn.segments()]
+            counts = [self.share.dealt(n) for n in totals]  # this worker's
+            names = [step_name("rate", r) for _, r in cfg.profile]
+            segs = [(name, r, 0, offs) for name, (_, r), offs
+                    in zip(names, cfg.profile, drawn.segments(), strict=True)]
             watches = [SelfWatch() for _ in segs]
-            self.progress.step_start("profile " + " → ".join(n for n, *_ in segs),
-                                     sum(len(s[3]) for s in segs))
+            self.progress.step_start("profile " + " → ".join(names), sum(counts))
             # one arrival schedule across segments: the server's counts cover the whole
             # profile (requests overlap segment boundaries), compared with their sum
             before = await self._scrape()
             origin = await self.barrier("profile")
             # the segments run as one schedule: a full disk cuts every one not yet recorded
-            self.current_profile = [(name, "rate", rate) for name, rate, _, offs in segs
-                                    if self.share.deal(offs)]
+            self.current_profile = [(name, "rate", r) for name, (_, r), n
+                                    in zip(names, cfg.profile, counts, strict=True) if n]
             await self.open("steady", segs, origin, watches)
             self.current_profile = []
-            await self._scrape_end([name for name, _, _, offs in segs if offs], before)
-            for (name, rate, _, offs), w in zip(segs, watches, strict=True):
-                if self.share.deal(offs):
+            await self._scrape_end([name for name, n in zip(names, totals, strict=True) if n],
+                                   before)
+            for (name, rate, _, _), w, n in zip(segs, watches, counts, strict=True):
+                if n:
                     self._record_step(name, "rate", rate, w, None)
         self.phases["steady"]["ended_at"] = mf.format_ts(self.clock.now_utc())
 

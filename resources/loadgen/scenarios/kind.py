@@ -10,6 +10,7 @@ so a kind's file can import it while spec.py imports that file.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -53,19 +54,34 @@ def suggest(word: str, choices) -> str:
     return f" (did you mean {near[0]!r}?)" if near else ""
 
 
-def pos_int(where: str, v) -> None:
+def _at_most(where: str, v, most) -> None:
+    if most is not None and v > most:
+        raise LoadConfigError(f"{where}: {v!r} is above the maximum {most:,}")
+
+
+def pos_int(where: str, v, most: int | None = None) -> None:
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
         raise LoadConfigError(f"{where}: must be a positive integer, got {v!r}")
+    _at_most(where, v, most)
 
 
-def pos_num(where: str, v, zero_ok: bool = False) -> None:
-    if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or (v == 0 and not zero_ok):
-        raise LoadConfigError(f"{where}: must be a {'non-negative' if zero_ok else 'positive'} "
-                              f"number, got {v!r}")
+def pos_num(where: str, v, zero_ok: bool = False, most: float | None = None) -> None:
+    """A finite number, > 0 (>= 0 with `zero_ok`), at most `most`: YAML's .inf and .nan are
+    floats, and an infinite length or rate would hold a paid run until its max runtime."""
+    if (isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0
+            or (v == 0 and not zero_ok)):
+        raise LoadConfigError(f"{where}: must be a finite "
+                              f"{'non-negative' if zero_ok else 'positive'} number, got {v!r}")
+    _at_most(where, v, most)
 
 
-def non_neg_num(where: str, v) -> None:
-    pos_num(where, v, zero_ok=True)
+def non_neg_num(where: str, v, most: float | None = None) -> None:
+    pos_num(where, v, zero_ok=True, most=most)
+
+
+def at_most(check: Callable[..., None], most) -> Callable[[str, object], None]:
+    """`check` with an upper bound: `at_most(pos_num, 3600)`."""
+    return lambda where, v: check(where, v, most=most)
 
 
 def one_of(choices: tuple[str, ...]) -> Callable[[str, object], None]:

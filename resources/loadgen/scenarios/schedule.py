@@ -29,17 +29,27 @@ from servingbench.resources.loadgen.errors import LoadConfigError
 from servingbench.resources.loadgen.scenarios.kind import (
     Key,
     Kind,
+    at_most,
     non_neg_num,
     one_of,
     optional,
     pos_int,
     pos_num,
 )
-from servingbench.resources.loadgen.schedule import profile_schedule
+from servingbench.resources.loadgen.schedule import (
+    MAX_LENGTH_S,
+    MAX_RATE,
+    Drawn,
+    size_problem,
+)
 
 SHAPES = ("step", "spike", "ramp", "zero-burst-zero", "day")
 STEP = "schedule"  # the one steady step's name (contract §3.7)
-MAX_SEGMENTS = 10_000
+# Every number a schedule takes is bounded, and so is what it adds up to, before anything is
+# provisioned: an endless or enormous schedule would hold paid nodes until the job's max
+# runtime (or until an OOM kill skips the teardown).
+# (MAX_RATE, MAX_LENGTH_S and MAX_REQUESTS are any schedule's: loadgen/schedule.py)
+MAX_SEGMENTS = 10_000  # also a ramp's levels: the expansion is kept in the manifest
 _now = time.perf_counter_ns
 
 
@@ -65,8 +75,8 @@ def _segments_check(where: str, v) -> None:
             if (isinstance(value, bool) or not isinstance(value, int | float)
                     or not math.isfinite(value)):
                 raise LoadConfigError(f"{at}.{key}: must be a finite number, got {value!r}")
-        pos_num(f"{at}.duration_s", seg["duration_s"])
-        non_neg_num(f"{at}.rate", seg["rate"])
+        pos_num(f"{at}.duration_s", seg["duration_s"], most=MAX_LENGTH_S)
+        non_neg_num(f"{at}.rate", seg["rate"], most=MAX_RATE)
 
 
 def _segments_convert(where: str, v):
@@ -95,9 +105,10 @@ def read_day(path: Path, where: str) -> list[float]:
                 except (TypeError, ValueError):
                     raise LoadConfigError(f"{where}: {path}:{n}: hour must be an integer and "
                                           f"rate a number, got {row!r}") from None
-                if not 0 <= hour <= 23 or hour in rates or not math.isfinite(rate) or rate < 0:
+                if (not 0 <= hour <= 23 or hour in rates or not math.isfinite(rate)
+                        or not 0 <= rate <= MAX_RATE):
                     raise LoadConfigError(f"{where}: {path}:{n}: hour {row['hour']!r} (0..23, "
-                                          f"once each), rate {row['rate']!r} (>= 0)")
+                                          f"once each), rate {row['rate']!r} (0..{MAX_RATE:,.0f})")
                 rates[hour] = rate
     except OSError as exc:
         raise LoadConfigError(f"{where}: cannot read {path} ({exc.strerror or exc})") from None
@@ -144,8 +155,19 @@ def _check(s, where: str) -> None:
     segments = expand(s, where)
     if not any(g["rate"] > 0 for g in segments):
         raise LoadConfigError(f"{where}.segments: every segment's rate is 0 (no request to send)")
+    _check_size(s, segments, where)
     # the expansion is what runs and what the manifest says (contract §2.1)
     object.__setattr__(s, "segments", segments)
+
+
+def _check_size(s, segments: list[dict], where: str) -> None:
+    """The schedule's whole length and its expected request count, from its segments (at
+    most MAX_SEGMENTS of them, each bounded): no send time is drawn to know either."""
+    problem = size_problem([(g["duration_s"], g["rate"]) for g in segments])
+    if problem is not None:
+        key = ("segments" if s.segments is not None
+               else "compress" if s.shape == "day" else "length_s")
+        raise LoadConfigError(f"{where}.{key}: {problem}")
 
 
 def _path(where: str, v):
@@ -155,26 +177,28 @@ def _path(where: str, v):
 KIND = Kind("schedule", order=7, keys={
     "segments": Key(None, _segments_check, _segments_convert),
     "shape": Key(None, optional(one_of(SHAPES))),
-    "base_rate": Key(0.5, non_neg_num),
-    "peak_rate": Key(10.0, non_neg_num),
-    "length_s": Key(60.0, pos_num),
-    "levels": Key(4, pos_int),
+    "base_rate": Key(0.5, at_most(non_neg_num, MAX_RATE)),
+    "peak_rate": Key(10.0, at_most(non_neg_num, MAX_RATE)),
+    "length_s": Key(60.0, at_most(pos_num, MAX_LENGTH_S)),
+    "levels": Key(4, at_most(pos_int, MAX_SEGMENTS)),
     "day_csv": Key(None, convert=_path),
-    "compress": Key(1440.0, pos_num),
-    "bucket_s": Key(10.0, pos_num),
+    "compress": Key(1440.0, at_most(pos_num, MAX_LENGTH_S)),
+    "bucket_s": Key(10.0, at_most(pos_num, MAX_LENGTH_S)),
 }, check=_check, own_steps=True)
 
 
-def plan(segments: list[dict], arrival: str, seed: int) -> tuple[list[float], float, float]:
-    """(send offsets in seconds from the step start, the target, the schedule's length)."""
-    drawn = profile_schedule([(g["duration_s"], g["rate"]) for g in segments], arrival, seed)
-    offsets = [off for _, _, offs in drawn for off in offs]
-    return offsets, mean_rate(segments), sum(g["duration_s"] for g in segments)
+def plan(segments: list[dict], arrival: str, seed: int) -> tuple[Drawn, float, float]:
+    """(send offsets in seconds from the step start, drawn lazily: iterate them; the target;
+    the schedule's length)."""
+    drawn = Drawn([(g["duration_s"], g["rate"]) for g in segments], arrival, seed)
+    return drawn, mean_rate(segments), sum(g["duration_s"] for g in segments)
 
 
 async def steady(run) -> None:
     cfg = run.cfg
     offsets, target, length_s = plan(cfg.scenario.segments, cfg.arrival, cfg.seed)
+    # counted in a pass that keeps nothing; drawn again, the same values, as they are sent
+    expected = run.share.dealt(sum(1 for _ in offsets))
 
     async def drive() -> None:
         origin = run.origin
@@ -184,7 +208,7 @@ async def steady(run) -> None:
         if (left := end - _now()) > 0:
             await asyncio.sleep(left / 1e9)
 
-    await run.run_step(STEP, "rate", target, len(run.share.deal(offsets)), drive)
+    await run.run_step(STEP, "rate", target, expected, drive)
 
 
 PLUGIN = KIND  # what this file adds to the scenarios package

@@ -11,8 +11,9 @@ schedule. Multi-turn sessions and trace rows are dealt the same way.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 WORKER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -55,3 +56,12 @@ class Share:
     def deal(self, seq: Sequence) -> list:
         """The items whose index is this worker's modulo the number of workers."""
         return list(seq[self.index::self.count])
+
+    def deal_lazily(self, items: Iterable) -> Iterator:
+        """`deal` one item at a time, for schedules drawn lazily (schedule.py `Drawn`): it
+        reads its input to the end, so segments sharing a generator stay in step."""
+        return islice(items, self.index, None, self.count)
+
+    def dealt(self, n: int) -> int:
+        """How many of `n` items `deal` gives this worker."""
+        return len(range(self.index, n, self.count))
