@@ -32,6 +32,7 @@ BENCHMARKS = {
     "telemetry_overhead": (["--repeat", "3"], ["--repeat", "1", "--requests", "64"]),
     "report": (["--requests-per-slot", "1000", "--repeat", "3"],
                ["--requests-per-slot", "100", "--repeat", "1"]),
+    "peer_import_memory": (["--sizes-mib", "32,64"], ["--sizes-mib", "8"]),
     # the peers `make peers` installed (a missing one is skipped, named): docs/import.md
     "peers_side_by_side": ([], ["--requests", "16"]),
 }

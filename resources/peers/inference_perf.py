@@ -18,6 +18,7 @@ kept (`recorded`).
 from __future__ import annotations
 
 import re
+from array import array
 from pathlib import Path
 
 from servingbench.resources.contract.timestamps import parse_ts
@@ -172,7 +173,7 @@ def read(path: Path, anchor_ns: int | None = None) -> PeerRun:
         if times:
             _, end, *chunks = times
             r.finished_ns = zero + seconds_ns(end)
-            r.chunk_ns = [zero + seconds_ns(t) for t in chunks]
+            r.chunk_ns = array("q", (zero + seconds_ns(t) for t in chunks))
             if r.chunk_ns:
                 r.first_token_ns, r.last_token_ns = r.chunk_ns[0], r.chunk_ns[-1]
             else:

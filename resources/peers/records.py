@@ -13,12 +13,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+from array import array
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
+from servingbench.resources.contract import durable, yamltext
 from servingbench.resources.contract import manifest as mf
-from servingbench.resources.contract import yamltext
 from servingbench.resources.contract.redact import short_error
 from servingbench.resources.contract.schemas import CHUNK_LOG, REQUEST_LOG, STATUSES, write_parquet
 
@@ -51,7 +55,7 @@ class PeerRequest:
     finished_ns: int | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
-    chunk_ns: list[int] | None = None      # absolute chunk times, when known
+    chunk_ns: list[int] | array | None = None  # absolute chunk times, when known
     chunk_tokens: list[int] | None = None  # tokens per chunk; None: one each
     chunk_kinds: list[str | None] | None = None  # `reasoning` where the peer saw it (§2.3)
     status: str = "ok"
@@ -78,8 +82,12 @@ class PeerRun:
 # --- reading a peer's files with errors that name the file and the field --------------------
 
 # What a peer's file may be: results of a night's benchmark are a few MiB and some 10^4
-# requests; these are far above that and far below what would exhaust the importer.
-MAX_FILE_BYTES = 512 << 20
+# requests; these are far above that and below what would exhaust the importer. An import
+# peaks at about 5x the file's size (a vLLM result of 6-digit gaps) over the command's own
+# ~125 MiB, 9.5x for the densest file (every gap `1.0`; benchmarks/peer_import_memory.py,
+# docs/performance.md): at 256 MiB that is at most ~2.7 GiB, inside the 4 GiB a run's pod
+# asks for (512 MiB needed ~5 GiB, and ~23 GiB before the chunk log was built in batches).
+MAX_FILE_BYTES = 256 << 20
 MAX_RECORDS = 2_000_000
 NUM = (int, float)
 MAX_DEPTH = 32  # the deepest peer file nests about 8 levels (aiperf's input_config)
@@ -91,17 +99,24 @@ INT_LIMIT = 2 ** 61
 
 
 def read_bytes(path: Path, missing: str) -> bytes:
-    """The file's bytes, refused past MAX_FILE_BYTES; `missing` says what a missing file means."""
+    """The file's bytes, refused past MAX_FILE_BYTES (from its size, before a byte is read,
+    where it has one); `missing` says what a missing file means."""
     try:
         with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
+            size = os.fstat(f.fileno()).st_size
+            too_large = size > MAX_FILE_BYTES
+            # read by its size (a read of the cap would allocate the cap); a file that grew
+            # meanwhile, or a pipe (size 0), is read on up to the cap
+            data = b"" if too_large else f.read(size + 1)
+            if not too_large and len(data) > size:
+                data += f.read(MAX_FILE_BYTES + 1 - len(data))
     except FileNotFoundError:
         raise PeerFileError(f"{path}: {missing}") from None
     except IsADirectoryError:
         raise PeerFileError(f"{path}: is a folder, expected a file") from None
     except OSError as exc:
         raise PeerFileError(f"{path}: unreadable ({exc.strerror or exc})") from None
-    if len(data) > MAX_FILE_BYTES:
+    if too_large or len(data) > MAX_FILE_BYTES:
         raise PeerFileError(f"{path}: larger than {MAX_FILE_BYTES} bytes; not a peer's result "
                             "this importer reads")
     return data
@@ -265,12 +280,12 @@ def sha256(path: Path) -> str:
 
 # --- chunk times from inter-token latencies --------------------------------------------------
 
-def chunks_from_itl(sent_ns: int, ttft_s: float, itls_s: list[float]) -> list[int]:
+def chunks_from_itl(sent_ns: int, ttft_s: float, itls_s: list[float]) -> array:
     """The chunk times a peer that kept only TTFT and the gaps between chunks implies:
     `sent + ttft`, then each gap added on. Rounded once per chunk from the running sum in
-    seconds, so rounding never accumulates."""
-    out, elapsed = [], ttft_s
-    out.append(sent_ns + seconds_ns(elapsed))
+    seconds, so rounding never accumulates. An int64 array (8 bytes a chunk, where a list
+    of ints takes 40): an import keeps every request's chunk times until it writes them."""
+    out, elapsed = array("q", (sent_ns + seconds_ns(ttft_s),)), ttft_s
     for gap in itls_s:
         elapsed += gap
         out.append(sent_ns + seconds_ns(elapsed))
@@ -288,13 +303,15 @@ def record_figures(requests: list[PeerRequest]) -> dict[str, dict[str, float]]:
         ok = [r for r in rs if r.status == "ok"]
         ttft = [(r.first_token_ns - r.sent_ns) / 1e6 for r in ok
                 if r.first_token_ns is not None and r.sent_ns is not None]
-        gaps = [(b - a) / 1e6 for r in ok if r.chunk_ns for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False)]
+        # the mean gap is the span over the gaps of each request: no list of every gap
+        n_gaps = sum(len(r.chunk_ns) - 1 for r in ok if r.chunk_ns)
+        span = sum(r.chunk_ns[-1] - r.chunk_ns[0] for r in ok if r.chunk_ns) / 1e6
         fig = {"requests": float(len(rs)), "ok": float(len(ok)),
                "output_tokens": float(sum(r.output_tokens or 0 for r in ok))}
         if ttft:
             fig["ttft_ms_mean"] = sum(ttft) / len(ttft)
-        if gaps:
-            fig["itl_ms_mean"] = sum(gaps) / len(gaps)
+        if n_gaps:
+            fig["itl_ms_mean"] = span / n_gaps
         out[step] = fig
     return out
 
@@ -381,30 +398,90 @@ def _request_rows(run: PeerRun, run_id: str, phase: str) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=REQUEST_LOG)
 
 
-def _column(values: list, f: pa.Field, run: PeerRun) -> pa.Array:
-    """A column of the run folder; a value its type cannot hold (a count past int64, a
-    string where a count goes) is a PeerFileError naming the file and the column."""
+def _column(values, f: pa.Field, run: PeerRun, size: int | None = None) -> pa.Array:
+    """A column of the run folder, from a list or an iterator of `size` values; a value its
+    type cannot hold (a count past int64, a string where a count goes) is a PeerFileError
+    naming the file and the column."""
     try:
-        return pa.array(values, f.type)
+        return pa.array(values, f.type, size=size)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError) as exc:
         raise PeerFileError(f"{run.files[0]}: a value for {f.name} does not fit "
                             f"({yamltext.short(str(exc), 200)})") from None
 
 
-def _chunk_rows(run: PeerRun, run_id: str) -> pa.Table:
-    rid, seq, at, tokens, kinds = [], [], [], [], []
-    for r in run.requests:
-        for i, t in enumerate(r.chunk_ns or ()):
-            rid.append(r.request_id)
-            seq.append(i)
-            at.append(t)
-            tokens.append(r.chunk_tokens[i] if r.chunk_tokens else 1)
-            kinds.append(r.chunk_kinds[i] if r.chunk_kinds else None)
-    cols = {"run_id": [run_id] * len(rid), "request_id": rid, "seq": seq, "at": at,
-            "tokens": tokens, "kind": kinds}
-    # a column the contract adds later is written null, as an absent optional column reads
-    arrays = [_column(cols.get(f.name, [None] * len(rid)), f, run) for f in CHUNK_LOG]
+CHUNK_BATCH = 1 << 18  # chunks per row group of an imported chunk log (about, whole requests)
+
+
+def _int64s(values, f: pa.Field, run: PeerRun, n: int) -> pa.Array:
+    """`n` integers as an Arrow column, through a compact int64 buffer (8 bytes each): Arrow
+    turns an iterator into a list of objects first, 40 bytes an integer."""
+    buf = array("q")
+    try:
+        buf.extend(values)
+    except (OverflowError, TypeError) as exc:
+        raise PeerFileError(f"{run.files[0]}: a value for {f.name} does not fit "
+                            f"({yamltext.short(str(exc), 200)})") from None
+    return pa.Array.from_buffers(f.type, n, [None, pa.py_buffer(buf)])
+
+
+def _chunk_rows(run: PeerRun, run_id: str, requests: list[PeerRequest]) -> pa.Table:
+    """The chunk log of `requests`, each column built in a compact buffer: a Python list per
+    column (an object per chunk for each) took ten times the peer file's size in memory,
+    most of an import's peak (docs/performance.md)."""
+    rs = [r for r in requests if r.chunk_ns]
+    lengths = [len(r.chunk_ns) for r in rs]
+    total = sum(lengths)
+    ids = _column([r.request_id for r in rs], CHUNK_LOG.field("request_id"), run)
+    index = array("i")
+    for i, n in enumerate(lengths):
+        index.extend(repeat(i, n))
+    kinds = None
+    if any(r.chunk_kinds for r in rs):
+        kinds = [k for r, n in zip(rs, lengths, strict=True)
+                 for k in (r.chunk_kinds or repeat(None, n))]
+    ints = {
+        "seq": lambda: chain.from_iterable(range(n) for n in lengths),
+        "at": lambda: chain.from_iterable(r.chunk_ns for r in rs),
+        "tokens": lambda: chain.from_iterable(r.chunk_tokens or repeat(1, n)
+                                              for r, n in zip(rs, lengths, strict=True)),
+    }
+    arrays = []
+    for f in CHUNK_LOG:
+        if f.name in ints:
+            arrays.append(_int64s(ints[f.name](), f, run, total))
+        elif f.name in ("run_id", "request_id"):
+            dictionary = ids if f.name == "request_id" else pa.array([run_id], f.type)
+            at = index if f.name == "request_id" else array("i", bytes(4 * total))
+            arrays.append(pa.DictionaryArray.from_arrays(
+                pa.Array.from_buffers(pa.int32(), total, [None, pa.py_buffer(at)]),
+                dictionary).dictionary_decode())
+        elif f.name == "kind" and kinds is not None:
+            arrays.append(_column(kinds, f, run))
+        else:  # no kinds, or a column the contract adds later: null, as an absent one reads
+            arrays.append(pa.nulls(total, f.type))
     return pa.Table.from_arrays(arrays, schema=CHUNK_LOG)
+
+
+def _write_chunks(run: PeerRun, run_id: str, path: Path) -> None:
+    """The chunk log, about CHUNK_BATCH chunks (whole requests) at a time, a row group each:
+    only one batch's columns are ever in memory beside the requests."""
+    def batches():
+        batch, n = [], 0
+        for r in run.requests:
+            batch.append(r)
+            n += len(r.chunk_ns or ())
+            if n >= CHUNK_BATCH:
+                yield batch
+                batch, n = [], 0
+        if batch:
+            yield batch
+
+    def write(f) -> None:
+        with pq.ParquetWriter(f, CHUNK_LOG) as w:
+            for batch in batches():
+                w.write_table(_chunk_rows(run, run_id, batch))
+
+    durable.write_with(path, write)
 
 
 def _span(rs: list[PeerRequest]) -> dict | None:
@@ -487,6 +564,6 @@ def write_run(run: PeerRun, out: Path, base: dict, run_id: str | None = None,
     write_parquet(_request_rows(run, m["run_id"], "warmup"), out / "warmup_log.parquet")
     write_parquet(_request_rows(run, m["run_id"], "steady"),
                   out / "steady_state_request_log.parquet")
-    write_parquet(_chunk_rows(run, m["run_id"]), out / "chunk_log.parquet")
+    _write_chunks(run, m["run_id"], out / "chunk_log.parquet")
     mf.dump(m, out / "manifest.json")
     return m

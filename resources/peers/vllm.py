@@ -45,6 +45,9 @@ def _load(path: Path) -> dict:
     doc = read_json(path, "no such file")
     if not isinstance(doc, dict):
         raise PeerFileError(f"{path}: expected a JSON object (vllm bench serve's result)")
+    # every answer's text, often most of the file: never read, so not kept while the
+    # requests are built
+    doc.pop("generated_texts", None)
     return doc
 
 
@@ -122,8 +125,9 @@ def read(path: Path, anchor_ns: int | None = None) -> PeerRun:
                         error=None if ok else _error_text(doc["errors"][i]))
         if doc.get("queue_times") and doc["queue_times"][i] is not None:
             r.scheduled_ns = sent - seconds_ns(doc["queue_times"][i])
+        itls, doc["itls"][i] = doc["itls"][i], None  # freed as its chunk times are made
         if ok:
-            r.chunk_ns = chunks_from_itl(sent, doc["ttfts"][i], doc["itls"][i])
+            r.chunk_ns = chunks_from_itl(sent, doc["ttfts"][i], itls)
             r.first_token_ns, r.last_token_ns = r.chunk_ns[0], r.chunk_ns[-1]
             r.finished_ns = sent + seconds_ns(doc["latencies"][i])
             r.output_tokens = int(doc["output_lens"][i])
