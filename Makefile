@@ -71,7 +71,7 @@ demo-real: engine
 # alternating between them: each swap's seconds and the first request's TTFT after a swap
 # beside warm ones, MEASURED (docs/models.md)
 demo-models-real: engine
-	$(VENV)/bin/python -m servingbench.resources.model_server.swap_measure --rounds 3 --burst 3
+	$(VENV)/bin/python benchmarks/swap_measure.py --rounds 3 --burst 3
 
 # episodes on the real engine (pipelines/candidates_episodes_real.yaml): up to two llama.cpp
 # replicas behind HAProxy under the local policy, a spike and a scale from zero, MEASURED
@@ -91,7 +91,7 @@ chromium:
 	  || echo "note: could not install chromium with apt-get; the browser tests will skip"; \
 	fi
 
-# Several replicas run behind Debian's HAProxy on loopback (resources/model_server/balancer.py);
+# Several replicas run behind Debian's HAProxy on loopback (resources/model_server/fleet/balancer.py);
 # fetched when missing and we may, like chromium. Without it those tests skip with their reason.
 haproxy:
 	@if [ ! -x /usr/sbin/haproxy ] && command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \

@@ -1,5 +1,5 @@
 """What HAProxy adds: TTFT and ITL of the same load, straight to the server and through the
-balancer (resources/model_server/balancer.py, the replicas' HAProxy on loopback), side by
+balancer (resources/model_server/fleet/balancer.py, the replicas' HAProxy on loopback), side by
 side in one run, alternating.
 
 The server is benchmarks/fixed_server.py (fixed TTFT 20 ms, ITL 5 ms: it keeps its
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--c", type=int, default=4)
     a = ap.parse_args(argv)
-    from servingbench.resources.model_server.balancer import Balancer
+    from servingbench.resources.model_server.fleet.balancer import Balancer
 
     with tempfile.TemporaryDirectory() as tmp:
         port_file = Path(tmp) / "port"

@@ -113,7 +113,10 @@ def _fit_report(points: list[dict]) -> dict:
 def measure(args) -> int:
     from servingbench.pipelines.catalog import load_candidates
     from servingbench.pipelines.config import REAL_FILE
-    from servingbench.resources.model_server.llamacpp import LlamaCppModelServer, engine_available
+    from servingbench.resources.model_server.local.llamacpp import (
+        LlamaCppModelServer,
+        engine_available,
+    )
 
     why = engine_available()
     if why:

@@ -35,7 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     from servingbench.resources.analysis.analyze import analyze_run
     from servingbench.resources.analysis.reconcile import reconcile
     from servingbench.resources.loadgen import LoadConfig, run_load
-    from servingbench.resources.model_server.llamacpp import LlamaCppModelServer, engine_available
+    from servingbench.resources.model_server.local.llamacpp import (
+        LlamaCppModelServer,
+        engine_available,
+    )
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--concurrency", default="1,2,4")
@@ -101,7 +104,10 @@ def side_by_side(args, cand, root: Path) -> int:
     from loadgen_aiperf import make_gguf_tokenizer, run_aiperf_closed
     from servingbench.resources.analysis.analyze import analyze_run
     from servingbench.resources.loadgen import LoadConfig, run_load
-    from servingbench.resources.model_server.llamacpp import LlamaCppModelServer, model_file_for
+    from servingbench.resources.model_server.local.llamacpp import (
+        LlamaCppModelServer,
+        model_file_for,
+    )
 
     tokenizer = make_gguf_tokenizer(args.aiperf, model_file_for(cand), root / "aiperf-tokenizer")
     (root / "deploy").mkdir(exist_ok=True)

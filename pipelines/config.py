@@ -475,7 +475,10 @@ def _capacity(merged: dict, where: str) -> tuple[str | None, dict | None]:
 def _replica_plan(replicas, autoscaling, where: str) -> tuple[dict | None, dict | None]:
     """`replicas {min, max, initial}` and `autoscaling {...}` checked (contract §2.1); an
     autoscaling without replicas scales one replica between its defaults' bounds."""
-    from servingbench.resources.model_server.replicated import check_autoscaling, check_replicas
+    from servingbench.resources.model_server.fleet.replicated import (
+        check_autoscaling,
+        check_replicas,
+    )
 
     if replicas is None and autoscaling is None:
         return None, None

@@ -24,8 +24,8 @@ from dagster_aws.s3 import S3Resource
 from servingbench.pipelines.config import ConfigError
 from servingbench.pipelines.eks_profile import EksResources, EksSettings
 from servingbench.resources.contract import settings as envvars
-from servingbench.resources.model_server.emulator import EmulatorModelServer
 from servingbench.resources.model_server.local import LocalModelServers
+from servingbench.resources.model_server.local.emulator import EmulatorModelServer
 from servingbench.resources.storage.store import Storage
 
 

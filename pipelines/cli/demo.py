@@ -113,7 +113,7 @@ def main(argv: list[str]) -> int:
         if names is None:
             return 2
     if args.real:
-        from servingbench.resources.model_server.llamacpp import engine_available
+        from servingbench.resources.model_server.local.llamacpp import engine_available
 
         why = engine_available()
         if why is not None:

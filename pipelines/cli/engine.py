@@ -14,7 +14,7 @@ from servingbench.pipelines.config import REAL_FILE, ConfigError
 
 
 def main(argv: list[str]) -> int:
-    from servingbench.resources.model_server.llamacpp import (
+    from servingbench.resources.model_server.local.llamacpp import (
         EngineNotInstalled,
         engine_available,
         engine_version,

@@ -1,7 +1,7 @@
 """A spot run's interruption schedule (a candidate's `interruptions`, contract §3.8): fixed
 times or a seeded Poisson process, in seconds from the start of the steady phase. The EKS
 run starts an AWS FIS experiment at each (resources/cluster/fis.py); the embedded default
-gives one emulator replica its notice (resources/model_server/replicated.py)."""
+gives one emulator replica its notice (resources/model_server/fleet/replicated.py)."""
 
 from __future__ import annotations
 

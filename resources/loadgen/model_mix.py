@@ -1,6 +1,6 @@
 """Which model each request names, for a node serving several (contract §2.1 `models`): the
 load goes to one endpoint that routes by the request body's `model` (the swap driver,
-resources/model_server/swap.py, or an engine serving several models), and the request log's
+resources/model_server/swap/driver.py, or an engine serving several models), and the request log's
 `model` says which one each request addressed.
 
 Two mixes: by `request_share` (each request draws its model, seeded: the same run sends the

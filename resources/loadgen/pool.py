@@ -40,7 +40,7 @@ from servingbench.resources.loadgen.sse import (
 )
 
 # the header a load balancer in front of several replicas names the serving one with
-# (resources/model_server/balancer.py sets it; contract §2.2 `replica`)
+# (resources/model_server/fleet/balancer.py sets it; contract §2.2 `replica`)
 REPLICA_HEADER = b"x-servingbench-replica"
 MAX_HEAD_BYTES = 1 << 16  # a response's status line and headers; more is a protocol_error
 ERROR_BODY_BYTES = 4096  # what a non-200 answer's error text is read from

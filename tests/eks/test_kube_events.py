@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from servingbench.resources.contract.schemas import EVENT_KINDS, EVENTS, REPLICA_PHASES
 from servingbench.resources.contract.timestamps import parse_ts
-from servingbench.resources.model_server.events import Events
+from servingbench.resources.model_server.fleet.events import Events
 from servingbench.resources.model_server.kube import events as kev
 from servingbench.resources.model_server.kube.client import KubeClient
 from servingbench.resources.model_server.kube.deploy import EngineDeployment

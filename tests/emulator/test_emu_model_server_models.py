@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pyarrow.parquet as pq
 from servingbench.pipelines.catalog import load_candidates
-from servingbench.resources.model_server.emulator import EmulatorModelServer
+from servingbench.resources.model_server.local.emulator import EmulatorModelServer
 
 SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 

@@ -1,5 +1,5 @@
 """Several models in one emulator process (`--models`, emulator/models.py), EMULATED, and the
-swap driver in front of it (resources/model_server/swap.py): vLLM's sleep-mode endpoints,
+swap driver in front of it (resources/model_server/swap/driver.py): vLLM's sleep-mode endpoints,
 a sleeping model refusing requests, resident models sharing the accelerator's compute, and
 the driver putting the awake model to sleep and waking the requested one, each written as
 an event."""
@@ -19,8 +19,8 @@ from servingbench.emulator.fit import fit_of
 from servingbench.emulator.models import ModelSet
 from servingbench.emulator.process import EmulatorProcess
 from servingbench.emulator.server import Options
-from servingbench.resources.model_server.events import Events
-from servingbench.resources.model_server.swap import SwapDriver, load_events
+from servingbench.resources.model_server.fleet.events import Events
+from servingbench.resources.model_server.swap.driver import SwapDriver, load_events
 
 SWAPPED = [{"name": "a", "model": "scout", "precision": "bf16", "placement": "swapped",
             "memory_share": 0.9, "sleep_level": 1},

@@ -110,7 +110,7 @@ def test_the_running_server_queues_beyond_max_num_seqs(tmp_path):
 
 def test_the_embedded_default_passes_a_candidates_engine_args_to_the_emulator(tmp_path):
     from servingbench.resources.contract.candidate import Candidate
-    from servingbench.resources.model_server.emulator import EmulatorModelServer, not_modelled
+    from servingbench.resources.model_server.local.emulator import EmulatorModelServer, not_modelled
 
     c = Candidate(name="c", instance_type="p5.48xlarge", model="meta-llama/Llama-4-Scout",
                   precision="fp8", tensor_parallel=4,

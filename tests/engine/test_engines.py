@@ -24,8 +24,8 @@ ENGINES_DIR = REPO / "resources" / "model_server" / "engines"
 KNOWLEDGE = re.compile(r"\b(?:vllm|sglang|llamacpp):[a-z_]+|--tensor-parallel-size|--tp-size|"
                        r"--max-num-seqs|--max-running-requests|sglang\.launch_server|"
                        r"Capture cuda graph|Model loading took|--n_threads")
-NOT_SERVINGBENCH_KNOWLEDGE = {REPO / "resources" / "model_server" / "llamacpp_serve.py",
-                              REPO / "resources" / "model_server" / "emulator.py"}
+NOT_SERVINGBENCH_KNOWLEDGE = {REPO / "resources" / "model_server" / "local" / "llamacpp_serve.py",
+                              REPO / "resources" / "model_server" / "local" / "emulator.py"}
 
 
 def _code_strings(tree: ast.AST) -> list[str]:

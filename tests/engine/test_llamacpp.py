@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from servingbench.pipelines.catalog import load_candidates
 from servingbench.pipelines.config import REAL_FILE
-from servingbench.resources.model_server.llamacpp import (
+from servingbench.resources.model_server.local.llamacpp import (
     LlamaCppModelServer,
     engine_available,
     model_file_for,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from servingbench.pipelines.catalog import load_candidates
 from servingbench.pipelines.config import REAL_FILE
-from servingbench.resources.model_server.llamacpp import (
+from servingbench.resources.model_server.local.llamacpp import (
     LlamaCppModelServer,
     child_env,
     engine_available,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from servingbench.resources.analysis.gates import CHECK_NAMES
-from servingbench.resources.model_server.balancer import find_haproxy
-from servingbench.resources.model_server.llamacpp import engine_available
+from servingbench.resources.model_server.fleet.balancer import find_haproxy
+from servingbench.resources.model_server.local.llamacpp import engine_available
 
 REPO = Path(__file__).resolve().parents[2]
 WHY = engine_available() or (None if find_haproxy() else "haproxy is not installed (make haproxy)")

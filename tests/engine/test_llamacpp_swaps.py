@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 import pytest
-from servingbench.resources.model_server import swap_measure
-from servingbench.resources.model_server.llamacpp import engine_available
+from servingbench.resources.model_server.local.llamacpp import engine_available
+
+from benchmarks import swap_measure
 
 WHY = engine_available() or next(
     (f"{f} not cached" for _, f in swap_measure.DEFAULT_MODELS

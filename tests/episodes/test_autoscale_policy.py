@@ -6,7 +6,7 @@ back to 0, and the min/max bounds."""
 from __future__ import annotations
 
 import pytest
-from servingbench.resources.model_server.autoscale import (
+from servingbench.resources.model_server.fleet.autoscale_rule import (
     Policy,
     State,
     decide,

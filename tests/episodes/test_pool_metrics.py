@@ -9,8 +9,8 @@ import urllib.request
 
 import pytest
 from servingbench.resources.http.prometheus import parse
-from servingbench.resources.model_server.balancer import Balancer, find_haproxy
-from servingbench.resources.model_server.pool_metrics import PoolMetrics, summed
+from servingbench.resources.model_server.fleet.balancer import Balancer, find_haproxy
+from servingbench.resources.model_server.fleet.pool_metrics import PoolMetrics, summed
 
 A = """# TYPE llamacpp:tokens_predicted_total counter
 llamacpp:tokens_predicted_total 30

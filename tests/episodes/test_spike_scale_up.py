@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 from servingbench.resources.loadgen import run_load
 from servingbench.resources.loadgen.scenarios.spec import from_mapping
-from servingbench.resources.model_server.autoscale import Policy
-from servingbench.resources.model_server.autoscaler import Autoscaler
-from servingbench.resources.model_server.balancer import Balancer, find_haproxy
-from servingbench.resources.model_server.events import Events
-from servingbench.resources.model_server.replicas import ReplicaSet
+from servingbench.resources.model_server.fleet.autoscale_loop import Autoscaler
+from servingbench.resources.model_server.fleet.autoscale_rule import Policy
+from servingbench.resources.model_server.fleet.balancer import Balancer, find_haproxy
+from servingbench.resources.model_server.fleet.events import Events
+from servingbench.resources.model_server.fleet.replicas import ReplicaSet
 
 from tests.support.emulator import FIXED_MODEL, fixed_timing_args
 from tests.support.loadgen import config, rows

@@ -21,8 +21,8 @@ from servingbench.resources.contract.schemas import write_parquet
 from servingbench.resources.loadgen import run_load
 from servingbench.resources.loadgen.interrupted import CUT
 from servingbench.resources.loadgen.scenarios.spec import from_mapping
-from servingbench.resources.model_server.balancer import find_haproxy
-from servingbench.resources.model_server.replicated import replicated
+from servingbench.resources.model_server.fleet.balancer import find_haproxy
+from servingbench.resources.model_server.fleet.replicated import replicated
 
 from tests.support.emulator import fixed_timing_args
 from tests.support.loadgen import config, rows

@@ -116,7 +116,7 @@ def test_the_quality_evaluation_ignores_proxy_variables(engine, proxied, tmp_pat
 
 
 def test_the_local_engines_readiness_check_ignores_proxy_variables(engine, proxied):
-    from servingbench.resources.model_server.llamacpp import LlamaCppProcess
+    from servingbench.resources.model_server.local.llamacpp import LlamaCppProcess
 
     proc = LlamaCppProcess([])
     proc.port = engine.port  # the readiness check only: /v1/models on the engine's port

@@ -14,8 +14,8 @@ import pytest
 from servingbench.emulator.process import EmulatorProcess
 from servingbench.resources.loadgen import LoadConfigError, run_load
 from servingbench.resources.loadgen.model_mix import ModelMix
-from servingbench.resources.model_server.events import Events
-from servingbench.resources.model_server.swap import SwapDriver
+from servingbench.resources.model_server.fleet.events import Events
+from servingbench.resources.model_server.swap.driver import SwapDriver
 
 from tests.support.loadgen import config, rows
 

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from servingbench.resources.contract.schemas import EVENTS
 from servingbench.resources.loadgen import run_load
-from servingbench.resources.model_server.balancer import Balancer, find_haproxy
-from servingbench.resources.model_server.events import Events
-from servingbench.resources.model_server.replicas import ReplicaSet
+from servingbench.resources.model_server.fleet.balancer import Balancer, find_haproxy
+from servingbench.resources.model_server.fleet.events import Events
+from servingbench.resources.model_server.fleet.replicas import ReplicaSet
 
 from tests.support.emulator import fixed_timing_args
 from tests.support.loadgen import config, rows

@@ -87,7 +87,7 @@ def test_speculative_decoding_is_a_candidate_key_each_engine_spells(tmp_path):
         "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
         "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
         "--speculative-draft-model-path", "org/drafter"]
-    from servingbench.resources.model_server.emulator import EmulatorModelServer
+    from servingbench.resources.model_server.local.emulator import EmulatorModelServer
     args = EmulatorModelServer().args(c, tmp_path)
     assert args[args.index("--spec-draft-tokens") + 1] == "3"
     assert args[args.index("--spec-acceptance") + 1] == "0.7"
@@ -108,8 +108,8 @@ def test_speculative_mistakes_name_the_key(tmp_path, spec, message):
 
 
 def test_a_reasoning_model_names_its_parser(tmp_path):
-    from servingbench.resources.model_server.emulator import EmulatorModelServer
     from servingbench.resources.model_server.engines import get
+    from servingbench.resources.model_server.local.emulator import EmulatorModelServer
 
     p = tmp_path / "candidates.yaml"
     p.write_text(f"candidates:\n  - {{{GOOD}, reasoning: {{parser: deepseek_r1, "
@@ -126,7 +126,7 @@ def test_a_reasoning_model_names_its_parser(tmp_path):
 
 def test_a_sweep_of_engine_args_speculation_reaches_the_emulator(tmp_path):
     from servingbench.resources.contract.candidate import Candidate
-    from servingbench.resources.model_server.emulator import EmulatorModelServer, not_modelled
+    from servingbench.resources.model_server.local.emulator import EmulatorModelServer, not_modelled
 
     base = dict(name="c", instance_type="p5.48xlarge", model="meta-llama/Llama-4-Scout",
                 precision="bf16", tensor_parallel=8)

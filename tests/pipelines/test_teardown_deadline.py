@@ -16,8 +16,8 @@ import pytest
 from servingbench.pipelines.profiles import Settings
 from servingbench.resources.cluster.local import LocalHostCluster
 from servingbench.resources.loadgen.generator import LoadGenerator
-from servingbench.resources.model_server.emulator import EmulatorModelServer
 from servingbench.resources.model_server.local import LocalModelServers
+from servingbench.resources.model_server.local.emulator import EmulatorModelServer
 from servingbench.resources.telemetry import sampler
 
 from tests.support.chain import run_job

@@ -18,7 +18,7 @@ from servingbench.emulator.process import EmulatorProcess
 from servingbench.pipelines.profiles import Settings
 from servingbench.resources.contract.timestamps import parse_ts
 from servingbench.resources.loadgen.generator import LoadGenerator
-from servingbench.resources.model_server.emulator import EmulatorModelServer
+from servingbench.resources.model_server.local.emulator import EmulatorModelServer
 from servingbench.resources.telemetry import Sampler, sources_from
 
 from tests.support.chain import materialized, run_job

@@ -1,5 +1,5 @@
 """llama.cpp on this host's CPU: llama-cpp-python's OpenAI-compatible server, started by
-model_server/llamacpp.py through the launcher model_server/llamacpp_serve.py. Its launch
+model_server/local/llamacpp.py through the launcher model_server/local/llamacpp_serve.py. Its launch
 arguments and its /metrics counters (llama.cpp's own names, plus the finished-requests
 counter the launcher adds). Its cold start is split by the launcher's own markers, not
 its log; it serves no gauge the sampler reads."""

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servingbench.resources.model_server import engines
+from servingbench.resources.model_server.fleet.replicated import check_replicas
 from servingbench.resources.model_server.kube.render import RUN_ANNOTATION, EngineSpec, labels
-from servingbench.resources.model_server.replicated import check_replicas
 
 POLICIES = ("keda", "hpa")
 METRICS = ("requests_waiting", "requests_running", "kv_cache_usage", "rps")

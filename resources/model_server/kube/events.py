@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from servingbench.resources.contract.timestamps import parse_ts
 from servingbench.resources.model_server import engines
-from servingbench.resources.model_server.events import Events
+from servingbench.resources.model_server.fleet.events import Events
 from servingbench.resources.model_server.kube.coldstart import cold_start_phases
 
 Event = tuple[int, str, str, float | None, str | None]  # at ns, kind, subject, value, detail
@@ -177,7 +177,7 @@ class RunEvents:
         self.nodes = NodeWatch()
         self.replicas = ReplicaWatch(spec.runtime.name, self._read)
         self.events: list[Event] = []
-        self.sink = sink  # the run's events.parquet (model_server/events.py), if it has one
+        self.sink = sink  # the run's events.parquet (model_server/fleet/events.py), if it has one
 
     def _read(self, pod: dict) -> tuple[list[dict], list[str]]:
         name = pod["metadata"]["name"]

@@ -7,7 +7,7 @@ the same node.
   so the engines share the accelerators' memory as the fit check divided it.
 * Resident: loaded for the whole run. Swapped: started with `--enable-sleep-mode` and
   `VLLM_SERVER_DEV_MODE=1` (vLLM serves `POST /sleep?level=N`, `POST /wake_up` and
-  `GET /is_sleeping` only in dev mode); the swap driver (model_server/swap.py) puts all but
+  `GET /is_sleeping` only in dev mode); the swap driver (model_server/swap/driver.py) puts all but
   one to sleep and swaps them as requests arrive. The endpoints carry no authentication of
   their own beyond the engine's API key, and the NetworkPolicy admits only the load
   generator's sources.

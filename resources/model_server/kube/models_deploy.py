@@ -10,7 +10,7 @@ request's `model`, and the swaps between the swapped ones.
   starts an engine only where its `--gpu-memory-utilization` is free, and the fit check
   lets swapped models share memory that only one of them holds awake. The last swapped
   model stays awake.
-* Route: the swap driver (model_server/swap.py, in a process of its own, swap_process.py,
+* Route: the swap driver (model_server/swap/driver.py, in a process of its own, swap/process.py,
   as on the emulator) listens on 127.0.0.1 in the run's process's host, with every model's
   Service as its upstream (no `model=` query: each Service is one engine). It routes every
   request by its body's `model` and swaps before a request for a sleeping model
@@ -38,13 +38,13 @@ import httpx
 from servingbench.resources.contract.candidate import Candidate
 from servingbench.resources.contract.timestamps import format_ts
 from servingbench.resources.model_server import engines
-from servingbench.resources.model_server.events import Events
+from servingbench.resources.model_server.fleet.events import Events
 from servingbench.resources.model_server.interface import Deployment
 from servingbench.resources.model_server.kube.client import RolloutError
 from servingbench.resources.model_server.kube.deploy import delete_in_reverse
 from servingbench.resources.model_server.kube.models import render_models
 from servingbench.resources.model_server.kube.render import PORT, EngineSpec, api_key_secret
-from servingbench.resources.model_server.swap_process import SwapProcess
+from servingbench.resources.model_server.swap.process import SwapProcess
 
 log = logging.getLogger("servingbench.kube")
 

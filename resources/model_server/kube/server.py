@@ -22,7 +22,8 @@ from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.contract.timestamps import format_ts
 from servingbench.resources.http import control
 from servingbench.resources.model_server import engine_args, engines
-from servingbench.resources.model_server.events import Events
+from servingbench.resources.model_server.fleet.events import Events
+from servingbench.resources.model_server.fleet.replicated import interruption_times
 from servingbench.resources.model_server.interface import Deployment, ModelServer
 from servingbench.resources.model_server.kube.autoscale import Autoscaling, Replicas
 from servingbench.resources.model_server.kube.client import KubeClient, RolloutError
@@ -32,7 +33,6 @@ from servingbench.resources.model_server.kube.events import RunEvents
 from servingbench.resources.model_server.kube.models_deploy import deploy_models
 from servingbench.resources.model_server.kube.render import PORT, EngineSpec
 from servingbench.resources.model_server.kube.spot import FisSchedule
-from servingbench.resources.model_server.replicated import interruption_times
 
 # Where the load generator finds the engine's API key while the engine is deployed (the
 # load generator reads keys from the environment only; removed again after the block).

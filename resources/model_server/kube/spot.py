@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from servingbench.resources.contract import manifest as mf
-from servingbench.resources.model_server.replicated import steady_start_ns
+from servingbench.resources.model_server.fleet.replicated import steady_start_ns
 
 log = logging.getLogger("servingbench.kube")
 

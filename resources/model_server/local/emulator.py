@@ -78,7 +78,7 @@ class EmulatorModelServer(ModelServer):
     @contextlib.contextmanager
     def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
         if getattr(candidate, "models", None):  # several models on the node
-            from servingbench.resources.model_server.emulator_models import deploy_models
+            from servingbench.resources.model_server.local.emulator_models import deploy_models
 
             with deploy_models(self, candidate, run_dir) as dep:
                 yield dep
@@ -131,9 +131,9 @@ class EmulatorModelServer(ModelServer):
 
     @contextlib.contextmanager
     def deploy_replicas(self, candidate: Candidate, run_dir: Path) -> Iterator[Deployment]:
-        """`replicas` (and `autoscaling`): emulator replicas behind HAProxy (replicated.py);
+        """`replicas` (and `autoscaling`): emulator replicas behind HAProxy (fleet/replicated.py);
         each replica keeps its own ground truth, `emulator_ground_truth.<replica>.jsonl`."""
-        from servingbench.resources.model_server.replicated import replicated
+        from servingbench.resources.model_server.fleet.replicated import replicated
 
         base = self.args(candidate, run_dir)
         at = base.index("--ground-truth")

@@ -21,7 +21,7 @@ import json
 import threading
 import time
 
-from servingbench.resources.model_server.events import Events
+from servingbench.resources.model_server.fleet.events import Events
 
 
 class SwapError(RuntimeError):

@@ -1,6 +1,6 @@
 """Launcher for llama-cpp-python's server serving several models from one process:
 
-    python -m servingbench.resources.model_server.llamacpp_models --config_file FILE.json \
+    python -m servingbench.resources.model_server.local.llamacpp_models --config_file FILE.json \
         --port_file PATH
 
 FILE.json is llama-cpp-python's own config file (`{"host", "port", "models": [{"model",

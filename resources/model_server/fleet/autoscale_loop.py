@@ -1,6 +1,6 @@
 """The `local` autoscaler's controller loop: every `interval_s` it reads the metric over the
 ready replicas (their own /metrics gauges, as KEDA's Prometheus query reads vLLM's; `rps`
-from the balancer's frontend), asks the policy (autoscale.py) for the desired count, writes
+from the balancer's frontend), asks the rule (autoscale_rule.py) for the desired count, writes
 a `scale_decision` event when that count changes (contract §2.6: value the desired
 replicas, detail the reading), and starts or drains replicas to reach it. The rule is
 KEDA/HPA's, run here; the replicas it scales are emulator processes (EMULATED) or real
@@ -18,10 +18,10 @@ import urllib.request
 
 from servingbench.resources.http.prometheus import parse
 from servingbench.resources.model_server import engines
-from servingbench.resources.model_server.autoscale import Policy, State, decide
-from servingbench.resources.model_server.balancer import Balancer
-from servingbench.resources.model_server.events import Events
-from servingbench.resources.model_server.replicas import ReplicaSet
+from servingbench.resources.model_server.fleet.autoscale_rule import Policy, State, decide
+from servingbench.resources.model_server.fleet.balancer import Balancer
+from servingbench.resources.model_server.fleet.events import Events
+from servingbench.resources.model_server.fleet.replicas import ReplicaSet
 
 SUBJECT = "local-autoscaler"
 # the emulator serves vLLM's gauges, llama.cpp's launcher llama.cpp's; a replica serves one

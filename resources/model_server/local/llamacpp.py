@@ -38,7 +38,7 @@ from servingbench.resources.model_server import engine_args, engines
 from servingbench.resources.model_server.interface import Deployment, ModelServer
 
 ENGINE = "llama.cpp (llama-cpp-python server)"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]  # the tree's root, above resources/model_server/local
 # the engine is on loopback: a proxy variable in the environment must not route its
 # readiness checks elsewhere (urllib's default opener honours them)
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -208,7 +208,7 @@ class LlamaCppProcess:
     def start(self) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="servingbench-llamacpp-")
         port_file = Path(self._dir.name) / "port"
-        cmd = [sys.executable, "-m", "servingbench.resources.model_server.llamacpp_serve", *self.args,
+        cmd = [sys.executable, "-m", "servingbench.resources.model_server.local.llamacpp_serve", *self.args,
                "--host", self.host, "--port", "0", "--port_file", str(port_file)]
         env = child_env(os.environ)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -349,10 +349,10 @@ class LlamaCppModelServer(ModelServer):
     def deploy_replicas(self, candidate: Candidate, cluster: ClusterInfo | None, run_dir: Path,
                         model_file: Path, sha: str, args: list[str]) -> Iterator[Deployment]:
         """`replicas` (and `autoscaling`): llama.cpp servers on this host behind HAProxy,
-        scaled by the local policy (replicated.py), the same machinery as the emulator's
+        scaled by the local policy (fleet/replicated.py), the same machinery as the emulator's
         replicas. Each replica is its own server process with the candidate's threads; its
         start-up phases come from the launcher's markers, so they are measured."""
-        from servingbench.resources.model_server.replicated import replicated
+        from servingbench.resources.model_server.fleet.replicated import replicated
 
         procs: dict[str, LlamaCppProcess] = {}
 

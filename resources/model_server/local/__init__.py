@@ -20,7 +20,7 @@ class LocalModelServers(ModelServer):
         if engines.local(candidate.engine):
             if self.llamacpp is None:
                 # imported on first use: the emulated demo never loads the engine's adapter
-                from servingbench.resources.model_server.llamacpp import LlamaCppModelServer
+                from servingbench.resources.model_server.local.llamacpp import LlamaCppModelServer
                 self.llamacpp = LlamaCppModelServer()
             return self.llamacpp.deploy(candidate, cluster, run_dir)
         return self.emulator.deploy(candidate, cluster, run_dir)

@@ -1,7 +1,6 @@
 """Swaps between two models of one llama-cpp-python server on this host, MEASURED:
 
-    python -m servingbench.resources.model_server.swap_measure [--rounds 3] [--burst 3]
-        [--out DIR]
+    .venv/bin/python benchmarks/swap_measure.py [--rounds 3] [--burst 3] [--out DIR]
 
 Gemma 3 270M at two quantizations (the GGUF files `servingbench engine prepare` caches in
 ~/.cache/servingbench/models) are two models of one server (llamacpp_models, llama-cpp-
@@ -70,7 +69,7 @@ def start(config: Path, work: Path, timeout_s: float = 120.0) -> tuple[subproces
     port_file = work / "port"
     log = open(work / "server.log", "w")  # noqa: SIM115 - kept open for the process's life
     proc = subprocess.Popen([sys.executable, "-m",
-                             "servingbench.resources.model_server.llamacpp_models",
+                             "servingbench.resources.model_server.local.llamacpp_models",
                              "--config_file", str(config), "--port_file", str(port_file)],
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout_s
@@ -153,7 +152,7 @@ def summarize(sent: list[Sent], swap_rows: list[dict]) -> dict:
 
 
 def write_events(out: Path, run_id: str, swap_rows: list[dict], sent: list[Sent]) -> None:
-    from servingbench.resources.model_server.events import Events
+    from servingbench.resources.model_server.fleet.events import Events
 
     out.mkdir(parents=True, exist_ok=True)
     ev = Events(out, run_id)

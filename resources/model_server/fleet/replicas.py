@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable
 
 from servingbench.resources.contract.timestamps import parse_ts
-from servingbench.resources.model_server.balancer import Balancer
-from servingbench.resources.model_server.events import Events
+from servingbench.resources.model_server.fleet.balancer import Balancer
+from servingbench.resources.model_server.fleet.events import Events
 
 NODE = "localhost"  # every local replica runs on this host
 
@@ -201,7 +201,7 @@ class ReplicaSet:
                 time.sleep(0.05)
             self.lb.remove(name)
             if self.keeps_metrics and rep.metrics_url is not None:
-                from servingbench.resources.model_server.pool_metrics import scrape
+                from servingbench.resources.model_server.fleet.pool_metrics import scrape
 
                 rep.final_metrics = scrape(rep.metrics_url)
         elif was == "starting":

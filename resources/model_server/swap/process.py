@@ -1,7 +1,7 @@
-"""The swap driver (swap.py) as a process of its own, so relaying every streamed chunk never
+"""The swap driver (driver.py) as a process of its own, so relaying every streamed chunk never
 competes with the load generator's event loop for the interpreter:
 
-    python -m servingbench.resources.model_server.swap_process --models FILE.json \
+    python -m servingbench.resources.model_server.swap.process --models FILE.json \
         --upstream HOST:PORT --run-dir DIR --run-id ID --port-file PATH
 
 It writes the models' start-up loads (model_load, from the emulator's status) and every
@@ -27,8 +27,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from servingbench.resources.model_server.events import Events
-from servingbench.resources.model_server.swap import SwapDriver, SwapError, load_events
+from servingbench.resources.model_server.fleet.events import Events
+from servingbench.resources.model_server.swap.driver import SwapDriver, SwapError, load_events
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,7 +104,7 @@ class SwapProcess:
             prior.write_text(json.dumps(self.prior_events))
             where = ["--upstreams", str(ups), "--events", str(prior)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "servingbench.resources.model_server.swap_process",
+            [sys.executable, "-m", "servingbench.resources.model_server.swap.process",
              "--models", str(spec), *where, "--run-dir", str(run_dir),
              "--run-id", run_id, "--port-file", str(port_file)],
             stdout=subprocess.DEVNULL, stderr=open(run_dir / "swap_driver.log", "w"))  # noqa: SIM115

@@ -1,7 +1,7 @@
 """A candidate with several models on one node (its `models`), on the local emulator: one
 emulator process serving every model (`--models`, emulator/models.py; resident ones share
 its compute, swapped ones sleep and wake as vLLM's sleep mode does), EMULATED. With any
-swapped model the load goes through the swap driver (swap.py), one endpoint that routes by
+swapped model the load goes through the swap driver (swap/driver.py), one endpoint that routes by
 the request's `model` and swaps before a request for a sleeping model; with only resident
 models the emulator's own port routes by name. events.parquet gets each model's start-up
 load (model_load) and every swap's model_sleep / model_wake."""
@@ -18,10 +18,10 @@ from pathlib import Path
 from servingbench.resources.contract import durable
 from servingbench.resources.contract.candidate import Candidate
 from servingbench.resources.contract.timestamps import format_ts, parse_ts
-from servingbench.resources.model_server.events import Events
+from servingbench.resources.model_server.fleet.events import Events
 from servingbench.resources.model_server.interface import Deployment
-from servingbench.resources.model_server.swap import load_events
-from servingbench.resources.model_server.swap_process import SwapProcess
+from servingbench.resources.model_server.swap.driver import load_events
+from servingbench.resources.model_server.swap.process import SwapProcess
 
 MODELS_FILE = "emulator_models.json"
 

@@ -1,6 +1,6 @@
 """Launcher for llama-cpp-python's OpenAI-compatible server, as LlamaCppModelServer runs it:
 
-    python -m servingbench.resources.model_server.llamacpp_serve --model FILE.gguf --host 127.0.0.1 \
+    python -m servingbench.resources.model_server.local.llamacpp_serve --model FILE.gguf --host 127.0.0.1 \
         --port 0 --port_file PATH [any other `python -m llama_cpp.server` option]
 
 It is `python -m llama_cpp.server` (the same argument parser, `create_app` and uvicorn) with

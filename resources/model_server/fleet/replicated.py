@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from servingbench.resources.contract.timestamps import format_ts, parse_ts
-from servingbench.resources.model_server.autoscale import Policy
-from servingbench.resources.model_server.autoscaler import Autoscaler
-from servingbench.resources.model_server.balancer import Balancer
-from servingbench.resources.model_server.events import Events
-from servingbench.resources.model_server.pool_metrics import PoolMetrics
-from servingbench.resources.model_server.replicas import ReplicaSet, start_phases
+from servingbench.resources.model_server.fleet.autoscale_loop import Autoscaler
+from servingbench.resources.model_server.fleet.autoscale_rule import Policy
+from servingbench.resources.model_server.fleet.balancer import Balancer
+from servingbench.resources.model_server.fleet.events import Events
+from servingbench.resources.model_server.fleet.pool_metrics import PoolMetrics
+from servingbench.resources.model_server.fleet.replicas import ReplicaSet, start_phases
 
 REPLICA_KEYS = ("min", "max", "initial")
 AUTOSCALING_KEYS = ("policy", "metric", "target", "activation_target", "scale_up_cooldown_s",
