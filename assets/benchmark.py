@@ -23,6 +23,7 @@ from servingbench.resources.analysis.workload_outputs import step_reader
 from servingbench.resources.contract import accelerators, durable
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.deployment import Replicated, SeveralModels
 from servingbench.resources.loadgen import LoadConfigError, LoadError
 from servingbench.resources.loadgen.generator import ladder_of
 
@@ -56,14 +57,15 @@ def initial_manifest(candidate: Candidate, run_id: str, source: str) -> dict:
              price_basis=candidate.price.as_manifest() if candidate.price else None,
              accelerator=accelerators.accelerator_of(candidate.instance_type),
              accelerators_per_node=accelerators.per_node_of(candidate.instance_type))
-    if candidate.replicas is not None:
-        m["replicas"] = dict(candidate.replicas)
-        m["autoscaling"] = None if candidate.autoscaling is None else dict(candidate.autoscaling)
+    match candidate.deployment:
+        case Replicated() as plan:
+            m["replicas"] = plan.replicas.as_dict()
+            m["autoscaling"] = plan.as_dict()["autoscaling"]
+        case SeveralModels() as plan:
+            # every key but sleep_level (how a swapped model sleeps is the deployment's)
+            m["models"] = [slot.as_manifest() for slot in plan.models]
     if candidate.capacity is not None:
         m["capacity"] = candidate.capacity
-    if getattr(candidate, "models", None):
-        # every key but sleep_level (how a swapped model sleeps is the deployment's)
-        m["models"] = [{k: e.get(k) for k in mf.MODEL_KEYS} for e in candidate.models]
     if candidate.sweep is not None:
         m["sweep"] = {"name": candidate.sweep["name"], "settings": dict(candidate.sweep["settings"])}
     if candidate.price and candidate.price.bases:
@@ -84,7 +86,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
     def benchmark_run(context):
         r = context.resources
         candidate = r.candidates[candidate_of(context)]
-        fit = cluster_link.preflight(candidate)
+        fit = cluster_link.preflight(candidate, r.model_server)
         run_id, run_dir = r.storage.new_run(candidate.name, candidate.instance_type)
         # before anything is created: the reaper keeps what carries this run id while the
         # Dagster run is not finished
@@ -101,7 +103,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
             "dagster_run_id": context.run_id})
         # the pool slot spans provision → teardown: the nodes the quota counts
         with pool_slot(context, candidate.pool, candidate.pool_limit, run_dir / "pool.json"):
-            info = cluster_link.provision(r.cluster, candidate, run_id)
+            info = r.cluster.provision(candidate, run_id)
             try:
                 manifest.update(info.facts)
                 manifest["phases"].update(info.phases)

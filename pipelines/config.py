@@ -13,7 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from servingbench.pipelines import models_config
 from servingbench.resources.billing.price_bases import sheet_bases
 from servingbench.resources.contract import yamltext
 from servingbench.resources.contract.candidate import (
@@ -26,6 +25,8 @@ from servingbench.resources.contract.candidate import (
     SpeculativePlan,
     field_default,
 )
+from servingbench.resources.contract.deployment import MAX_NODES, PlanError, capacity_of, plan_of
+from servingbench.resources.contract.precisions import PRECISIONS
 from servingbench.resources.contract.schemas import PRICE_BASES
 from servingbench.resources.loadgen.config import MAX_TOKENS
 from servingbench.resources.model_server import engines
@@ -41,7 +42,7 @@ INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]{0,30}\.[a-z0-9-]{1,30}")
 ARGUMENT = re.compile(r"[A-Za-z0-9_.:@+][A-Za-z0-9_.:@+/-]{0,255}")
 DATASET = re.compile(r"[A-Za-z0-9_.:@+/][A-Za-z0-9_.:@+/-]{0,1023}")  # an id or a file path
 # Sane upper bounds: a value past them is a typo, and some (input_tokens) size memory.
-MAXIMA = {"tensor_parallel": 128, "node_count": 64, "max_model_len": MAX_TOKENS,
+MAXIMA = {"tensor_parallel": 128, "node_count": MAX_NODES, "max_model_len": MAX_TOKENS,
           "input_tokens": MAX_TOKENS, "output_tokens": MAX_TOKENS, "concurrency": 4096,
           "rates": 10_000, "requests_per_step": 1_000_000, "warmup_requests": 100_000, "workers": 256,
           "hourly_usd_per_node": 10_000}
@@ -51,7 +52,6 @@ MAXIMA = {"tensor_parallel": 128, "node_count": 64, "max_model_len": MAX_TOKENS,
 BENCHMARK_MAX_RUNTIME_S = 6 * 3600
 MAX_SCHEDULE_IN_A_RUN_S = BENCHMARK_MAX_RUNTIME_S - 3600
 REAL_FILE = REPO / "pipelines" / "candidates_real.yaml"
-PRECISIONS = ("bf16", "fp8", "int4", "q4_k_m", "q8_0", "q2_k")
 # Every engine has its file in resources/model_server/engines/ (llama.cpp: the real local
 # engine, llama-cpp-python's server on this host, `make engine`).
 ENGINES = engines.names()
@@ -102,11 +102,12 @@ _TYPES: dict[str, tuple[Any, object]] = {
     "capacity": (str, "on_demand or spot"),
     "interruptions": ((dict, type(None)), "a mapping {at: [s, ...]} or {rate_per_hour, seed}, "
                       "and notice_s"),
-    **models_config.TYPES,
+    "models": (list, "a list of {name, model, precision, placement, memory_share, "
+                     "request_share, sleep_level}"),
+    "model_bursts": ((int, type(None)), "a positive integer (requests per burst) or null"),
 }
-CAPACITIES = ("on_demand", "spot")
-_INTERRUPTION_KEYS = {"at", "rate_per_hour", "seed", "notice_s"}
-NOTICE_S = 120.0  # the notice EC2 gives a spot instance before it reclaims it
+# the keys resources/contract/deployment.py reads into the candidate's deployment plan
+_PLAN_KEYS = ("replicas", "autoscaling", "interruptions", "models", "model_bursts")
 _LLAMACPP_KEYS = {"model_file", "threads", "parallel", "requantize_from"}
 _QUALITY_KEYS = {"reference", "margin", "items", "seed", "dataset", "max_tokens"}
 _SPECULATIVE_KEYS = {"method", "draft_tokens", "draft_model", "acceptance"}
@@ -400,13 +401,13 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
     if load.ladder is not None and isinstance(scenario, dict) and scenario.get("kind", "fixed") != "fixed":
         raise ConfigError(f"{where}.load.ladder: goes with the fixed scenario, not "
                           f"{scenario['kind']}")
-    merged["models"] = models_config.check_models(merged.get("models"), where, ConfigError,
-                                                  PRECISIONS)
-    merged["model_bursts"] = models_config.check_bursts(merged.get("model_bursts"),
-                                                        merged["models"], where, ConfigError)
-    if merged["models"] and merged.get("engine") == "llama.cpp":
-        raise ConfigError(f"{where}.models: the chain runs several models on the emulator; "
-                          "llama.cpp's are measured by `make demo-models-real` (docs/models.md)")
+    try:
+        merged["capacity"] = capacity_of(merged.get("capacity"), f"{where}.capacity")
+        deployment = plan_of(merged, where)
+    except PlanError as exc:
+        raise ConfigError(str(exc)) from None
+    for key in _PLAN_KEYS:
+        merged.pop(key, None)
     llamacpp = _llamacpp_plan(merged.pop("llamacpp", None), merged, f"{where}.llamacpp")
     quality = _quality_plan(merged.pop("quality", None), f"{where}.quality", base)
     speculative = _speculative_plan(merged.pop("speculative", None), f"{where}.speculative")
@@ -415,83 +416,10 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
     if speculative is not None and engine_args.get("speculative") not in (None, False):
         raise ConfigError(f"{where}.engine_args.speculative: the candidate's `speculative` "
                           "key already sets it; give one of the two")
-    capacity, interruptions = _capacity(merged, where)
-    if interruptions is not None and merged.get("replicas") is None:
-        # an interrupted replica leaves through the balancer: one replica behind it
-        merged["replicas"] = {"min": 1, "max": 1, "initial": 1}
-    merged["capacity"], merged["interruptions"] = capacity, interruptions
-    replicas, autoscaling = _replica_plan(merged.pop("replicas", None),
-                                          merged.pop("autoscaling", None), where)
-    if (autoscaling is not None and merged.get("engine") == "llama.cpp"
-            and autoscaling["metric"] == "kv_cache_usage"):
-        # llama.cpp's launcher serves requests_processing / requests_deferred, no KV gauge:
-        # the reading would stay 0 and the policy never scale up
-        raise ConfigError(f"{where}.autoscaling.metric: engine llama.cpp serves no "
-                          "kv_cache_usage gauge (use requests_running, requests_waiting or rps)")
     return Candidate(**{**merged, "scenario": dict(scenario), "load": load, "price": basis,
                         "llamacpp": llamacpp, "quality": quality, "engine_args": engine_args,
                         "speculative": speculative, "reasoning": reasoning,
-                        "replicas": replicas, "autoscaling": autoscaling})
-
-
-def _capacity(merged: dict, where: str) -> tuple[str | None, dict | None]:
-    """`capacity` (on_demand | spot) and a spot run's `interruptions`, checked."""
-    capacity = merged.get("capacity")
-    if capacity is not None and capacity not in CAPACITIES:
-        raise ConfigError(f"{where}.capacity: {_short(capacity)} is not one of "
-                          f"{', '.join(CAPACITIES)}")
-    raw = merged.get("interruptions")
-    if raw is None:
-        return capacity, None
-    w = f"{where}.interruptions"
-    if capacity != "spot":
-        raise ConfigError(f"{w}: only a spot run is interrupted (set capacity: spot)")
-    _check_keys(raw, _INTERRUPTION_KEYS, w)
-    if ("at" in raw) == ("rate_per_hour" in raw):
-        raise ConfigError(f"{w}: give either at (a list of seconds) or rate_per_hour (with seed)")
-    out: dict = {}
-    if "at" in raw:
-        at = raw["at"]
-        if not isinstance(at, list) or not at or not all(_is_number(t) and t >= 0 for t in at):
-            raise ConfigError(f"{w}.at: expected a non-empty list of seconds >= 0 into the "
-                              f"steady phase, got {_short(at)}")
-        out["at"] = sorted(float(t) for t in at)
-    else:
-        rate = raw["rate_per_hour"]
-        if not _is_number(rate) or not 0 < rate <= 3600:
-            raise ConfigError(f"{w}.rate_per_hour: expected a number in (0, 3600], got "
-                              f"{_short(rate)}")
-        seed = raw.get("seed", 0)
-        if not _is_int(seed) or seed < 0:
-            raise ConfigError(f"{w}.seed: expected an integer >= 0, got {_short(seed)}")
-        out.update(rate_per_hour=float(rate), seed=seed)
-    notice = raw.get("notice_s", NOTICE_S)
-    if not _is_number(notice) or not 0 < notice <= 900:
-        raise ConfigError(f"{w}.notice_s: expected seconds in (0, 900], got {_short(notice)}")
-    out["notice_s"] = float(notice)
-    return capacity, out
-
-
-def _replica_plan(replicas, autoscaling, where: str) -> tuple[dict | None, dict | None]:
-    """`replicas {min, max, initial}` and `autoscaling {...}` checked (contract §2.1); an
-    autoscaling without replicas scales one replica between its defaults' bounds."""
-    from servingbench.resources.model_server.fleet.replicated import (
-        check_autoscaling,
-        check_replicas,
-    )
-
-    if replicas is None and autoscaling is None:
-        return None, None
-    try:
-        reps = check_replicas(replicas if replicas is not None else {}, f"{where}.replicas")
-        scaling = (None if autoscaling is None
-                   else check_autoscaling(autoscaling, reps, f"{where}.autoscaling"))
-    except ValueError as exc:
-        msg = str(exc)
-        if not msg.startswith(where):  # the policy's own check names the bare key
-            msg = f"{where}.{msg}"
-        raise ConfigError(msg) from None
-    return reps, scaling
+                        "deployment": deployment})
 
 
 def _engine_args(raw: dict, merged: dict, where: str) -> dict:

@@ -26,7 +26,7 @@ def build_definitions(settings: Settings | None = None, resources: dict | None =
         # the nightly schedule runs the file's candidates; a sweep runs when asked
         # (`servingbench run --sweep`), each combination in its own partition
         schedules=schedules([n for n, c in res["candidates"].items()
-                             if getattr(c, "sweep", None) is None], settings.profile),
+                             if c.sweep is None], settings.profile),
         resources=res,
         executor=dg.in_process_executor,
     )

@@ -92,7 +92,10 @@ def main(argv: list[str]) -> int:
         print(f"servingbench demo: argument --concurrency: {exc}", file=sys.stderr)
         return 2
     try:
+        from servingbench.pipelines import refusals
+
         candidates = load_candidates(args.candidates)
+        refusals.check("local", args.candidates, candidates)
     except ConfigError as exc:
         print(f"servingbench demo: {exc}", file=sys.stderr)
         return 2

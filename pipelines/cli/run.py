@@ -46,21 +46,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def check_eks_candidates(path) -> None:
-    """Every candidate's `replicas` / `autoscaling` as the eks profile renders them
-    (kube/autoscale.py `unwired`; with `models`, kube/models_deploy.py `refused`), or a ConfigError naming the candidate and the key it would
-    drop or fail on: checked before the profile's resources are built, so nothing is made
-    in AWS for a file the profile cannot honour."""
-    from servingbench.pipelines.catalog import load_candidates
-    from servingbench.resources.model_server.kube.autoscale import unwired
-    from servingbench.resources.model_server.kube.models_deploy import refused
-
-    for c in load_candidates(path):
-        why = refused(c) if c.models else unwired(c.engine, c.replicas, c.autoscaling)
-        if why is not None:
-            raise ConfigError(f"{path}: candidate {c.name}: {why}")
-
-
 def main(argv: list[str]) -> int:
     p = parser()
     args = p.parse_args(argv)
@@ -75,11 +60,15 @@ def main(argv: list[str]) -> int:
     try:  # the file is checked before Dagster is imported (seconds): a bad one is exit 2 at once
         from pathlib import Path
 
+        from servingbench.pipelines import refusals
         from servingbench.pipelines.catalog import load_candidates
         from servingbench.pipelines.config import DEFAULT_FILE
         from servingbench.resources.contract import settings as envvars
 
-        load_candidates(Path(envvars.get("SERVINGBENCH_CANDIDATES") or DEFAULT_FILE))
+        path = Path(envvars.get("SERVINGBENCH_CANDIDATES") or DEFAULT_FILE)
+        # the profile's model server is asked about each candidate's plan (the eks one
+        # builds its AWS session, reaching nothing): nothing is made for a refused one
+        refusals.check(envvars.get("SERVINGBENCH_PROFILE"), path, load_candidates(path))
     except ConfigError as exc:
         print(f"servingbench run: {exc}", file=sys.stderr)
         return 2
@@ -90,8 +79,6 @@ def main(argv: list[str]) -> int:
 
     try:
         settings = Settings.from_env()
-        if settings.profile == "eks":
-            check_eks_candidates(settings.candidates_file)
         defs = build_definitions(settings)
     except ConfigError as exc:
         print(f"servingbench run: {exc}", file=sys.stderr)

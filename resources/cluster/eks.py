@@ -11,6 +11,7 @@ from servingbench.resources.cluster.eks_api import (
 )
 from servingbench.resources.cluster.interface import Cluster, ClusterInfo
 from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.deployment import Replicas, Replicated
 from servingbench.resources.contract.timestamps import format_ts
 from servingbench.resources.model_server import engines
 
@@ -22,20 +23,6 @@ def accelerator_of(candidate: Candidate) -> str:
         raise ValueError(f"candidate {candidate.name}: engine {engine.name} runs on this host "
                          f"only (the local profile), not on eks")
     return engine.accelerator
-
-
-def replica_range(replicas: dict | None) -> tuple[int, int, int]:
-    """(min, initial, max) of contract §2.1 `replicas` (absent: one fixed replica), with the
-    defaults the Deployment's autoscaler reads them with (model_server/kube/autoscale.py
-    Replicas, which checks them at deploy; the node group is made first)."""
-    doc = replicas or {}
-    lo = int(doc.get("min", 1))
-    hi = int(doc.get("max", max(lo, 1)))
-    initial = int(doc.get("initial", max(lo, 1)))
-    if not 0 <= lo <= initial <= hi or hi < 1:
-        raise ValueError(f"replicas: need 0 <= min <= initial <= max and max >= 1, got "
-                         f"min={lo} initial={initial} max={hi}")
-    return lo, initial, hi
 
 
 class EksNodegroupCluster(Cluster):
@@ -56,12 +43,11 @@ class EksNodegroupCluster(Cluster):
         """The candidate's node group: its `capacity` (contract §2.1; spot overrides the
         profile's capacity type), and for `replicas` the node range the Cluster Autoscaler
         may scale it over (one engine pod per node_count nodes)."""
-        capacity = getattr(candidate, "capacity", None) or "on_demand"
-        if capacity not in CAPACITY:
-            raise ValueError(f"candidate {candidate.name}: capacity {capacity!r} (one of "
-                             f"{', '.join(CAPACITY)})")
+        capacity = candidate.capacity or "on_demand"  # checked with the plan
         capacity_type = CAPACITY[capacity] if capacity == "spot" else self.capacity_type
-        lo, initial, hi = replica_range(getattr(candidate, "replicas", None))
+        plan = candidate.deployment
+        r = plan.replicas if isinstance(plan, Replicated) else Replicas()
+        lo, initial, hi = r.min, r.initial, r.max
         per = candidate.node_count
         return NodegroupSpec(candidate.name, candidate.instance_type, per * initial,
                              accelerator=accelerator_of(candidate),

@@ -27,9 +27,6 @@ from typing import Any
 from servingbench.resources.aws.caller import AwsCallError, Caller, make_client
 from servingbench.resources.cluster.eks_api import OWNER_TAG, RUN_TAG, check_owner
 
-# the schedule is the candidate's (the embedded default interrupts its replicas by it too)
-from servingbench.resources.contract.interruptions import Interruptions  # noqa: F401
-
 log = logging.getLogger("servingbench.fis")
 
 ACTION = "aws:ec2:send-spot-instance-interruptions"

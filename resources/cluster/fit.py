@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from servingbench.resources.contract import accelerators
+from servingbench.resources.contract.deployment import SeveralModels
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ def check(candidate) -> Fit:
     if per_node is not None and tp > per_node:
         return Fit(False, f"tensor_parallel {tp} > {per_node} accelerators per "
                           f"{candidate.instance_type} node (TP stays within one node)")
-    if getattr(candidate, "models", None):
+    if isinstance(candidate.deployment, SeveralModels):
         # several models on the node: every one's share, and host memory for level-1 sleep
         from servingbench.resources.cluster.fit_models import check_models
 

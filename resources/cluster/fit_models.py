@@ -47,10 +47,11 @@ def check_models(candidate) -> ModelsFit:
     from servingbench.emulator.specs import SpecError
 
     kv_fp8 = (candidate.engine_args or {}).get("kv_cache_dtype") == "fp8"
+    models = [m.as_dict() for m in candidate.deployment.models]
     lines, needs = [], {}
     capacity = None
     try:
-        for m in candidate.models:
+        for m in models:
             f = fit_check(candidate.instance_type, model_key(m["model"]), m["precision"],
                           candidate.tensor_parallel, kv_tokens=candidate.max_model_len,
                           kv_bytes_per_value=1.0 if kv_fp8 else 2.0)
@@ -59,7 +60,7 @@ def check_models(candidate) -> ModelsFit:
     except SpecError as exc:
         return ModelsFit(None, f"not checked: {exc}")
     bad = []
-    for m in candidate.models:
+    for m in models:
         weights, need = needs[m["name"]]
         share_gb = m["memory_share"] * capacity
         ok = need <= share_gb
@@ -68,8 +69,8 @@ def check_models(candidate) -> ModelsFit:
                      f"= {share_gb:.1f} GB{'' if ok else ': DOES NOT FIT'}")
         if not ok:
             bad.append(m["name"])
-    resident = sum(m["memory_share"] for m in candidate.models if m["placement"] == "resident")
-    swapped = [m for m in candidate.models if m["placement"] == "swapped"]
+    resident = sum(m["memory_share"] for m in models if m["placement"] == "resident")
+    swapped = [m for m in models if m["placement"] == "swapped"]
     awake = max((m["memory_share"] for m in swapped), default=0.0)
     total = resident + awake
     shares_ok = total <= 1 + 1e-9
@@ -90,7 +91,7 @@ def check_models(candidate) -> ModelsFit:
                          f"{host} GB{'' if host_ok else ': DOES NOT FIT'}")
     fits = not bad and shares_ok and host_ok
     verdict = "fits" if fits else "DOES NOT FIT"
-    return ModelsFit(fits, f"{verdict} ({len(candidate.models)} models on one "
+    return ModelsFit(fits, f"{verdict} ({len(models)} models on one "
                            f"{candidate.instance_type} TP={candidate.tensor_parallel}): "
                            + "; ".join(lines),
                      sum(w for w, _ in needs.values()), capacity)

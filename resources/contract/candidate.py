@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
 
+from servingbench.resources.contract.deployment import DeploymentPlan, Single
+
 # The token targets (prompt and output lengths) a load run asks for when neither its scenario
 # nor its flags set them: the candidate's default scenario, the load config's defaults and the
 # CLI's all read these.
@@ -132,22 +134,13 @@ class Candidate:
     engine_args: dict = field(default_factory=dict)
     # {name, settings} when the candidate is one combination of a sweep (pipelines/sweeps.py)
     sweep: dict | None = None
-    # several replicas behind one endpoint, {min, max, initial}, and how their number changes
-    # (contract §2.1 `replicas`, `autoscaling`); None: one fixed replica
-    replicas: dict | None = None
-    autoscaling: dict | None = None
+    # how it is deployed (resources/contract/deployment.py): one server, several replicas
+    # behind one endpoint (and how their number changes, a spot run's interruptions), or
+    # several models on one node
+    deployment: DeploymentPlan = Single()
     # how the nodes are bought (contract §1 `capacity`): on_demand | spot; None: not said
-    # (on-demand, and the manifest has no `capacity`). A spot run's injected interruptions:
-    # {at: [s, ...]} or {rate_per_hour, seed} (seconds into the steady phase;
-    # resources/cluster/fis.py `Interruptions`) and `notice_s`, the notice each gives
+    # (on-demand, and the manifest has no `capacity`)
     capacity: str | None = None
-    interruptions: dict | None = None
-    # several models on one node (contract §2.1 `models`, pipelines/models_config.py): each
-    # {name, model, model_revision, precision, placement, memory_share, request_share,
-    # sleep_level}; None: the one model named by `model`. `model_bursts`: requests alternate
-    # between them in bursts of this many (None: each request draws by request_share)
-    models: tuple | None = None
-    model_bursts: int | None = None
 
     @property
     def model_key(self) -> str:

@@ -13,6 +13,14 @@ from typing import Any
 
 from servingbench.resources.contract import durable
 from servingbench.resources.contract.accelerators import ACCELERATORS
+from servingbench.resources.contract.deployment import (
+    Autoscaling,
+    ModelSlot,
+    PlanError,
+    Replicas,
+    Replicated,
+    capacity_of,
+)
 from servingbench.resources.contract.schemas import PRICE_BASES, PRICE_SOURCES
 from servingbench.resources.contract.timestamps import format_ts, parse_ts
 
@@ -60,16 +68,12 @@ IMPORT_KEYS = {"peer": STR, "peer_version": STR, "files": LIST_STR, "files_sha25
                "chunk_times": STR, "output_tokens": STR, "notes": LIST_STR}
 IMPORT_CHUNK_TIMES = ("recorded", "reconstructed_from_itl", "first_and_last")
 # contract §2.1: episodes (replicas, autoscaling, an arrival schedule), spot capacity and
-# several models on one node; each checked when present, absent reads as null
-REPLICA_KEYS = {"min": INT, "max": INT, "initial": INT}
-AUTOSCALING_KEYS = {"policy": STR, "metric": STR, "target": FLOAT, "activation_target": FLOAT,
-                    "scale_up_cooldown_s": FLOAT, "scale_down_cooldown_s": FLOAT}
-AUTOSCALING_POLICIES = ("keda", "hpa", "local")
-AUTOSCALING_METRICS = ("requests_waiting", "requests_running", "kv_cache_usage", "rps")
-CAPACITIES = ("on_demand", "spot")
-MODEL_KEYS = {"name": STR, "model": STR, "model_revision": STR, "precision": STR,
-              "placement": STR, "memory_share": FLOAT, "request_share": FLOAT}
-PLACEMENTS = ("resident", "swapped")
+# several models on one node; each checked when present, absent reads as null. The keys'
+# types here; their rules (bounds, sets, defaults) are the deployment plan's
+# (contract/deployment.py), read by the same `of` the candidates file is.
+REPLICA_KEYS = dict.fromkeys(Replicas.KEYS, INT)
+AUTOSCALING_KEYS = {k: STR if k in ("policy", "metric") else FLOAT for k in Autoscaling.KEYS}
+MODEL_KEYS = {k: FLOAT if k.endswith("_share") else STR for k in ModelSlot.MANIFEST_KEYS}
 SEGMENT_KEYS = {"duration_s": FLOAT, "rate": FLOAT}
 
 
@@ -174,42 +178,28 @@ def _check_accelerators(m: dict, where: str) -> None:
         _check_object(m["sweep"], SWEEP_KEYS, f"{where}.sweep", {"name", "settings"})
 
 
-def _one_of(value: Any, allowed: tuple, where: str) -> None:
-    if value not in allowed:
-        raise ManifestError(f"{where}: {_short(value)} is not one of {', '.join(allowed)}")
-
-
 def _check_episode(m: dict, where: str) -> None:
     """contract §2.1's episode keys: `replicas`, `autoscaling`, `capacity`, `models` and a
     schedule scenario's `segments` / `bucket_s` (the scenario's other keys are its kind's own)."""
-    reps = m.get("replicas")
+    reps, scaling = m.get("replicas"), m.get("autoscaling")
     if reps is not None:
         _check_object(reps, REPLICA_KEYS, f"{where}.replicas", set(REPLICA_KEYS))
-        if reps["min"] < 0 or reps["max"] < 1:
-            raise ManifestError(f"{where}.replicas: min must be >= 0 and max >= 1")
-        if not reps["min"] <= reps["initial"] <= reps["max"]:
-            raise ManifestError(f"{where}.replicas: expected min <= initial <= max, got "
-                                f"{reps['min']}, {reps['initial']}, {reps['max']}")
-    scaling = m.get("autoscaling")
     if scaling is not None:
         _check_object(scaling, AUTOSCALING_KEYS, f"{where}.autoscaling", {"policy"})
-        _one_of(scaling["policy"], AUTOSCALING_POLICIES, f"{where}.autoscaling.policy")
-        if scaling["metric"] is not None:
-            _one_of(scaling["metric"], AUTOSCALING_METRICS, f"{where}.autoscaling.metric")
-    if m.get("capacity") is not None:
-        _one_of(m["capacity"], CAPACITIES, f"{where}.capacity")
-    names: set[str] = set()
-    for i, model in enumerate(m.get("models") or []):
-        at = f"{where}.models[{i}]"
-        _check(model, DICT, at)
-        _check_object(model, MODEL_KEYS, at, {"name", "placement"})
-        _one_of(model["placement"], PLACEMENTS, f"{at}.placement")
-        for key in ("memory_share", "request_share"):
-            if model[key] is not None and not 0 <= model[key] <= 1:
-                raise ManifestError(f"{at}.{key}: must be between 0 and 1")
-        if model["name"] in names:
-            raise ManifestError(f"{at}.name: {model['name']!r} given twice")
-        names.add(model["name"])
+    models = m.get("models")
+    for i, model in enumerate(models or []):
+        _check(model, DICT, f"{where}.models[{i}]")
+        _check_object(model, MODEL_KEYS, f"{where}.models[{i}]", {"name", "placement"})
+    try:
+        capacity_of(m.get("capacity"), f"{where}.capacity")
+        if reps is not None or scaling is not None:
+            Replicated.of(reps, scaling, where=where, node_count=m["node_count"] or 1)
+        if models:
+            # each slot as the plan checks it; how many, and their request shares, are the
+            # candidate's business (a record keeps what ran)
+            ModelSlot.list_of(models, f"{where}.models")
+    except PlanError as exc:
+        raise ManifestError(str(exc)) from None
     scenario = m.get("scenario") or {}
     if scenario.get("segments") is not None:
         _check(scenario["segments"], "list", f"{where}.scenario.segments")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from servingbench.resources.contract.candidate import Candidate, LoadPlan
+from servingbench.resources.contract.deployment import SeveralModels
 from servingbench.resources.loadgen.config import LoadConfig
 from servingbench.resources.loadgen.images import parse_size
 from servingbench.resources.loadgen.ladder import Ladder
@@ -54,6 +55,7 @@ class LoadGenerator:
         images = targets.get("images") or 0
         if targets.get("image_size"):
             given["image_size"] = parse_size(targets["image_size"], f"{where}.image_size")
+        several = candidate.deployment if isinstance(candidate.deployment, SeveralModels) else None
         return LoadConfig(
             endpoint=endpoint, model=served_model, concurrency=list(plan.concurrency),
             rates=list(plan.rates), requests_per_step=plan.requests_per_step,
@@ -65,8 +67,8 @@ class LoadGenerator:
             ladder=Ladder(**plan.ladder) if plan.ladder else None,
             retry_interrupted=plan.retry_interrupted,
             # several models on the node: each request names one (model_mix.py)
-            model_mix=[[m["name"], m["request_share"]] for m in (candidate.models or ())],
-            model_bursts=candidate.model_bursts,
+            model_mix=[[m.name, m.request_share] for m in several.models] if several else [],
+            model_bursts=several.bursts if several else None,
             **{k: v for k, v in given.items() if v is not None})
 
     def run(self, candidate: Candidate, endpoint: str, served_model: str, run_dir: Path, run_id: str,

@@ -26,6 +26,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.deployment import SeveralModels
 from servingbench.resources.contract.schemas import PARTIAL_SUFFIX, SHARDED
 from servingbench.resources.loadgen import config_file
 from servingbench.resources.loadgen.config import LoadConfig
@@ -60,7 +61,7 @@ def pod_config(gen: LoadGenerator, candidate: Candidate, endpoint: str, served_m
     """The run's LoadConfig, as the chain builds it (`LoadGenerator.config`), for `pods`
     workers: what every pod reads from the run's S3 prefix (`CONFIG_FILE`)."""
     scenario = candidate.scenario if isinstance(candidate.scenario, dict) else {}
-    if getattr(candidate, "models", None):
+    if isinstance(candidate.deployment, SeveralModels):
         raise LoadConfigError(f"{candidate.name}.models: not supported with load pods: the "
                               "endpoint that routes by model name runs beside the run's "
                               "process (kube/models_deploy.py), out of the pods' reach")

@@ -2,7 +2,9 @@
 deployments (vLLM / SGLang on GPU, vLLM on Neuron, in resources/model_server/kube).
 
 `deploy` is a context manager: the server is up inside it and always stopped after it, also
-when the measurement fails.
+when the measurement fails. `refuses` says, before anything is provisioned, why this server
+cannot run a candidate's deployment plan (contract/deployment.py) as written: the assets and
+the CLI ask it, and never look at which server they hold.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.deployment import Replicated, SeveralModels, Single
 from servingbench.resources.contract.scope import ClusterInfo
 
 
@@ -33,6 +36,19 @@ class Deployment:
 
 
 class ModelServer(ABC):
+    def refuses(self, candidate: Candidate) -> str | None:
+        """Why this server cannot run `candidate` as planned, naming the key (None: it can).
+        A server that serves more than one engine server overrides it; this one serves the
+        plain plan only."""
+        match candidate.deployment:
+            case Single():
+                return None
+            case Replicated():
+                return "replicas: this model server runs one replica"
+            case SeveralModels():
+                return "models: this model server serves one model"
+        raise TypeError(f"unknown deployment plan {candidate.deployment!r}")
+
     @abstractmethod
     def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> contextlib.AbstractContextManager[Deployment]:
         ...

@@ -48,7 +48,7 @@ def test_an_older_manifest_without_them_reads_as_null():
     (lambda m: m["autoscaling"].update(policy="karpenter"), "manifest.autoscaling.policy"),
     (lambda m: m["autoscaling"].update(metric="cpu"), "manifest.autoscaling.metric"),
     (lambda m: m["autoscaling"].pop("target"), "manifest.autoscaling: missing key 'target'"),
-    (lambda m: m.update(capacity="reserved"), "manifest.capacity: \"reserved\" is not one of"),
+    (lambda m: m.update(capacity="reserved"), "manifest.capacity: 'reserved' is not one of"),
     (lambda m: m["models"][0].update(placement="shared"), "manifest.models[0].placement"),
     (lambda m: m["models"][0].update(memory_share=1.5), "manifest.models[0].memory_share"),
     (lambda m: m["models"].append(dict(m["models"][0])), "manifest.models[1].name: 'a' given twice"),

@@ -14,9 +14,9 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from servingbench.resources.contract.deployment import METRICS, Autoscaling, Replicas
 from servingbench.resources.model_server import engines
 from servingbench.resources.model_server.kube import autoscale
-from servingbench.resources.model_server.kube.autoscale import Autoscaling, Replicas
 from servingbench.resources.model_server.kube.deploy import EngineDeployment
 
 from tests.support.eks.specs import VLLM_GPU, VLLM_NEURON
@@ -60,7 +60,7 @@ SCALED_OBJECT = crd("keda.sh_scaledobjects.v1alpha1.yaml")
 
 
 @pytest.mark.parametrize("spec", [VLLM_GPU, VLLM_NEURON], ids=["vllm", "vllm-neuron"])
-@pytest.mark.parametrize("metric", autoscale.METRICS)
+@pytest.mark.parametrize("metric", METRICS)
 def test_scaled_object_is_valid_against_kedas_crd(spec, metric):
     obj = autoscale.scaled_object(spec, R, Autoscaling("keda", metric, 0.8), PROM)
     jsonschema.validate(obj, SCALED_OBJECT)
@@ -132,28 +132,6 @@ def test_hpa_check_can_fail():
 def test_rps_needs_keda():
     with pytest.raises(ValueError, match="rps"):
         autoscale.hpa(VLLM_GPU, R, Autoscaling("hpa", "rps", 2))
-
-
-@pytest.mark.parametrize("doc, match", [
-    ({"min": 3, "max": 2}, r"replicas: need min \(3\) <= initial \(3\) <= max \(2\)"),
-    ({"min": 1, "max": 4, "initial": 5}, r"replicas: need min"),
-    ({"min": 1, "mx": 4}, r"replicas\.mx: unknown key"),
-])
-def test_bad_replicas_name_the_key(doc, match):
-    with pytest.raises(ValueError, match=match):
-        Replicas.of(doc)
-    assert Replicas.of(None) == Replicas(1, 1, 1)
-
-
-@pytest.mark.parametrize("doc, match", [
-    ({"policy": "knative", "metric": "requests_waiting", "target": 1}, "autoscaling.policy"),
-    ({"policy": "keda", "metric": "gpu_util", "target": 1}, "autoscaling.metric"),
-    ({"policy": "keda", "metric": "requests_waiting", "target": 0}, "target must be > 0"),
-    ({"policy": "keda", "metric": "requests_waiting", "target": 1, "cooldown": 5}, "unknown key"),
-])
-def test_bad_autoscaling_names_the_key(doc, match):
-    with pytest.raises(ValueError, match=match):
-        Autoscaling.of(doc)
 
 
 def test_the_deployment_starts_at_initial_and_the_autoscaler_goes_last():

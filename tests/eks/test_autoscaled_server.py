@@ -5,20 +5,15 @@ replica events land in events.parquet while the engine is up and after it goes."
 
 from __future__ import annotations
 
-import dataclasses
-
 import boto3
 import pyarrow.parquet as pq
 import pytest
 from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.deployment import plan_of
 from servingbench.resources.contract.schemas import EVENTS
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.model_server.kube.client import KubeClient
-from servingbench.resources.model_server.kube.server import (
-    KubeModelServer,
-    scaling_of,
-    writes_events,
-)
+from servingbench.resources.model_server.kube.server import KubeModelServer, writes_events
 from servingbench.resources.model_server.kube.token import TokenSource
 
 from tests.support.eks.aws import DUMMY_KEY_ID, REGION
@@ -30,17 +25,12 @@ NG = "sb-20261129T020000Z-p5-48xlarge-scout-bf16-e8eff455"
 PROM = "http://prometheus-server.monitoring.svc.cluster.local"
 
 
-@dataclasses.dataclass(frozen=True)
-class Keyed(Candidate):
-    """A candidate with contract §2.1's `capacity` key beside `replicas` and `autoscaling`."""
-
-    capacity: str | None = None
-
-
-def candidate(**keys) -> Keyed:
-    return Keyed(name="p5-scout-bf16-tp8", instance_type="p5.48xlarge",
-                 model="meta-llama/Llama-4-Scout-17B-16E-Instruct", precision="bf16",
-                 tensor_parallel=8, image_digest=f"vllm/vllm-openai@{DIGEST}", **keys)
+def candidate(capacity: str | None = None, **keys) -> Candidate:
+    """`keys`: the candidates file's deployment keys (replicas, autoscaling, ...)."""
+    return Candidate(name="p5-scout-bf16-tp8", instance_type="p5.48xlarge",
+                     model="meta-llama/Llama-4-Scout-17B-16E-Instruct", precision="bf16",
+                     tensor_parallel=8, image_digest=f"vllm/vllm-openai@{DIGEST}",
+                     capacity=capacity, deployment=plan_of({"capacity": capacity, **keys}))
 
 
 SCALED = candidate(replicas={"min": 1, "max": 4, "initial": 2}, capacity="spot",
@@ -84,12 +74,17 @@ def test_an_autoscaled_spot_candidate_deploys_with_its_scaler_and_writes_events(
 
 def test_a_fixed_candidate_writes_no_events_and_keeps_one_pod():
     fixed = candidate()
-    assert scaling_of(fixed) == (None, None) and not writes_events(fixed)
+    assert not writes_events(fixed)
     assert writes_events(candidate(capacity="spot"))
     assert writes_events(candidate(replicas={"min": 2, "max": 2}))
 
 
-def test_bad_autoscaling_names_the_candidate():
-    bad = candidate(autoscaling={"policy": "keda", "metric": "gpu", "target": 1})
-    with pytest.raises(ValueError, match="candidate p5-scout-bf16-tp8: autoscaling.metric"):
-        scaling_of(bad)
+def test_what_eks_cannot_run_is_refused_naming_the_key_and_deploy_stops_before_kube():
+    bad = candidate(autoscaling={"policy": "local", "metric": "requests_waiting", "target": 1})
+    server = KubeModelServer(lambda: pytest.fail("asked for a kube client"))
+    assert server.refuses(bad).startswith("autoscaling.policy: 'local' does not run on eks")
+    assert server.refuses(SCALED) is None
+    info = ClusterInfo(facts={"nodegroup": NG}, phases={}, host={}, handle=None)
+    with pytest.raises(ValueError, match="candidate p5-scout-bf16-tp8: autoscaling.policy"), \
+            server.deploy(bad, info, "/nonexistent/run"):
+        pass

@@ -8,8 +8,9 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 from servingbench.assets import cluster as cluster_link
-from servingbench.resources.cluster.eks import EksNodegroupCluster
+from servingbench.resources.contract.deployment import Replicated
 from servingbench.resources.model_server.kube.autoscale import unwired
+from servingbench.resources.model_server.kube.server import KubeModelServer
 
 from tests.support.eks.aws import OWNER, REGION, ROLE
 
@@ -21,12 +22,16 @@ ENV = {"SERVINGBENCH_EKS_CLUSTER": "bench", "SERVINGBENCH_EKS_REGION": REGION,
        "SERVINGBENCH_EKS_SOURCE_RANGES": "10.0.0.0/16", "SERVINGBENCH_PROFILE": "eks"}
 
 
+def plan(replicas=None, autoscaling=None) -> Replicated:
+    return Replicated.of(replicas, autoscaling)
+
+
 def test_what_the_manifests_render_is_accepted():
-    assert unwired("vllm", None, None) is None
-    assert unwired("vllm", {"min": 1, "max": 4, "initial": 1}, None) is None
-    assert unwired("vllm", {"min": 0, "max": 4, "initial": 1}, KEDA) is None
-    assert unwired("vllm", {"min": 0, "max": 2, "initial": 0}, {**KEDA, "metric": "rps"}) is None
-    assert unwired("vllm", {"min": 1, "max": 4, "initial": 1}, HPA) is None
+    assert unwired("vllm", plan({"min": 1, "max": 4, "initial": 1})) is None
+    assert unwired("vllm", plan({"min": 0, "max": 4, "initial": 1}, KEDA)) is None
+    assert unwired("vllm", plan({"min": 0, "max": 2, "initial": 0},
+                                {**KEDA, "metric": "rps"})) is None
+    assert unwired("vllm", plan({"min": 1, "max": 4, "initial": 1}, HPA)) is None
 
 
 @pytest.mark.parametrize("replicas, autoscaling, key", [
@@ -40,15 +45,15 @@ def test_what_the_manifests_render_is_accepted():
      "autoscaling.policy: 'local' does not run on eks"),
 ])
 def test_a_key_the_manifests_would_not_carry_is_named(replicas, autoscaling, key):
-    why = unwired("vllm", replicas, autoscaling)
+    why = unwired("vllm", plan(replicas, autoscaling))
     assert why is not None and why.startswith(key), why
 
 
 def test_a_metric_the_engine_does_not_serve_is_named():
     # SGLang serves no finished-requests counter: KEDA's rps query would read nothing
-    assert unwired("sglang", None, {**KEDA, "metric": "rps"}).startswith(
+    assert unwired("sglang", plan(None, {**KEDA, "metric": "rps"})).startswith(
         "autoscaling.metric: engine sglang has no finished-requests counter")
-    assert unwired("sglang", None, {**KEDA, "metric": "kv_cache_usage"}) is None
+    assert unwired("sglang", plan(None, {**KEDA, "metric": "kv_cache_usage"})) is None
 
 
 def _file(tmp_path, autoscaling: str) -> str:
@@ -82,14 +87,12 @@ def test_servingbench_run_on_eks_exits_2_naming_the_key(tmp_path, monkeypatch, c
     assert not (tmp_path / "data" / "runs").exists()  # nothing was started
 
 
-def test_the_node_group_is_never_made_for_it(tmp_path):
+def test_the_chain_asks_the_model_server_before_anything_is_made(tmp_path):
+    # the asset's pre-flight asks the eks model server (a run from the UI or a schedule),
+    # before a run folder or a node group exists
     from servingbench.pipelines.catalog import load_candidates
 
     [cand] = load_candidates(_file(tmp_path, "{policy: local, metric: rps, target: 2}"))
-
-    class NoEks:  # any call would be a node group made for a candidate that cannot run
-        def __getattr__(self, name):
-            raise AssertionError(f"EKS called: {name}")
-
+    server = KubeModelServer(lambda: pytest.fail("a Kubernetes client was asked for"))
     with pytest.raises(dg.Failure, match="candidate p5-burst: autoscaling.policy: 'local'"):
-        cluster_link.provision(EksNodegroupCluster(NoEks()), cand, "run-1")
+        cluster_link.preflight(cand, server)

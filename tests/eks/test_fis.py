@@ -13,10 +13,10 @@ from servingbench.resources.cluster.eks_api import OWNER_TAG, RUN_TAG
 from servingbench.resources.cluster.fis import (
     ACTION,
     FisInterruptions,
-    Interruptions,
     node_of,
     template,
 )
+from servingbench.resources.contract.deployment import Interruptions
 
 from tests.support.eks.aws import OWNER, REGION
 
@@ -103,10 +103,10 @@ def test_a_rate_gives_the_same_times_for_the_same_seed():
 
 
 @pytest.mark.parametrize("doc, match", [
-    ({"at": [30], "rate_per_hour": 2}, "either `at` or `rate_per_hour`"),
-    ({}, "either `at` or `rate_per_hour`"),
+    ({"at": [30], "rate_per_hour": 2}, "either at .* or rate_per_hour"),
+    ({}, "either at .* or rate_per_hour"),
     ({"at": [-5]}, "interruptions.at"),
-    ({"rate_per_hour": 0}, "rate_per_hour must be > 0"),
+    ({"rate_per_hour": 0}, r"interruptions.rate_per_hour: expected a finite number in \(0, 3600\]"),
     ({"at": [30], "when": 1}, "unknown key"),
     ([30], "expected a mapping"),
 ])

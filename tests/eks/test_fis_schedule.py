@@ -15,6 +15,7 @@ from botocore.stub import Stubber
 from servingbench.resources.cluster.fis import ACTION, FisInterruptions
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.deployment import plan_of
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.model_server.kube.server import KubeModelServer
 from servingbench.resources.model_server.kube.spot import FisSchedule
@@ -131,10 +132,12 @@ def test_each_notice_is_recorded_once_for_its_instance(shared_session, aws_env, 
 def test_interruptions_without_the_fis_role_are_refused(tmp_path):
     cand = Candidate(name="spot", instance_type="p5.48xlarge", model="meta-llama/Llama-4-Scout",
                      precision="bf16", tensor_parallel=8, image_digest="repo@sha256:" + "0" * 64,
-                     capacity="spot", interruptions={"at": [60.0], "notice_s": 120.0})
+                     capacity="spot", deployment=plan_of({
+                         "capacity": "spot", "interruptions": {"at": [60.0], "notice_s": 120.0}}))
     server = KubeModelServer(lambda: pytest.fail("no cluster is touched"), expose="cluster_ip")
     info = ClusterInfo(facts={"nodegroup": "ng"}, phases={})
-    with pytest.raises(ValueError, match="interruptions need the FIS role "
+    assert server.refuses(cand).startswith("interruptions: need the FIS role")
+    with pytest.raises(ValueError, match="interruptions: need the FIS role "
                                          r"\(SERVINGBENCH_EKS_FIS_ROLE_ARN"), \
             server.deploy(cand, info, tmp_path / RUN):
         pass

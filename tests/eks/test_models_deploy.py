@@ -17,6 +17,7 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.deployment import SeveralModels
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.model_server.kube.client import KubeClient
 from servingbench.resources.model_server.kube.server import KubeModelServer
@@ -32,17 +33,18 @@ NG = "sb-20261203T070000Z-p5-48xlarge-scout-models-0a1b2c3d"
 SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 
 
-def _model(name, placement, share, level=None, precision="bf16"):
+def _model(name, placement, share, level=None, precision="bf16", requests=0.33):
     return {"name": name, "model": SCOUT, "model_revision": None, "precision": precision,
-            "placement": placement, "memory_share": share, "request_share": 0.34,
+            "placement": placement, "memory_share": share, "request_share": requests,
             "sleep_level": level}
 
 
 CANDIDATE = Candidate(
     name="p5-scout-models", instance_type="p5.48xlarge", model=SCOUT, precision="bf16",
     tensor_parallel=8, image_digest=f"vllm/vllm-openai@{DIGEST}",
-    models=(_model("m-one", "swapped", 0.6, 1), _model("m-two", "swapped", 0.6, 2, "fp8"),
-            _model("m-res", "resident", 0.3)))
+    deployment=SeveralModels.of([_model("m-one", "swapped", 0.6, 1, requests=0.34),
+                                 _model("m-two", "swapped", 0.6, 2, "fp8"),
+                                 _model("m-res", "resident", 0.3)]))
 
 
 class StandInPod(LoopbackServer):
@@ -108,7 +110,7 @@ class StandInPod(LoopbackServer):
 def test_several_models_deploy_route_swap_and_go(aws_env, tmp_path):
     info = ClusterInfo(facts={"nodegroup": NG}, phases={}, host={}, handle=None)
     with FakeKubeApi(cluster="bench", key_id=DUMMY_KEY_ID, ready_after=2) as api:
-        pods = {m["name"]: StandInPod(m["name"], api) for m in CANDIDATE.models}
+        pods = {m.name: StandInPod(m.name, api) for m in CANDIDATE.deployment.models}
         for p in pods.values():
             p.__enter__()
         try:
@@ -164,19 +166,21 @@ def test_several_models_deploy_route_swap_and_go(aws_env, tmp_path):
     assert all(r["value"] is not None and r["value"] >= 0 for r in table)
 
 
-def test_models_with_replicas_are_refused_before_any_kubernetes_call(tmp_path):
+def test_models_on_spot_are_refused_before_any_kubernetes_call(tmp_path):
     from dataclasses import replace
 
     server = KubeModelServer(lambda: pytest.fail("no cluster is touched"), expose="cluster_ip")
     info = ClusterInfo(facts={"nodegroup": NG}, phases={}, host={}, handle=None)
-    bad = replace(CANDIDATE, replicas={"min": 1, "max": 2})
-    with pytest.raises(ValueError, match="candidate p5-scout-models: models: .*`replicas`"):
+    bad = replace(CANDIDATE, capacity="spot")
+    assert server.refuses(bad).startswith("models: several models on one node run on on-demand")
+    assert server.refuses(CANDIDATE) is None
+    with pytest.raises(ValueError, match="candidate p5-scout-models: models: .*on-demand"):
         with server.deploy(bad, info, tmp_path / RUN_ID):
             pytest.fail("never deployed")
 
 
-def test_servingbench_run_refuses_models_with_replicas_naming_the_file(tmp_path):
-    from servingbench.pipelines.cli.run import check_eks_candidates
+def test_the_candidates_file_refuses_models_with_replicas_naming_the_key(tmp_path):
+    from servingbench.pipelines.catalog import load_candidates
     from servingbench.pipelines.config import ConfigError
 
     entry = "{{name: {}, model: " + SCOUT + ", precision: bf16, placement: resident, " \
@@ -185,10 +189,11 @@ def test_servingbench_run_refuses_models_with_replicas_naming_the_file(tmp_path)
     path.write_text("candidates:\n  - {name: two, instance_type: p5.48xlarge, model: " + SCOUT
                     + ", precision: bf16, tensor_parallel: 8, replicas: {min: 1, max: 2}, "
                     f"models: [{entry.format('a')}, {entry.format('b')}]}}\n")
-    with pytest.raises(ConfigError, match=r"candidates.yaml: candidate two: models: .*`replicas`"):
-        check_eks_candidates(path)
+    with pytest.raises(ConfigError, match=r"candidates\[0\]\.replicas: several models on one "
+                                          "node are served by one replica"):
+        load_candidates(path)
     path.write_text(path.read_text().replace("replicas: {min: 1, max: 2}, ", ""))
-    check_eks_candidates(path)  # without them it runs
+    load_candidates(path)  # without them it loads
 
 
 def test_load_pods_refuse_a_models_candidate():

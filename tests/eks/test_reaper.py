@@ -145,11 +145,10 @@ def test_the_pipeline_cluster_beats_while_provisioned_and_stops_at_teardown(moto
     endpoint, session = moto
     make_cluster(endpoint, session)
 
-    class Candidate:
-        name, instance_type, node_count, engine = "c", "p5.48xlarge", 1, "vllm"
+    from servingbench.resources.contract.candidate import Candidate
 
     cluster = EksNodegroupCluster(cluster_for(session, endpoint), timeout_s=10)
-    info = cluster.provision(Candidate(), RUN_ID)
+    info = cluster.provision(Candidate("c", "p5.48xlarge", "m", "bf16", 8), RUN_ID)
     beat = cluster.heartbeats[info.facts["nodegroup"]]
     assert beat._thread.is_alive()
     cluster.teardown(info)

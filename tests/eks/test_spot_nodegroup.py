@@ -7,9 +7,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from servingbench.resources.cluster.eks import EksNodegroupCluster, replica_range
+from servingbench.resources.cluster.eks import EksNodegroupCluster
 from servingbench.resources.cluster.eks_api import EksNodegroups, NodegroupSpec
 from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.deployment import MAX_NODES, plan_of
 
 from tests.support.eks.aws import OWNER, REGION, ROLE, make_cluster
 
@@ -19,15 +20,10 @@ BASE = Candidate(name="p5-scout-bf16-tp8", instance_type="p5.48xlarge",
                  tensor_parallel=8)
 
 
-@dataclasses.dataclass(frozen=True)
-class Keyed(Candidate):
-    """A candidate with contract §2.1's `capacity` key beside `replicas`."""
-
-    capacity: str | None = None
-
-
-def candidate(**keys) -> Keyed:
-    return Keyed(**{**{f.name: getattr(BASE, f.name) for f in dataclasses.fields(BASE)}, **keys})
+def candidate(capacity: str | None = None, node_count: int = 1, **keys) -> Candidate:
+    """`keys`: the candidates file's deployment keys, read into the plan as it reads them."""
+    plan = plan_of({"capacity": capacity, "node_count": node_count, **keys})
+    return dataclasses.replace(BASE, capacity=capacity, node_count=node_count, deployment=plan)
 
 
 def test_spot_candidate_gets_a_spot_group_with_fallbacks(moto):
@@ -53,23 +49,30 @@ def test_on_demand_is_the_default_and_keeps_the_profile():
     spec = cluster.spec_for(BASE)
     assert (spec.capacity_type, spec.instance_types, spec.scaling) == (
         "CAPACITY_BLOCK", ["p5.48xlarge"], (1, 1))
-    two_node = dataclasses.replace(candidate(replicas={"min": 0, "max": 4, "initial": 0}),
-                                   node_count=2)
+    two_node = candidate(replicas={"min": 0, "max": 4, "initial": 0}, node_count=2)
     spec = EksNodegroupCluster(None).spec_for(two_node)
     assert (spec.node_count, spec.scaling) == (0, (0, 8))  # scale from zero
 
 
 @pytest.mark.parametrize("keys, match", [
-    ({"capacity": "preemptible"}, "capacity 'preemptible'"),
-    ({"replicas": {"min": 2, "max": 1}}, "replicas: need"),
+    ({"capacity": "preemptible"}, "capacity: 'preemptible' is not one of on_demand, spot"),
+    ({"replicas": {"min": 2, "max": 1}}, "replicas: expected min <= initial <= max"),
+    ({"replicas": {"max": 100_000}}, r"replicas.max: expected an integer in \[1, 64\]"),
+    ({"replicas": {"max": 40}, "node_count": 2}, "replicas.max: 40 replicas of 2 node"),
 ])
-def test_bad_keys_name_themselves(keys, match):
+def test_bad_keys_name_themselves_before_a_node_group_is_sized(keys, match):
     with pytest.raises(ValueError, match=match):
-        EksNodegroupCluster(None).spec_for(candidate(**keys))
+        candidate(**keys)
+
+
+def test_the_largest_plan_fits_the_node_cap():
+    # every node group the plan allows stays within the node_count cap, replicas included
+    spec = EksNodegroupCluster(None).spec_for(candidate(replicas={"max": MAX_NODES // 2},
+                                                        node_count=2))
+    assert spec.scaling == (2, MAX_NODES)
 
 
 def test_spec_checks():
-    assert replica_range(None) == (1, 1, 1)
     with pytest.raises(ValueError, match="capacity_type"):
         NodegroupSpec("c", "p5.48xlarge", capacity_type="spot")
     with pytest.raises(ValueError, match="min_nodes <= node_count"):

@@ -6,6 +6,7 @@ back to 0, and the min/max bounds."""
 from __future__ import annotations
 
 import pytest
+from servingbench.resources.contract.deployment import Replicated
 from servingbench.resources.model_server.fleet.autoscale_rule import (
     Policy,
     State,
@@ -80,11 +81,11 @@ def test_bounds_clamp_the_result():
     assert decide(0.0, 4, 0.0, policy(min_replicas=2), State()) == 2
 
 
-@pytest.mark.parametrize(("kw", "says"), [
-    ({"metric": "gpu"}, "autoscaling.metric"),
-    ({"target": 0}, "autoscaling.target"),
-    ({"min_replicas": 3, "max_replicas": 2}, "replicas"),
-])
-def test_a_bad_policy_names_its_key(kw, says):
-    with pytest.raises(ValueError, match=says):
-        policy(**kw)
+def test_the_policy_reads_the_plans_numbers_and_defaults():
+    # the numbers are checked where the plan is made (test_deployment_plan.py); the rule
+    # takes them as they are, defaults included
+    plan = Replicated.of({"min": 0, "max": 5}, {"metric": "rps", "target": 2})
+    p = Policy.of(plan.autoscaling, plan.replicas)
+    assert (p.metric, p.target, p.activation_target, p.scale_up_cooldown_s,
+            p.scale_down_cooldown_s, p.min_replicas, p.max_replicas) == (
+        "rps", 2.0, 0.0, 0.0, 300.0, 0, 5)

@@ -41,8 +41,9 @@ def test_autoscaler_settings_are_swept(tmp_path):
     s = sweep(tmp_path, "      autoscaling.target: [2, 8]\n"
                         "      autoscaling.scale_down_cooldown_s: [1]\n"
                         "      replicas.min: [0, 1]\n")
-    got = {m.name: (m.autoscaling["target"], m.autoscaling["scale_down_cooldown_s"],
-                    m.replicas["min"], m.replicas["max"], m.autoscaling["metric"])
+    got = {m.name: (m.deployment.autoscaling.target,
+                    m.deployment.autoscaling.scale_down_cooldown_s, m.deployment.replicas.min,
+                    m.deployment.replicas.max, m.deployment.autoscaling.metric)
            for m in s.members}
     assert got == {
         "auto-min0-target2-downcd1": (2.0, 1.0, 0, 3, "rps"),
@@ -63,5 +64,5 @@ def test_a_bad_swept_setting_names_the_key(tmp_path):
 def test_the_shipped_episode_sweep_draws_a_curve_over_targets():
     _, sweeps = load_file(ROOT / "pipelines" / "candidates_episodes.yaml")
     [s] = [s for s in sweeps if s.keys == ("autoscaling.target",)]
-    assert [m.autoscaling["target"] for m in s.members] == [2.0, 4.0, 8.0]
-    assert all(m.autoscaling["policy"] == "local" for m in s.members)
+    assert [m.deployment.autoscaling.target for m in s.members] == [2.0, 4.0, 8.0]
+    assert all(m.deployment.autoscaling.policy == "local" for m in s.members)

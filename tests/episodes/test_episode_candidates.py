@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from servingbench.pipelines.catalog import load_candidates
 from servingbench.pipelines.config import ConfigError
+from servingbench.resources.contract.deployment import Replicas
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = ("name: c1, instance_type: p5.48xlarge, "
@@ -23,10 +24,11 @@ def write(tmp_path, extra: str) -> Path:
 def test_the_shipped_episodes_load_with_their_replicas_and_policy():
     by_name = {c.name: c for c in load_candidates(ROOT / "pipelines" / "candidates_episodes.yaml")}
     spike, zero = by_name["p5-scout-bf16-tp8-spike"], by_name["p5-scout-bf16-tp8-from-zero"]
-    assert spike.replicas == {"min": 1, "max": 3, "initial": 1}
-    assert spike.autoscaling["policy"] == "local" and spike.autoscaling["target"] == 3.0
+    assert spike.deployment.replicas == Replicas(min=1, max=3, initial=1)
+    scaling = spike.deployment.autoscaling
+    assert scaling.policy == "local" and scaling.target == 3.0
     assert spike.scenario["kind"] == "schedule" and spike.scenario["shape"] == "spike"
-    assert zero.replicas["min"] == 0 and zero.autoscaling["metric"] == "rps"
+    assert zero.deployment.replicas.min == 0 and zero.deployment.autoscaling.metric == "rps"
 
 
 def test_a_day_csv_is_relative_to_the_candidates_file(tmp_path):
@@ -36,13 +38,14 @@ def test_a_day_csv_is_relative_to_the_candidates_file(tmp_path):
 
 
 @pytest.mark.parametrize(("extra", "says"), [
-    ("replicas: {min: 2, max: 1}", r"candidates\[0\].replicas: need min \(2\) <= initial"),
+    ("replicas: {min: 2, max: 1}", r"candidates\[0\].replicas: expected min <= initial <= max, "
+                                   "got 2, 2, 1"),
     ("replicas: {min: 1, max: 3, start: 1}", r"candidates\[0\].replicas.start: unknown key"),
-    ("replicas: {max: 0}", r"candidates\[0\].replicas.max: expected an integer >= 1"),
+    ("replicas: {max: 0}", r"candidates\[0\].replicas.max: expected an integer in \[1, 64\]"),
     ("replicas: {max: 2}, autoscaling: {metric: gpu_util, target: 1}",
      r"candidates\[0\].autoscaling.metric: 'gpu_util' is not one of"),
     ("replicas: {max: 2}, autoscaling: {metric: rps, target: 0}",
-     r"candidates\[0\].autoscaling.target: must be positive"),
+     r"candidates\[0\].autoscaling.target: expected a finite number in \(0, "),
     ("replicas: {max: 2}, autoscaling: {metric: rps, target: 1, policy: kd}",
      r"candidates\[0\].autoscaling.policy: 'kd' is not one of keda, hpa, local"),
     ("replicas: {max: 2}, autoscaling: {metric: rps, target: 1, cooldown: 3}",

@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from servingbench.pipelines import refusals
 from servingbench.pipelines.catalog import load_candidates
 from servingbench.pipelines.config import ConfigError
+from servingbench.resources.model_server import engines
+from servingbench.resources.model_server.local.llamacpp import LlamaCppModelServer
 
 ROOT = Path(__file__).resolve().parents[2]
 FILE = ROOT / "pipelines" / "candidates_episodes_real.yaml"
@@ -22,10 +25,12 @@ def test_the_shipped_real_episodes_load():
     spike, zero = by_name["local-gemma3-270m-spike"], by_name["local-gemma3-270m-from-zero"]
     for c in (spike, zero):
         assert c.engine == "llama.cpp" and c.instance_type == "local.host"
-        assert c.replicas["max"] == 2 and c.autoscaling["policy"] == "local"
+        assert c.deployment.replicas.max == 2 and c.deployment.autoscaling.policy == "local"
         assert c.scenario["kind"] == "schedule"
-    assert spike.autoscaling["metric"] == "requests_waiting" and spike.replicas["min"] == 1
-    assert zero.replicas["min"] == 0 and zero.scenario["shape"] == "zero-burst-zero"
+        assert LlamaCppModelServer().refuses(c) is None
+    assert spike.deployment.autoscaling.metric == "requests_waiting"
+    assert spike.deployment.replicas.min == 1
+    assert zero.deployment.replicas.min == 0 and zero.scenario["shape"] == "zero-burst-zero"
 
 
 def _bad(tmp_path) -> Path:
@@ -35,10 +40,15 @@ def _bad(tmp_path) -> Path:
     return p
 
 
-def test_kv_cache_usage_on_llama_cpp_is_named(tmp_path):
-    with pytest.raises(ConfigError, match=r"candidates\[0\].autoscaling.metric: engine llama.cpp "
-                                          "serves no kv_cache_usage gauge"):
-        load_candidates(_bad(tmp_path))
+def test_kv_cache_usage_on_llama_cpp_is_refused_by_its_server_reading_the_engine(tmp_path):
+    # the launcher serves no KV-cache gauge, and the engine's file says so: the server asks it
+    (c,) = load_candidates(_bad(tmp_path))
+    assert "kv_cache_usage" not in engines.get("llama.cpp").gauges
+    assert LlamaCppModelServer().refuses(c).startswith(
+        "autoscaling.metric: engine llama.cpp serves no kv_cache_usage gauge")
+    with pytest.raises(ConfigError, match=r"candidates.yaml: candidate c1: autoscaling.metric: "
+                                          "engine llama.cpp serves no kv_cache_usage gauge"):
+        refusals.check("local", _bad(tmp_path), [c])
 
 
 def test_the_demo_exits_2_naming_it(tmp_path, capsys):

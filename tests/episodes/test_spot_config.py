@@ -11,6 +11,7 @@ from servingbench.assets.benchmark import initial_manifest
 from servingbench.pipelines.catalog import load_file
 from servingbench.pipelines.cli import main as cli
 from servingbench.pipelines.config import ConfigError
+from servingbench.resources.contract.deployment import Interruptions, Replicas
 from servingbench.resources.loadgen.generator import LoadGenerator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,10 +72,10 @@ def test_the_shipped_sweep_runs_one_candidate_on_demand_and_on_spot():
     od, spot = sweep.members
     assert (od.name, spot.name) == ("p5-scout-bf16-tp8-steady-on-demand",
                                     "p5-scout-bf16-tp8-steady-spot")
-    assert (od.capacity, od.interruptions) == ("on_demand", None)
+    assert (od.capacity, od.deployment.interruptions) == ("on_demand", None)
     assert spot.capacity == "spot"
-    assert spot.interruptions == {"at": [8.0, 18.0], "notice_s": 3.0}
-    assert od.replicas == spot.replicas == {"min": 2, "max": 2, "initial": 2}
+    assert spot.deployment.interruptions == Interruptions(at=(8.0, 18.0), notice_s=3.0)
+    assert od.deployment.replicas == spot.deployment.replicas == Replicas(2, 2, 2)
     # the bill's price: the sheet's on-demand and spot figures, each labelled by its option
     assert (od.price.purchase_option, od.price.hourly_usd_per_node) == ("on_demand", 55.04)
     assert (spot.price.purchase_option, spot.price.hourly_usd_per_node) == ("spot", 24.80)
@@ -91,5 +92,6 @@ def test_a_candidate_without_capacity_says_none_and_interruptions_bring_a_balanc
     assert plain.capacity is None and "capacity" not in initial_manifest(plain, "r", "emulated")
     (spot,), _ = load_file(write(tmp_path, "capacity: spot, interruptions: "
                                            "{rate_per_hour: 60, seed: 7}"))
-    assert spot.interruptions == {"rate_per_hour": 60.0, "seed": 7, "notice_s": 120.0}
-    assert spot.replicas == {"min": 1, "max": 1, "initial": 1}
+    assert spot.deployment.interruptions == Interruptions(rate_per_hour=60.0, seed=7,
+                                                          notice_s=120.0)
+    assert spot.deployment.replicas == Replicas(1, 1, 1)

@@ -17,6 +17,7 @@ import pytest
 from servingbench.resources.analysis.analyze import analyze_run
 from servingbench.resources.billing.price_sheet import PriceSheetBill
 from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.deployment import Replicated
 from servingbench.resources.contract.schemas import write_parquet
 from servingbench.resources.loadgen import run_load
 from servingbench.resources.loadgen.interrupted import CUT
@@ -66,8 +67,9 @@ def test_two_interruptions_on_the_embedded_default(tmp_path):
 
     schedule, _ = from_mapping({"kind": "schedule",
                                 "segments": [{"duration_s": LENGTH_S, "rate": RATE}]})
-    with replicated(args, run_dir, RUN, {"min": 2, "max": 2, "initial": 2}, None, 60,
-                    interruptions={"at": AT, "notice_s": NOTICE_S}) as pool:
+    plan = Replicated.of({"min": 2, "max": 2, "initial": 2},
+                         interruptions={"at": AT, "notice_s": NOTICE_S})
+    with replicated(args, run_dir, RUN, plan, 60) as pool:
         cfg = config(pool["endpoint"], concurrency=[], requests_per_step=None, scenario=schedule,
                      arrival="constant", output_tokens=TOKENS, warmup_requests=2,
                      retry_interrupted=True, run_id=RUN)

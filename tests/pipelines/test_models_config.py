@@ -11,6 +11,8 @@ from servingbench.pipelines.catalog import load_candidates
 from servingbench.pipelines.cli import main as cli
 from servingbench.pipelines.config import ConfigError
 from servingbench.resources.cluster.fit import check
+from servingbench.resources.model_server.local import LocalModelServers
+from servingbench.resources.model_server.local.emulator import EmulatorModelServer
 
 SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 MAVERICK = "meta-llama/Llama-4-Maverick-17B-128E-Instruct"
@@ -35,8 +37,9 @@ GOOD = _entry("big", "bf16", memory=0.55) + ", " + _entry("small", "fp8", memory
 
 def test_two_resident_models_are_read_and_fit(tmp_path):
     (c,) = load_candidates(_file(tmp_path, GOOD))
-    assert [(m["name"], m["placement"], m["memory_share"], m["sleep_level"]) for m in c.models] \
-        == [("big", "resident", 0.55, None), ("small", "resident", 0.4, None)]
+    assert [(m.name, m.placement, m.memory_share, m.sleep_level)
+            for m in c.deployment.models] == [("big", "resident", 0.55, None),
+                                              ("small", "resident", 0.4, None)]
     fit = check(c)
     assert fit.fits is True and "big (resident) needs 235.6 GB" in fit.message
     assert fit.weights_gb == pytest.approx(218.0 + 109.0)
@@ -46,7 +49,8 @@ def test_swapped_models_default_to_sleep_level_1_and_take_bursts(tmp_path):
     models = (_entry("a", placement="swapped", memory=0.9) + ", "
               + _entry("b", "fp8", placement="swapped", memory=0.9, extra="sleep_level: 2"))
     (c,) = load_candidates(_file(tmp_path, models, "model_bursts: 16"))
-    assert [m["sleep_level"] for m in c.models] == [1, 2] and c.model_bursts == 16
+    assert [m.sleep_level for m in c.deployment.models] == [1, 2]
+    assert c.deployment.bursts == 16
     # one swapped model awake at a time: 0.9 + 0.9 is not over the node
     assert check(c).fits is True
 
@@ -57,25 +61,23 @@ BAD = {
         r"models\[0\]\.sleep_level: only a swapped model sleeps"),
     "sleep_level 3": (
         _entry("a", placement="swapped", extra="sleep_level: 3") + ", "
-        + _entry("b", placement="swapped"), "", r"models\[0\]\.sleep_level: 3 is not 1"),
+        + _entry("b", placement="swapped"), "", r"models\[0\]\.sleep_level: 3 is not one of 1, 2"),
     "placement": (_entry("a", placement="pinned") + ", " + _entry("b"), "",
                   r"models\[0\]\.placement: 'pinned' is not one of resident, swapped"),
     "request shares": (_entry("a", requests=0.7) + ", " + _entry("b"), "",
                        r"\.models: the request_share values add to 1\.2, not 1"),
     "memory_share 0": (_entry("a", memory=0) + ", " + _entry("b"), "",
-                       r"models\[0\]\.memory_share: expected a number in \(0, 1\]"),
+                       r"models\[0\]\.memory_share: expected a finite number in \(0, 1\]"),
     "unknown key": (_entry("a", extra="gpu: 1") + ", " + _entry("b"), "",
                     r"models\[0\]\.gpu: unknown key"),
     "missing key": ("{name: a, model: x, precision: bf16, placement: resident, "
                     "memory_share: 0.5}, " + _entry("b"), "",
                     r"models\[0\]: missing key 'request_share'"),
     "name twice": (_entry("a") + ", " + _entry("a"), "", r"models\[1\]\.name: 'a' given twice"),
-    "one model": (_entry("a", requests=1), "", r"\.models: expected a list of at least two"),
+    "one model": (_entry("a", requests=1), "", r"\.models: expected a list of 2 to 16 models"),
     "one swapped": (_entry("a", placement="swapped") + ", " + _entry("b"), "",
                     r"one swapped model has no other to swap with"),
-    "bursts 0": (GOOD, "model_bursts: 0", r"\.model_bursts: expected a positive integer"),
-    "llama.cpp": (GOOD, "engine: llama.cpp", r"\.models: the chain runs several models on the "
-                  "emulator"),
+    "bursts 0": (GOOD, "model_bursts: 0", r"\.model_bursts: expected an integer in \[1, "),
 }
 
 
@@ -128,26 +130,19 @@ def test_fit_refuses_sleeping_weights_over_host_memory(tmp_path):
     assert fit.fits is False and "host memory: sleeping level-1 weights 4000.0 GB of 2048 GB: " \
                                  "DOES NOT FIT" in fit.message
     # level 2 discards the weights: nothing kept in host memory
-    level2 = replace(c, models=tuple({**m, "sleep_level": 2} for m in c.models))
+    level2 = replace(c, deployment=replace(c.deployment, models=tuple(
+        replace(m, sleep_level=2) for m in c.deployment.models)))
     assert check(level2).fits is True
 
 
-def test_the_eks_profile_refuses_replicas_with_several_models_before_any_node_group(tmp_path):
-    import dagster as dg
-    from servingbench.assets import cluster as cluster_link
-    from servingbench.resources.cluster.eks import EksNodegroupCluster
-
-    (c,) = load_candidates(_file(tmp_path, GOOD))
-
-    class NoEks:  # any call would be a node group made for a candidate that cannot run
-        def __getattr__(self, name):
-            raise AssertionError(f"EKS called: {name}")
-
-    # one pod per model: several replicas of the node's engines are not wired
-    with pytest.raises(dg.Failure, match="candidate two: models: .* `replicas` is not "
-                                         "supported with them on eks"):
-        cluster_link.provision(EksNodegroupCluster(NoEks()), replace(c, replicas={"max": 2}),
-                               "run-1")
-    # without them the node group is made (kube/models_deploy.py deploys the engines)
-    with pytest.raises(AssertionError, match="EKS called"):
-        cluster_link.provision(EksNodegroupCluster(NoEks()), c, "run-1")
+def test_llama_cpp_models_are_refused_by_its_server(tmp_path, capsys):
+    # several models of one llama.cpp server are measured apart (make demo-models-real): the
+    # local profile's model server says so, and the demo exits 2 naming the key
+    path = _file(tmp_path, GOOD, "engine: llama.cpp, llamacpp: {model_file: m.gguf}")
+    (c,) = load_candidates(path)
+    assert LocalModelServers(EmulatorModelServer()).refuses(c).startswith(
+        "models: the chain runs several models on the emulator")
+    assert cli(["demo", "--candidates", str(path), "--data-dir", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert "candidate two: models: the chain runs several models" in err
+    assert not (tmp_path / "data").exists()

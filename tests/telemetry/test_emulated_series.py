@@ -76,6 +76,9 @@ class ExtraTelemetry:
     inner: EmulatorModelServer
     extra: list
 
+    def refuses(self, candidate):
+        return self.inner.refuses(candidate)
+
     @contextlib.contextmanager
     def deploy(self, candidate, cluster, run_dir):
         with self.inner.deploy(candidate, cluster, run_dir) as dep:

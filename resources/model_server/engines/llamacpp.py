@@ -2,7 +2,7 @@
 model_server/local/llamacpp.py through the launcher model_server/local/llamacpp_serve.py. Its launch
 arguments and its /metrics counters (llama.cpp's own names, plus the finished-requests
 counter the launcher adds). Its cold start is split by the launcher's own markers, not
-its log; it serves no gauge the sampler reads."""
+its log; its gauges are the two request counts the launcher serves."""
 
 from __future__ import annotations
 
@@ -38,8 +38,9 @@ def _reason(labels: dict[str, str]) -> str:
 ENGINE = Engine(
     name="llama.cpp", accelerator="cpu", where="local", family="llama.cpp",
     launch=launch, settings=SETTINGS,
+    # what the launcher (local/llamacpp_serve.py) really serves: llama-cpp-python exposes no
+    # KV-cache figure, so there is no kv_cache_usage gauge to scale on or sample
     gauges={
-        "kv_cache_usage": ("llamacpp:kv_cache_usage_ratio",),
         "requests_running": ("llamacpp:requests_processing",),
         "requests_waiting": ("llamacpp:requests_deferred",),
     },

@@ -24,33 +24,32 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-METRICS = ("requests_waiting", "requests_running", "kv_cache_usage", "rps")
+from servingbench.resources.contract.deployment import Autoscaling, Replicas
+
 TOLERANCE = 0.1  # the HPA's default --horizontal-pod-autoscaler-tolerance
 
 
 @dataclass(frozen=True)
 class Policy:
+    """The rule's parameters: a candidate's `autoscaling` and its replicas' bounds, checked
+    where the plan is made (resources/contract/deployment.py), read here as they are."""
+
     metric: str
     target: float  # per replica (AverageValue)
+    scale_down_cooldown_s: float  # HPA scaleDown window and KEDA cooldownPeriod
+    min_replicas: int
+    max_replicas: int
     activation_target: float = 0.0
-    scale_up_cooldown_s: float = 0.0  # HPA scaleUp stabilizationWindowSeconds (default 0)
-    scale_down_cooldown_s: float = 300.0  # HPA scaleDown window and KEDA cooldownPeriod
-    min_replicas: int = 1
-    max_replicas: int = 1
+    scale_up_cooldown_s: float = 0.0  # HPA scaleUp stabilizationWindowSeconds
     tolerance: float = TOLERANCE
 
-    def __post_init__(self) -> None:
-        if self.metric not in METRICS:
-            raise ValueError(f"autoscaling.metric: {self.metric!r} is not one of {', '.join(METRICS)}")
-        if not self.target > 0:
-            raise ValueError(f"autoscaling.target: must be positive, got {self.target!r}")
-        if self.activation_target < 0:
-            raise ValueError("autoscaling.activation_target: must be >= 0")
-        if self.scale_up_cooldown_s < 0 or self.scale_down_cooldown_s < 0:
-            raise ValueError("autoscaling: cooldowns must be >= 0")
-        if not 0 <= self.min_replicas <= self.max_replicas or self.max_replicas < 1:
-            raise ValueError(f"replicas: need 0 <= min ({self.min_replicas}) <= max "
-                             f"({self.max_replicas}) and max >= 1")
+    @classmethod
+    def of(cls, autoscaling: Autoscaling, replicas: Replicas) -> Policy:
+        return cls(metric=autoscaling.metric, target=autoscaling.target,
+                   activation_target=autoscaling.activation_target,
+                   scale_up_cooldown_s=autoscaling.scale_up_cooldown_s,
+                   scale_down_cooldown_s=autoscaling.scale_down_cooldown_s,
+                   min_replicas=replicas.min, max_replicas=replicas.max)
 
 
 @dataclass

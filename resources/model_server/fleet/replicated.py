@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from servingbench.resources.contract.deployment import Replicated
 from servingbench.resources.contract.timestamps import format_ts, parse_ts
 from servingbench.resources.model_server.fleet.autoscale_loop import Autoscaler
 from servingbench.resources.model_server.fleet.autoscale_rule import Policy
@@ -20,61 +21,7 @@ from servingbench.resources.model_server.fleet.events import Events
 from servingbench.resources.model_server.fleet.pool_metrics import PoolMetrics
 from servingbench.resources.model_server.fleet.replicas import ReplicaSet, start_phases
 
-REPLICA_KEYS = ("min", "max", "initial")
-AUTOSCALING_KEYS = ("policy", "metric", "target", "activation_target", "scale_up_cooldown_s",
-                    "scale_down_cooldown_s")
-POLICIES = ("keda", "hpa", "local")
 LOCAL_INTERVAL_S = 1.0  # the controller's period: KEDA's pollingInterval, time-compressed
-
-
-def _int(where: str, v, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ValueError(f"{where}: expected an integer >= {lo}, got {v!r}")
-    return v
-
-
-def check_replicas(raw, where: str = "replicas") -> dict:
-    """`{min, max, initial}`: 0 <= min <= initial <= max, max >= 1; ValueError names the key."""
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: expected a mapping with {', '.join(REPLICA_KEYS)}")
-    for key in raw:
-        if key not in REPLICA_KEYS:
-            raise ValueError(f"{where}.{key}: unknown key (expected {', '.join(REPLICA_KEYS)})")
-    lo = _int(f"{where}.min", raw.get("min", 1), 0)
-    hi = _int(f"{where}.max", raw.get("max", max(lo, 1)), 1)
-    initial = _int(f"{where}.initial", raw.get("initial", max(lo, 1)), 0)
-    if not lo <= initial <= hi:
-        raise ValueError(f"{where}: need min ({lo}) <= initial ({initial}) <= max ({hi})")
-    return {"min": lo, "max": hi, "initial": initial}
-
-
-def check_autoscaling(raw, replicas: dict, where: str = "autoscaling") -> dict:
-    """The manifest's autoscaling keys; the policy they make is checked too (its own names)."""
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: expected a mapping with {', '.join(AUTOSCALING_KEYS)}")
-    for key in raw:
-        if key not in AUTOSCALING_KEYS:
-            raise ValueError(f"{where}.{key}: unknown key (expected "
-                             f"{', '.join(AUTOSCALING_KEYS)})")
-    out = {"policy": raw.get("policy", "local"), "metric": raw.get("metric"),
-           "target": raw.get("target"), "activation_target": raw.get("activation_target", 0.0),
-           "scale_up_cooldown_s": raw.get("scale_up_cooldown_s", 0.0),
-           "scale_down_cooldown_s": raw.get("scale_down_cooldown_s", 300.0)}
-    if out["policy"] not in POLICIES:
-        raise ValueError(f"{where}.policy: {out['policy']!r} is not one of {', '.join(POLICIES)}")
-    for key in ("target", "activation_target", "scale_up_cooldown_s", "scale_down_cooldown_s"):
-        v = out[key]
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise ValueError(f"{where}.{key}: expected a number, got {v!r}")
-        out[key] = float(v)
-    policy_of(out, replicas)  # the rule's own checks (metric, target > 0, ...)
-    return out
-
-
-def policy_of(autoscaling: dict, replicas: dict) -> Policy:
-    return Policy(autoscaling["metric"], autoscaling["target"], autoscaling["activation_target"],
-                  autoscaling["scale_up_cooldown_s"], autoscaling["scale_down_cooldown_s"],
-                  replicas["min"], replicas["max"])
 
 
 def steady_start_ns(run_dir: Path) -> int | None:
@@ -124,29 +71,18 @@ class Interrupter:
         self._thread.join(10)
 
 
-def interruption_times(interruptions: dict, horizon_s: float = 86_400.0) -> list[float]:
-    """The schedule's times (a seeded Poisson process drawn over a day at most)."""
-    from servingbench.resources.contract.interruptions import Interruptions
-
-    doc = {k: v for k, v in interruptions.items() if k != "notice_s"}
-    return Interruptions.of(doc).times(horizon_s)
-
-
 @contextlib.contextmanager
-def replicated(args: Callable[[str], list[str]], run_dir: Path, run_id: str, replicas: dict,
-               autoscaling: dict | None, ready_timeout_s: float,
-               interruptions: dict | None = None, notice_scale: float = 1.0,
-               own_nodes: bool = False,
+def replicated(args: Callable[[str], list[str]], run_dir: Path, run_id: str, plan: Replicated,
+               ready_timeout_s: float, notice_scale: float = 1.0, own_nodes: bool = False,
                spawn: Callable[[str], object] | None = None) -> Iterator[dict]:
     """Start the balancer and the initial replicas (all ready before this yields), then the
     local autoscaler; yields {endpoint, phases, replicas, metrics_urls}. `args(name)`: a
     replica's emulator arguments. `own_nodes`: each replica on its own emulated node (a run
-    that says its capacity); `interruptions`: a spot run's schedule, each notice lasting
-    `notice_s × notice_scale` (the emulator's time scale); `spawn(name)`: replica `name`'s
-    process when it is not the emulator's (llama.cpp's, replicas.py)."""
-    if autoscaling is not None and autoscaling["policy"] != "local":
-        raise ValueError(f"autoscaling.policy: {autoscaling['policy']} runs on EKS; the embedded "
-                         "default runs policy local (the same rule, over emulator replicas)")
+    that says its capacity); the plan's interruptions (a spot run's schedule) each give a
+    notice of `notice_s × notice_scale` (the emulator's time scale); `spawn(name)`: replica
+    `name`'s process when it is not the emulator's (llama.cpp's, replicas.py). A plan this
+    host cannot run is refused before (the servers' `refuses`)."""
+    replicas, autoscaling, interruptions = plan.replicas, plan.autoscaling, plan.interruptions
     events = Events(run_dir, run_id)
     started = time.time_ns()
     # a real engine's pool answers /metrics with every replica's counters summed (the load
@@ -157,12 +93,12 @@ def replicated(args: Callable[[str], list[str]], run_dir: Path, run_id: str, rep
             metrics_port=None if pool_metrics is None else pool_metrics.port))
         reps = ReplicaSet(args, lb, events, ready_timeout_s=ready_timeout_s, spawn=spawn,
                           keeps_metrics=pool_metrics is not None,
-                          **({"node": "own"} if own_nodes or interruptions else {}))
+                          **({"node": "own"} if own_nodes or interruptions is not None else {}))
         if pool_metrics is not None:
             pool_metrics.replicas, pool_metrics.balancer = reps, lb
         scaler = interrupter = None
         try:
-            first = [reps.start() for _ in range(replicas["initial"])]
+            first = [reps.start() for _ in range(replicas.initial)]
             for rep in first:
                 rep.thread.join()
                 if rep.state != "ready":
@@ -178,12 +114,12 @@ def replicated(args: Callable[[str], list[str]], run_dir: Path, run_id: str, rep
                     if status.get(name):
                         phases[key] = status[name]
             if autoscaling is not None:
-                scaler = Autoscaler(policy_of(autoscaling, replicas), reps, lb, events,
-                                    initial=replicas["initial"], interval_s=LOCAL_INTERVAL_S)
+                scaler = Autoscaler(Policy.of(autoscaling, replicas), reps, lb, events,
+                                    initial=replicas.initial, interval_s=LOCAL_INTERVAL_S)
                 scaler.start()
-            if interruptions:
-                interrupter = Interrupter(reps, run_dir, interruption_times(interruptions),
-                                          interruptions["notice_s"] * notice_scale)
+            if interruptions is not None:
+                interrupter = Interrupter(reps, run_dir, interruptions.times(),
+                                          interruptions.notice_s * notice_scale)
                 interrupter.start()
             yield {"endpoint": lb.base_url, "phases": phases, "replica_set": reps,
                    "metrics_urls": [r.metrics_url for r in first]}

@@ -15,70 +15,13 @@ Deployment's pods, the HPA divides by the replica count); `activation_target` de
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from servingbench.resources.contract.deployment import Autoscaling, Replicas, Replicated
 from servingbench.resources.model_server import engines
-from servingbench.resources.model_server.fleet.replicated import check_replicas
 from servingbench.resources.model_server.kube.render import RUN_ANNOTATION, EngineSpec, labels
 
-POLICIES = ("keda", "hpa")
-METRICS = ("requests_waiting", "requests_running", "kv_cache_usage", "rps")
+POLICIES = ("keda", "hpa")  # of the plan's policies, those a Kubernetes autoscaler runs
 KEDA_POLL_S = 15
 RPS_WINDOW = "1m"
-
-
-@dataclass(frozen=True)
-class Replicas:
-    """contract §2.1 `replicas {min, max, initial}`."""
-
-    min: int = 1
-    max: int = 1
-    initial: int = 1
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.min <= self.initial <= self.max or self.max < 1:
-            raise ValueError(f"replicas: need 0 <= min <= initial <= max and max >= 1, got "
-                             f"min={self.min} initial={self.initial} max={self.max}")
-
-    @classmethod
-    def of(cls, doc: dict | None) -> Replicas:
-        """From the candidate's key, checked and defaulted as every profile does."""
-        return cls(**check_replicas(doc or {}, "replicas"))
-
-
-@dataclass(frozen=True)
-class Autoscaling:
-    """contract §2.1 `autoscaling {policy, metric, target, activation_target,
-    scale_up_cooldown_s, scale_down_cooldown_s}` for a Kubernetes autoscaler."""
-
-    policy: str
-    metric: str
-    target: float
-    activation_target: float = 0.0
-    scale_up_cooldown_s: int = 0
-    scale_down_cooldown_s: int = 300
-
-    def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise ValueError(f"autoscaling.policy: {self.policy!r} does not run on eks "
-                             f"(one of {', '.join(POLICIES)})")
-        if self.metric not in METRICS:
-            raise ValueError(f"autoscaling.metric: {self.metric!r} (one of {', '.join(METRICS)})")
-        if not self.target > 0 or self.activation_target < 0:
-            raise ValueError("autoscaling: target must be > 0 and activation_target >= 0")
-        if self.scale_up_cooldown_s < 0 or self.scale_down_cooldown_s < 0:
-            raise ValueError("autoscaling: cooldowns must be >= 0 seconds")
-
-    @classmethod
-    def of(cls, doc: dict) -> Autoscaling:
-        unknown = set(doc) - {"policy", "metric", "target", "activation_target",
-                              "scale_up_cooldown_s", "scale_down_cooldown_s"}
-        if unknown:
-            raise ValueError(f"autoscaling: unknown key(s) {sorted(unknown)}")
-        return cls(doc.get("policy", ""), doc.get("metric", ""), float(doc.get("target", 0)),
-                   float(doc.get("activation_target") or 0.0),
-                   int(doc.get("scale_up_cooldown_s") or 0),
-                   int(doc.get("scale_down_cooldown_s", 300) or 0))
 
 
 def metric_names(s: EngineSpec, metric: str) -> tuple[str, ...]:
@@ -104,8 +47,9 @@ def query(s: EngineSpec, metric: str) -> str:
 
 
 def _behavior(a: Autoscaling) -> dict:
-    return {"scaleUp": {"stabilizationWindowSeconds": a.scale_up_cooldown_s},
-            "scaleDown": {"stabilizationWindowSeconds": a.scale_down_cooldown_s}}
+    # whole seconds: `unwired` refuses a plan whose windows are not
+    return {"scaleUp": {"stabilizationWindowSeconds": int(a.scale_up_cooldown_s)},
+            "scaleDown": {"stabilizationWindowSeconds": int(a.scale_down_cooldown_s)}}
 
 
 def _meta(s: EngineSpec) -> dict:
@@ -126,7 +70,7 @@ def scaled_object(s: EngineSpec, r: Replicas, a: Autoscaling, prometheus_url: st
             "minReplicaCount": r.min, "maxReplicaCount": r.max,
             "pollingInterval": KEDA_POLL_S,
             # KEDA's own cooldown is the 1 -> 0 step; the HPA's windows do the rest
-            "cooldownPeriod": a.scale_down_cooldown_s,
+            "cooldownPeriod": int(a.scale_down_cooldown_s),
             "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior(a)}},
             "triggers": [{"type": "prometheus", "metricType": "AverageValue", "metadata": {
                 "serverAddress": prometheus_url, "query": query(s, a.metric),
@@ -176,39 +120,37 @@ def nodes_for(replicas: int, pods_per_node: int = 1) -> int:
     return -(-replicas // pods_per_node)
 
 
-def unwired(engine: str, replicas: dict | None, autoscaling: dict | None) -> str | None:
-    """Why the eks profile cannot honour a candidate's `replicas` / `autoscaling` as written,
-    naming the key (None when it can): each key is either rendered into the Deployment, the
-    node group and the ScaledObject / HPA above, or refused here, before anything is created.
-    A key the manifests would drop or change silently (the HPA has no activation threshold
-    and never scales to zero; behavior windows are whole seconds) is refused, as is what
-    would fail only at deploy, after the node group is up (policy local, rps under an HPA,
-    a gauge the engine does not serve)."""
-    if not autoscaling:
+def unwired(engine: str, plan: Replicated) -> str | None:
+    """Why the eks profile cannot honour a replicated plan as written, naming the key (None
+    when it can): each key is either rendered into the Deployment, the node group and the
+    ScaledObject / HPA above, or refused here, before anything is created. A key the
+    manifests would drop or change silently (the HPA has no activation threshold and never
+    scales to zero; behavior windows are whole seconds) is refused, as is what would fail
+    only at deploy, after the node group is up (policy local, rps under an HPA, a gauge the
+    engine does not serve). The numbers themselves are the plan's (finite, bounded)."""
+    a = plan.autoscaling
+    if a is None:
         return None
-    policy, metric = autoscaling.get("policy"), autoscaling.get("metric")
-    if policy not in POLICIES:
-        return (f"autoscaling.policy: {policy!r} does not run on eks (one of "
+    if a.policy not in POLICIES:
+        return (f"autoscaling.policy: {a.policy!r} does not run on eks (one of "
                 f"{', '.join(POLICIES)}; local is the embedded default's)")
-    if metric not in METRICS:
-        return f"autoscaling.metric: {metric!r} (one of {', '.join(METRICS)})"
     for key in ("scale_up_cooldown_s", "scale_down_cooldown_s"):
-        v = autoscaling.get(key)
-        if v is not None and float(v) != int(v):
+        v = getattr(a, key)
+        if v != int(v):
             return (f"autoscaling.{key}: {v:g} s; the HPA's stabilization windows and KEDA's "
                     "cooldownPeriod are whole seconds on eks")
-    if policy == "hpa":
-        if float(autoscaling.get("activation_target") or 0) != 0:
+    if a.policy == "hpa":
+        if a.activation_target != 0:
             return ("autoscaling.activation_target: policy hpa has no activation threshold "
                     "(KEDA's activationThreshold); set 0 or use policy keda")
-        if (replicas or {}).get("min", 1) == 0:
+        if plan.replicas.min == 0:
             return "replicas.min: 0 needs policy keda (the HPA never scales to zero)"
-        if metric == "rps":
+        if a.metric == "rps":
             return "autoscaling.metric: rps is a rate over the pods; policy hpa reads per-pod gauges (use keda)"
     runtime = engines.get(engine)
-    if metric == "rps":
+    if a.metric == "rps":
         if runtime.counters is None or runtime.counters.finished is None:
             return f"autoscaling.metric: engine {runtime.name} has no finished-requests counter for rps"
-    elif not runtime.gauges.get(metric):
-        return f"autoscaling.metric: engine {runtime.name} exposes no {metric} gauge"
+    elif not runtime.gauges.get(a.metric):
+        return f"autoscaling.metric: engine {runtime.name} exposes no {a.metric} gauge"
     return None

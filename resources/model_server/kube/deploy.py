@@ -13,12 +13,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from servingbench.resources.model_server.kube.autoscale import (
-    Autoscaling,
-    Replicas,
-    autoscaler,
-    with_replicas,
-)
+from servingbench.resources.contract.deployment import Autoscaling, Replicas
+from servingbench.resources.model_server.kube.autoscale import autoscaler, with_replicas
 from servingbench.resources.model_server.kube.client import KubeClient, KubeError
 from servingbench.resources.model_server.kube.coldstart import Span, cold_start_phases
 from servingbench.resources.model_server.kube.events import compile_cache

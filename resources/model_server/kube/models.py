@@ -1,4 +1,4 @@
-"""Manifests for several models on one node (a candidate's `models`, pipelines/models_config.py):
+"""Manifests for several models on one node (a candidate's `models`, contract/deployment.py SeveralModels):
 one vLLM Deployment (and its Service and NetworkPolicy, render.py) per model, all pinned to
 the same node.
 

@@ -51,12 +51,8 @@ log = logging.getLogger("servingbench.kube")
 
 def refused(candidate: Candidate) -> str | None:
     """Why a `models` candidate cannot run on eks (None: it can): the engines run one pod
-    each, so no replicas, autoscaling or spot interruptions."""
-    for key in ("replicas", "autoscaling", "interruptions"):
-        if getattr(candidate, key, None):
-            return f"models: several models on one node run one pod per model; `{key}` " \
-                   "is not supported with them on eks"
-    if getattr(candidate, "capacity", None) == "spot":
+    each on one node, on-demand (the plan takes no replicas with `models`)."""
+    if candidate.capacity == "spot":
         return "models: several models on one node run on on-demand capacity only on eks"
     return None
 
@@ -73,16 +69,16 @@ def deploy_models(server, candidate: Candidate, spec: EngineSpec, run_dir: Path,
     run_dir = Path(run_dir)
     run_id = run_dir.name
     engine = engines.get(candidate.engine)
-    for i, m in enumerate(candidate.models):
+    models = [m.as_dict() for m in candidate.deployment.models]
+    for i, m in enumerate(models):
         if m["precision"] not in engine.quantization:
             raise ValueError(f"candidate {candidate.name}: models[{i}].precision "
                              f"{m['precision']!r} needs a pre-quantized checkpoint as its "
                              "`model`; not supported on eks yet")
     try:
-        objects = render_models(spec, candidate.models, engine.quantization)
+        objects = render_models(spec, models, engine.quantization)
     except ValueError as exc:
         raise ValueError(f"candidate {candidate.name}: {exc}") from None
-    models = list(candidate.models)
     per_model = [objects[3 * i:3 * i + 3] for i in range(len(models))]  # Deployment, Service, Policy
     api_key = secrets.token_urlsafe(32)
     secret = api_key_secret(spec, api_key)

@@ -18,19 +18,20 @@ from typing import Any
 import httpx
 from servingbench.resources.contract import settings
 from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.deployment import Replicated, SeveralModels, Single
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.contract.timestamps import format_ts
 from servingbench.resources.http import control
 from servingbench.resources.model_server import engine_args, engines
 from servingbench.resources.model_server.fleet.events import Events
-from servingbench.resources.model_server.fleet.replicated import interruption_times
 from servingbench.resources.model_server.interface import Deployment, ModelServer
-from servingbench.resources.model_server.kube.autoscale import Autoscaling, Replicas
+from servingbench.resources.model_server.kube.autoscale import unwired
 from servingbench.resources.model_server.kube.client import KubeClient, RolloutError
 from servingbench.resources.model_server.kube.coldstart import manifest_phases
 from servingbench.resources.model_server.kube.deploy import EngineDeployment
 from servingbench.resources.model_server.kube.events import RunEvents
 from servingbench.resources.model_server.kube.models_deploy import deploy_models
+from servingbench.resources.model_server.kube.models_deploy import refused as models_refused
 from servingbench.resources.model_server.kube.render import PORT, EngineSpec
 from servingbench.resources.model_server.kube.spot import FisSchedule
 
@@ -97,9 +98,31 @@ class KubeModelServer(ModelServer):
                        "lb_scheme": lb_scheme, "allow_public": allow_public, "owner": owner,
                        "run_as_user": run_as_user}
 
+    def refuses(self, candidate: Candidate) -> str | None:
+        """What the eks profile cannot run as planned, before its node group is made."""
+        engine = engines.get(candidate.engine)
+        if engine.where != "eks":
+            return (f"engine: {engine.name} runs on this host only (the local profile), not "
+                    "on eks")
+        match candidate.deployment:
+            case Single():
+                return None
+            case Replicated() as plan:
+                if plan.interruptions is not None and self.interruptions is None:
+                    return ("interruptions: need the FIS role (SERVINGBENCH_EKS_FIS_ROLE_ARN, "
+                            "docs/spot.md)")
+                return unwired(candidate.engine, plan)
+            case SeveralModels():
+                return models_refused(candidate)
+        raise TypeError(f"unknown deployment plan {candidate.deployment!r}")
+
     @contextlib.contextmanager
     def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
-        if getattr(candidate, "models", None):  # several models on the node
+        why = self.refuses(candidate)
+        if why is not None:
+            raise ValueError(f"candidate {candidate.name}: {why}")
+        plan = candidate.deployment
+        if isinstance(plan, SeveralModels):  # several models on the node
             spec = engine_spec_for(candidate, Path(run_dir).name, cluster.facts["nodegroup"],
                                    **self.expose)
             with deploy_models(self, candidate, spec, run_dir, LOAD_API_KEY_ENV) as dep:
@@ -107,14 +130,13 @@ class KubeModelServer(ModelServer):
             return
         run_id = Path(run_dir).name  # storage names each run folder by its run id
         spec = engine_spec_for(candidate, run_id, cluster.facts["nodegroup"], **self.expose)
-        replicas, scaling = scaling_of(candidate)
-        planned = getattr(candidate, "interruptions", None)
-        if planned and self.interruptions is None:
-            raise ValueError(f"candidate {candidate.name}: interruptions need the FIS role "
-                             "(SERVINGBENCH_EKS_FIS_ROLE_ARN, docs/spot.md)")
+        replicated = plan if isinstance(plan, Replicated) else None
+        planned = None if replicated is None else replicated.interruptions
         kube = self.kube()
-        dep = EngineDeployment(kube, spec, clock=self.clock, replicas=replicas,
-                               autoscaling=scaling, prometheus_url=self.prometheus_url)
+        dep = EngineDeployment(kube, spec, clock=self.clock,
+                               replicas=None if replicated is None else replicated.replicas,
+                               autoscaling=None if replicated is None else replicated.autoscaling,
+                               prometheus_url=self.prometheus_url)
         auth = {"Authorization": f"Bearer {dep.api_key}"}
         os.environ[LOAD_API_KEY_ENV] = dep.api_key
         watch = None
@@ -123,9 +145,8 @@ class KubeModelServer(ModelServer):
             watch = EventPoller(RunEvents(kube, spec, cluster.facts["nodegroup"], self.clock,
                                           sink=Events(run_dir, run_id)), self.events_every_s)
         schedule = None
-        if planned:
-            schedule = FisSchedule(self.interruptions(), run_id, Path(run_dir),
-                                   interruption_times(planned),
+        if planned is not None:
+            schedule = FisSchedule(self.interruptions(), run_id, Path(run_dir), planned.times(),
                                    notice=watch.notice if watch is not None else None,
                                    clock=self.clock)
         try:
@@ -192,23 +213,11 @@ class KubeModelServer(ModelServer):
             return None
 
 
-def scaling_of(candidate: Candidate) -> tuple[Replicas | None, Autoscaling | None]:
-    """The candidate's contract §2.1 `replicas` and `autoscaling` (absent: one fixed pod)."""
-    replicas = getattr(candidate, "replicas", None)
-    scaling = getattr(candidate, "autoscaling", None)
-    try:
-        return (Replicas.of(replicas) if replicas else None,
-                Autoscaling.of(scaling) if scaling else None)
-    except ValueError as exc:
-        raise ValueError(f"candidate {candidate.name}: {exc}") from None
-
-
 def writes_events(candidate: Candidate) -> bool:
     """Several replicas, autoscaling or spot capacity: the run writes events.parquet."""
-    replicas = getattr(candidate, "replicas", None) or {}
-    return bool(getattr(candidate, "autoscaling", None)
-                or getattr(candidate, "capacity", None) == "spot"
-                or (replicas and replicas.get("max", 1) > 1))
+    plan = candidate.deployment
+    return candidate.capacity == "spot" or (
+        isinstance(plan, Replicated) and (plan.autoscaling is not None or plan.replicas.max > 1))
 
 
 class EventPoller:

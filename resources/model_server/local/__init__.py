@@ -16,11 +16,17 @@ class LocalModelServers(ModelServer):
         self.emulator = emulator
         self.llamacpp = llamacpp
 
-    def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path):
+    def server_for(self, candidate: Candidate) -> ModelServer:
         if engines.local(candidate.engine):
             if self.llamacpp is None:
                 # imported on first use: the emulated demo never loads the engine's adapter
                 from servingbench.resources.model_server.local.llamacpp import LlamaCppModelServer
                 self.llamacpp = LlamaCppModelServer()
-            return self.llamacpp.deploy(candidate, cluster, run_dir)
-        return self.emulator.deploy(candidate, cluster, run_dir)
+            return self.llamacpp
+        return self.emulator
+
+    def refuses(self, candidate: Candidate) -> str | None:
+        return self.server_for(candidate).refuses(candidate)
+
+    def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path):
+        return self.server_for(candidate).deploy(candidate, cluster, run_dir)

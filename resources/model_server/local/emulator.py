@@ -7,8 +7,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from servingbench.resources.contract import durable
+from servingbench.resources.contract import deployment_record
 from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.deployment import Replicated, SeveralModels, Single
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.contract.timestamps import format_ts
 from servingbench.resources.model_server.interface import Deployment, ModelServer
@@ -75,16 +76,28 @@ class EmulatorModelServer(ModelServer):
             args += ["--reasoning-tokens", f"{lo}:{hi}"]
         return args + emulator_flags(candidate.engine_args or {}) + list(self.extra_args)
 
+    def refuses(self, candidate: Candidate) -> str | None:
+        match candidate.deployment:
+            case Single() | SeveralModels():
+                return None
+            case Replicated(autoscaling=a) if a is not None and a.policy != "local":
+                return (f"autoscaling.policy: {a.policy} runs on EKS; the embedded default runs "
+                        "policy local (the same rule, over emulator replicas)")
+            case Replicated():
+                return None
+        raise TypeError(f"unknown deployment plan {candidate.deployment!r}")
+
     @contextlib.contextmanager
     def deploy(self, candidate: Candidate, cluster: ClusterInfo, run_dir: Path) -> Iterator[Deployment]:
-        if getattr(candidate, "models", None):  # several models on the node
+        plan = candidate.deployment
+        if isinstance(plan, SeveralModels):  # several models on the node
             from servingbench.resources.model_server.local.emulator_models import deploy_models
 
-            with deploy_models(self, candidate, run_dir) as dep:
+            with deploy_models(self, candidate, plan, run_dir) as dep:
                 yield dep
             return
-        if candidate.replicas is not None:
-            with self.deploy_replicas(candidate, run_dir) as dep:
+        if isinstance(plan, Replicated):
+            with self.deploy_replicas(candidate, plan, run_dir) as dep:
                 yield dep
             return
         from servingbench.emulator.process import EmulatorProcess
@@ -97,12 +110,10 @@ class EmulatorModelServer(ModelServer):
             for name in ("image_pull", "weights_load", "compile", "ready"):
                 if status.get("phases", {}).get(name):
                     phases[name] = status["phases"][name]
-            durable.write_json(run_dir / "deployment.json",
-                               {"endpoint": emu.base_url, "pid": emu.pid, "emulated": True,
-                                "config": status.get("config"),
-                                "engine_args": dict(candidate.engine_args or {}),
-                                "engine_args_not_modelled": not_modelled(
-                                    candidate.engine_args or {})})
+            deployment_record.write(run_dir, {
+                "endpoint": emu.base_url, "pid": emu.pid, "emulated": True,
+                "config": status.get("config"), "engine_args": dict(candidate.engine_args or {}),
+                "engine_args_not_modelled": not_modelled(candidate.engine_args or {})})
             yield Deployment(
                 endpoint=emu.base_url, served_model=candidate.model,
                 facts={"engine": f"servingbench-emulator ({candidate.engine})",
@@ -130,7 +141,8 @@ class EmulatorModelServer(ModelServer):
         return per_node is not None and 2 * candidate.tensor_parallel > per_node
 
     @contextlib.contextmanager
-    def deploy_replicas(self, candidate: Candidate, run_dir: Path) -> Iterator[Deployment]:
+    def deploy_replicas(self, candidate: Candidate, plan: Replicated,
+                        run_dir: Path) -> Iterator[Deployment]:
         """`replicas` (and `autoscaling`): emulator replicas behind HAProxy (fleet/replicated.py);
         each replica keeps its own ground truth, `emulator_ground_truth.<replica>.jsonl`."""
         from servingbench.resources.model_server.fleet.replicated import replicated
@@ -142,23 +154,18 @@ class EmulatorModelServer(ModelServer):
             return [*base[:at], "--ground-truth",
                     str(run_dir / f"emulator_ground_truth.{name}.jsonl"), *base[at + 2:]]
 
-        with replicated(args, run_dir, run_dir.name, candidate.replicas, candidate.autoscaling,
-                        self.ready_timeout_s, interruptions=candidate.interruptions,
+        with replicated(args, run_dir, run_dir.name, plan, self.ready_timeout_s,
                         notice_scale=self.time_scale,
                         own_nodes=self.replicas_own_nodes(candidate)) as pool:
-            durable.write_json(run_dir / "deployment.json",
-                               {"endpoint": pool["endpoint"], "emulated": True,
-                                "balancer": "haproxy", "replicas": dict(candidate.replicas),
-                                "capacity": candidate.capacity,
-                                "interruptions": candidate.interruptions,
-                                "autoscaling": candidate.autoscaling,
-                                "engine_args": dict(candidate.engine_args or {}),
-                                "engine_args_not_modelled": not_modelled(
-                                    candidate.engine_args or {})})
+            deployment_record.write(run_dir, {
+                "endpoint": pool["endpoint"], "emulated": True, "balancer": "haproxy",
+                **plan.as_dict(), "capacity": candidate.capacity,
+                "engine_args": dict(candidate.engine_args or {}),
+                "engine_args_not_modelled": not_modelled(candidate.engine_args or {})})
             yield Deployment(
                 endpoint=pool["endpoint"], served_model=candidate.model,
                 facts={"engine": f"servingbench-emulator ({candidate.engine})",
                        "engine_version": None, "image_digest": None},
                 phases=pool["phases"], emulated=True,
-                details={"balancer": pool["endpoint"], "replicas": dict(candidate.replicas)},
+                details={"balancer": pool["endpoint"], "replicas": plan.replicas.as_dict()},
                 telemetry=[{"kind": "emulated", "url": url} for url in pool["metrics_urls"][:1]])

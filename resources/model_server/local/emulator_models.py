@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from servingbench.resources.contract import durable
+from servingbench.resources.contract import deployment_record, durable
 from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.deployment import SeveralModels
 from servingbench.resources.contract.timestamps import format_ts, parse_ts
 from servingbench.resources.model_server.fleet.events import Events
 from servingbench.resources.model_server.interface import Deployment
@@ -26,12 +27,12 @@ from servingbench.resources.model_server.swap.process import SwapProcess
 MODELS_FILE = "emulator_models.json"
 
 
-def models_file(candidate: Candidate, run_dir: Path) -> Path:
+def models_file(candidate: Candidate, plan: SeveralModels, run_dir: Path) -> Path:
     # the emulator's name of each model, as the candidate's own (Candidate.model_key)
-    entries = [{"name": m["name"], "model": replace(candidate, model=m["model"]).model_key,
-                "precision": m["precision"],
-                "placement": m["placement"], "memory_share": m["memory_share"],
-                "sleep_level": m["sleep_level"]} for m in candidate.models]
+    entries = [{"name": m.name, "model": replace(candidate, model=m.model).model_key,
+                "precision": m.precision, "placement": m.placement,
+                "memory_share": m.memory_share, "sleep_level": m.sleep_level}
+               for m in plan.models]
     return durable.write_json(run_dir / MODELS_FILE, entries, indent=1)
 
 
@@ -54,15 +55,17 @@ def _envelope(status: dict) -> dict:
 
 
 @contextlib.contextmanager
-def deploy_models(server, candidate: Candidate, run_dir: Path) -> Iterator[Deployment]:
+def deploy_models(server, candidate: Candidate, plan: SeveralModels,
+                  run_dir: Path) -> Iterator[Deployment]:
     from servingbench.emulator.process import EmulatorProcess
 
-    args = [*server.args(candidate, run_dir), "--models", str(models_file(candidate, run_dir))]
+    args = [*server.args(candidate, run_dir), "--models",
+            str(models_file(candidate, plan, run_dir))]
     started = time.time_ns()
     with EmulatorProcess(args, ready_timeout_s=server.ready_timeout_s) as emu:
         ended = time.time_ns()
         status = emu.status()
-        swapped = any(m["placement"] == "swapped" for m in candidate.models)
+        swapped = plan.swapped()
         if not swapped:  # with swapped models the driver's process writes every event
             load_events(Events(run_dir, run_dir.name), status)
         phases = {"deploy": {"started_at": format_ts(started), "ended_at": format_ts(ended)}}
@@ -72,18 +75,17 @@ def deploy_models(server, candidate: Candidate, run_dir: Path) -> Iterator[Deplo
         driver = None
         endpoint = emu.base_url
         if swapped:  # a process of its own: relaying chunks stays off the load's event loop
-            driver = SwapProcess(list(candidate.models), ("127.0.0.1", emu.port), run_dir,
+            driver = SwapProcess([m.as_dict() for m in plan.models], ("127.0.0.1", emu.port), run_dir,
                                  run_dir.name)
             endpoint = f"http://127.0.0.1:{driver.start()}"
         try:
-            durable.write_json(run_dir / "deployment.json",
-                               {"endpoint": endpoint, "emulated": True, "pid": emu.pid,
-                                "models": json.loads((run_dir / MODELS_FILE).read_text()),
-                                "swap_driver": driver is not None,
-                                "config": {n: st.get("config") for n, st in
-                                           (status.get("models") or {}).items()}})
+            deployment_record.write(run_dir, {
+                "endpoint": endpoint, "emulated": True, "pid": emu.pid,
+                "models": json.loads((run_dir / MODELS_FILE).read_text()),
+                "swap_driver": driver is not None,
+                "config": {n: st.get("config") for n, st in (status.get("models") or {}).items()}})
             yield Deployment(
-                endpoint=endpoint, served_model=candidate.models[0]["name"],
+                endpoint=endpoint, served_model=plan.models[0].name,
                 facts={"engine": f"servingbench-emulator ({candidate.engine})",
                        "engine_version": None, "image_digest": None},
                 phases=phases, emulated=True,

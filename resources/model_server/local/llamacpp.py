@@ -30,8 +30,9 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from servingbench.resources.contract import durable, settings
+from servingbench.resources.contract import deployment_record, settings
 from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.deployment import Replicated, SeveralModels, Single
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.contract.timestamps import format_ts
 from servingbench.resources.model_server import engine_args, engines
@@ -298,6 +299,30 @@ class LlamaCppModelServer(ModelServer):
     def __init__(self, ready_timeout_s: float = 180):
         self.ready_timeout_s = ready_timeout_s
 
+    def refuses(self, candidate: Candidate) -> str | None:
+        """llama.cpp's replicas scale by the local policy on a gauge its launcher serves;
+        several models of one llama.cpp server are measured apart (`make demo-models-real`)."""
+        match candidate.deployment:
+            case Single():
+                return None
+            case SeveralModels():
+                return ("models: the chain runs several models on the emulator; llama.cpp's are "
+                        "measured by `make demo-models-real` (docs/models.md)")
+            case Replicated(autoscaling=None):
+                return None
+            case Replicated(autoscaling=a) if a.policy != "local":
+                return (f"autoscaling.policy: {a.policy} runs on EKS; this host's replicas run "
+                        "policy local")
+            case Replicated(autoscaling=a):
+                # rps is read at the balancer; a gauge from each replica's own /metrics,
+                # as the engine's file says its launcher serves it
+                engine = engines.get("llama.cpp")
+                if a.metric != "rps" and not engine.gauges.get(a.metric):
+                    return (f"autoscaling.metric: engine llama.cpp serves no {a.metric} gauge "
+                            f"(use {', '.join(sorted(engine.gauges))} or rps)")
+                return None
+        raise TypeError(f"unknown deployment plan {candidate.deployment!r}")
+
     def args(self, candidate: Candidate, model_file: Path) -> list[str]:
         return engines.get("llama.cpp").launch(candidate, model_file, _threads(candidate),
                                                engine_args.active(candidate.engine_args or {}))
@@ -312,8 +337,10 @@ class LlamaCppModelServer(ModelServer):
         model_file = model_file_for(candidate)
         sha = file_sha256(model_file)
         args = self.args(candidate, model_file)
-        if candidate.replicas is not None:
-            with self.deploy_replicas(candidate, cluster, run_dir, model_file, sha, args) as dep:
+        plan = candidate.deployment
+        if isinstance(plan, Replicated):
+            with self.deploy_replicas(candidate, plan, cluster, run_dir, model_file, sha,
+                                      args) as dep:
                 yield dep
             return
         started = time.time_ns()
@@ -331,9 +358,9 @@ class LlamaCppModelServer(ModelServer):
             details = {"pid": proc.proc.pid, "port": proc.port, "args": args,
                        "model_file": str(model_file), "model_sha256": sha,
                        "threads": str(_threads(candidate)), "parallel": 1}
-            (run_dir / "deployment.json").write_text(json.dumps(
-                {"endpoint": proc.base_url, "emulated": False, "engine": ENGINE,
-                 "engine_version": engine_version(), "host": host, **details}, indent=2))
+            deployment_record.write(run_dir, {
+                "endpoint": proc.base_url, "emulated": False, "engine": ENGINE,
+                "engine_version": engine_version(), "host": host, **details})
             yield Deployment(
                 endpoint=proc.base_url, served_model=candidate.model,
                 facts={"engine": ENGINE, "engine_version": engine_version(),
@@ -346,8 +373,9 @@ class LlamaCppModelServer(ModelServer):
                 telemetry=[{"kind": "host", "pid": proc.proc.pid}])
 
     @contextlib.contextmanager
-    def deploy_replicas(self, candidate: Candidate, cluster: ClusterInfo | None, run_dir: Path,
-                        model_file: Path, sha: str, args: list[str]) -> Iterator[Deployment]:
+    def deploy_replicas(self, candidate: Candidate, plan: Replicated,
+                        cluster: ClusterInfo | None, run_dir: Path, model_file: Path, sha: str,
+                        args: list[str]) -> Iterator[Deployment]:
         """`replicas` (and `autoscaling`): llama.cpp servers on this host behind HAProxy,
         scaled by the local policy (fleet/replicated.py), the same machinery as the emulator's
         replicas. Each replica is its own server process with the candidate's threads; its
@@ -373,18 +401,16 @@ class LlamaCppModelServer(ModelServer):
                            "engine_load_s": p.engine_load_s()}
                     for name, p in procs.items()}
 
-        with replicated(lambda name: [], run_dir, run_dir.name, candidate.replicas,
-                        candidate.autoscaling, self.ready_timeout_s,
-                        interruptions=candidate.interruptions,
+        with replicated(lambda name: [], run_dir, run_dir.name, plan, self.ready_timeout_s,
                         own_nodes=candidate.capacity is not None, spawn=spawn) as pool:
             host = cluster.host if cluster is not None else {}
-            details = {"balancer": pool["endpoint"], "replicas": dict(candidate.replicas),
+            details = {"balancer": pool["endpoint"], "replicas": plan.replicas.as_dict(),
                        "nice": REPLICA_NICE, "args": args, "model_file": str(model_file), "model_sha256": sha,
                        "threads": str(_threads(candidate)), "parallel": 1}
             doc = {"endpoint": pool["endpoint"], "emulated": False, "engine": ENGINE,
                    "engine_version": engine_version(), "host": host,
-                   "autoscaling": candidate.autoscaling, **details}
-            durable.write_json(run_dir / "deployment.json", {**doc, "replica_starts": replica_facts()})
+                   "autoscaling": plan.as_dict()["autoscaling"], **details}
+            deployment_record.write(run_dir, {**doc, "replica_starts": replica_facts()})
             try:
                 yield Deployment(
                     endpoint=pool["endpoint"], served_model=candidate.model,
@@ -396,5 +422,4 @@ class LlamaCppModelServer(ModelServer):
                     telemetry=[])
             finally:
                 # every replica that started, with what its engine reported (scale-ups too)
-                durable.write_json(run_dir / "deployment.json",
-                                   {**doc, "replica_starts": replica_facts()})
+                deployment_record.write(run_dir, {**doc, "replica_starts": replica_facts()})
