@@ -7,9 +7,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -64,27 +66,40 @@ def _as_owner(owner: str | None) -> list[str]:
 
 @contextlib.contextmanager
 def postgres_server() -> Iterator[dict]:
-    """A PostgreSQL server of its own: a fresh cluster in a temporary folder (trust auth,
-    127.0.0.1 only, a free port), stopped and removed at the end. Yields dagster-postgres'
-    `postgres_db` settings. As root, the cluster belongs to `nobody` (a temporary folder
-    directly under the system's, which `nobody` can reach; pytest's own is root's only)."""
+    """A PostgreSQL server of its own: a fresh cluster in a temporary folder (127.0.0.1 only,
+    a free port), stopped and removed at the end. Over TCP it asks for a password (SCRAM),
+    a new random one per server: trust would let any local user in; its unix socket, in the
+    temporary folder, admits only its own OS user (peer). It runs under a watch
+    (tests/support/pg_watch.py) that stops it and removes its folder when the test process
+    dies, however it dies. Yields dagster-postgres' `postgres_db` settings. As root, the
+    cluster belongs to `nobody` (a temporary folder directly under the system's, which
+    `nobody` can reach; pytest's own is root's only)."""
     if not (PG_BIN / "initdb").exists():
         pytest.skip(f"PostgreSQL is not installed ({PG_BIN}); `make test` installs it")
     owner = "nobody" if os.geteuid() == 0 else None
     root = Path(tempfile.mkdtemp(prefix="servingbench-pg-"))
     data = root / "data"
+    password = secrets.token_urlsafe(24)
+    pwfile = root / "pwfile"
+    pwfile.write_text(password + "\n")
     if owner:
         shutil.chown(root, owner)
+        shutil.chown(pwfile, owner)
+    pwfile.chmod(0o600)
     port = free_port()
     env = {**os.environ, "LC_ALL": "C"}
     subprocess.run([*_as_owner(owner), str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres",
-                    "--auth=trust", "-E", "UTF8", "--no-sync"], check=True, env=env,
+                    "--auth-host=scram-sha-256", "--auth-local=peer", f"--pwfile={pwfile}",
+                    "-E", "UTF8", "--no-sync"], check=True, env=env,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+    pwfile.unlink()
     server = subprocess.Popen(
-        [*_as_owner(owner), str(PG_BIN / "postgres"), "-D", str(data), "-p", str(port),
+        [sys.executable, str(Path(__file__).with_name("pg_watch.py")), str(os.getpid()),
+         str(root), "--",
+         *_as_owner(owner), str(PG_BIN / "postgres"), "-D", str(data), "-p", str(port),
          "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={root}",
          "-c", "fsync=off", "-c", "max_connections=200"],
-        env=env, stdout=subprocess.DEVNULL, stderr=open(root / "server.log", "wb"))
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -93,16 +108,17 @@ def postgres_server() -> Iterator[dict]:
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("PostgreSQL did not start: "
-                                       + (root / "server.log").read_text()[-2000:]) from None
+                    log = root / "server.log"
+                    raise RuntimeError("PostgreSQL did not start: " + (
+                        log.read_text()[-2000:] if log.exists() else "no log")) from None
                 time.sleep(0.2)
         # psycopg2 (dagster-postgres' driver) named: SQLAlchemy 2.1's default is psycopg 3
-        yield {"username": "postgres", "password": "", "hostname": "127.0.0.1",
+        yield {"username": "postgres", "password": password, "hostname": "127.0.0.1",
                "db_name": "postgres", "port": port, "scheme": "postgresql+psycopg2"}
     finally:
-        server.terminate()  # smart shutdown: the tests' connections are closed by then
+        server.terminate()  # the watch's smart shutdown: the tests' connections are closed
         try:
-            server.wait(30)
+            server.wait(45)
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait(10)
