@@ -25,6 +25,13 @@ TEMP_SUFFIX = ".tmp"
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
+def is_temp(name: str) -> bool:
+    """Whether a file's name is one of this module's temp files (`.<target>.<random>.tmp`,
+    `.reserve.<random>.tmp`): what a write that was killed leaves behind, never an output."""
+    base = name.rsplit("/", 1)[-1]
+    return base.startswith(".") and base.endswith(TEMP_SUFFIX)
+
+
 def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in DISK_FULL
 

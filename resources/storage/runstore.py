@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
+from servingbench.resources.contract import durable
 from servingbench.resources.contract.timestamps import format_ts
 
 MARKER = "_COMPLETE"
@@ -134,6 +135,8 @@ def _files(fs, path: str) -> list[str]:
         name = i.path[len(path) + 1:] if i.path.startswith(path + "/") else i.path
         if name.startswith(f"{TMP}/") or f".{TMP}-" in name.rsplit("/", 1)[-1]:
             continue  # an object being written (or left by a write that died)
+        if durable.is_temp(name):
+            continue  # a local write's temp file, left by a run that was killed mid-write
         names.append(check_key(name, path))
     return sorted(names)
 
@@ -213,15 +216,19 @@ def publish(local_dir: Path, uri: str, names: list[str] | None = None,
     fs, base = filesystem(uri, client=client)
     local = pafs.LocalFileSystem()
     src = str(Path(local_dir).resolve())
-    names = [check_key(n, str(local_dir))
-             for n in (names if names is not None else _files(local, src)) if n != MARKER]
+    held = [n for n in _files(local, src) if n != MARKER]  # the run folder's own files
+    names = [check_key(n, str(local_dir)) for n in (names if names is not None else held)
+             if n != MARKER and not durable.is_temp(n)]
     if fs.get_file_info(f"{base}/{MARKER}").type == pafs.FileType.File:
         fs.delete_file(f"{base}/{MARKER}")
     remove(uri, list(drop), client=client)
     for name in names:
         _copy(local, f"{src}/{name}", fs, base, name)
+    # the marker lists the folder's own files, never what else is under the prefix: a load
+    # pod may write shard names under any run's prefix (its policy cannot tell runs apart),
+    # and readers take only the listed files (fetch)
     doc = json.dumps({"published_at": format_ts(time.time_ns()), "status": status,
-                      "files": sorted(set(_files(fs, base)) - {MARKER})}).encode()
+                      "files": sorted(held)}).encode()
     _write(fs, base, MARKER, lambda out: out.write(doc))
 
 
@@ -253,10 +260,11 @@ def is_complete(uri: str, client=None) -> bool:
 
 
 def fetch(uri: str, local_dir: Path, unmarked: bool = False) -> Path:
-    """Copy a complete run folder to `local_dir`; a folder without its marker is refused
-    (`unmarked`: taken as it is, to complete a publish that stopped halfway, if it holds a
-    manifest), and so is any key that would land outside `local_dir` (all checked before
-    one file is written)."""
+    """Copy a complete run folder to `local_dir`: the files its marker lists, nothing else
+    under its prefix (a shard a load pod planted there after the publish is never read); a
+    folder without its marker is refused (`unmarked`: taken as it is, to complete a publish
+    that stopped halfway, if it holds a manifest), and so is any key that would land
+    outside `local_dir` (all checked before one file is written)."""
     fs, base = filesystem(uri)
     if not is_complete(uri) and not unmarked:
         raise RunStoreError(f"{uri}: no {MARKER} marker (the run is not finished, or this "
@@ -265,6 +273,9 @@ def fetch(uri: str, local_dir: Path, unmarked: bool = False) -> Path:
                             "`servingbench publish RUN_DIR URI` a publish from a local copy")
     local = pafs.LocalFileSystem()
     names = [n for n in _files(fs, base) if n != MARKER]
+    listed = (marker(uri) or {}).get("files") if not unmarked else None
+    if isinstance(listed, list):  # a file the publisher did not list is foreign: never read
+        names = [n for n in names if n in set(listed)]
     if "manifest.json" not in names:
         raise RunStoreError(f"{uri}: no manifest.json: not a run folder")
     targets = {n: _local_target(local_dir, n) for n in names}

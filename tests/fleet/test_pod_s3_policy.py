@@ -104,3 +104,30 @@ def test_a_pod_can_neither_forge_the_marker_nor_touch_a_published_run(as_pod, s3
     assert runstore.marker(other)["status"] == "accepted"
     assert fs.open_input_stream(f"{base}/cost_per_1m.parquet").read() == \
         b"published cost_per_1m.parquet"
+
+
+def test_a_shard_a_pod_plants_in_a_published_run_is_never_read(as_pod, s3_bucket, tmp_path):
+    """The policy lets a pod put its shard names under any run's prefix (it cannot tell runs
+    apart); a published run's readers take only the files its marker lists, and the marker
+    lists the publisher's own folder, never whatever else is under the prefix."""
+    import shutil
+
+    run, switch = as_pod
+    switch("admin")
+    published = tmp_path / "published"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "good", published)
+    other = f"{s3_bucket}/runs/20261129T010000Z-other"
+    runstore.publish(published, other)
+    own = sorted(p.name for p in published.iterdir())
+    switch("pod")
+    planted = {"chunk_log.parquet": "chunk_log.pod-7.parquet",
+               "steady_state_request_log.parquet": "steady_state_request_log.pod-7.parquet"}
+    runstore.put(published, other, planted)  # allowed: the names a pod writes
+    assert iam.DENIED == []
+    switch("admin")
+    assert sorted(runstore.marker(other)["files"]) == own
+    back = runstore.fetch(other, tmp_path / "back")
+    assert sorted(p.name for p in back.iterdir()) == own
+    # published again (a re-analysis), the planted shards stay unlisted
+    runstore.publish(published, other, names=["manifest.json"])
+    assert sorted(runstore.marker(other)["files"]) == own
