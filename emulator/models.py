@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -38,6 +39,7 @@ from servingbench.emulator.groundtruth import format_ts
 from servingbench.emulator.httpproto import HttpConnection, Request
 
 GENERATION = ("/v1/completions", "/v1/chat/completions", "/tokenize")
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 KEYS = {"name", "model", "precision", "placement", "memory_share", "sleep_level"}
 DRAIN_POLL_S = 0.005
 
@@ -61,6 +63,11 @@ def read_entries(path: Path) -> list[dict]:
                               "memory_share, sleep_level}")
         if set(e) - KEYS:
             raise ModelsError(f"{at}.{sorted(set(e) - KEYS)[0]}: unknown key")
+        if not isinstance(e["name"], str) or not NAME.fullmatch(e["name"]):
+            # the name becomes a file name (each model's ground-truth log) and a query value
+            # (`?model=NAME`): the candidates file's own rule (pipelines/models_config.py)
+            raise ModelsError(f"{at}.name: {str(e['name'])[:80]!r} is not a served model "
+                              "name (letters, digits, '._-', at most 64, no '/')")
         if e["placement"] not in ("resident", "swapped"):
             raise ModelsError(f"{at}.placement: {e['placement']!r} is not resident or swapped")
         if e["name"] in names:

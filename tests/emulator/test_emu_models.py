@@ -100,6 +100,19 @@ def test_a_bad_models_file_exits_2(tmp_path, capsys):
     assert "[0].placement: 'pinned' is not resident or swapped" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name", ["a/b", "../x", "-a", "", 5, "a&model=b"])
+def test_a_model_name_that_is_no_served_name_exits_2_naming_it(tmp_path, capsys, name):
+    # the name becomes each model's ground-truth file name (a '/' ended in a traceback from
+    # pathlib) and a `?model=` query value
+    path = tmp_path / "models.json"
+    path.write_text(json.dumps([{**SWAPPED[0], "name": name}, SWAPPED[1]]))
+    code = emulator_main(["--models", str(path), "--port", "0", "--ground-truth",
+                          str(tmp_path / "gt.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 2 and "[0].name:" in err and "not a served model name" in err
+    assert "Traceback" not in err
+
+
 def test_the_swap_driver_sleeps_the_awake_model_and_wakes_the_requested_one(swapped, tmp_path):
     events = Events(tmp_path, "run-1")
     load_events(events, httpx.get(f"{swapped.base_url}/servingbench/status").json())
