@@ -22,7 +22,7 @@ from servingbench.resources.contract.deployment import Replicated, SeveralModels
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.contract.timestamps import format_ts
 from servingbench.resources.http import control
-from servingbench.resources.model_server import engine_args, engines
+from servingbench.resources.model_server import engines
 from servingbench.resources.model_server.fleet.events import Events
 from servingbench.resources.model_server.interface import Deployment, ModelServer
 from servingbench.resources.model_server.kube.autoscale import unwired
@@ -34,6 +34,7 @@ from servingbench.resources.model_server.kube.models_deploy import deploy_models
 from servingbench.resources.model_server.kube.models_deploy import refused as models_refused
 from servingbench.resources.model_server.kube.render import PORT, EngineSpec
 from servingbench.resources.model_server.kube.spot import FisSchedule
+from servingbench.resources.model_server.launch_spec import launch_fields
 
 # Where the load generator finds the engine's API key while the engine is deployed (the
 # load generator reads keys from the environment only; removed again after the block).
@@ -50,26 +51,8 @@ def engine_spec_for(candidate: Candidate, run_id: str, nodegroup: str, **expose)
     if engine.where != "eks":
         raise ValueError(f"candidate {candidate.name}: engine {engine.name} runs on this host "
                          f"only (the local profile), not on eks")
-    if candidate.precision not in engine.quantization:
-        raise ValueError(f"candidate {candidate.name}: precision {candidate.precision!r} needs a "
-                         f"pre-quantized checkpoint as `model`; not supported on eks yet")
-    try:
-        tp = engine.tensor_parallel(candidate.instance_type, candidate.tensor_parallel)
-    except ValueError as exc:
-        raise ValueError(f"candidate {candidate.name}: {exc}") from None
-    return EngineSpec(
-        run_id=run_id, candidate=candidate.name, nodegroup=nodegroup,
-        engine=engine.family, accelerator=engine.accelerator, image=candidate.image_digest,
-        model=candidate.model, tensor_parallel=tp, devices=candidate.tensor_parallel,
-        max_model_len=candidate.max_model_len, expert_parallel=candidate.expert_parallel,
-        quantization=engine.quantization[candidate.precision],
-        # a sweep's engine settings by their common name, and the candidate's speculative
-        # decoding and reasoning parser; the engine's file spells them
-        settings={**engine_args.active(candidate.engine_args or {}),
-                  **({"speculative": candidate.speculative.as_setting()}
-                     if candidate.speculative else {}),
-                  **({"reasoning_parser": candidate.reasoning.parser}
-                     if candidate.reasoning else {})}, **expose)
+    return EngineSpec(run_id=run_id, candidate=candidate.name, nodegroup=nodegroup,
+                      image=candidate.image_digest, **launch_fields(candidate), **expose)
 
 
 class KubeModelServer(ModelServer):
