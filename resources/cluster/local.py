@@ -1,6 +1,7 @@
 """The embedded default's cluster: this host, recorded as the scope. EMULATED for a cloud
-candidate (the emulator stands in for its instance type); MEASURED for a candidate on the
-real local engine (llama.cpp), which runs on this host itself."""
+candidate (the emulator stands in for its instance type); MEASURED for a candidate on a
+real engine on this host (llama.cpp, or vLLM's CPU build on `local.host`), which runs on
+this host itself."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class LocalHostCluster(Cluster):
     emulated = True
 
     def emulated_for(self, candidate: Candidate) -> bool:
-        return not engines.local(candidate.engine)
+        return not engines.runs_here(candidate.engine, candidate.instance_type)
 
     def provision(self, candidate: Candidate, run_id: str) -> ClusterInfo:
         now = format_ts(time.time_ns())

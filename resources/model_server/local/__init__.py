@@ -1,5 +1,6 @@
 """The local profile's model server: the real local engine (llama.cpp) for `engine:
-llama.cpp` candidates, the engine emulator for every other (cloud) candidate."""
+llama.cpp` candidates, real vLLM's CPU build for `engine: vllm` on this host (`instance_type:
+local.host`), the engine emulator for every other (cloud) candidate."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from servingbench.resources.model_server.interface import ModelServer
 
 
 class LocalModelServers(ModelServer):
-    def __init__(self, emulator: ModelServer, llamacpp: ModelServer | None = None):
+    def __init__(self, emulator: ModelServer, llamacpp: ModelServer | None = None,
+                 vllm: ModelServer | None = None):
         self.emulator = emulator
         self.llamacpp = llamacpp
+        self.vllm = vllm
 
     def server_for(self, candidate: Candidate) -> ModelServer:
         if engines.local(candidate.engine):
@@ -23,6 +26,11 @@ class LocalModelServers(ModelServer):
                 from servingbench.resources.model_server.local.llamacpp import LlamaCppModelServer
                 self.llamacpp = LlamaCppModelServer()
             return self.llamacpp
+        if engines.runs_here(candidate.engine, candidate.instance_type):  # vLLM's CPU build
+            if self.vllm is None:
+                from servingbench.resources.model_server.vllm_local import VllmModelServer
+                self.vllm = VllmModelServer()
+            return self.vllm
         return self.emulator
 
     def refuses(self, candidate: Candidate) -> str | None:

