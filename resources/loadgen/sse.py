@@ -156,11 +156,13 @@ def _on_data(req: Request, payload: bytes, at: int) -> bool:
             if p is None or b'"image' in payload:  # a count the fast path cannot read or check
                 return _on_json(req, payload, at)
             req.input_tokens = _count(int(p.group(1)), "prompt_tokens")
-            if b'"cached_tokens"' in payload:
-                c = _CACHED.search(payload)
-                if c is None:
-                    return _on_json(req, payload, at)  # a cached count the fast path cannot read
-                req.cached_tokens = _count(int(c.group(1)), "cached_tokens")
+        # on any chunk, not only the first with prompt_tokens: vLLM with continuous usage
+        # puts prompt_tokens_details (the prefix-cache hits) in the final usage chunk only
+        if b'"cached_tokens"' in payload:
+            c = _CACHED.search(payload)
+            if c is None:
+                return _on_json(req, payload, at)  # a cached count the fast path cannot read
+            req.cached_tokens = _count(int(c.group(1)), "cached_tokens")
         if req.text is not None:
             _keep_text(req, payload)
         # _add_usage written out: this is the per-event hot path, where the call itself

@@ -48,3 +48,18 @@ def test_the_first_usage_key_that_holds_a_count_is_the_one_read():
              b'"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n')
     req = _feed([event, b"data: [DONE]\n\n"])
     assert req.status == "ok" and req.chunk_tokens == [2]
+
+
+def test_cached_tokens_in_the_final_usage_chunk_are_read():
+    # vLLM 0.32 with continuous usage, as served (tests/engine/test_vllm_live.py): usage on
+    # every chunk, the prefix-cache hits (`prompt_tokens_details`) only in the final,
+    # choice-less one, after `prompt_tokens` was read from the first
+    first = (b'data: {"id":"c","object":"text_completion","choices":[{"index":0,"text":"how",'
+             b'"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":300,'
+             b'"total_tokens":301,"completion_tokens":1}}\n\n')
+    last = (b'data: {"id":"c","object":"text_completion","choices":[],"usage":{'
+            b'"prompt_tokens":300,"total_tokens":301,"completion_tokens":1,'
+            b'"prompt_tokens_details":{"cached_tokens":256}},"system_fingerprint":"v"}\n\n')
+    req = _feed([first, last, b"data: [DONE]\n\n"])
+    assert req.status == "ok" and req.chunk_tokens == [1]
+    assert req.input_tokens == 300 and req.cached_tokens == 256
