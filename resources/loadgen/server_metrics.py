@@ -57,10 +57,36 @@ def snapshot(text: str) -> dict:
         ttft_count, ttft_sum = _total(s, f"{d.ttft}_count"), _total(s, f"{d.ttft}_sum")
         if buckets or ttft_count is not None:
             break
+    hist, totals = _histograms(s), _totals(s)
     return {"generation_tokens": gen, "prompt_tokens": prompt,
             "request_success": success or None, "ttft_buckets": buckets or None,
             "ttft_count": ttft_count, "ttft_sum": ttft_sum,
+            "histograms": hist or None, "totals": totals or None,
             "emulated": "# EMULATED" in text}
+
+
+def _histograms(s) -> dict[str, dict]:
+    """The server's own per-request histograms (each engine's `Counters.histograms`, the
+    first dialect that has any): servingbench's name -> {count, sum}."""
+    for d in DIALECTS:
+        out = {}
+        for name, base in d.histograms.items():
+            count, total = _total(s, f"{base}_count"), _total(s, f"{base}_sum")
+            if count is not None and total is not None:
+                out[name] = {"count": count, "sum": total}
+        if out:
+            return out
+    return {}
+
+
+def _totals(s) -> dict[str, float]:
+    """The server's cumulative counters (each engine's `Counters.totals`): name -> value."""
+    for d in DIALECTS:
+        out = {name: v for name, metric in d.totals.items()
+               if (v := _total(s, metric)) is not None}
+        if out:
+            return out
+    return {}
 
 
 def _le_key(le: str) -> float:
@@ -97,9 +123,17 @@ def delta(before: dict, after: dict) -> dict:
         out["ttft_buckets"] = [[le, ba[le] - bb.get(le, 0.0)] for le in sorted(ba, key=_le_key)]
     else:
         out["ttft_buckets"] = None
+    hb, ha = before.get("histograms"), after.get("histograms")
+    out["histograms"] = None if not (ha and hb) else {
+        k: {"count": h["count"] - hb[k]["count"], "sum": h["sum"] - hb[k]["sum"]}
+        for k, h in ha.items() if k in hb}
+    tb, ta = before.get("totals"), after.get("totals")
+    out["totals"] = None if not (ta and tb) else {k: v - tb[k] for k, v in ta.items() if k in tb}
     numbers = [v for k, v in out.items() if k in ("generation_tokens", "prompt_tokens",
                "ttft_count", "requests_finished") and v is not None]
     numbers += [c for _, c in out["ttft_buckets"] or []]
+    numbers += [h["count"] for h in (out["histograms"] or {}).values()]
+    numbers += list((out["totals"] or {}).values())
     if any(v < 0 for v in numbers):
         out = {k: None for k in out} | {"counter_reset": True}
     return out

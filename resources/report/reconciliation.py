@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.compute as pc
 from servingbench.resources.analysis import reconcile as rc
-from servingbench.resources.report.html import badge, cell, para, pct, table
+from servingbench.resources.report.html import Cell, badge, cell, para, pct, table
 from servingbench.resources.report.plots import figure, plain_log, save, step_colors, styled, title
 from servingbench.resources.report.registry import Plots, Section
 from servingbench.resources.report.rundata import ReportError, RunData
@@ -56,7 +56,41 @@ def section(rec: dict | None) -> str:
     if rec.get("emulated"):
         note += " The server here is the EMULATOR: its counters are emulated too."
     return table(("step", "client tokens", "server tokens", "token gap", "client requests",
-                  "server requests", "request gap", "result", "why"), rows, classes) + para(note)
+                  "server requests", "request gap", "result", "why"), rows, classes) + para(
+        note) + server_view(rec)
+
+
+VIEW = ("server_ttft_mean_s", "server_itl_mean_s", "server_queue_mean_s",
+        "server_prefill_mean_s", "server_decode_mean_s", "server_prefix_cache_hits",
+        "server_preemptions")
+
+
+def _ms(value) -> Cell:
+    return n(None if value is None else value * 1e3, digits=2)
+
+
+def server_view(rec: dict) -> str:
+    """The engine's own view of each step (its histograms and counters, where it serves
+    them) beside the client's: shown, never flagged."""
+    steps = [r for r in rec["steps"] if any(r.get(k) is not None for k in VIEW)]
+    if not steps:
+        return ""
+    rows = [[cell(r["step"]), _ms(r.get("client_ttft_mean_s")), _ms(r.get("server_ttft_mean_s")),
+             _ms(r.get("client_itl_mean_s")), _ms(r.get("server_itl_mean_s")),
+             _ms(r.get("server_queue_mean_s")), _ms(r.get("server_prefill_mean_s")),
+             _ms(r.get("server_decode_mean_s")), n(r.get("client_cached_tokens")),
+             n(r.get("server_prefix_cache_hits")), n(r.get("server_preemptions"))]
+            for r in steps]
+    return table(("step", "TTFT ms client", "TTFT ms server", "ITL ms client", "ITL ms server",
+                  "queue ms server", "prefill ms server", "decode ms server",
+                  "cached tokens client", "prefix-cache hits server", "preemptions server"),
+                 rows) + para(
+        "The engine's own histograms and counters for the same steps (means of each step's "
+        "deltas): TTFT and inter-token latency beside the client's (the client's TTFT adds the "
+        "HTTP exchange; its ITL is first to last token over output tokens - 1), the time "
+        "requests queued, prefilled and decoded inside the engine, the prompt tokens served "
+        "from its prefix cache beside the cached tokens the client was told, and how often "
+        "the scheduler preempted a request for want of KV cache. Shown, never flagged.")
 
 
 def _client_ttft(run: RunData) -> dict[str, np.ndarray]:
