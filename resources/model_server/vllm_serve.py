@@ -32,7 +32,7 @@ import sys
 import time
 
 WATCH_EVERY_S = 0.5
-GRACE_S = 10.0
+GRACE_S = 5.0
 
 
 def _ppid_of(pid: int) -> int | None:
