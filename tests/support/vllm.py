@@ -17,7 +17,7 @@ from servingbench.resources.contract import durable
 from servingbench.resources.contract.candidate import Candidate
 from servingbench.resources.contract.timestamps import format_ts
 from servingbench.resources.model_server.interface import Deployment, ModelServer
-from servingbench.resources.model_server.vllm_local import engine_available
+from servingbench.resources.model_server.local.vllm_cpu import engine_available
 
 WHY = engine_available()
 NAME = "local-vllm-tiny"  # pipelines/candidates_real.yaml

@@ -96,7 +96,7 @@ COUNTERS = Counters(
 # same candidate (kube/server.py engine_spec_for), changed only here, each for its reason;
 # tests/engine/test_vllm_cpu.py renders the Deployment's container and the local command for
 # one candidate and holds their difference to exactly this list.
-CPU_MODEL_LEN = 32768  # the tiny Llama's max_position_embeddings (model_server/vllm_model.py)
+CPU_MODEL_LEN = 32768  # the tiny Llama's max_position_embeddings (model_server/local/vllm_model.py)
 CPU_DIFFERENCES = (
     ("model", "the tiny Llama the project writes (config and tokenizer, no weights): no "
               "checkpoint is downloaded on this host"),

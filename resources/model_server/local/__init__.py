@@ -28,7 +28,7 @@ class LocalModelServers(ModelServer):
             return self.llamacpp
         if engines.runs_here(candidate.engine, candidate.instance_type):  # vLLM's CPU build
             if self.vllm is None:
-                from servingbench.resources.model_server.vllm_local import VllmModelServer
+                from servingbench.resources.model_server.local.vllm_cpu import VllmModelServer
                 self.vllm = VllmModelServer()
             return self.vllm
         return self.emulator

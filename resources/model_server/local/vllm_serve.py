@@ -98,6 +98,10 @@ def version(name: str) -> str:
 
 def main() -> None:
     start_watchdog()  # before vLLM is imported: this process has one thread to fork
+    # run by its path, this file's folder leads sys.path; servingbench's modules beside it
+    # (vllm_cpu.py, ...) must never shadow a package vLLM imports
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     metadata.version = version
     from vllm.entrypoints.cli.main import main as vllm_main
 
