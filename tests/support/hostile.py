@@ -32,7 +32,15 @@ class HostileProcess:
         """Request id -> misbehaviour, for every measured request that reached the server."""
         if not self.seen_file.exists():
             return {}
-        return dict(x.split(" ", 1) for x in self.seen_file.read_text().splitlines() if x)
+        return dict(x.split(" ", 1) for x in self.seen_file.read_text().splitlines()
+                    if x and not x.startswith("- "))
+
+    def calls(self) -> list[str]:
+        """The sleep-mode and health calls (`/wake_up`, `/health?…`) that reached the server,
+        in order."""
+        if not self.seen_file.exists():
+            return []
+        return [x[2:] for x in self.seen_file.read_text().splitlines() if x.startswith("- ")]
 
     def stop(self) -> None:
         stop_process(self.proc)

@@ -3,7 +3,11 @@ at the byte level, one named way per request.
 
 Measured requests (those with an `X-Request-ID`) misbehave as their `X-Hostile` header
 says; the probe (no request id) gets a clean two-token answer unless `--probe MODE`;
-`--control MODE` makes `/metrics` and `/tokenize` misbehave. Every error it sends echoes
+`--control MODE` makes `/metrics` and `/tokenize` misbehave; `--sleep-mode MODE` makes vLLM's
+sleep-mode and health endpoints (`/sleep`, `/wake_up`, `/is_sleeping`, `/health`) misbehave:
+`silence` (the connection is held, no byte ever sent), `continue_loop` (`100 Continue` every
+0.3 s, forever), else a clean 200. Each of those calls is appended to `--seen FILE` as
+`- PATH`. Every error it sends echoes
 the caller's Authorization header and a handful of secret-looking strings (`LEAK`), so a
 test can scan what the client wrote. Each measured request id is appended to
 `--seen FILE` with the misbehaviour it met (`X-Hostile: all` takes each in turn).
@@ -61,6 +65,9 @@ def bad_stream(payload: bytes, first: bool = False) -> bytes:
     return head() + chunked(GOOD_CHUNK % 1) + sse(payload) + DONE
 
 
+SLEEP_PATHS = ("/sleep", "/wake_up", "/is_sleeping", "/health")
+
+
 class Hostile:
     def __init__(self, a: argparse.Namespace) -> None:
         self.a = a
@@ -86,6 +93,8 @@ class Hostile:
         echo = f"{headers.get('authorization', '')} {LEAK}"
         if path in ("/metrics", "/tokenize"):
             return await self.control(path, body, writer)
+        if path.split("?", 1)[0] in SLEEP_PATHS:
+            return await self.sleep_mode(path, writer)
         rid = headers.get("x-request-id")
         mode = headers.get("x-hostile", "good") if rid else (self.a.probe or "good")
         if mode == "all":  # every misbehaviour in turn
@@ -94,6 +103,21 @@ class Hostile:
         if rid and self.seen is not None:
             self.seen.write(f"{rid} {mode}\n")
         await MODES[mode](writer, echo)
+
+    async def sleep_mode(self, path: str, writer) -> None:
+        if self.seen is not None:
+            self.seen.write(f"- {path}\n")
+        mode = self.a.sleep_mode
+        if mode == "silence":
+            await asyncio.sleep(3600)
+        elif mode == "continue_loop":
+            while True:
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                await writer.drain()
+                await asyncio.sleep(0.3)
+        data = b'{"is_sleeping": false}' if path.startswith("/is_sleeping") else b"{}"
+        writer.write(head(200, "application/json", length=len(data)) + data)
+        await writer.drain()
 
     async def control(self, path: str, body: bytes, writer) -> None:
         mode = self.a.control
@@ -283,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seen")
     p.add_argument("--probe", choices=sorted(MODES))
     p.add_argument("--control", choices=["gzip_bomb", "huge", "trickle", "wrong_types"])
+    p.add_argument("--sleep-mode", choices=["silence", "continue_loop", "good"], default="good")
     asyncio.run(serve(p.parse_args(argv)))
     return 0
 
