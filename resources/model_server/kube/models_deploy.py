@@ -37,6 +37,7 @@ from pathlib import Path
 import httpx
 from servingbench.resources.contract.candidate import Candidate
 from servingbench.resources.contract.timestamps import format_ts
+from servingbench.resources.http import control
 from servingbench.resources.model_server import engines
 from servingbench.resources.model_server.fleet.events import Events
 from servingbench.resources.model_server.interface import Deployment
@@ -44,9 +45,13 @@ from servingbench.resources.model_server.kube.client import RolloutError
 from servingbench.resources.model_server.kube.deploy import delete_in_reverse
 from servingbench.resources.model_server.kube.models import render_models
 from servingbench.resources.model_server.kube.render import PORT, EngineSpec, api_key_secret
+from servingbench.resources.model_server.swap.driver import Bounds
 from servingbench.resources.model_server.swap.process import SwapProcess
 
 log = logging.getLogger("servingbench.kube")
+CONTROL_MAX_BYTES = 64 << 10  # /health and /sleep answer a few bytes
+HEALTH_TRY_S = 15.0  # one /health read, as the single engine's readiness reads (server.py)
+SLEEP_DEADLINE_S = Bounds().sleep_s  # the swap driver's own bound for the same call
 
 
 def refused(candidate: Candidate) -> str | None:
@@ -95,7 +100,7 @@ def deploy_models(server, candidate: Candidate, spec: EngineSpec, run_dir: Path,
         applied.append(secret)
         upstreams: dict[str, tuple[str, int]] = {}
         names: dict[str, str] = {}
-        with httpx.Client(timeout=server.timeout_s, trust_env=False) as http:
+        with httpx.Client(timeout=10, trust_env=False) as http:  # bounded per call below
             for m, (deployment, service, policy) in zip(models, per_model, strict=True):
                 name = deployment["metadata"]["name"]
                 names[m["name"]] = name
@@ -156,30 +161,41 @@ def _address(server, kube, name: str, namespace: str) -> tuple[str, int]:
 
 def _sleep(http: httpx.Client, server, events: Events, m: dict,
            address: tuple[str, int]) -> None:
-    """Put a swapped model to sleep before the next engine starts, timed → model_sleep."""
+    """Put a swapped model to sleep before the next engine starts, timed → model_sleep;
+    through the bounded control client (one deadline over connect, head and body: a server
+    trickling `100 Continue` is given up at it, where httpx's per-read timeout never fires)."""
     level = m.get("sleep_level") or 1
     url = f"http://{address[0]}:{address[1]}"
     t0 = server.clock()
-    r = http.post(f"{url}/sleep", params={"level": level})
+    try:
+        r, body = control.request(http, "POST", f"{url}/sleep", params={"level": level},
+                                  max_bytes=CONTROL_MAX_BYTES, deadline_s=SLEEP_DEADLINE_S)
+    except (httpx.HTTPError, control.ControlError) as exc:
+        raise RolloutError(f"model {m['name']}: POST /sleep?level={level}: {exc}") from None
     t1 = server.clock()
     if r.status_code != 200:
         raise RolloutError(f"model {m['name']}: POST /sleep?level={level}: HTTP "
-                           f"{r.status_code} {r.text[:200]}")
+                           f"{r.status_code} {body[:200].decode('utf-8', 'replace')}")
     events.add("model_sleep", m["name"], at_ns=t1, value=(t1 - t0) / 1e9,
                detail=f"level {level} (before the next engine starts)")
 
 
 def _wait(http: httpx.Client, server, url: str, clock: Callable[[], float] = time.monotonic) -> None:
+    """Until `url` answers 200, for at most the server's rollout timeout: each try through the
+    bounded control client, its deadline within what is left, so the whole wait ends by it."""
     deadline = clock() + server.timeout_s
     while True:
+        left = deadline - clock()
         try:
-            if http.get(url).status_code == 200:
+            r, _ = control.request(http, "GET", url, max_bytes=CONTROL_MAX_BYTES,
+                                   deadline_s=max(0.1, min(HEALTH_TRY_S, left)))
+            if r.status_code == 200:
                 return
-        except httpx.HTTPError:
+        except (httpx.HTTPError, control.ControlError):
             pass
         if clock() >= deadline:
             raise RolloutError(f"{url} not reachable within {server.timeout_s:.0f}s")
-        time.sleep(server.poll_s)
+        time.sleep(max(0.0, min(server.poll_s, deadline - clock())))
 
 
 def _delete(kube, applied: list[dict]) -> None:
