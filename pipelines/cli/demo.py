@@ -30,8 +30,9 @@ from servingbench.pipelines.cli.argtypes import (
 )
 from servingbench.pipelines.config import DEFAULT_FILE, REAL_FILE, REPO, ConfigError
 
-REAL_BANNER = ("=" * 78 + "\nMEASURED ON THIS HOST — llama.cpp's server and a real model on this "
-               "machine's CPU;\npriced from this host's hourly price in "
+REAL_BANNER = ("=" * 78 + "\nMEASURED ON THIS HOST — real engines on this machine's CPU "
+               "(llama.cpp's server and a\nreal model; vLLM's CPU build and a tiny model of "
+               "random weights);\npriced from this host's hourly price in "
                "pipelines/price_sheet_local.yaml (a price\nsheet you set, never a cloud bill).\n"
                + "=" * 78)
 BANNER = ("=" * 78 + "\nEMULATED — modelled by the local engine emulator on this machine and priced "
@@ -50,11 +51,14 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="servingbench demo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--real", action="store_true",
-                   help="the real local engine: llama.cpp on this host, candidates_real.yaml")
+                   help="the real engines on this host (llama.cpp, vLLM's CPU build), "
+                        "candidates_real.yaml")
     p.add_argument("--candidates", type=Path, default=None,
                    help="candidates YAML (default: candidates.yaml, or candidates_real.yaml "
                         "with --real)")
-    p.add_argument("--only", default=None, help="comma list of candidate names (default: all)")
+    p.add_argument("--only", default=None,
+                   help="comma list of candidate names (default: all); with --sweep, run "
+                        "after the sweep's combinations")
     p.add_argument("--sweep", default=None, metavar="NAME",
                    help="the combinations of this sweep of the file (its skips are listed)")
     p.add_argument("--data-dir", type=Path, default=REPO / "data", help="outputs (default ./data)")
@@ -112,13 +116,13 @@ def main(argv: list[str]) -> int:
     if args.sweep:
         from servingbench.pipelines.cli.sweep import members
 
-        names = members(args.candidates, args.sweep, "servingbench demo")
-        if names is None:
+        swept = members(args.candidates, args.sweep, "servingbench demo")
+        if swept is None:
             return 2
+        # the sweep's combinations, then any --only candidate beside them
+        names = swept + ([n for n in names if n not in swept] if args.only else [])
     if args.real:
-        from servingbench.resources.model_server.local.llamacpp import engine_available
-
-        why = engine_available()
+        why = _real_engine_missing([c for c in candidates if c.name in names])
         if why is not None:
             print(f"servingbench demo --real: {why}", file=sys.stderr)
             return 2
@@ -244,6 +248,24 @@ def failure(result) -> str:
     return "did not finish"
 
 
+def _real_engine_missing(candidates) -> str | None:
+    """Why a real engine the candidates run on this host is not installed (llama.cpp: `make
+    engine`; vLLM's CPU build: `make engine-vllm`), or None."""
+    from servingbench.resources.model_server import engines
+
+    if any(engines.local(c.engine) for c in candidates):
+        from servingbench.resources.model_server.local.llamacpp import engine_available
+
+        if (why := engine_available()) is not None:
+            return why
+    if any(engines.runs_here(c.engine, c.instance_type) and not engines.local(c.engine)
+           for c in candidates):
+        from servingbench.resources.model_server.local.vllm_cpu import engine_available
+
+        return engine_available()
+    return None
+
+
 def print_quality(quality_dirs: list[tuple[str, str]]) -> None:
     """Accuracy and the parity verdict of every real candidate, ranked or not."""
     from servingbench.resources.contract import parity
@@ -261,6 +283,8 @@ def print_quality(quality_dirs: list[tuple[str, str]]) -> None:
         verdict = ("not judged" if p is None else
                    "matches reference" if p["passed"] else
                    f"FAILED ({p['status']}): excluded from the cost ranking")
+        if p is not None and p.get("weights") == "random":
+            verdict += " (random weights: vLLM's --load-format dummy, by design)"
         print(f"  {name:<28} {s['accuracy']:>9.3f}  {ci:<15} {s['n']:>4}  {verdict}")
 
 

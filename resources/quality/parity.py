@@ -29,6 +29,9 @@ class Parity:
     reference_accuracy: float | None = None
     reference_ci95: tuple[float | None, float | None] = (None, None)
     margin: float | None = None
+    # "random": the run served random weights (vLLM's `--load-format dummy` on this host):
+    # it measures the engine, not a model, and fails parity by design
+    weights: str | None = None
 
     def as_dict(self) -> dict:
         return {"status": self.status, "passed": self.passed, "message": self.message,
@@ -36,7 +39,8 @@ class Parity:
                 "reference_candidate": self.reference_candidate,
                 "reference_run_id": self.reference_run_id,
                 "reference_accuracy": self.reference_accuracy,
-                "reference_ci95": list(self.reference_ci95), "margin": self.margin}
+                "reference_ci95": list(self.reference_ci95), "margin": self.margin,
+                "weights": self.weights}
 
 
 def find_reference(runs_dir: Path, reference: str, eval_set_sha256: str,

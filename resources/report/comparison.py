@@ -76,6 +76,8 @@ def _quality_cells(run: RunData) -> list[Cell]:
         verdict = cell(None)
     elif p.get("passed") is True:
         verdict = badge("matches reference", "ok")
+    elif p.get("passed") is False and p.get("weights") == "random":
+        verdict = badge(f"FAILED parity ({p.get('status')}): random weights, by design", "bad")
     elif p.get("passed") is False:
         verdict = badge(f"FAILED parity ({p.get('status')})", "bad")
     else:

@@ -219,3 +219,10 @@ def test_the_watchdog_ends_the_group_when_its_starter_is_killed():
                 os.killpg(pgid, signal.SIGKILL)
 
 
+
+
+def test_demo_real_without_vllm_installed_exits_2_saying_how(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SERVINGBENCH_CACHE_DIR", str(tmp_path / "empty-cache"))
+    assert cli(["demo", "--real", "--only", "local-vllm-tiny",
+                "--data-dir", str(tmp_path / "d")]) == 2
+    assert "run `make engine-vllm`" in capsys.readouterr().err

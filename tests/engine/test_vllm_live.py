@@ -211,7 +211,7 @@ def test_chain_on_vllm_is_measured_and_reconciled(server, tmp_path):
     quick = LoadGenerator(concurrency=(1, 3), requests_per_step=6, warmup_requests=2,
                          output_tokens=16, input_tokens=64)
     text = REAL_FILE.read_text().replace(
-        "quality: {reference: local-gemma3-270m-q4, margin: 0.05, items: 40, max_tokens: 8}\n\n",
+        "quality: {reference: local-cpu-q4-t1, margin: 0.05, items: 20, max_tokens: 8}\n\n",
         "quality: {reference: local-vllm-tiny, margin: 0.05, items: 4, max_tokens: 8}\n"
         "    speculative: {method: ngram, draft_tokens: 3}\n\n")
     assert "speculative: {method: ngram" in text

@@ -98,3 +98,30 @@ def test_find_reference_takes_the_newest_measured_run_on_the_same_set(tmp_path):
     me = _run(tmp_path, "me", "ref", "measured", 5_000, _summary(61))
     assert find_reference(tmp_path, "ref", "s", exclude=me)[0] == "new"
     assert find_reference(tmp_path, "nobody", "s") is None
+
+
+def test_random_weights_fail_parity_saying_so(tmp_path):
+    """A run of real vLLM on this host serves random weights (deployment.json `load_format:
+    dummy`): its verdict says it fails by design, the terminal and the comparison show it."""
+    from servingbench.assets.quality import decide_parity
+    from servingbench.resources.contract import deployment_record
+    from servingbench.resources.report.comparison import _quality_cells
+
+    _run(tmp_path, "ref", "ref", "measured", 1_000, _summary(27))
+    runs = {}
+    for name, load_format in (("vllm", "dummy"), ("llamacpp", None)):
+        d = _run(tmp_path, name, name, "measured", 2_000, _summary(0))
+        deployment_record.write(d, {"endpoint": "http://127.0.0.1:1", "emulated": False,
+                                    **({"load_format": load_format} if load_format else {})})
+        value = {"run_dir": str(d), "status": "evaluated", "reference": "ref", "margin": 0.05}
+        runs[name] = decide_parity(value, name, tmp_path)
+    assert runs["vllm"].passed is False and runs["vllm"].weights == "random"
+    assert "random (vLLM's --load-format dummy)" in runs["vllm"].message
+    assert "by design" in json.loads((tmp_path / "vllm" / "quality_parity.json").read_text())[
+        "message"]
+    assert runs["llamacpp"].passed is False and runs["llamacpp"].weights is None
+
+    class Run:
+        quality, emulated = None, False
+        parity = runs["vllm"].as_dict()
+    assert "random weights, by design" in _quality_cells(Run())[1].html
