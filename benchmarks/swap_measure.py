@@ -29,6 +29,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from servingbench.resources.model_server.child import ChildProcess
+
 MODELS_DIR = Path.home() / ".cache" / "servingbench" / "models"
 # (model_alias, GGUF file): the same weights at two quantizations
 DEFAULT_MODELS = (("gemma-q2k", "gemma-3-270m-q2_k.gguf"),
@@ -65,25 +67,18 @@ def config_file(path: Path, models=DEFAULT_MODELS, models_dir: Path = MODELS_DIR
     return path
 
 
-def start(config: Path, work: Path, timeout_s: float = 120.0) -> tuple[subprocess.Popen, int]:
-    port_file = work / "port"
+def start(config: Path, work: Path, timeout_s: float = 120.0) -> ChildProcess:
+    """The server as a ChildProcess (it stops if this process dies); `.port` once ready."""
     log = open(work / "server.log", "w")  # noqa: SIM115 - kept open for the process's life
-    proc = subprocess.Popen([sys.executable, "-m",
-                             "servingbench.resources.model_server.local.llamacpp_models",
-                             "--config_file", str(config), "--port_file", str(port_file)],
-                            stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"llama-cpp-python's server exited {proc.returncode}: "
-                               f"{(work / 'server.log').read_text()[-2000:]}")
-        if port_file.is_file():
-            port = int(port_file.read_text())
-            if _ready(port):
-                return proc, port
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"llama-cpp-python's server not ready within {timeout_s:.0f} s")
+    child = ChildProcess([sys.executable, "-m",
+                          "servingbench.resources.model_server.local.llamacpp_models",
+                          "--config_file", str(config), "--port_file", str(work / "port")],
+                         name="llama-cpp-python's server", stdout=log, stderr=subprocess.STDOUT,
+                         port_file=work / "port", ready=_ready, ready_timeout_s=timeout_s,
+                         poll_s=0.1, error=RuntimeError,
+                         tail=lambda: (work / "server.log").read_text()[-2000:])
+    child.start()
+    return child
 
 
 def _ready(port: int) -> bool:
@@ -167,16 +162,12 @@ def measure(rounds: int, burst: int, models=DEFAULT_MODELS, models_dir: Path = M
             out: Path | None = None) -> tuple[dict, list[Sent], list[dict]]:
     with tempfile.TemporaryDirectory(prefix="sb-swap-") as tmp:
         work = Path(tmp)
-        proc, port = start(config_file(work / "models.json", models, models_dir), work)
+        server = start(config_file(work / "models.json", models, models_dir), work)
         try:
-            sent = alternate(port, [a for a, _ in models], rounds, burst)
-            rows = swaps(port)
+            sent = alternate(server.port, [a for a, _ in models], rounds, burst)
+            rows = swaps(server.port)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            server.stop(grace_s=10)
     if out is not None:
         write_events(out, f"swap-measure-{os.getpid()}", rows, sent)
     return summarize(sent, rows), sent, rows

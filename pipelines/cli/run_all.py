@@ -12,7 +12,6 @@ crashes takes nobody else with it.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 import dagster as dg
 from servingbench.assets.pools import pool_tags, write_instance_config
 from servingbench.pipelines.config import REPO
+from servingbench.resources.model_server.child import ChildProcess
 
 POLL_S = 1.0
 BATCH_TAG = "servingbench/run_all"
@@ -62,9 +62,11 @@ def run_all(candidates: dict, date: str, parallel: int, home: Path) -> int:
                               if c.pool})) or "none"
     print(f"{len(names)} candidates for {date}, {parallel} at once; pools {pools}", flush=True)
     batch, waiting, results, t0 = uuid.uuid4().hex, list(names), {}, time.monotonic()
-    daemon = subprocess.Popen([_bin("dagster-daemon"), "run", "-w", str(WORKSPACE)], cwd=REPO,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env=os.environ.copy())
+    # under the guard (model_server/child.py): if this command is killed, even by SIGKILL,
+    # the daemon stops instead of launching queued runs for nobody
+    daemon = ChildProcess([_bin("dagster-daemon"), "run", "-w", str(WORKSPACE)],
+                          name="the Dagster daemon", cwd=REPO, guard=True)
+    daemon.spawn()
     try:
         while waiting or len(results) < len(names):
             runs = {r.tags["dagster/partition/candidate"]: r for r in instance.get_runs(
@@ -90,16 +92,12 @@ def run_all(candidates: dict, date: str, parallel: int, home: Path) -> int:
                 tail = err.decode(errors="replace").strip().splitlines()[-3:]
                 print(f"  FAILED to queue {name}:\n    " + "\n    ".join(tail), flush=True)
             if daemon.poll() is not None:
-                print(f"the Dagster daemon stopped (exit {daemon.returncode})", file=sys.stderr)
+                print(f"the Dagster daemon stopped (exit {daemon.poll()})", file=sys.stderr)
                 return 1
             if len(results) < len(names):
                 time.sleep(POLL_S)
     finally:
-        daemon.terminate()
-        try:
-            daemon.wait(30)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
+        daemon.stop(grace_s=30)
     failed = [n for n, s in results.items() if s != dg.DagsterRunStatus.SUCCESS]
     print(f"{len(names) - len(failed)} of {len(names)} candidates in "
           f"{time.monotonic() - t0:.0f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))

@@ -40,11 +40,10 @@ def test_first_request_after_a_swap_waits_for_the_load(tmp_path):
 
 def test_a_model_the_config_does_not_list_is_404(tmp_path):
     cfg = swap_measure.config_file(tmp_path / "models.json")
-    proc, port = swap_measure.start(cfg, tmp_path)
+    server = swap_measure.start(cfg, tmp_path)
     try:
-        status = swap_measure.send(port, "no-such-model")[3]
+        status = swap_measure.send(server.port, "no-such-model")[3]
         assert status == 404
-        assert [r["kind"] for r in swap_measure.swaps(port)] == ["model_load"]
+        assert [r["kind"] for r in swap_measure.swaps(server.port)] == ["model_load"]
     finally:
-        proc.terminate()
-        proc.wait(10)
+        server.stop(grace_s=10)

@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from servingbench.resources.model_server.child import ChildProcess
+
 HAPROXY = "/usr/sbin/haproxy"
 BACKEND = "be"
 HEADER = "X-Servingbench-Replica"
@@ -101,7 +103,7 @@ class Balancer:
         self.host, self.start_timeout_s, self.metrics_port = host, start_timeout_s, metrics_port
         self.binary = binary or find_haproxy()
         self.port: int | None = None
-        self.proc: subprocess.Popen | None = None
+        self.child: ChildProcess | None = None
         self._dir: tempfile.TemporaryDirectory | None = None
 
     @property
@@ -130,24 +132,13 @@ class Balancer:
         cfg.write_text(config(self.port, self.sock, self.host, self.metrics_port))
         log = open(Path(self._dir.name) / "stderr", "w+b")  # noqa: SIM115 - closed in stop
         self._log = log
-        # -db: stay in the foreground (a child this process owns and reaps); -Ws would fork
-        self.proc = subprocess.Popen([self.binary, "-db", "-f", str(cfg)],
-                                     stdout=subprocess.DEVNULL, stderr=log)
-        deadline = time.monotonic() + self.start_timeout_s
-        try:
-            while True:
-                if self.proc.poll() is not None:
-                    raise BalancerError(f"haproxy exited during start (exit code "
-                                        f"{self.proc.returncode}): {self._stderr()}")
-                if self.sock.exists() and self._serving():
-                    return
-                if time.monotonic() > deadline:
-                    raise BalancerError(f"haproxy not ready after {self.start_timeout_s} s: "
-                                        f"{self._stderr()}")
-                time.sleep(0.02)
-        except BaseException:
-            self.stop()
-            raise
+        # -db: stay in the foreground, under the guard (model_server/child.py): HAProxy cannot
+        # watch its parent, the guard does and stops it when this process is gone
+        self.child = ChildProcess([self.binary, "-db", "-f", str(cfg)], name="haproxy",
+                                  stderr=log, ready=lambda _port: self.sock.exists()
+                                  and self._serving(), ready_timeout_s=self.start_timeout_s,
+                                  guard=True, tail=self._stderr, error=BalancerError)
+        self.child.start()
 
     def _serving(self) -> bool:
         """Up: the runtime API lists the frontend (its listeners are bound before the admin
@@ -167,21 +158,19 @@ class Balancer:
 
     def stop(self) -> int | None:
         rc = None
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-            rc = self.proc.returncode
+        if self.child is not None:
+            rc = self.child.stop()
             self._log.close()
-            self.proc = None
+            self.child = None
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None
         return rc
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        """The guard's process (HAProxy runs in its group)."""
+        return None if self.child is None else self.child.proc
 
     # --- the runtime API ---------------------------------------------------------------
     def command(self, line: str) -> str:

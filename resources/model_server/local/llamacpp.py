@@ -19,7 +19,6 @@ import contextlib
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from servingbench.resources.contract.deployment import Replicated, SeveralModels
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.contract.timestamps import format_ts
 from servingbench.resources.model_server import engine_args, engines
+from servingbench.resources.model_server.child import ChildProcess
 from servingbench.resources.model_server.interface import Deployment, ModelServer
 
 ENGINE = "llama.cpp (llama-cpp-python server)"
@@ -163,20 +163,25 @@ def child_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 class LlamaCppProcess:
-    """The server as a subprocess in its own process group; `stop` kills the whole group
-    (SIGTERM, SIGKILL after a grace period) so no worker thread or child outlives a run."""
+    """The server as a ChildProcess (child.py): its own process group, which `stop` kills
+    whole (SIGTERM, SIGKILL after a grace period), and a launcher that stops that group
+    when this process dies, so no worker thread or child outlives a run."""
 
     def __init__(self, args: list[str], ready_timeout_s: float = 180, host: str = "127.0.0.1",
                  nice: int = 0):
         self.args, self.ready_timeout_s, self.host = list(args), ready_timeout_s, host
         self.nice = nice
-        self.proc: subprocess.Popen | None = None
+        self.child: ChildProcess | None = None
         self.port: int | None = None
         self.markers: dict[str, dict] = {}
         self.ready_at_ns: int | None = None
         self._dir: tempfile.TemporaryDirectory | None = None
         self._lines: list[str] = []
         self._reader: threading.Thread | None = None
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        return None if self.child is None else self.child.proc
 
     @property
     def base_url(self) -> str:
@@ -204,40 +209,29 @@ class LlamaCppProcess:
             del self._lines[:-200]
 
     def output_tail(self, n: int = 40) -> str:
+        if self._reader is not None and self.proc is not None and self.proc.poll() is not None:
+            self._reader.join(timeout=2)  # an exited server's last lines
         return "\n".join(self._lines[-n:])
 
     def start(self) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="servingbench-llamacpp-")
         port_file = Path(self._dir.name) / "port"
-        cmd = [sys.executable, "-m", "servingbench.resources.model_server.local.llamacpp_serve", *self.args,
-               "--host", self.host, "--port", "0", "--port_file", str(port_file)]
-        env = child_env(os.environ)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-        if self.nice:  # before its interpreter has started a thread: every one inherits it
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, self.proc.pid, self.nice)
+        cmd = [sys.executable, "-m", "servingbench.resources.model_server.local.llamacpp_serve",
+               *self.args, "--host", self.host, "--port", "0", "--port_file", str(port_file)]
+        self.child = ChildProcess(cmd, name="llama.cpp server", env=child_env(os.environ),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  port_file=port_file, ready=self._models_ok,
+                                  ready_timeout_s=self.ready_timeout_s, poll_s=0.05,
+                                  nice=self.nice, tail=self.output_tail, error=EngineStartError)
+        self.child.spawn()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        deadline = time.monotonic() + self.ready_timeout_s
         try:
-            while True:
-                if self.proc.poll() is not None:
-                    self._reader.join(timeout=2)
-                    raise EngineStartError(f"llama.cpp server exited during start (exit code "
-                                           f"{self.proc.returncode}):\n{self.output_tail()}")
-                if self.port is None and port_file.exists():
-                    self.port = int(port_file.read_text())
-                if self.port is not None and self._models_ok():
-                    self.ready_at_ns = time.time_ns()
-                    return
-                if time.monotonic() > deadline:
-                    raise EngineStartError(f"llama.cpp server not ready after "
-                                           f"{self.ready_timeout_s} s:\n{self.output_tail()}")
-                time.sleep(0.05)
+            self.port = self.child.wait_ready()
         except BaseException:
             self.stop()
             raise
+        self.ready_at_ns = time.time_ns()
 
     def start_phases(self) -> dict[str, dict]:
         """The start-up phases the launcher's markers split (replicas.py writes each as a
@@ -255,30 +249,20 @@ class LlamaCppProcess:
         ms = (self.markers.get("weights_load_ended") or {}).get("engine_load_ms")
         return None if ms is None else ms / 1000
 
-    def _models_ok(self) -> bool:
+    def _models_ok(self, port: int | None = None) -> bool:
+        """Ready: /v1/models answers 200 on `port` (by default the one it serves on)."""
+        url = f"http://{self.host}:{port or self.port}/v1/models"
         try:
-            with _NO_PROXY.open(self.base_url + "/v1/models", timeout=2) as resp:
+            with _NO_PROXY.open(url, timeout=2) as resp:
                 return resp.status == 200
         except (urllib.error.URLError, OSError):
             return False
 
     def stop(self, grace_s: float = 5) -> int | None:
         rc = None
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=grace_s)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(self.proc.pid, signal.SIGKILL)
-                    self.proc.wait()
-            # the group may hold more than the leader: make sure none of it survives
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            rc = self.proc.returncode
-            if self.proc.stdout is not None:
+        if self.child is not None:
+            rc = self.child.stop(grace_s)
+            if self.proc is not None and self.proc.stdout is not None:
                 self.proc.stdout.close()
         if self._reader is not None:
             self._reader.join(timeout=2)

@@ -122,6 +122,9 @@ class _Routes:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from servingbench.resources.model_server.child import watch_parent
+
+    watch_parent()  # started by a ChildProcess: stop when that process is gone
     import llama_cpp.server.model as model_module
     import uvicorn
     from llama_cpp.server.app import create_app

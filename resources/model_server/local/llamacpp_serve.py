@@ -24,7 +24,9 @@ three additions the benchmark needs and the stock entry point lacks:
   lock serves one request at a time, so `llamacpp:requests_processing` is 1 while any is in
   flight and `llamacpp:requests_deferred` the rest (the local autoscaler reads them).
 
-Only the standard library and llama_cpp are imported: this is the engine's process.
+Only the standard library, llama_cpp and the parent watch (model_server/child.py, standard
+library only) are imported: this is the engine's process. The watch starts first: if the run
+that started this server dies, even by SIGKILL, the server stops (llama.cpp's threads with it).
 """
 
 from __future__ import annotations
@@ -148,6 +150,9 @@ def _engine_load_ms(app_module, llama_cpp) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from servingbench.resources.model_server.child import watch_parent
+
+    watch_parent()
     _marker("process_started", at_ns=_STARTED_NS)
     import llama_cpp
     import llama_cpp.server.app as app_module

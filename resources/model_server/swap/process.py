@@ -23,15 +23,16 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from pathlib import Path
 
+from servingbench.resources.model_server.child import ChildProcess, watch_parent
 from servingbench.resources.model_server.fleet.events import Events
 from servingbench.resources.model_server.swap.driver import SwapDriver, SwapError, load_events
 
 
 def main(argv: list[str] | None = None) -> int:
+    watch_parent()  # started by SwapProcess: stop when the run that started it is gone
     p = argparse.ArgumentParser(prog="swap_process")
     p.add_argument("--models", type=Path, required=True)
     where = p.add_mutually_exclusive_group(required=True)
@@ -87,7 +88,7 @@ class SwapProcess:
         self.args = (models, upstream, Path(run_dir), run_id)
         self.upstreams, self.prior_events = upstreams, list(prior_events)
         self.timeout_s = timeout_s
-        self.proc: subprocess.Popen | None = None
+        self.child: ChildProcess | None = None
         self.port: int | None = None
 
     def start(self) -> int:
@@ -103,31 +104,27 @@ class SwapProcess:
             ups.write_text(json.dumps({n: f"{h}:{p}" for n, (h, p) in self.upstreams.items()}))
             prior.write_text(json.dumps(self.prior_events))
             where = ["--upstreams", str(ups), "--events", str(prior)]
-        self.proc = subprocess.Popen(
+        log = run_dir / "swap_driver.log"
+        self._log = open(log, "w")  # noqa: SIM115 - closed in stop
+        self.child = ChildProcess(
             [sys.executable, "-m", "servingbench.resources.model_server.swap.process",
              "--models", str(spec), *where, "--run-dir", str(run_dir),
              "--run-id", run_id, "--port-file", str(port_file)],
-            stdout=subprocess.DEVNULL, stderr=open(run_dir / "swap_driver.log", "w"))  # noqa: SIM115
-        deadline = time.monotonic() + self.timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SwapError(f"swap driver exited {self.proc.returncode}: "
-                                f"{(run_dir / 'swap_driver.log').read_text()[-1500:]}")
-            if port_file.is_file():
-                self.port = int(port_file.read_text())
-                return self.port
-            time.sleep(0.02)
-        self.stop()
-        raise SwapError(f"swap driver not listening within {self.timeout_s:.0f} s")
+            name="swap driver", stderr=self._log, port_file=port_file,
+            ready_timeout_s=self.timeout_s, error=SwapError,
+            tail=lambda: log.read_text()[-1500:])
+        self.port = self.child.start()
+        return self.port
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        return None if self.child is None else self.child.proc
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.child is not None:
+            self.child.stop(grace_s=10)
+            self._log.close()
+            self.child = None
 
 
 if __name__ == "__main__":
