@@ -7,6 +7,7 @@ uses them directly."""
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from servingbench.resources.cluster.eks_api import HEARTBEAT_STALE_S, EksNodegro
 from servingbench.resources.cluster.reaper import EksReaper
 from servingbench.resources.contract import settings as envvars
 from servingbench.resources.contract.digits import is_digits
+from servingbench.resources.model_server import engines
 from servingbench.resources.model_server.kube.client import KubeClient
 from servingbench.resources.model_server.kube.reap import KubeRunObjects
 from servingbench.resources.model_server.kube.server import KubeModelServer
@@ -49,6 +51,8 @@ class EksSettings:
     lb_scheme: str = envvars.default("SERVINGBENCH_EKS_LB_SCHEME")  # internal: inside the VPC
     allow_public: bool = False  # consent to 0.0.0.0/0 or an internet-facing load balancer
     run_as_user: int | None = None  # engines run as this non-root uid (image must allow it)
+    # where the Dagster run pods run: a swapped model admits its swap driver from there alone
+    run_namespace: str = envvars.default("SERVINGBENCH_EKS_RUN_NAMESPACE")
     endpoint_url: str | None = None  # tests only (moto)
     kube_url: str | None = None  # tests only (the fake Kubernetes API): no DescribeCluster
     dcgm_url: str | None = None  # the engine node's dcgm-exporter /metrics (docs/telemetry.md)
@@ -94,6 +98,7 @@ class EksSettings:
                    expose=get("SERVINGBENCH_EKS_EXPOSE"),
                    source_ranges=source_ranges, lb_scheme=lb_scheme, allow_public=allow_public,
                    run_as_user=_uid(env, "SERVINGBENCH_EKS_RUN_AS_USER"),
+                   run_namespace=_dns_label(env, "SERVINGBENCH_EKS_RUN_NAMESPACE"),
                    dcgm_url=get("SERVINGBENCH_EKS_DCGM_URL"),
                    neuron_monitor_url=get("SERVINGBENCH_EKS_NEURON_MONITOR_URL"),
                    **_load_settings(env))
@@ -169,7 +174,16 @@ def _uid(env: Mapping[str, str], name: str) -> int | None:
 # engine's API key crosses the network as a plain-HTTP bearer token.
 PUBLIC_CONSENT = "plaintext-api-key"
 _CONSENT = (f"set SERVINGBENCH_EKS_ALLOW_PUBLIC={PUBLIC_CONSENT} to accept that the engine's API "
-            "key then crosses the internet as a plain-HTTP bearer token")
+            "key then crosses the internet as a plain-HTTP bearer token (a candidate with "
+            "swapped models stays refused even so: their engines run in development mode, "
+            f"whose {', '.join(engines.sleep_mode().dev_endpoints)} take no key)")
+
+
+def _dns_label(env: Mapping[str, str], name: str) -> str:
+    value = envvars.get(name, env) or envvars.default(name)
+    if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", value):
+        raise ValueError(f"{name}={value!r}: expected a Kubernetes namespace name")
+    return value
 
 
 def _public_consent(env: Mapping[str, str]) -> bool:
@@ -240,7 +254,8 @@ class EksResources:
                                             owner=s.owner, run_as_user=s.run_as_user,
                                             timeout_s=s.deploy_timeout_s,
                                             telemetry=s.telemetry(),
-                                            interruptions=self.fis()),
+                                            interruptions=self.fis(),
+                                            driver_namespace=s.run_namespace),
             "bill_source": billing.build(BILL_SOURCE, billing.Aws(
                 self.session, endpoint_url=s.endpoint_url, caller=self.caller)),
         }

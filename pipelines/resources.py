@@ -130,6 +130,7 @@ class EksProfileResource(dg.ConfigurableResource):
     source_ranges: str | None = None
     lb_scheme: str | None = None
     allow_public: str | None = None
+    run_namespace: str | None = None
     run_as_user: str | None = None
     dcgm_url: str | None = None
     neuron_monitor_url: str | None = None

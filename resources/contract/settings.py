@@ -82,6 +82,9 @@ SETTINGS: tuple[Setting, ...] = (
             "ALLOW_PUBLIC)", "eks"),
     Setting("SERVINGBENCH_EKS_ALLOW_PUBLIC", None, "`plaintext-api-key`: consent to an engine reachable "
             "from the internet (its key crosses it as plain HTTP)", "eks"),
+    Setting("SERVINGBENCH_EKS_RUN_NAMESPACE", "dagster", "the namespace of the Dagster run pods "
+            "(labelled servingbench/role=swap-driver, deploy/values.yaml): a swapped model admits "
+            "its swap driver from there alone", "eks"),
     Setting("SERVINGBENCH_EKS_RUN_AS_USER", None, "the non-root uid the engines run as", "eks",
             "the image's"),
     Setting("SERVINGBENCH_EKS_DCGM_URL", None, "the engine node's dcgm-exporter /metrics "

@@ -23,7 +23,10 @@ ENGINES_DIR = REPO / "resources" / "model_server" / "engines"
 # on purpose, are not servingbench's knowledge of an engine.
 KNOWLEDGE = re.compile(r"\b(?:vllm|sglang|llamacpp):[a-z_]+|--tensor-parallel-size|--tp-size|"
                        r"--max-num-seqs|--max-running-requests|sglang\.launch_server|"
-                       r"Capture cuda graph|Model loading took|--n_threads")
+                       r"Capture cuda graph|Model loading took|--n_threads|"
+                       # sleep mode: its flag, its development mode, the calls it opens
+                       r"--enable-sleep-mode|VLLM_SERVER_DEV_MODE|/wake_up|/is_sleeping|"
+                       r"/sleep\b|/collective_rpc|/server_info|/reset_prefix_cache")
 NOT_SERVINGBENCH_KNOWLEDGE = {REPO / "resources" / "model_server" / "local" / "llamacpp_serve.py",
                               REPO / "resources" / "model_server" / "local" / "emulator.py"}
 
@@ -60,6 +63,8 @@ def test_engine_knowledge_is_spelled_only_in_the_engines_files():
     inside = _spelled_in(ENGINES_DIR)
     assert {"resources/model_server/engines/vllm.py", "resources/model_server/engines/sglang.py",
             "resources/model_server/engines/llamacpp.py"} <= set(inside)
+    assert {"--enable-sleep-mode", "VLLM_SERVER_DEV_MODE", "/wake_up", "/collective_rpc"} <= set(
+        inside["resources/model_server/engines/vllm.py"])
 
 
 def test_every_file_is_an_engine_and_every_engine_a_file():

@@ -78,6 +78,12 @@ def test_the_launcher_would_create_a_valid_job_for_a_benchmark_run(eks_env, tmp_
     assert container["securityContext"]["runAsNonRoot"] is True
     assert {"secretRef": {"name": "servingbench-env"}} in container["envFrom"]
     assert job["metadata"]["labels"]["dagster/job"] == "benchmark_job"
+    # the run pod is the swap driver's: the one source a swapped model's NetworkPolicy admits
+    from servingbench.resources.contract import settings
+    from servingbench.resources.model_server.kube.render import SWAP_DRIVER_LABELS
+
+    assert SWAP_DRIVER_LABELS.items() <= spec["template"]["metadata"]["labels"].items()
+    assert namespace == settings.default("SERVINGBENCH_EKS_RUN_NAMESPACE")
     # the eks deployment's nightly schedules are on from the start
     assert {k: v.value for k, v in schedules.items()} == {
         "benchmark_schedule": "RUNNING", "bill_refresh_schedule": "RUNNING",

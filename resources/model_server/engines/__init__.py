@@ -63,6 +63,26 @@ class CpuBuild:
 
 
 @dataclass(frozen=True)
+class SleepMode:
+    """An engine's sleep mode, as several models on one node swap through it (the swap driver,
+    kube/models.py, kube/models_deploy.py): what turns it on and the calls it answers.
+
+    `dev_endpoints` is everything turning it on also opens: vLLM serves its sleep-mode calls
+    only in its development mode, which serves the rest of that list too, none of them under
+    `/v1`, so the engine's API key guards none of them. Whoever turns sleep mode on must keep
+    these reachable from the swap driver alone (kube/models.py's NetworkPolicy)."""
+
+    args: tuple[str, ...]  # the launch arguments that turn it on
+    env: Mapping[str, str]  # and the environment
+    sleep: str  # POST {sleep}?level=N: the awake engine sleeps (answered when it has)
+    wake: str  # POST: the engine wakes (answered when it can serve)
+    state: str  # GET: answers JSON with `state_key` true while asleep
+    state_key: str
+    levels: tuple[int, ...]  # the sleep levels it takes
+    dev_endpoints: tuple[str, ...]  # every path the mode opens without the API key
+
+
+@dataclass(frozen=True)
 class Engine:
     """One engine, as `candidates.yaml`'s `engine` names it."""
 
@@ -98,6 +118,7 @@ class Engine:
     # --tensor-parallel-size (vLLM on Neuron counts NeuronCores); ValueError if it cannot run there
     tensor_parallel: Callable[[str, int], int] = lambda instance_type, n: n
     cpu: CpuBuild | None = None  # a build of it for this host's CPU (the local profile runs it)
+    sleep_mode: SleepMode | None = None  # None: it cannot sleep (no swapped models on it)
 
     def setting_args(self, settings: Mapping[str, object]) -> list[str]:
         """The arguments for the swept `settings` (None values skipped), in their order;
@@ -144,6 +165,19 @@ def get(name: str) -> Engine:
         return _ENGINES[name]
     except KeyError:
         raise ValueError(f"unknown engine {name!r}; one of {', '.join(ORDER)}") from None
+
+
+# the engine whose sleep-mode calls the swap driver speaks where no engine is named: the
+# emulator's several models imitate them (emulator/models.py)
+SLEEP_DIALECT = "vllm"
+
+
+def sleep_mode(name: str = SLEEP_DIALECT) -> SleepMode:
+    """The engine's sleep mode; ValueError naming it when it cannot sleep."""
+    mode = get(name).sleep_mode
+    if mode is None:
+        raise ValueError(f"engine {name} has no sleep mode: several models cannot swap on it")
+    return mode
 
 
 def local(name: str) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from servingbench.resources.contract.deployment import Replicated, SeveralModels
-from servingbench.resources.model_server.engines import Counters, CpuBuild, Engine, flag
+from servingbench.resources.model_server.engines import Counters, CpuBuild, Engine, SleepMode, flag
 
 SETTINGS = {
     "quantization": flag("--quantization"),
@@ -144,11 +144,22 @@ def cpu_refusal(c) -> tuple[str, str] | None:
                 f"holds at most {CPU_MODEL_LEN} tokens")
     return None
 
+# Sleep mode (https://docs.vllm.ai/en/v0.32.0/features/sleep_mode.html): the flag, and the
+# development mode that serves its calls. Dev mode also serves the other endpoints listed,
+# none under /v1, so none needs the API key: kube/models.py admits only the swap driver.
+SLEEP_MODE = SleepMode(
+    args=("--enable-sleep-mode",), env={"VLLM_SERVER_DEV_MODE": "1"},
+    sleep="/sleep", wake="/wake_up", state="/is_sleeping", state_key="is_sleeping",
+    levels=(1, 2),  # 1 keeps the weights in host memory, 2 discards them
+    dev_endpoints=("/sleep", "/wake_up", "/is_sleeping", "/collective_rpc", "/server_info",
+                   "/reset_prefix_cache", "/reset_mm_cache", "/reset_encoder_cache"))
+
 ENGINE = Engine(
     name="vllm", accelerator="nvidia", where="eks", family="vllm",
     command=("vllm", "serve"), launch=launch, settings=SETTINGS, quantization=QUANTIZATION,
     markers=MARKERS, gauges=GAUGES, counters=COUNTERS, api_key_env="VLLM_API_KEY",
     cpu=CpuBuild(differences=CPU_DIFFERENCES, env=CPU_ENV, args=on_cpu, refusal=cpu_refusal),
+    sleep_mode=SLEEP_MODE,
 )
 
 PLUGIN = ENGINE  # what this file adds to the engines package

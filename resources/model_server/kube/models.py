@@ -5,12 +5,15 @@ the same node.
 * Each model's engine gets `--served-model-name NAME` (the name requests address) and
   `--gpu-memory-utilization` = its memory_share × vLLM's default 0.9 of every accelerator,
   so the engines share the accelerators' memory as the fit check divided it.
-* Resident: loaded for the whole run. Swapped: started with `--enable-sleep-mode` and
-  `VLLM_SERVER_DEV_MODE=1` (vLLM serves `POST /sleep?level=N`, `POST /wake_up` and
-  `GET /is_sleeping` only in dev mode); the swap driver (model_server/swap/driver.py) puts all but
-  one to sleep and swaps them as requests arrive. The endpoints carry no authentication of
-  their own beyond the engine's API key, and the NetworkPolicy admits only the load
-  generator's sources.
+* Resident: loaded for the whole run. Swapped: started in the engine's sleep mode
+  (engines/<engine>.py `sleep_mode`: vLLM's flag and its development mode, which alone
+  serves the sleep and wake-up calls); the swap driver (model_server/swap/driver.py) puts
+  all but one to sleep and swaps them as requests arrive. Development mode also serves
+  `/collective_rpc`, `/server_info`, the cache resets, …, and the API key guards none of
+  them (they are not under `/v1`): a swapped model's Service is in-cluster only (never a
+  load balancer) and its NetworkPolicy admits the swap driver alone, the run's pod
+  (`servingbench/role: swap-driver` in the runs' namespace), never the load pods nor the
+  load balancers' source ranges. A resident model's engine is exposed as a single one is.
 * Same node: the node group's nodeSelector (one node) and a required podAffinity on
   `kubernetes.io/hostname` to the run's other engines (label `servingbench/model-set`).
   Every pod asks for all the node's accelerators, so the node group's NVIDIA device plugin
@@ -26,7 +29,11 @@ import json
 import re
 from dataclasses import replace
 
-from servingbench.resources.model_server.kube.render import EngineSpec, render
+from servingbench.resources.model_server.kube.render import (
+    SWAP_DRIVER_LABELS,
+    EngineSpec,
+    render,
+)
 
 MODEL_SET_LABEL = "servingbench/model-set"
 VLLM_MEMORY_UTILIZATION = 0.9   # vLLM's default --gpu-memory-utilization
@@ -43,10 +50,13 @@ def model_name(base: EngineSpec, model: str) -> str:
     return f"{base.name[:62 - len(tail)].rstrip('-')}-{tail}"
 
 
-def render_models(base: EngineSpec, models, quantization: dict | None = None) -> list[dict]:
+def render_models(base: EngineSpec, models, quantization: dict | None = None,
+                  driver_namespace: str = "dagster") -> list[dict]:
     """[Deployment, Service, NetworkPolicy] per model, in the order listed. `quantization`:
-    precision -> the engine's --quantization value (engines/<engine>.py), None for none."""
-    if base.engine != "vllm" or base.accelerator != "nvidia":
+    precision -> the engine's --quantization value (engines/<engine>.py), None for none.
+    `driver_namespace`: where the run's pod, the swap driver's, runs (the Dagster runs')."""
+    sleep = base.runtime.sleep_mode
+    if sleep is None or base.accelerator != "nvidia":
         raise ValueError(f"several models on one node run on vLLM on GPUs only (sleep mode, "
                          f"shared accelerators), not {base.engine} on {base.accelerator}")
     names = [m["name"] for m in models]
@@ -58,6 +68,9 @@ def render_models(base: EngineSpec, models, quantization: dict | None = None) ->
         util = round(m["memory_share"] * VLLM_MEMORY_UTILIZATION, 4)
         spec = replace(base, model=m["model"],
                        quantization=(quantization or {}).get(m["precision"]))
+        if swapped:  # in-cluster only: its dev-mode endpoints reach no load balancer
+            spec = replace(spec, expose="cluster_ip", source_ranges=(), lb_scheme="internal",
+                           allow_public=False)
         objects = _renamed(render(spec), spec.name, model_name(base, m["name"]))
         deployment = objects[0]
         pod = deployment["spec"]["template"]
@@ -66,7 +79,7 @@ def render_models(base: EngineSpec, models, quantization: dict | None = None) ->
                                                      "--gpu-memory-utilization")),
                           "--served-model-name", m["name"],
                           "--gpu-memory-utilization", f"{util:g}",
-                          *(["--enable-sleep-mode"] if swapped else [])]
+                          *(sleep.args if swapped else ())]
         for meta in (deployment["metadata"], pod["metadata"]):
             meta["labels"][MODEL_SET_LABEL] = base.name
             meta["annotations"]["servingbench/model"] = m["name"]
@@ -76,9 +89,18 @@ def render_models(base: EngineSpec, models, quantization: dict | None = None) ->
                 "labelSelector": {"matchLabels": {MODEL_SET_LABEL: base.name}},
                 "topologyKey": "kubernetes.io/hostname"}]}}
         if swapped:
-            engine["env"].append({"name": "VLLM_SERVER_DEV_MODE", "value": "1"})
+            engine["env"] += [{"name": k, "value": v} for k, v in sleep.env.items()]
+            objects[2]["spec"]["ingress"][0]["from"] = [driver_peer(driver_namespace)]
         out += objects
     return out
+
+
+def driver_peer(namespace: str) -> dict:
+    """The one source a swapped model's NetworkPolicy admits: the swap driver, in the run's
+    pod (labelled `servingbench/role: swap-driver`, deploy/values.yaml) in the runs'
+    namespace."""
+    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "podSelector": {"matchLabels": dict(SWAP_DRIVER_LABELS)}}
 
 
 def _without(args: list[str], options: tuple[str, ...]) -> list[str]:

@@ -15,11 +15,15 @@ request's `model`, and the swaps between the swapped ones.
   Service as its upstream (no `model=` query: each Service is one engine). It routes every
   request by its body's `model` and swaps before a request for a sleeping model
   (`model_sleep` / `model_wake`), for resident-only models too (then it only routes).
-* Reach: this process talks to each model's Service directly — its NLB
-  (`expose: load_balancer`, one per model) or its in-cluster DNS name (`cluster_ip`: the
-  run's process must then be a pod the NetworkPolicy admits). `/sleep`, `/wake_up` and
-  `/is_sleeping` are not under `/v1`, so vLLM's API key does not guard them; the
-  NetworkPolicy (and the NLB's source ranges) do.
+* Reach: this process talks to each model's Service directly — a resident model's NLB
+  (`expose: load_balancer`, one per model) or its in-cluster DNS name (`cluster_ip`), a
+  swapped model's in-cluster DNS name always. A swapped model's engine runs in development
+  mode, whose endpoints (`/sleep`, `/wake_up`, `/collective_rpc`, …: engines/<engine>.py
+  `sleep_mode.dev_endpoints`) are not under `/v1`, so the API key guards none of them: its
+  Service has no load balancer and its NetworkPolicy admits the run's pod alone (the swap
+  driver's, kube/models.py), so the run must be a pod in the cluster (deploy/values.yaml
+  labels the run pods); on a profile that opens engines to the internet such a candidate is
+  refused (`refused`).
 events.parquet: the deploy's events are written as they happen, then handed to the
 driver's process, which owns the file for the rest of the run.
 """
@@ -27,6 +31,7 @@ driver's process, which owns the file for the rest of the run.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
 import secrets
@@ -54,12 +59,40 @@ HEALTH_TRY_S = 15.0  # one /health read, as the single engine's readiness reads 
 SLEEP_DEADLINE_S = Bounds().sleep_s  # the swap driver's own bound for the same call
 
 
-def refused(candidate: Candidate) -> str | None:
+def refused(candidate: Candidate, expose: dict | None = None) -> str | None:
     """Why a `models` candidate cannot run on eks (None: it can): the engines run one pod
-    each on one node, on-demand (the plan takes no replicas with `models`)."""
+    each on one node, on-demand (the plan takes no replicas with `models`); a swapped model
+    needs an engine with a sleep mode, and none runs where the profile opens its engines to
+    the internet (`expose`: the KubeModelServer's settings), even with consent: its sleep
+    mode's development endpoints take no API key."""
     if candidate.capacity == "spot":
         return "models: several models on one node run on on-demand capacity only on eks"
+    swapped = [i for i, m in enumerate(candidate.deployment.models) if m.placement == "swapped"]
+    if not swapped:
+        return None
+    mode = engines.get(candidate.engine).sleep_mode
+    if mode is None:
+        return (f"models[{swapped[0]}].placement: swapped models sleep through their engine's "
+                f"sleep mode, which {candidate.engine} does not have")
+    for i in swapped:
+        level = candidate.deployment.models[i].sleep_level or 1
+        if level not in mode.levels:
+            return (f"models[{i}].sleep_level: {level} is not one of {candidate.engine}'s "
+                    f"{', '.join(map(str, mode.levels))}")
+    if expose and public(expose):
+        return (f"models[{swapped[0]}].placement: a swapped model runs {candidate.engine}'s "
+                f"development mode ({', '.join(mode.dev_endpoints)}: no API key guards them); "
+                "refused on a profile that opens its engines to the internet "
+                "(SERVINGBENCH_EKS_ALLOW_PUBLIC, an internet-facing load balancer or a public "
+                "source range), consent or not")
     return None
+
+
+def public(expose: dict) -> bool:
+    """Whether the profile's exposure settings open an engine beyond private address space."""
+    if expose.get("lb_scheme") == "internet-facing" or expose.get("allow_public"):
+        return True
+    return any(not ipaddress.ip_network(c).is_private for c in expose.get("source_ranges", ()))
 
 
 @contextlib.contextmanager
@@ -68,7 +101,7 @@ def deploy_models(server, candidate: Candidate, spec: EngineSpec, run_dir: Path,
     """`server` is the KubeModelServer (its kube client, expose settings, timeouts, clock
     and `service_address`), `spec` the candidate's engine (kube/server.py
     `engine_spec_for`), `key_env` the variable the load generator reads the key from."""
-    why = refused(candidate)
+    why = refused(candidate, server.expose)
     if why is not None:
         raise ValueError(f"candidate {candidate.name}: {why}")
     run_dir = Path(run_dir)
@@ -81,7 +114,7 @@ def deploy_models(server, candidate: Candidate, spec: EngineSpec, run_dir: Path,
                              f"{m['precision']!r} needs a pre-quantized checkpoint as its "
                              "`model`; not supported on eks yet")
     try:
-        objects = render_models(spec, models, engine.quantization)
+        objects = render_models(spec, models, engine.quantization, server.driver_namespace)
     except ValueError as exc:
         raise ValueError(f"candidate {candidate.name}: {exc}") from None
     per_model = [objects[3 * i:3 * i + 3] for i in range(len(models))]  # Deployment, Service, Policy
@@ -109,7 +142,8 @@ def deploy_models(server, candidate: Candidate, spec: EngineSpec, run_dir: Path,
                     kube.apply(obj)
                     applied.append(obj)
                 kube.wait_ready(name, timeout_s=server.timeout_s, poll_s=server.poll_s)
-                upstreams[m["name"]] = _address(server, kube, name, spec.namespace)
+                upstreams[m["name"]] = _address(server, kube, name, spec.namespace,
+                                                m["placement"] == "swapped")
                 host, port = upstreams[m["name"]]
                 # an NLB answers minutes after the pod is ready (DNS, target registration)
                 _wait(http, server, f"http://{host}:{port}/health")
@@ -118,7 +152,7 @@ def deploy_models(server, candidate: Candidate, spec: EngineSpec, run_dir: Path,
                            detail=f"Deployment {name} applied → ready")
                 log.info("model %s ready (%s) in %.1f s", m["name"], name, (t1 - t0) / 1e9)
                 if m["placement"] == "swapped" and m["name"] != swapped[-1]:
-                    _sleep(http, server, events, m, upstreams[m["name"]])
+                    _sleep(http, server, events, m, upstreams[m["name"]], candidate.engine)
         ended = server.clock()
         driver = SwapProcess(models, None, run_dir, run_id, upstreams=upstreams,
                              prior_events=list(events.rows))
@@ -148,33 +182,36 @@ def deploy_models(server, candidate: Candidate, spec: EngineSpec, run_dir: Path,
                 kube.close()
 
 
-def _address(server, kube, name: str, namespace: str) -> tuple[str, int]:
+def _address(server, kube, name: str, namespace: str,
+             in_cluster: bool = False) -> tuple[str, int]:
     """Where this process reaches one model's Service: `server.service_address(name)` when
-    set (a test's stand-in), else its NLB's name or its in-cluster DNS name, port 8000."""
+    set (a test's stand-in), else its NLB's name or its in-cluster DNS name (a swapped
+    model's always: it has no load balancer), port 8000."""
     if server.service_address is not None:
         return server.service_address(name)
-    if server.expose["expose"] == "load_balancer":
+    if server.expose["expose"] == "load_balancer" and not in_cluster:
         host = kube.wait_load_balancer(name, timeout_s=server.timeout_s, poll_s=server.poll_s)
         return host, PORT
     return f"{name}.{namespace}.svc.cluster.local", PORT
 
 
 def _sleep(http: httpx.Client, server, events: Events, m: dict,
-           address: tuple[str, int]) -> None:
+           address: tuple[str, int], engine: str = engines.SLEEP_DIALECT) -> None:
     """Put a swapped model to sleep before the next engine starts, timed → model_sleep;
     through the bounded control client (one deadline over connect, head and body: a server
     trickling `100 Continue` is given up at it, where httpx's per-read timeout never fires)."""
     level = m.get("sleep_level") or 1
     url = f"http://{address[0]}:{address[1]}"
+    calls = engines.sleep_mode(engine)
     t0 = server.clock()
     try:
-        r, body = control.request(http, "POST", f"{url}/sleep", params={"level": level},
+        r, body = control.request(http, "POST", f"{url}{calls.sleep}", params={"level": level},
                                   max_bytes=CONTROL_MAX_BYTES, deadline_s=SLEEP_DEADLINE_S)
     except (httpx.HTTPError, control.ControlError) as exc:
-        raise RolloutError(f"model {m['name']}: POST /sleep?level={level}: {exc}") from None
+        raise RolloutError(f"model {m['name']}: POST {calls.sleep}?level={level}: {exc}") from None
     t1 = server.clock()
     if r.status_code != 200:
-        raise RolloutError(f"model {m['name']}: POST /sleep?level={level}: HTTP "
+        raise RolloutError(f"model {m['name']}: POST {calls.sleep}?level={level}: HTTP "
                            f"{r.status_code} {body[:200].decode('utf-8', 'replace')}")
     events.add("model_sleep", m["name"], at_ns=t1, value=(t1 - t0) / 1e9,
                detail=f"level {level} (before the next engine starts)")

@@ -33,6 +33,9 @@ PORT = 8000
 KEY_DIR, KEY_CONFIG = "/etc/servingbench/engine-key", "engine.yaml"  # the mounted config file
 API_KEY_ENV = "ENGINE_API_KEY"  # in the container; expanded into --api-key by Kubernetes
 LOADGEN_LABELS = {"app.kubernetes.io/name": "servingbench-loadgen"}  # an in-cluster load Job
+# the run's pod, where the swap driver of several models runs (deploy/values.yaml labels the
+# Dagster run pods so): the only source a swapped model's dev-mode endpoints admit
+SWAP_DRIVER_LABELS = {"servingbench/role": "swap-driver"}
 
 
 @dataclass(frozen=True)

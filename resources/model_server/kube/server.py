@@ -66,11 +66,15 @@ class KubeModelServer(ModelServer):
                  clock: Callable[[], int] = time.time_ns, telemetry: tuple[dict, ...] = (),
                  prometheus_url: str = "", events_every_s: float = 10.0,
                  interruptions: Callable[[], Any] | None = None,
-                 service_address: Callable[[str], tuple[str, int]] | None = None):
+                 service_address: Callable[[str], tuple[str, int]] | None = None,
+                 driver_namespace: str = "dagster"):
         self.kube, self.timeout_s, self.poll_s, self.clock = kube, timeout_s, poll_s, clock
         # a `models` candidate: where this process reaches a model's Service by its name
         # (None: its NLB or in-cluster DNS name, kube/models_deploy.py)
         self.service_address = service_address
+        # where the run's pod runs (the Dagster runs' namespace): a swapped model's
+        # NetworkPolicy admits the swap driver there alone (kube/models.py)
+        self.driver_namespace = driver_namespace
         # a spot run's interruptions: makes the run's FisInterruptions (the eks profile, with
         # the FIS role); None: a candidate with `interruptions` is refused
         self.interruptions = interruptions
@@ -96,7 +100,7 @@ class KubeModelServer(ModelServer):
                             "docs/spot.md)")
                 return unwired(candidate.engine, plan)
             case SeveralModels():
-                return models_refused(candidate)
+                return models_refused(candidate, self.expose)
         raise TypeError(f"unknown deployment plan {candidate.deployment!r}")
 
     @contextlib.contextmanager

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import httpx
 from servingbench.resources.http import control
+from servingbench.resources.model_server import engines
 from servingbench.resources.model_server.fleet.events import Events
 from servingbench.resources.model_server.swap.relay import (
     UpstreamTimeout,
@@ -82,12 +83,16 @@ REASONS = {502: "Bad Gateway", 504: "Gateway Timeout"}
 class SwapDriver:
     def __init__(self, models: list[dict], upstreams: dict[str, tuple[str, int]],
                  events: Events | None = None, model_query: bool = True,
-                 bounds: Bounds | None = None) -> None:
+                 bounds: Bounds | None = None,
+                 sleep_mode: engines.SleepMode | None = None) -> None:
+        """`sleep_mode`: the engines' sleep-mode calls (engines/<engine>.py); vLLM's, which
+        the emulator imitates, unless given."""
         self.models = {m["name"]: m for m in models}
         self.upstreams = upstreams
         self.events = events
         self.model_query = model_query
         self.bounds = bounds or Bounds()
+        self.calls = sleep_mode or engines.sleep_mode()
         self.awake: str | None = None
         self.inflight = {name: 0 for name in self.models}
         self.pending = False
@@ -133,9 +138,9 @@ class SwapDriver:
             swapped = [n for n, m in self.models.items() if m["placement"] == "swapped"]
             for name in swapped:  # the one awake now (the emulator: the first listed)
                 try:
-                    status, body = await self._call(name, "GET", "/is_sleeping",
+                    status, body = await self._call(name, "GET", self.calls.state,
                                                      self.bounds.status_s)
-                    if status == 200 and not json.loads(body).get("is_sleeping", True):
+                    if status == 200 and not json.loads(body).get(self.calls.state_key, True):
                         self.awake = name
                 except (SwapError, ValueError, AttributeError) as exc:
                     _say(f"model {name}: sleep state unknown ({exc}); taken as asleep")
@@ -189,9 +194,9 @@ class SwapDriver:
                                 f"model {name}", 504) from None
             level = self.models[old].get("sleep_level") or 1
             self.awake = None  # from here, a failure leaves its state unknown: swapped afresh
-            await self._timed(old, "model_sleep", "POST", f"/sleep?level={level}",
+            await self._timed(old, "model_sleep", "POST", f"{self.calls.sleep}?level={level}",
                               f"level {level}", self.bounds.sleep_s)
-        await self._timed(name, "model_wake", "POST", "/wake_up",
+        await self._timed(name, "model_wake", "POST", self.calls.wake,
                           f"level {self.models[name].get('sleep_level') or 1}",
                           self.bounds.wake_s)
         self.awake = name
