@@ -76,6 +76,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# The driver's environment: what a Python process needs to start and find servingbench, and
+# nothing else. It reads no setting and calls no cloud API, and the API key travels in the
+# requests it relays: no AWS credentials, no engine key, no token of any kind reach it.
+DRIVER_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+              "VIRTUAL_ENV", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED",
+              "PYTHONHASHSEED", "LC_")
+
+
+def driver_env(environ) -> dict[str, str]:
+    """The allow-listed part of `environ` (names, and `LC_*`)."""
+    return {k: v for k, v in environ.items()
+            if k in DRIVER_ENV or k.startswith(tuple(n for n in DRIVER_ENV if n.endswith("_")))}
+
+
 class SwapProcess:
     """Starts and stops swap_process from the run's side."""
 
@@ -110,7 +124,8 @@ class SwapProcess:
             [sys.executable, "-m", "servingbench.resources.model_server.swap.process",
              "--models", str(spec), *where, "--run-dir", str(run_dir),
              "--run-id", run_id, "--port-file", str(port_file)],
-            name="swap driver", stderr=self._log, port_file=port_file,
+            name="swap driver", env=driver_env(os.environ), stderr=self._log,
+            port_file=port_file,
             ready_timeout_s=self.timeout_s, error=SwapError,
             tail=lambda: log.read_text()[-1500:])
         self.port = self.child.start()
