@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.request
 
+import httpx
+from servingbench.resources.http import control
 from servingbench.resources.http.prometheus import parse
 from servingbench.resources.model_server import engines
 from servingbench.resources.model_server.fleet.autoscale_rule import Policy, State, decide
@@ -24,6 +25,13 @@ from servingbench.resources.model_server.fleet.events import Events
 from servingbench.resources.model_server.fleet.replicas import ReplicaSet
 
 SUBJECT = "local-autoscaler"
+READ_DEADLINE_S = 2.0  # one replica's /metrics
+READ_MAX_BYTES = 16 << 20  # as the load generator's own scrape of /metrics
+
+
+class ReadFailed(Exception):
+    """A ready replica's /metrics could not be read this round: its share of the metric is
+    unknown, and reading it as 0 would scale the pool down for a hiccup."""
 # the emulator serves vLLM's gauges, llama.cpp's launcher llama.cpp's; a replica serves one
 # engine's, and the names are the engines package's knowledge
 GAUGES = engines.gauges()
@@ -49,6 +57,7 @@ class Autoscaler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
+        self.failed_reads = 0
 
     def reading(self) -> tuple[float, str]:
         """(the metric's total over the ready replicas, what it was read from)."""
@@ -58,20 +67,32 @@ class Autoscaler:
         if m == "rps" or not ready:
             return totals["rps"], f"rps={totals['rps']:g} at the balancer"
         total = 0.0
-        for rep in ready:
-            try:
-                with urllib.request.urlopen(rep.metrics_url, timeout=2) as resp:
-                    total += gauge(resp.read().decode(errors="replace"), m)
-            except OSError:
-                continue  # a replica that does not answer adds nothing this round
+        # the replicas are ours on 127.0.0.1: never through a proxy the environment names
+        with httpx.Client(timeout=READ_DEADLINE_S, trust_env=False) as http:
+            for rep in ready:
+                try:
+                    r, body = control.request(http, "GET", rep.metrics_url,
+                                              max_bytes=READ_MAX_BYTES,
+                                              deadline_s=READ_DEADLINE_S)
+                    if r.status_code != 200:
+                        raise ReadFailed(f"{rep.name}: /metrics answered {r.status_code}")
+                except (httpx.HTTPError, control.ControlError) as exc:
+                    raise ReadFailed(f"{rep.name}: {exc}") from None
+                total += gauge(body.decode(errors="replace"), m)
         if m == "requests_waiting":
             total += totals["queued"]  # waiting at the balancer for a server
         return total, f"{m}={total:g} over {len(ready)} ready replicas"
 
     def tick(self, now: float | None = None) -> int:
-        """One round of the loop: read, decide, act. Returns the desired count."""
+        """One round of the loop: read, decide, act. Returns the desired count. A round whose
+        reading failed decides nothing (the pool stays as it is, as KEDA keeps the replica
+        count while its metric query fails), and is counted in `failed_reads`."""
         now = time.monotonic() - self._t0 if now is None else now
-        total, read = self.reading()
+        try:
+            total, read = self.reading()
+        except ReadFailed:
+            self.failed_reads += 1
+            return self.desired
         current = self.replicas.count()
         desired = decide(now, current, total, self.policy, self.state)
         if desired != self.desired:
