@@ -47,6 +47,7 @@ class Replica:
         # its last /metrics, read after its drain and before its process stopped (kept by a
         # set that `keeps_metrics`, for the pool's summed counters, pool_metrics.py)
         self.final_metrics: str | None = None
+        self.stop_recorded = False  # its replica_stopped is written (once, whoever stops it)
 
     @property
     def port(self) -> int | None:
@@ -194,28 +195,43 @@ class ReplicaSet:
 
     def _finish_stop(self, name: str, was: str) -> None:
         rep = self.replicas[name]
-        if was == "ready":
-            self.lb.drain(name)
-            deadline = time.monotonic() + self.drain_timeout_s
-            while self.lb.active(name) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            self.lb.remove(name)
-            if self.keeps_metrics and rep.metrics_url is not None:
-                from servingbench.resources.model_server.fleet.pool_metrics import scrape
-
-                rep.final_metrics = scrape(rep.metrics_url)
-        elif was == "starting":
+        try:
+            if was == "ready":
+                try:
+                    self._drain_out(rep)
+                except Exception as exc:  # noqa: BLE001 - HAProxy gone (the run's end) or refusing
+                    # the drain cannot be watched any more: the replica stops all the same,
+                    # and says so below
+                    rep.error = f"drain: {type(exc).__name__}: {exc}"[:500]
+            elif was == "starting":
+                if rep.proc is not None:
+                    rep.proc.stop()  # its start-up ends now; the thread sees it was stopped
+                if rep.thread is not None:
+                    rep.thread.join()
+        finally:  # whatever the balancer did: the process stops and the stop is recorded once
             if rep.proc is not None:
-                rep.proc.stop()  # its start-up ends now; the thread sees it was stopped
-            if rep.thread is not None:
-                rep.thread.join()
-        if rep.proc is not None:
-            rep.proc.stop()
-        with self._lock:
-            rep.state = "stopped"
-        if was in ("ready", "starting"):
-            self.events.add("replica_stopped", name, detail=self.node_of(rep))
-            self._node_gone(rep)
+                rep.proc.stop()
+            with self._lock:
+                rep.state = "stopped"
+                # "draining": a drain whose own thread did not finish (close)
+                record = was in ("ready", "starting", "draining") and not rep.stop_recorded
+                rep.stop_recorded = rep.stop_recorded or record
+            if record:
+                self.events.add("replica_stopped", name, detail=self.node_of(rep))
+                self._node_gone(rep)
+
+    def _drain_out(self, rep: Replica) -> None:
+        """Out of HAProxy: no new request, those in flight finish within the drain bound,
+        then removed (and its last /metrics kept where the set keeps them)."""
+        self.lb.drain(rep.name)
+        deadline = time.monotonic() + self.drain_timeout_s
+        while self.lb.active(rep.name) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.lb.remove(rep.name)
+        if self.keeps_metrics and rep.metrics_url is not None:
+            from servingbench.resources.model_server.fleet.pool_metrics import scrape
+
+            rep.final_metrics = scrape(rep.metrics_url)
 
     def _node_gone(self, rep: Replica) -> None:
         if self.own_nodes and rep.node is not None:
@@ -287,7 +303,10 @@ class ReplicaSet:
                     rep.state = "ready"
             if rep.state in ("ready", "starting", "draining"):
                 try:
-                    self.stop(rep.name)
+                    if rep.state == "draining":  # its drain outlasted the wait above
+                        self._finish_stop(rep.name, "draining")
+                    else:
+                        self.stop(rep.name)
                 except Exception:  # noqa: BLE001 - the others are still stopped
                     if rep.proc is not None:
                         rep.proc.stop()
