@@ -17,8 +17,8 @@ from servingbench.resources.model_server.fleet.balancer import Balancer, find_ha
 from servingbench.resources.model_server.fleet.events import Events
 from servingbench.resources.model_server.fleet.replicas import ReplicaSet
 
-from tests.hostile.test_no_proxy import RecordingProxy
 from tests.support.emulator import fixed_timing_args
+from tests.support.proxy import RecordingProxy
 
 pytestmark = pytest.mark.skipif(find_haproxy() is None,
                                 reason="haproxy is not installed (make haproxy)")

@@ -9,8 +9,6 @@ The proxy here is real (a socket on 127.0.0.1 that records what reaches it and a
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import urllib.request
 
 import pytest
@@ -22,42 +20,12 @@ from servingbench.resources.quality.evaluate import evaluate
 
 from tests.support.emulator import FIXED_MODEL, FixedTimingServer
 from tests.support.loadgen import config
+from tests.support.proxy import RecordingProxy
 
 KEY = "sk-proxy-test-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 
 
-class RecordingProxy:
-    """Accepts connections on 127.0.0.1, keeps the first bytes of each, answers 502."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.seen: list[bytes] = []
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(2)
-                try:
-                    self.seen.append(conn.recv(65536))
-                    conn.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n"
-                                 b"Connection: close\r\n\r\n")
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture
