@@ -22,6 +22,7 @@ from servingbench.resources.analysis.summary import (
     table,
 )
 from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract import run_files
 
 
 def build(partitions_def) -> dg.AssetsDefinition:
@@ -35,7 +36,7 @@ def build(partitions_def) -> dg.AssetsDefinition:
         run_dir = Path(derived_metrics["run_dir"])
         if not derived_metrics["accepted"] or not (run_dir / "cost_per_1m.parquet").exists():
             raise dg.Failure(description="the run was rejected by a gate: its cost is withheld "
-                                         f"(see {run_dir / 'gates.json'})")
+                                         f"(see {run_dir / run_files.GATES})")
         tables = {name: pq.read_table(run_dir / f"{name}.parquet")
                   for name in ("derived_metrics", "cost_per_1m", "headline", "telemetry_metrics",
                                "frontier", "cost_what_if")

@@ -12,6 +12,7 @@ from servingbench.assets.report import publish_unfinished_run
 from servingbench.pipelines.config import BENCHMARK_MAX_RUNTIME_S
 from servingbench.pipelines.liveness import dagster_alive
 from servingbench.resources.analysis.gates import RULE_OF
+from servingbench.resources.contract import run_files
 
 CHAIN = ["provisioned_cluster", "deployed_model", "warmup_log", "steady_state_request_log",
          "quality", "cost_explorer_bill", "derived_metrics", "cost_per_1m_output_tokens", "benchmark_report"]
@@ -78,10 +79,10 @@ def partitions_to_refresh(storage, days: int = REFRESH_DAYS, now: dt.datetime | 
         info = json.loads(part_file.read_text())
         if dt.datetime.fromisoformat(info["created_at"]) < now - dt.timedelta(days=days):
             continue
-        gates_file = run_dir / "gates.json"
-        if not gates_file.exists():
+        gates = run_files.read_gates(run_dir)
+        if gates is None:
             continue
-        failed = [g["rule"] for g in json.loads(gates_file.read_text()) if g["passed"] is False]
+        failed = [g["rule"] for g in gates if g["passed"] is False]
         cost_file = run_dir / "cost_per_1m.parquet"
         provisional = False
         if cost_file.exists():

@@ -24,9 +24,8 @@ WITH periods AS (
 node_hours AS (   -- ∫ nodes(t) dt over the overlap, in hours
     SELECT p.period_start,
            CASE WHEN $fixed_nodes IS NOT NULL THEN $fixed_nodes * any_value(p.overlap_h)
-                ELSE coalesce(sum(greatest(0, least(coalesce(t.end_ns, 9223372036854775807),
-                                                    p.o_end)
-                                              - greatest(t.start_ns, p.o_start))), 0) / 3.6e12
+                ELSE coalesce(sum(overlap_ns(t.start_ns, t.end_ns, p.o_start, p.o_end)), 0)
+                     / 3.6e12
            END AS node_h
     FROM periods p LEFT JOIN timeline t ON t.kind = 'node' AND $fixed_nodes IS NULL
     GROUP BY p.period_start

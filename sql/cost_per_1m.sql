@@ -29,10 +29,9 @@ WITH behind AS (
 -- with node events: node-hours of the timeline inside each period's overlap with the window
 node_usage AS (
     SELECT p.step, p.period_start, p.period_end,
-           sum(greatest(0, least(coalesce(t.end_ns, 9223372036854775807),
-                                 epoch_ns(least(p.period_end, p.window_end)))
-                           - greatest(t.start_ns, epoch_ns(greatest(p.period_start, p.window_start)))))
-               / 3.6e12 AS node_h
+           sum(overlap_ns(t.start_ns, t.end_ns,
+                          epoch_ns(greatest(p.period_start, p.window_start)),
+                          epoch_ns(least(p.period_end, p.window_end)))) / 3.6e12 AS node_h
     FROM (SELECT DISTINCT step, period_start, period_end, window_start, window_end
           FROM behind WHERE kind = 'instance') p
     JOIN timeline t ON t.kind = 'node'
@@ -50,8 +49,8 @@ instance_periods AS (
 -- the cross-check's mean node count over the step's window (§4: ∫ nodes(t) dt / window_s)
 step_nodes AS (
     SELECT m.step,
-           sum(greatest(0, least(coalesce(t.end_ns, 9223372036854775807), epoch_ns(m.window_end))
-                           - greatest(t.start_ns, epoch_ns(m.window_start))))::DOUBLE
+           sum(overlap_ns(t.start_ns, t.end_ns, epoch_ns(m.window_start),
+                          epoch_ns(m.window_end)))::DOUBLE
                / NULLIF(epoch_ns(m.window_end) - epoch_ns(m.window_start), 0) AS mean_nodes
     FROM metrics m JOIN timeline t ON t.kind = 'node'
     GROUP BY m.step, m.window_start, m.window_end

@@ -51,13 +51,11 @@ tokens AS (
 ),
 -- ∫ count(t) dt over each bucket, from the timeline's intervals of one kind
 replica_ns AS (
-    SELECT b.k, sum(greatest(0, least(coalesce(t.end_ns, 9223372036854775807), b.b1)
-                                - greatest(t.start_ns, b.b0)))::DOUBLE AS ns
+    SELECT b.k, sum(overlap_ns(t.start_ns, t.end_ns, b.b0, b.b1))::DOUBLE AS ns
     FROM buckets b JOIN timeline t ON t.kind = 'replica' GROUP BY b.k
 ),
 node_ns AS (
-    SELECT b.k, sum(greatest(0, least(coalesce(t.end_ns, 9223372036854775807), b.b1)
-                                - greatest(t.start_ns, b.b0)))::DOUBLE AS ns
+    SELECT b.k, sum(overlap_ns(t.start_ns, t.end_ns, b.b0, b.b1))::DOUBLE AS ns
     FROM buckets b JOIN timeline t ON t.kind = 'node' GROUP BY b.k
 )
 SELECT

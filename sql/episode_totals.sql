@@ -53,13 +53,11 @@ ready_ns AS (
     SELECT coalesce(sum(r1 - r0), 0) AS ns, count(DISTINCT replica) AS n FROM ready
 ),
 nodes AS (
-    SELECT coalesce(sum(greatest(0, least(coalesce(end_ns, 9223372036854775807), $end_ns)
-                                    - greatest(start_ns, $start_ns))), 0) AS ns
+    SELECT coalesce(sum(overlap_ns(start_ns, end_ns, $start_ns, $end_ns)), 0) AS ns
     FROM timeline WHERE kind = 'node'
 ),
 replica_time AS (
-    SELECT coalesce(sum(greatest(0, least(coalesce(end_ns, 9223372036854775807), $end_ns)
-                                    - greatest(start_ns, $start_ns))), 0) AS ns
+    SELECT coalesce(sum(overlap_ns(start_ns, end_ns, $start_ns, $end_ns)), 0) AS ns
     FROM timeline WHERE kind = 'replica'
 ),
 cold AS (   -- replica_requested → replica_ready of each replica ready inside the phase

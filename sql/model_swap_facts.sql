@@ -39,8 +39,8 @@ awake AS (
 ),
 awake_s AS (
     SELECT m.step, w.model,
-           sum(greatest(0, least(coalesce(w.a1, 9223372036854775807), epoch_ns(m.window_end))
-                           - greatest(w.a0, epoch_ns(m.window_start)))) / 1e9 AS awake_s
+           sum(overlap_ns(w.a0, w.a1, epoch_ns(m.window_start), epoch_ns(m.window_end)))
+               / 1e9 AS awake_s
     FROM metrics m JOIN awake w ON true
     GROUP BY m.step, w.model
 )

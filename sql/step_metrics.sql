@@ -86,8 +86,8 @@ windowed AS (
 -- overlap with it; a window of length 0 takes the count at its start
 replicas AS (
     SELECT w.step,
-           sum(greatest(0, least(coalesce(t.end_ns, 9223372036854775807), epoch_ns(w.window_end))
-                           - greatest(t.start_ns, epoch_ns(w.window_start))))::DOUBLE AS ns,
+           sum(overlap_ns(t.start_ns, t.end_ns, epoch_ns(w.window_start),
+                          epoch_ns(w.window_end)))::DOUBLE AS ns,
            count(*) FILTER (WHERE t.start_ns <= epoch_ns(w.window_start)
                             AND coalesce(t.end_ns, 9223372036854775807) > epoch_ns(w.window_start))
                AS at_start

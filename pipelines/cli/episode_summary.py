@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from servingbench.resources.contract import run_files
+
 
 def _label(manifest: dict) -> str:
     return "EMULATED" if manifest.get("source") == "emulated" else "MEASURED"
@@ -43,10 +45,10 @@ def _pct(v) -> str:
 
 
 def episode_lines(d: Path, m: dict) -> list[str]:
-    path = d / "episode.json"
-    if not path.exists():
+    ep = run_files.read_episode(d)
+    if ep is None:
         return []
-    ep, tag, name = json.loads(path.read_text()), _label(m), m.get("candidate")
+    tag, name = _label(m), m.get("candidate")
     rs = ep["replica_seconds"]
     out = [f"{tag}  {name}: episode {ep['duration_s']:.0f} s, SLO attainment "
            f"{_pct(ep['slo_attainment'])}, replica-hours "
@@ -68,9 +70,9 @@ def _what_if(m: dict) -> float | None:
 
 
 def _billed_per_1m(d: Path) -> float | None:
-    path = d / "episode.json"
-    if path.exists():
-        return json.loads(path.read_text())["cost_per_1m_output_usd"]
+    ep = run_files.read_episode(d)
+    if ep is not None:
+        return ep["cost_per_1m_output_usd"]
     rows = _rows(d, "headline") or []
     return rows[0]["cost_per_1m_output_usd"] if rows else None
 

@@ -16,10 +16,10 @@ failed (the folder stays without its marker until a rerun succeeds).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from servingbench.resources.contract import run_files
 from servingbench.resources.storage import runstore
 
 PROG = "servingbench publish"
@@ -38,13 +38,10 @@ def parser() -> argparse.ArgumentParser:
 def status_of(run_dir: Path) -> str:
     """accepted / rejected from the folder's gates.json; failed without one. ValueError for a
     gates.json that is not the analyzer's list of gates."""
-    path = run_dir / "gates.json"
-    if not path.exists():
+    accepted = run_files.accepted(run_files.read_gates(run_dir))  # RunFileError: a ValueError
+    if accepted is None:
         return "failed"
-    gates = json.loads(path.read_text())
-    if not isinstance(gates, list) or not all(isinstance(g, dict) for g in gates):
-        raise ValueError(f"{path}: expected the analyzer's list of gates")
-    return "rejected" if any(g.get("passed") is False for g in gates) else "accepted"
+    return "accepted" if accepted else "rejected"
 
 
 def main(argv: list[str]) -> int:

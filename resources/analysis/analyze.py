@@ -24,7 +24,7 @@ from servingbench.resources.analysis.rundir import (
     open_run,
 )
 from servingbench.resources.analysis.telemetry import read_telemetry, telemetry_metrics
-from servingbench.resources.contract import durable, exits
+from servingbench.resources.contract import durable, exits, run_files
 from servingbench.resources.contract.manifest import ManifestError
 from servingbench.resources.contract.schemas import SchemaError, check_output, write_parquet
 
@@ -96,7 +96,7 @@ def is_spot(manifest: dict) -> bool:
 
 
 def _write_gates(run_dir: Path, gates: list[Gate]) -> None:
-    durable.write_json(run_dir / "gates.json", [g.as_dict() for g in gates])
+    run_files.write_gates(run_dir, [g.as_dict() for g in gates])
 
 
 def write_workload_outputs(run: RunFolder, job: dict | None, capacity: dict | None,

@@ -15,10 +15,10 @@ from servingbench.resources.analysis import episode as episode_mod
 from servingbench.resources.analysis import models as models_mod
 from servingbench.resources.analysis import sqlfiles
 from servingbench.resources.analysis.rundir import RunFolder
-from servingbench.resources.contract import durable
+from servingbench.resources.contract import durable, run_files
 from servingbench.resources.contract.schemas import check_output, write_parquet
 
-FILES = ("episode.parquet", "scale_events.parquet", "episode.json", "interruptions.parquet",
+FILES = ("episode.parquet", "scale_events.parquet", run_files.EPISODE, "interruptions.parquet",
          "derived_metrics_by_model.parquet", "swaps.parquet")
 
 
@@ -32,7 +32,7 @@ class DeploymentOutputs:
     def tables(self) -> dict[str, pa.Table | dict | None]:
         e = self.episode
         return {"episode.parquet": e and e.buckets, "scale_events.parquet": e and e.scale_events,
-                "episode.json": e and e.summary, "interruptions.parquet": self.interruptions,
+                run_files.EPISODE: e and e.summary, "interruptions.parquet": self.interruptions,
                 "derived_metrics_by_model.parquet": self.by_model,
                 "swaps.parquet": self.swaps}
 

@@ -7,7 +7,6 @@ module only hands each query its inputs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ import pyarrow.parquet as pq
 from servingbench.resources.analysis import sqlfiles
 from servingbench.resources.analysis.rundir import RunFolder
 from servingbench.resources.contract import manifest as mf
-from servingbench.resources.contract import parity
+from servingbench.resources.contract import parity, run_files
 from servingbench.resources.contract.accelerators import accelerators
 from servingbench.resources.contract.schemas import COST_WHAT_IF, FRONTIER, FRONTIER_LEVELS
 
@@ -200,25 +199,19 @@ def level_run(run_dir: Path) -> LevelRun | None:
     table = read_frontier(run_dir, manifest)
     if table is None:
         return None
-    gates = _json(run_dir / "gates.json") or []
+    try:
+        accepted = bool(run_files.accepted(run_files.read_gates(run_dir)))
+    except run_files.RunFileError:
+        accepted = False  # gates that cannot be read accept nothing
     return LevelRun(manifest["run_id"], manifest.get("candidate") or manifest["run_id"],
-                    manifest["source"], manifest["created_at"],
-                    bool(gates) and all(g.get("passed") is not False for g in gates),
+                    manifest["source"], manifest["created_at"], accepted,
                     not parity.run_failed(run_dir), table)
-
-
-def _json(path: Path):
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 def latest_accepted(runs: Sequence[LevelRun]) -> list[LevelRun]:
     """The latest accepted run of each candidate (by created_at, then run_id)."""
-    best: dict[str, LevelRun] = {}
-    for r in runs:
-        cur = best.get(r.candidate)
-        key = (mf.parse_ts(r.created_at), r.run_id)
-        if r.accepted and (cur is None or key > (mf.parse_ts(cur.created_at), cur.run_id)):
-            best[r.candidate] = r
+    best = run_files.latest([r for r in runs if r.accepted], lambda r: r.candidate,
+                            lambda r: (mf.parse_ts(r.created_at), r.run_id))
     return [best[c] for c in sorted(best)]
 
 

@@ -7,14 +7,13 @@ rule 1 (GX's column-pair expectations ignore such rows), so nothing is counted t
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
 from servingbench.resources.analysis import gx, sqlfiles
 from servingbench.resources.analysis.rundir import RunFolder
-from servingbench.resources.contract import durable
+from servingbench.resources.contract import run_files
 from servingbench.resources.contract.schemas import PHASES
 from servingbench.resources.contract.timestamps import format_ts, parse_ts
 
@@ -282,18 +281,16 @@ def run_gates(run: RunFolder, done: list[Gate] = ()) -> list[Gate]:
 
 # gates.json: the verdicts of one gating, written where they were reached (the pipeline's
 # blocking checks each write their own rules; the analysis writes all six) and read by what
-# comes after in the same chain run, so each rule is validated once per run.
-FILE = "gates.json"
-_KEYS = {f.name for f in fields(Gate)}
+# comes after in the same chain run, so each rule is validated once per run. The file's one
+# reader and writer are the contract's (contract/run_files.py).
 
 
 def recorded(run_dir: Path) -> list[Gate]:
-    """The gates in `run_dir`'s gates.json; none if it is missing or is not a list of gates."""
+    """The gates in `run_dir`'s gates.json; none if it is missing or malformed (the rules
+    are then run again)."""
     try:
-        doc = json.loads((Path(run_dir) / FILE).read_text())
-    except (OSError, ValueError):
-        return []
-    if not isinstance(doc, list) or not all(isinstance(d, dict) and set(d) == _KEYS for d in doc):
+        doc = run_files.read_gates(run_dir) or []
+    except run_files.RunFileError:
         return []
     return [Gate(**d) for d in doc if d["rule"] in RULES]
 
@@ -302,5 +299,5 @@ def record(run_dir: Path, gates: list[Gate]) -> None:
     """Write `gates` into gates.json, keeping the other rules already there, in rule order."""
     mine = {g.rule for g in gates}
     kept = [g for g in recorded(run_dir) if g.rule not in mine]
-    durable.write_json(Path(run_dir) / FILE,
-                       [g.as_dict() for g in sorted(kept + list(gates), key=lambda g: g.rule)])
+    run_files.write_gates(run_dir, [g.as_dict() for g in
+                                    sorted(kept + list(gates), key=lambda g: g.rule)])

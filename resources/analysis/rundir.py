@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from servingbench.resources.analysis import sqlfiles
-from servingbench.resources.contract import durable, settings
+from servingbench.resources.contract import durable, run_files, settings
 from servingbench.resources.contract import manifest as manifest_mod
 from servingbench.resources.contract.schemas import (
     EVENTS,
@@ -35,7 +35,6 @@ from servingbench.resources.contract.schemas import (
     RUN_FILES,
     SchemaError,
     conform,
-    read_file,
     read_records,
     record_files,
 )
@@ -197,9 +196,11 @@ def connect(duckdb_path: str | None = None) -> tuple[duckdb.DuckDBPyConnection, 
         # CLI's output (and of a --json answer) on a night-sized run. (A session setting:
         # connect()'s config refuses it.)
         con.execute("SET enable_progress_bar = false")
-        # contract §3's SLO rule for one request, one definition for every query that counts
-        # with it (sql/slo_met.sql)
+        # contract §3's SLO rule for one request, and an interval's overlap with a window:
+        # one definition each for every query that counts with it (sql/slo_met.sql,
+        # sql/overlap_ns.sql)
         con.execute(sqlfiles.load("slo_met"))
+        con.execute(sqlfiles.load("overlap_ns"))
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
@@ -251,7 +252,7 @@ def open_run(path: Path, duckdb_path: str | None = None) -> RunFolder:
                      node_events="node" in kinds, foreign_events=foreign)
 
 
-EVENTS_FILE = "events.parquet"
+EVENTS_FILE = run_files.EVENTS_FILE
 
 
 def _register_events(con: duckdb.DuckDBPyConnection, run_dir: Path, run_id: str,
@@ -260,13 +261,11 @@ def _register_events(con: duckdb.DuckDBPyConnection, run_dir: Path, run_id: str,
     of the manifest's run_id (another run's rows fail rule 3 and are ignored by every
     output), and `events_all` with every row; an empty table without the file. Returns the
     number of foreign rows. Events are few (a row per start, phase, decision): read whole."""
-    path = run_dir / EVENTS_FILE
-    table = EVENTS.empty_table()
-    if path.exists():
-        if not path.is_file():
-            raise SchemaError(f"{path}: expected a file, found a folder or special file")
-        table = read_file(path, "events")
-        read["events"] = (_stamp(path.resolve()),)
+    table = run_files.read_events(run_dir)  # every run's rows: the foreign ones are counted
+    if table is None:
+        table = EVENTS.empty_table()
+    else:
+        read["events"] = (_stamp((run_dir / EVENTS_FILE).resolve()),)
     con.register("events_in", table)
     con.execute("CREATE TABLE events_all AS SELECT * FROM events_in")
     con.execute("CREATE TABLE events AS SELECT * FROM events_all WHERE run_id = $run_id "

@@ -8,7 +8,6 @@ interruptions and requests lost."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract import run_files
 from servingbench.resources.contract.schemas import SPOT_PAIRS
 
 FILE = "spot_pairs.parquet"
@@ -50,18 +50,14 @@ def pair_name(manifest: dict) -> str:
     return manifest.get("candidate") or manifest["run_id"]
 
 
-def _json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def _cost_per_1m(run_dir: Path) -> float | None:
     """The run's billed cost per 1M output tokens: its episode's (the whole steady phase),
     else its headline step's at the first SLO asked."""
-    episode = _json(run_dir / "episode.json")
-    if isinstance(episode, dict) and "cost_per_1m_output_usd" in episode:
+    try:
+        episode = run_files.read_episode(run_dir)
+    except run_files.RunFileError:
+        episode = None  # unreadable: the headline step's, as for a run without one
+    if episode is not None:
         return episode["cost_per_1m_output_usd"]
     path = run_dir / "headline.parquet"
     if not path.exists():
@@ -73,9 +69,10 @@ def _cost_per_1m(run_dir: Path) -> float | None:
 def read_run(run_dir: Path) -> CostedRun:
     run_dir = Path(run_dir)
     m = mf.load(run_dir / "manifest.json")
-    gates = _json(run_dir / "gates.json")
-    accepted = (isinstance(gates, list) and bool(gates)
-                and all(isinstance(g, dict) and g.get("passed") is not False for g in gates))
+    try:
+        accepted = bool(run_files.accepted(run_files.read_gates(run_dir)))
+    except run_files.RunFileError:
+        accepted = False  # gates that cannot be read accept nothing
     return CostedRun(run_dir, m, m.get("capacity") or "on_demand", accepted,
                      _cost_per_1m(run_dir) if accepted else None)
 
@@ -99,13 +96,9 @@ def _interruptions(run_dir: Path) -> tuple[int | None, int | None]:
 
 def pairs(runs: Sequence[CostedRun]) -> pa.Table:
     """contract §3.8's spot_pairs from runs already read (`read_run`)."""
-    latest: dict[tuple, CostedRun] = {}
-    for r in runs:
-        if not r.accepted:
-            continue
-        k = (r.candidate, r.manifest["source"], r.capacity)
-        if k not in latest or r.key > latest[k].key:
-            latest[k] = r
+    latest = run_files.latest([r for r in runs if r.accepted],
+                              lambda r: (r.candidate, r.manifest["source"], r.capacity),
+                              lambda r: r.key)
     rows = []
     for (candidate, source, capacity), od in sorted(latest.items()):
         spot = latest.get((candidate, source, "spot"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from servingbench.resources.billing.interface import BillSource
 from servingbench.resources.contract.schemas import BILL
 from servingbench.resources.contract.timestamps import parse_ts
@@ -49,24 +48,11 @@ class PriceSheetBill(BillSource):
 def _node_hours(run_dir: Path, manifest: dict, start: int, end: int) -> float | None:
     """Node-hours inside [start, end) from the run's node events (contract §2.6), each node
     counted from its `node_requested` (EC2 bills from launch) to its first `node_gone` or
-    `interruption`; None when the run has no node event (every node up the whole phase)."""
-    path = run_dir / "events.parquet"
-    if not path.exists():
-        return None
-    rows = [r for r in pq.read_table(path, columns=["run_id", "at", "kind", "subject"]).to_pylist()
-            if r["run_id"] == manifest["run_id"]]
-    up: dict[str, int] = {}
-    gone: dict[str, int] = {}
-    for r in sorted(rows, key=lambda r: r["at"].value):
-        t, node = r["at"].value, r["subject"]
-        if r["kind"] in ("node_requested", "node_ready") and node not in up:
-            up[node] = t
-        elif r["kind"] in ("node_gone", "interruption") and node in up and node not in gone:
-            gone[node] = t
-    if not up:
-        return None
-    total = sum(max(0, min(gone.get(node, end), end) - max(t, start)) for node, t in up.items())
-    return total / 3.6e12
+    `interruption`, by the analysis's timeline (one definition, in SQL); None when the run
+    has no node event (every node up the whole phase)."""
+    from servingbench.resources.analysis.billed_nodes import billed_node_hours
+
+    return billed_node_hours(run_dir, manifest["run_id"], start, end)
 
 
 PLUGIN = PriceSheetBill  # what this file adds to the billing package

@@ -57,6 +57,11 @@ SETTINGS: tuple[Setting, ...] = (
             "the tests import", scope="tests", shown="`~/.cache/servingbench/peers`"),
     Setting("SERVINGBENCH_UPDATE_GOLDEN", None, "`1`: the manifest tests rewrite their golden "
             "files instead of comparing (review the diff)", scope="tests"),
+    Setting("SERVINGBENCH_PARENT_FD", None, "in a server this host started "
+            "(resources/model_server/child.py): the pipe whose closing means its starter is "
+            "gone", scope="internal"),
+    Setting("SERVINGBENCH_PARENT_PID", None, "in a server this host started: its starter's "
+            "process id", scope="internal"),
     Setting("SERVINGBENCH_ENGINE_API_KEY", None, "the deployed engine's API key, for the load "
             "generator (set by servingbench in its own process and in the load pods)",
             scope="internal"),

@@ -18,7 +18,8 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+from servingbench.resources.contract import run_files
+from servingbench.resources.contract.schemas import SchemaError
 
 CUT = "spot_interruption"
 MAX_RESENDS = 8  # a resend that is cut again is resent again, this many times at most
@@ -27,7 +28,7 @@ AFTER_NS = 30 * 10**9  # past the node's going, a death still counts as its (con
 
 class Notices:
     def __init__(self, run_dir: Path | None) -> None:
-        self.path = None if run_dir is None else Path(run_dir) / "events.parquet"
+        self.path = None if run_dir is None else Path(run_dir) / run_files.EVENTS_FILE
         self._stamp: tuple[int, int] | None = None
         self._node: dict[str, str] = {}           # replica -> node
         self._notice: dict[str, int] = {}         # node -> its first notice (UTC ns)
@@ -42,9 +43,11 @@ class Notices:
         if stamp == self._stamp:
             return
         try:
-            rows = pq.read_table(self.path, columns=["at", "kind", "subject", "detail"]).to_pylist()
-        except (OSError, pa.ArrowException):
+            table = run_files.read_events(self.path.parent)
+        except (OSError, pa.ArrowException, SchemaError):
             return  # being replaced this instant: the next cut reads it again
+        rows = [] if table is None else table.select(
+            ["at", "kind", "subject", "detail"]).to_pylist()
         self._stamp = stamp
         for r in rows:
             if r["kind"] in ("replica_requested", "replica_ready") and r["detail"]:

@@ -37,8 +37,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-PARENT_FD_ENV = "SERVINGBENCH_PARENT_FD"    # the pipe's read end, in the child
-PARENT_PID_ENV = "SERVINGBENCH_PARENT_PID"  # the parent the child must keep
+from servingbench.resources.contract import settings
+
+PARENT_FD_ENV = settings.setting("SERVINGBENCH_PARENT_FD").name    # the pipe's read end
+PARENT_PID_ENV = settings.setting("SERVINGBENCH_PARENT_PID").name  # the parent to keep
 WATCH_POLL_S = 0.25
 STOP_GRACE_S = 2.0  # after the parent is gone: SIGTERM, then SIGKILL this much later
 

@@ -15,17 +15,17 @@ summary read: absent files are None, never an error (a run that is no episode ha
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+from servingbench.resources.contract import run_files
 from servingbench.resources.contract.timestamps import parse_ts
 from servingbench.resources.report import sections as s
 from servingbench.resources.report.html import badge, cell, kv_table, para, table
 from servingbench.resources.report.plots import EMULATED_COLOR, figure, save, styled, title
 from servingbench.resources.report.registry import Plots, Section
-from servingbench.resources.report.rundata import RunData
+from servingbench.resources.report.rundata import ReportError, RunData
 
 PHASES = ("image_pull_s", "weights_load_s", "compile_s", "graph_capture_s")
 PHASE_COLORS = {"wait_s": "#cccccc", "image_pull_s": "#1f77b4", "weights_load_s": "#ff7f0e",
@@ -43,8 +43,11 @@ def read_rows(run_dir: Path, name: str) -> list[dict] | None:
 
 
 def read_summary(run_dir: Path) -> dict | None:
-    path = Path(run_dir) / "episode.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    """episode.json, through the contract's one reader; a malformed one stops the report."""
+    try:
+        return run_files.read_episode(run_dir)
+    except run_files.RunFileError as exc:
+        raise ReportError(str(exc)) from None
 
 
 def steady_start_ns(manifest: dict, buckets: list[dict] | None) -> int | None:
@@ -96,7 +99,8 @@ def plot_episode(run: RunData, slo_ttft_s: float | None):
     if not buckets:
         return None
     t0 = steady_start_ns(run.manifest, buckets)
-    events = read_rows(run.run_dir, "events") or []
+    events = run_files.read_events(run.run_dir, run.run_id)
+    events = [] if events is None else events.to_pylist()
     scale = read_rows(run.run_dir, "scale_events") or []
     mid = np.array([(_secs(b["bucket_start"], t0) + _secs(b["bucket_end"], t0)) / 2
                     for b in buckets])

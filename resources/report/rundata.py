@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 from servingbench.resources.analysis.frontier import read_frontier
 from servingbench.resources.contract import manifest as manifest_mod
 from servingbench.resources.contract import parity as parity_file
+from servingbench.resources.contract import run_files
 from servingbench.resources.contract.schemas import (
-    GATE_KEYS,
     JOB_KEYS,
     OUTPUTS,
     PROBE_KEYS,
@@ -101,9 +101,7 @@ class RunData:
     @property
     def accepted(self) -> bool | None:
         """None when the analyzer has not run (no gates.json)."""
-        if self.gates is None:
-            return None
-        return all(g["passed"] is not False for g in self.gates)
+        return run_files.accepted(self.gates)
 
 
 def _read_frame(path: Path, name: str) -> pd.DataFrame | None:
@@ -144,24 +142,11 @@ def _read_json(path: Path) -> dict | None:
     return doc
 
 
-def _read_gates(path: Path) -> list[dict] | None:
-    if not path.exists():
-        return None
+def _read_gates(run_dir: Path) -> list[dict] | None:
     try:
-        gates = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ReportError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(gates, list) or not all(isinstance(g, dict) for g in gates):
-        raise ReportError(f"{path}: expected a list of gate objects")
-    for i, gate in enumerate(gates):
-        missing = [k for k in GATE_KEYS if k not in gate]
-        if missing:
-            raise ReportError(f"{path}: gate [{i}] lacks key {missing[0]!r}")
-        if gate["passed"] not in (True, False, None):
-            raise ReportError(f"{path}: gate [{i}] 'passed' must be true, false or null")
-        if not isinstance(gate["examples"], list | type(None)):
-            raise ReportError(f"{path}: gate [{i}] 'examples' must be a list")
-    return gates
+        return run_files.read_gates(run_dir)
+    except run_files.RunFileError as exc:
+        raise ReportError(str(exc)) from None
 
 
 SEARCH_MODES = ("rate", "concurrency")
@@ -225,7 +210,7 @@ def load_run(run_dir: Path | str, raw: bool = True) -> RunData:
     run = RunData(
         run_dir=run_dir,
         manifest=manifest,
-        gates=_read_gates(run_dir / "gates.json"),
+        gates=_read_gates(run_dir),
         metrics=_read_frame(run_dir / "derived_metrics.parquet", "derived_metrics"),
         cost=_read_frame(run_dir / "cost_per_1m.parquet", "cost_per_1m"),
         headline=_read_frame(run_dir / "headline.parquet", "headline"),
@@ -254,11 +239,7 @@ def load_run(run_dir: Path | str, raw: bool = True) -> RunData:
 def latest_per_candidate(runs: list[RunData]) -> list[RunData]:
     """The newest run (by manifest created_at, then run_id) of each candidate, in
     candidate order."""
-    best: dict[str, RunData] = {}
-    for run in runs:
-        cur = best.get(run.candidate)
-        if cur is None or (run.created_at_ns, run.run_id) > (cur.created_at_ns, cur.run_id):
-            best[run.candidate] = run
+    best = run_files.latest(runs, lambda r: r.candidate, lambda r: (r.created_at_ns, r.run_id))
     return [best[c] for c in sorted(best)]
 
 

@@ -130,8 +130,10 @@ def test_publish_refuses_what_is_not_a_run_or_not_its_prefix(s3_bucket, tmp_path
     (folder / "gates.json").write_text('{"not": "a list"}')
     assert cli(["publish", str(folder), f"{s3_bucket}/runs/run-x"]) == 2
     assert "gates.json" in capsys.readouterr().err
-    (folder / "gates.json").write_text(json.dumps([{"rule": 1, "passed": True},
-                                                   {"rule": 4, "passed": False}]))
+    # the analyzer's gates, read by the contract's one reader (as the report reads them)
+    gate = {"name": "", "offending_rows": 0, "examples": [], "message": ""}
+    (folder / "gates.json").write_text(json.dumps([{**gate, "rule": 1, "passed": True},
+                                                   {**gate, "rule": 4, "passed": False}]))
     assert cli(["publish", str(folder), f"{s3_bucket}/runs/run-x"]) == 0
     assert runstore.marker(f"{s3_bucket}/runs/run-x")["status"] == "rejected"
 

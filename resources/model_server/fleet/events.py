@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+from servingbench.resources.contract import run_files
 from servingbench.resources.contract.schemas import EVENT_KINDS, EVENTS, write_parquet
 
-FILE = "events.parquet"
+FILE = run_files.EVENTS_FILE
 
 
 class Events:

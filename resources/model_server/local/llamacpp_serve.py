@@ -24,9 +24,10 @@ three additions the benchmark needs and the stock entry point lacks:
   lock serves one request at a time, so `llamacpp:requests_processing` is 1 while any is in
   flight and `llamacpp:requests_deferred` the rest (the local autoscaler reads them).
 
-Only the standard library, llama_cpp and the parent watch (model_server/child.py, standard
-library only) are imported: this is the engine's process. The watch starts first: if the run
-that started this server dies, even by SIGKILL, the server stops (llama.cpp's threads with it).
+Only the standard library, llama_cpp and the parent watch (model_server/child.py, which needs
+nothing but the standard library and the settings list) are imported: this is the engine's
+process. The watch starts first: if the run that started this server dies, even by SIGKILL,
+the server stops (llama.cpp's threads with it).
 """
 
 from __future__ import annotations
