@@ -1,5 +1,6 @@
 """Which cut requests a spot interruption cut (contract §3.8): a request whose connection
-died (`disconnect`) at or after an `interruption_notice` for the node of the replica that
+died (`disconnect`), or that the balancer answered 502 for a replica that died before its
+first byte, at or after an `interruption_notice` for the node of the replica that
 served it (the balancer's `X-Servingbench-Replica` header, the request log's `replica`) gets
 the error `spot_interruption`; `--retry-interrupted` then sends it again as a new request
 whose `retry_of` is its id.
@@ -24,6 +25,13 @@ from servingbench.resources.contract.schemas import SchemaError
 CUT = "spot_interruption"
 MAX_RESENDS = 8  # a resend that is cut again is resent again, this many times at most
 AFTER_NS = 30 * 10**9  # past the node's going, a death still counts as its (contract §3.8)
+
+
+def may_be_cut(status: str, http_status: int | None) -> bool:
+    """Whether a request ended the way an interruption ends one: its connection died
+    mid-answer (`disconnect`), or the balancer answered 502 itself because the replica died
+    before its first byte (llama.cpp sends its head with the first token)."""
+    return status == "disconnect" or (status == "http_error" and http_status == 502)
 
 
 class Notices:

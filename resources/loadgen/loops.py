@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from servingbench.resources.loadgen import gcpolicy, pool
 from servingbench.resources.loadgen.clock import Clock
 from servingbench.resources.loadgen.config import LoadConfig, step_name
-from servingbench.resources.loadgen.interrupted import CUT, MAX_RESENDS, Notices
+from servingbench.resources.loadgen.interrupted import CUT, MAX_RESENDS, Notices, may_be_cut
 from servingbench.resources.loadgen.model_mix import ModelMix
 from servingbench.resources.loadgen.probe import api_url
 from servingbench.resources.loadgen.prompts import Item, Prompts
@@ -141,7 +141,7 @@ class LoadLoops:
         except Exception as exc:  # noqa: BLE001 - a worker never dies silently
             fail(req, exc, self.secrets)
         finally:
-            if (req.status == "disconnect" and req.finished is not None
+            if (may_be_cut(req.status, req.http_status) and req.finished is not None
                     and self.notices.cut(req.replica, self.clock.utc(req.finished))):
                 req.error = CUT
             # Also on cancellation: the request is recorded, then the CancelledError

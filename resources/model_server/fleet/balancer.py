@@ -10,8 +10,9 @@ the pool without a restart:
   connection (HAProxy refuses the delete while one is open or idle in its pool).
 
 Every response carries `X-Servingbench-Replica: <server name>` (`http-response set-header`
-with the `%s` log-format tag, HAProxy 2.6), which the load generator records in the request
-log's `replica` column (contract §2.2). Each request of a keep-alive client connection is
+with the `%s` log-format tag, HAProxy 2.6), HAProxy's own answer for a chosen server too (a
+502 when the replica died before its first byte, `http-after-response`), which the load
+generator records in the request log's `replica` column (contract §2.2). Each request of a keep-alive client connection is
 balanced on its own (`leastconn`, one of the algorithms that admit dynamic servers).
 """
 
@@ -85,6 +86,10 @@ backend {BACKEND}
     # ours, none keeps per-client state)
     http-reuse always
     http-response set-header {HEADER} %s
+    # and on HAProxy's own answers for a server it chose (a 502 when the replica died before
+    # its first byte: a spot interruption's cut, interrupted.py); none when no server was
+    # chosen (a 503 with the pool empty)
+    http-after-response set-header {HEADER} %s if {{ srv_name -m found }}
 {metrics_backend}"""
 
 
