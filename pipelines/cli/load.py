@@ -253,8 +253,9 @@ def schedule_from_arg(text: str):
     """`--schedule FILE|SHAPE[:KEY=VALUE,...]` → a schedule Scenario; LoadConfigError names
     the flag (and the file and key)."""
     from servingbench.resources.contract import yamltext
-    from servingbench.resources.loadgen.scenarios.schedule import SHAPES
-    from servingbench.resources.loadgen.scenarios.spec import from_mapping, suggest
+    from servingbench.resources.loadgen.scenarios.spec import choices, from_mapping, suggest
+
+    SHAPES = choices("schedule", "shape")  # the kind's file names them; spec hands them on
 
     shape, _, rest = text.partition(":")
     if shape in SHAPES:

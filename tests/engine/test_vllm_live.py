@@ -188,10 +188,10 @@ def test_requests_beyond_the_kv_cache_are_preempted_and_still_finish(server):
 
 
 def test_the_telemetry_sampler_reads_vllms_gauges(server):
-    from servingbench.resources.telemetry.sources import exporter
+    from servingbench.resources.telemetry import sources  # the package, by the source's kind
 
     _, dep, _ = server
-    source = exporter.PLUGIN["engine_metrics"](
+    source = sources.KINDS["engine_metrics"](
         {"kind": "engine_metrics", "url": f"{dep.endpoint}/metrics"}, {"timeout_s": 5})
     try:
         got = {metric for _, metric, _ in source.sample()}

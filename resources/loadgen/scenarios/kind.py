@@ -31,6 +31,8 @@ class Key:
     default: object = None
     check: Callable[[str, object], None] | None = None
     convert: Callable[[str, object], object] | None = None
+    # the values it takes, when it names them (a shape's name): what a flag offers for it
+    choices: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

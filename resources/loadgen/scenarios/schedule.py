@@ -176,7 +176,7 @@ def _path(where: str, v):
 
 KIND = Kind("schedule", order=7, keys={
     "segments": Key(None, _segments_check, _segments_convert),
-    "shape": Key(None, optional(one_of(SHAPES))),
+    "shape": Key(None, optional(one_of(SHAPES)), choices=SHAPES),
     "base_rate": Key(0.5, at_most(non_neg_num, MAX_RATE)),
     "peak_rate": Key(10.0, at_most(non_neg_num, MAX_RATE)),
     "length_s": Key(60.0, at_most(pos_num, MAX_LENGTH_S)),

@@ -91,6 +91,12 @@ def default(kind: str, key: str):
     return _KINDS[kind].keys[key].default
 
 
+def choices(kind: str, key: str) -> tuple[str, ...]:
+    """The values `key` of a scenario of `kind` takes, when its kind names them (the schedule's
+    shapes); () otherwise."""
+    return _KINDS[kind].keys[key].choices or ()
+
+
 def own_steps(kind: str | None) -> bool:
     """Whether a scenario of `kind` schedules its own steps (no concurrency / rates apply)."""
     return kind in _KINDS and _KINDS[kind].own_steps
