@@ -286,5 +286,14 @@ class EksResources:
         node groups and launch templates, and (`kubernetes`) the runs' Kubernetes objects,
         reached when it runs, never when it is built."""
         owner = self.settings.owner
+        s = self.settings
+        from servingbench.resources.cluster.fis import FisInterruptions
+
+        # a killed spot run's experiment template: reaped whether or not spot runs are on now
+        def fis() -> FisInterruptions:
+            return FisInterruptions(self.session, s.region, role_arn=s.fis_role_arn or "",
+                                    owner=owner, endpoint_url=s.endpoint_url, caller=self.caller)
+
         return EksReaper(self.cluster, ttl_hours, heartbeat_stale_s=heartbeat_stale_s,
-                         objects=(lambda: KubeRunObjects(self.kube(), owner)) if kubernetes else None)
+                         objects=(lambda: KubeRunObjects(self.kube(), owner)) if kubernetes else None,
+                         fis=fis)

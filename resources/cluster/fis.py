@@ -5,7 +5,8 @@ list of times, in seconds from the start of the steady phase. The run creates on
 experiment template (`aws:ec2:send-spot-instance-interruptions`, two minutes' notice)
 whose target is one running spot instance carrying the run's tag
 (`servingbench:run-id=<run_id>`): it can reach no other run's instance. Each due time starts
-an experiment from it; the template is deleted when the run ends, however it ends.
+an experiment from it; the template is deleted when the run ends, however it ends, and a
+run killed before it could (SIGKILL, an OOM kill) leaves it to the reaper (`reap`).
 
 What happens next is EKS's: the managed node group, told by the rebalance recommendation
 or the interruption notice, cordons and drains the node (kube/events.py records that as
@@ -20,12 +21,13 @@ The IAM rights (docs/iam-policy.json, statements `Fis*`) and the experiment's ow
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from servingbench.resources.aws.caller import AwsCallError, Caller, make_client
 from servingbench.resources.cluster.eks_api import OWNER_TAG, RUN_TAG, check_owner
+from servingbench.resources.contract.scope import nodegroup_name
 
 log = logging.getLogger("servingbench.fis")
 
@@ -111,6 +113,34 @@ class FisInterruptions:
         on the run's cadence with the seconds since the steady phase began)."""
         due = sum(1 for t in times if t <= elapsed_s)
         return [self.start(template_id, run_id) for _ in range(due - len(self.experiments))]
+
+    def reap(self, dead: Callable[[str, str, int | None], bool]) -> tuple[list[str], list[str]]:
+        """Delete this installation's experiment templates whose run is gone (a run killed
+        before its `template_for` block could delete its own): `dead(node group, run id,
+        created ns)` is the reaper's rule for a run's leftovers. Returns (what was deleted,
+        what failed and why); one failure never stops the others."""
+        deleted, failed = [], []
+        token = None
+        while True:
+            page = self.call(self.fis, "list_experiment_templates", maxResults=100,
+                             **({"nextToken": token} if token else {}))
+            for t in page.get("experimentTemplates", []):
+                tags = t.get("tags") or {}
+                run_id = tags.get(RUN_TAG)
+                if tags.get(OWNER_TAG) != self.owner or not run_id:
+                    continue  # not ours: never touched
+                created = t.get("creationTime")
+                created_ns = None if created is None else int(created.timestamp() * 1e9)
+                if not dead(nodegroup_name(run_id), run_id, created_ns):
+                    continue
+                try:
+                    self.delete(t["id"])
+                    deleted.append(f"experiment template {t['id']} (run {run_id})")
+                except AwsCallError as exc:
+                    failed.append(f"experiment template {t['id']}: {exc}")
+            token = page.get("nextToken")
+            if not token:
+                return deleted, failed
 
     def notices(self) -> list[tuple[str, str | None, Any]]:
         """(experiment id, instance id, the action's start time as FIS reports it) of each

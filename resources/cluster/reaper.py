@@ -56,10 +56,12 @@ def alive_reason(alive: Alive | None, run_id: str) -> str | None:
 
 def reap_nodegroups(eks: EksNodegroups, ttl_s: float, *,
                     heartbeat_stale_s: float = HEARTBEAT_STALE_S, now_ns: int | None = None,
-                    objects: RunObjects | None = None, alive: Alive | None = None) -> list[str]:
+                    objects: RunObjects | None = None, alive: Alive | None = None,
+                    fis: RunObjects | None = None) -> list[str]:
     """Delete this installation's expired node groups (and their launch templates), then
     its launch templates left without a node group, then (with `objects`) the
-    Kubernetes objects of the runs that are gone. `alive(run_id)` says why a run still
+    Kubernetes objects of the runs that are gone, and (with `fis`) their FIS experiment
+    templates (cluster/fis.py `reap`). `alive(run_id)` says why a run still
     lives (the Dagster run status), or None. Returns what was deleted; raises
     AwsCallError naming every one that failed, after trying all of them."""
     now_ns = eks.clock() if now_ns is None else now_ns
@@ -87,9 +89,12 @@ def reap_nodegroups(eks: EksNodegroups, ttl_s: float, *,
     except AwsCallError as exc:
         failed.append(f"launch templates: {exc}")
     gone: list[str] = []
-    if objects is not None:
-        gone, kube_failed = objects.reap(dead_run(set(reaped), set(names), ttl_s, now_ns, alive))
-        failed += kube_failed
+    dead = dead_run(set(reaped), set(names), ttl_s, now_ns, alive)
+    for leftovers in (objects, fis):
+        if leftovers is not None:
+            more, more_failed = leftovers.reap(dead)
+            gone += more
+            failed += more_failed
     if failed:  # the others were still reaped; say which ones were not, and why
         raise AwsCallError("reaper could not delete: " + "; ".join(failed))
     return reaped + gone
@@ -169,6 +174,8 @@ class EksReaper:
     # when the definitions load; None: node groups and launch templates only.
     objects: Callable[[], RunObjects] | None = None
     heartbeat_stale_s: float = HEARTBEAT_STALE_S
+    # the FIS experiment templates of dead runs (cluster/fis.py `FisInterruptions`)
+    fis: Callable[[], RunObjects] | None = None
 
     def reap(self, alive: Alive | None = None) -> list[str]:
         objects, problem = None, None
@@ -179,7 +186,8 @@ class EksReaper:
                 problem = f"Kubernetes objects not reaped: {type(exc).__name__}: {exc}"
                 log.error("reaper: %s", problem)
         reaped = reap_nodegroups(self.cluster, self.ttl_hours * 3600, objects=objects,
-                                 alive=alive, heartbeat_stale_s=self.heartbeat_stale_s)
+                                 alive=alive, heartbeat_stale_s=self.heartbeat_stale_s,
+                                 fis=None if self.fis is None else self.fis())
         if problem:
             raise AwsCallError(f"{problem} (node groups reaped: {', '.join(reaped) or 'none'})")
         return reaped

@@ -113,3 +113,40 @@ def test_a_rate_gives_the_same_times_for_the_same_seed():
 def test_bad_interruptions_name_the_key(doc, match):
     with pytest.raises(ValueError, match=match):
         Interruptions.of(doc)
+
+
+def test_the_reaper_deletes_the_templates_a_killed_run_left(moto):
+    """A spot run killed (SIGKILL, an OOM kill) before its `template_for` block deleted its
+    experiment template leaves it behind: the reaper deletes it once the run is dead (its node
+    group gone and past the TTL, the run not alive), and never another installation's, nor a
+    live run's."""
+    import time
+
+    from servingbench.resources.cluster.eks_api import EksNodegroups, NodegroupSpec
+    from servingbench.resources.cluster.reaper import reap_nodegroups
+
+    from tests.support.eks.aws import ROLE, make_cluster
+
+    endpoint, session = moto
+    make_cluster(endpoint, session)
+    ours = FisInterruptions(session, REGION, role_arn=FIS_ROLE, owner=OWNER, endpoint_url=endpoint)
+    theirs = FisInterruptions(session, REGION, role_arn=FIS_ROLE, owner="another-install",
+                              endpoint_url=endpoint)
+    killed = ours.create("run-killed")       # its run died before deleting it
+    running = ours.create("run-running")      # its node group is still up
+    foreign = theirs.create("run-theirs")
+    cluster = EksNodegroups(session, "bench", REGION, node_role_arn=ROLE, owner=OWNER,
+                            endpoint_url=endpoint, poll_s=0.05)
+    cluster.create_nodegroup(NodegroupSpec(candidate="c", instance_type="p5.48xlarge"),
+                             "run-running", timeout_s=10)
+    admin = session.client("fis", region_name=REGION, endpoint_url=endpoint)
+    later = time.time_ns() + 2 * 3600 * 10**9
+    gone = reap_nodegroups(cluster, 3600, now_ns=later, fis=ours,
+                           alive=lambda run_id: "STARTED" if run_id == "run-running" else None)
+    left = {t["id"] for t in admin.list_experiment_templates()["experimentTemplates"]}
+    assert left == {running, foreign}
+    assert gone == [f"experiment template {killed} (run run-killed)"]
+    # a young template (within the TTL) is kept even when its run has no node group
+    young = ours.create("run-just-started")
+    assert reap_nodegroups(cluster, 3600, fis=ours, alive=lambda r: None) == []
+    assert young in {t["id"] for t in admin.list_experiment_templates()["experimentTemplates"]}
