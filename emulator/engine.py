@@ -153,6 +153,8 @@ class ModelEngine:
     def _gauges(self) -> None:
         m = self.metrics
         m.running, m.waiting, m.kv_usage = len(self.sched.running), len(self.sched.waiting), self.sched.kv_usage
+        if m.preemptions is not None:
+            m.preemptions = self.sched.preemptions
 
     def _run(self, t0: int) -> None:
         """Plan the step starting at t0 (perf ns) and arm its end."""

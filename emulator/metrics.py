@@ -54,6 +54,9 @@ class Metrics:
         self.waiting = 0
         self.kv_usage = 0.0
         self.devices = None  # emulator.dcgm.DeviceModel when the performance model runs
+        # the scheduler's and the prefix cache's own counts (vLLM's names), when they run
+        self.preemptions: int | None = None
+        self.prefix_cache = None  # emulator.prefix_cache.PrefixCache
         self.spec = None  # emulator.speculative.Speculative when speculative decoding is on
 
     def render(self) -> bytes:
@@ -94,6 +97,18 @@ class Metrics:
                   "(the emulator's own lateness; p99 > 2 ms means discard the run).",
                   "# TYPE servingbench:emulator_write_lag_seconds histogram"]
         lines += self.write_lag.lines("servingbench:emulator_write_lag_seconds", lb)
+        if self.preemptions is not None:
+            lines += ["# HELP vllm:num_preemptions_total Cumulative number of preemption from "
+                      "the engine.", "# TYPE vllm:num_preemptions_total counter",
+                      f"vllm:num_preemptions_total{{{lb}}} {float(self.preemptions)}"]
+        if self.prefix_cache is not None:
+            pc = self.prefix_cache
+            lines += ["# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms "
+                      "of number of queried tokens.", "# TYPE vllm:prefix_cache_queries_total "
+                      "counter", f"vllm:prefix_cache_queries_total{{{lb}}} {float(pc.queries)}",
+                      "# HELP vllm:prefix_cache_hits_total Prefix cache hits, in terms of "
+                      "number of cached tokens.", "# TYPE vllm:prefix_cache_hits_total counter",
+                      f"vllm:prefix_cache_hits_total{{{lb}}} {float(pc.hits)}"]
         if self.spec is not None:  # vLLM V1's speculative-decoding counters
             lines += [
                 "# HELP vllm:spec_decode_num_draft_tokens_total Number of draft tokens.",

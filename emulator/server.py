@@ -100,11 +100,20 @@ class App:
                                                                  *opts.fixed_timing, spec)
         else:
             budget = opts.max_num_batched_tokens or int(cfg.serving["max_num_batched_tokens"])
-            sched = Scheduler(self.model, max_seqs, budget, kv_tokens, spec)
+            # specs.yaml `kv_allocation: blocks`: vLLM V1's block allocation with preemption
+            # (a fitted spec); the default reserves prompt + output at admission
+            blocks = cfg.serving.get("kv_allocation") == "blocks"
+            sched = Scheduler(self.model, max_seqs, budget, kv_tokens, spec,
+                              block=int(cfg.serving["kv_block_tokens"]) if blocks else None)
+            if blocks:
+                self.metrics.preemptions = 0
             self.engine = ModelEngine(loop, self.metrics, sched, opts.time_scale)
             self.metrics.devices = DeviceModel(cfg, opts.fit.overhead_gb / cfg.tp, kv_tokens,
                                                self.model.kv_bytes_per_token)
-        self.prefix_cache = PrefixCache(kv_tokens) if opts.prefix_cache else None
+        # in the spec's KV block (vLLM's: 16 tokens on a GPU, 128 on its CPU build)
+        self.prefix_cache = (PrefixCache(kv_tokens, int(cfg.serving["kv_block_tokens"]))
+                             if opts.prefix_cache else None)
+        self.metrics.prefix_cache = self.prefix_cache
         self.ready = False
         self.phases: dict[str, dict[str, str | None]] = {}
         self.max_num_seqs = max_seqs
