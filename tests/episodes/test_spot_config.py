@@ -95,3 +95,14 @@ def test_a_candidate_without_capacity_says_none_and_interruptions_bring_a_balanc
     assert spot.deployment.interruptions == Interruptions(rate_per_hour=60.0, seed=7,
                                                           notice_s=120.0)
     assert spot.deployment.replicas == Replicas(1, 1, 1)
+
+
+def test_the_interruption_times_are_capped(tmp_path):
+    from servingbench.resources.contract.deployment import MAX_AT_ENTRIES
+
+    many = ", ".join(str(i) for i in range(MAX_AT_ENTRIES + 1))
+    with pytest.raises(ConfigError, match=r"candidates\[0\]\.interruptions\.at: expected a list "
+                                          r"of 1 to 1,000 seconds"):
+        load_file(write(tmp_path, f"capacity: spot, interruptions: {{at: [{many}]}}"))
+    fits = ", ".join(str(i) for i in range(MAX_AT_ENTRIES))
+    load_file(write(tmp_path, f"capacity: spot, interruptions: {{at: [{fits}]}}"))

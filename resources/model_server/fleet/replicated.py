@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +21,8 @@ from servingbench.resources.model_server.fleet.balancer import Balancer
 from servingbench.resources.model_server.fleet.events import Events
 from servingbench.resources.model_server.fleet.pool_metrics import PoolMetrics
 from servingbench.resources.model_server.fleet.replicas import ReplicaSet, start_phases
+
+log = logging.getLogger("servingbench.replicas")
 
 LOCAL_INTERVAL_S = 1.0  # the controller's period: KEDA's pollingInterval, time-compressed
 
@@ -44,6 +47,9 @@ class Interrupter:
         self.replicas, self.run_dir, self.times = replicas, Path(run_dir), list(times)
         self.notice_s, self.poll_s = notice_s, poll_s
         self.noticed: list[tuple[float, str]] = []  # (seconds into steady, replica)
+        # times whose interruption had no target: the run says so (missed), never a spot
+        # run that silently went uninterrupted
+        self.missed: list[float] = []
         self.endings: list[threading.Thread] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="interrupter", daemon=True)
@@ -62,6 +68,9 @@ class Interrupter:
                 return
             name = self.replicas.oldest_ready()
             if name is None:  # nothing serving to interrupt: the notice has no target
+                self.missed.append(t)
+                log.error("spot interruption at %g s into the steady phase: no replica was "
+                          "serving to interrupt", t)
                 continue
             self.endings.append(self.replicas.interrupt(name, self.notice_s))
             self.noticed.append((t, name))
@@ -129,3 +138,9 @@ def replicated(args: Callable[[str], list[str]], run_dir: Path, run_id: str, pla
             if scaler is not None:
                 scaler.stop()
             reps.close()
+        if interrupter is not None and interrupter.missed:
+            # as on EKS (kube/spot.py): a spot run whose interruptions did not happen is not
+            # one; the records are kept, the run fails saying why
+            raise RuntimeError(
+                "spot interruptions did not all happen: no replica was serving to interrupt "
+                f"at {', '.join(f'{t:g}' for t in interrupter.missed)} s into the steady phase")

@@ -45,7 +45,7 @@ class FisSchedule:
         self.notice, self.poll_s, self.clock, self.steady_start = notice, poll_s, clock, steady_start
         self.template_id: str | None = None
         self.recorded: set[str] = set()  # experiments whose notice is recorded
-        self.errors: list[str] = []
+        self.problems: dict[str, int] = {}  # each failure once, with how often it happened
         self._stop = threading.Event()
         self._lock = threading.Lock()
 
@@ -75,9 +75,20 @@ class FisSchedule:
             return  # no steady phase: the run failed before it, and says so itself
         due = sum(1 for t in self.times if t <= length)
         if len(self.fis.experiments) < due:
-            self.errors.append(f"{due - len(self.fis.experiments)} of {due} interruptions due "
+            self._problem(f"{due - len(self.fis.experiments)} of {due} interruptions due "
                                "in the steady phase never started (was its start known while "
                                "it ran? load pods write it at their end)")
+
+    def _problem(self, message: str) -> int:
+        """Keep `message` once (a start that fails on every tick is one error, counted, not
+        a new line every `poll_s`); how many times it has happened."""
+        self.problems[message] = self.problems.get(message, 0) + 1
+        return self.problems[message]
+
+    @property
+    def errors(self) -> list[str]:
+        """Every failure, once, with its count when it happened more than once."""
+        return [m if n == 1 else f"{m} ({n} tries)" for m, n in self.problems.items()]
 
     def _loop(self) -> None:
         while not self._stop.wait(self.poll_s):
@@ -94,8 +105,8 @@ class FisSchedule:
                 started = self.fis.start_due(self.template_id, self.run_id, self.times,
                                              (self.clock() - origin) / 1e9)
             except Exception as exc:  # noqa: BLE001 - kept and raised at the run's end
-                self.errors.append(f"starting a FIS experiment: {exc}"[:300])
-                log.error("spot interruption not started: %s", exc)
+                if self._problem(f"starting a FIS experiment: {exc}"[:300]) == 1:
+                    log.error("spot interruption not started: %s", exc)
                 return []
         self.record()
         return started
