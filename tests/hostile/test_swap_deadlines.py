@@ -57,6 +57,15 @@ def _post(port: int, model: str, timeout: float = 30) -> httpx.Response | str:
         return "gave up"
 
 
+def _until_waking_b(hostile: HostileProcess) -> None:
+    """Until the driver's `/wake_up` for `b` reached the hung engine: the swap is under way
+    (a wait on the driver's own progress, not a guess at how long it takes)."""
+    deadline = time.monotonic() + 30
+    while "/wake_up?model=b" not in hostile.calls():
+        assert time.monotonic() < deadline, "the driver never asked b's engine to wake"
+        time.sleep(0.02)
+
+
 def _events(tmp_path) -> list[tuple[str, str]]:
     path = tmp_path / "events.parquet"
     return [(r["kind"], r["subject"]) for r in pq.read_table(path).to_pylist()] \
@@ -75,7 +84,7 @@ def test_a_hung_wake_up_errors_within_its_bound_and_the_awake_model_keeps_servin
         with ThreadPoolExecutor(2) as pool:
             started = time.monotonic()
             b = pool.submit(_post, driver.port, "b")
-            time.sleep(0.3)  # `a`'s request arrives while `b` is being woken
+            _until_waking_b(hostile)  # `a`'s request arrives while `b` is being woken
             a = pool.submit(_post, driver.port, "a")
             b_answer, b_after = b.result(), time.monotonic() - started
             a_answer = a.result()
@@ -94,13 +103,14 @@ def test_a_hung_wake_up_errors_within_its_bound_and_the_awake_model_keeps_servin
 @pytest.mark.timeout(90)
 def test_requests_whose_clients_gave_up_are_not_forwarded(node, tmp_path):
     emu, hostile = node
-    driver = _driver(tmp_path, emu, hostile, wake_s=3.0)
+    # a wake bound far longer than the quitters wait (1 s), so they give up while it runs
+    driver = _driver(tmp_path, emu, hostile, wake_s=10.0)
     try:
         with ThreadPoolExecutor(3) as pool:
             first = pool.submit(_post, driver.port, "b")    # waits for the hung wake-up
-            time.sleep(0.3)
+            _until_waking_b(hostile)
             # two more wait behind it and give up (the load generator's first-token timeout)
-            quitters = [pool.submit(_post, driver.port, m, 0.5) for m in ("b", "a")]
+            quitters = [pool.submit(_post, driver.port, m, 1.0) for m in ("b", "a")]
             assert [q.result() for q in quitters] == ["gave up", "gave up"]
             assert first.result().status_code == 504
         deadline = time.monotonic() + 10
