@@ -28,12 +28,8 @@ from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract import settings as envvars
 from servingbench.resources.contract.yamltext import short
 from servingbench.resources.peers.discover import results_in
-from servingbench.resources.peers.records import (
-    PeerFileError,
-    default_run_id,
-    read_result,
-    write_run,
-)
+from servingbench.resources.peers.records import PeerFileError, read_result
+from servingbench.resources.peers.run_writer import default_run_id, write_run
 from servingbench.resources.storage.runstore import RunStoreError, get, is_remote
 
 COLUMNS = [("result", "result", ""), ("run_id", "run", ""), ("outcome", "outcome", "")]

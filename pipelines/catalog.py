@@ -19,8 +19,8 @@ from servingbench.pipelines.config import (
     assign_pools,
 )
 from servingbench.pipelines.config import _candidate as candidate
-from servingbench.pipelines.config import _check_keys as check_keys
 from servingbench.pipelines.config import _read_yaml as read_yaml
+from servingbench.pipelines.config_checks import check_keys
 from servingbench.pipelines.sweeps import Sweep, expand
 from servingbench.resources.contract import yamltext
 from servingbench.resources.contract.candidate import Candidate

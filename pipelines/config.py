@@ -6,34 +6,36 @@ Unknown keys and bad values raise ConfigError naming the file and the key, e.g.
 
 from __future__ import annotations
 
-import difflib
-import math
 import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from servingbench.pipelines import candidate_plans as plans
+from servingbench.pipelines.config_checks import (  # ConfigError: every caller imports it here
+    MAXIMA,
+    NAME,
+    ConfigError,
+    at_most,
+    check_keys,
+    is_int,
+    is_number,
+    short,
+)
 from servingbench.resources.billing.price_bases import sheet_bases
 from servingbench.resources.contract import yamltext
 from servingbench.resources.contract.candidate import (
     Candidate,
-    LlamaCppPlan,
-    LoadPlan,
     PriceBasis,
-    QualityPlan,
-    ReasoningPlan,
-    SpeculativePlan,
     field_default,
 )
-from servingbench.resources.contract.deployment import MAX_NODES, PlanError, capacity_of, plan_of
+from servingbench.resources.contract.deployment import PlanError, capacity_of, plan_of
 from servingbench.resources.contract.precisions import PRECISIONS
 from servingbench.resources.contract.schemas import PRICE_BASES
-from servingbench.resources.loadgen.config import MAX_TOKENS
 from servingbench.resources.model_server import engines
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_FILE = REPO / "pipelines" / "candidates.yaml"
-NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # An EC2 instance type (family.size, e.g. p5.48xlarge, u-6tb1.metal): it becomes a node
 # group's instance type, a bill filter and part of a folder name, so never a `/` or a space.
 INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]{0,30}\.[a-z0-9-]{1,30}")
@@ -41,11 +43,6 @@ INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]{0,30}\.[a-z0-9-]{1,30}")
 # not start with `-` (it would become a flag) nor hold spaces or control characters.
 ARGUMENT = re.compile(r"[A-Za-z0-9_.:@+][A-Za-z0-9_.:@+/-]{0,255}")
 DATASET = re.compile(r"[A-Za-z0-9_.:@+/][A-Za-z0-9_.:@+/-]{0,1023}")  # an id or a file path
-# Sane upper bounds: a value past them is a typo, and some (input_tokens) size memory.
-MAXIMA = {"tensor_parallel": 128, "node_count": MAX_NODES, "max_model_len": MAX_TOKENS,
-          "input_tokens": MAX_TOKENS, "output_tokens": MAX_TOKENS, "concurrency": 4096,
-          "rates": 10_000, "requests_per_step": 1_000_000, "warmup_requests": 100_000, "workers": 256,
-          "hourly_usd_per_node": 10_000}
 # The longest a benchmark run may take (its Dagster job's `dagster/max_runtime`, schedules.py):
 # a schedule that cannot end inside it, with an hour left for provisioning, rollout,
 # warm-up and teardown, would hold its nodes until it is stopped.
@@ -55,10 +52,6 @@ REAL_FILE = REPO / "pipelines" / "candidates_real.yaml"
 # Every engine has its file in resources/model_server/engines/ (llama.cpp: the real local
 # engine, llama-cpp-python's server on this host, `make engine`).
 ENGINES = engines.names()
-
-
-class ConfigError(ValueError):
-    """The candidates file or price sheet is malformed; the message names the key."""
 
 
 class _ScenarioKinds:
@@ -108,13 +101,6 @@ _TYPES: dict[str, tuple[Any, object]] = {
 }
 # the keys resources/contract/deployment.py reads into the candidate's deployment plan
 _PLAN_KEYS = ("replicas", "autoscaling", "interruptions", "models", "model_bursts")
-_LLAMACPP_KEYS = {"model_file", "threads", "parallel", "requantize_from"}
-_QUALITY_KEYS = {"reference", "margin", "items", "seed", "dataset", "max_tokens"}
-_SPECULATIVE_KEYS = {"method", "draft_tokens", "draft_model", "acceptance"}
-_REASONING_KEYS = {"parser", "emulated_tokens"}
-SPECULATIVE_METHODS = ("eagle3", "eagle", "ngram", "mtp")
-_LOAD_KEYS = {"concurrency", "rates", "requests_per_step", "warmup_requests", "workers", "ladder",
-              "retry_interrupted"}
 _PRICE_KEYS = {"region", "purchase_option", "sheet"}
 
 
@@ -142,117 +128,10 @@ def _check_scenario(scenario, base: Path, where: str) -> None:
                               f"so at most {MAX_SCHEDULE_IN_A_RUN_S:,} s of it may be load")
 
 
-def _unknown(where: str, key, allowed) -> ConfigError:
-    key = str(key)[:80]  # YAML keys may be numbers, dates or very long strings
-    close = difflib.get_close_matches(key, list(allowed), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return ConfigError(f"{where}.{key}: unknown key{hint}")
-
-
 def _one_worker(kind) -> bool:
     from servingbench.resources.loadgen.scenarios.spec import one_worker
 
     return isinstance(kind, str) and one_worker(kind)
-
-
-def _check_keys(obj: dict, allowed, where: str) -> None:
-    if not isinstance(obj, dict):
-        raise ConfigError(f"{where}: expected a mapping")
-    for key in obj:
-        if key not in allowed:
-            raise _unknown(where, key, allowed)
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v) -> bool:
-    """A finite int or float (YAML's .nan and .inf are floats too, and not numbers here)."""
-    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
-
-
-def _at_most(value, key: str, where: str) -> None:
-    limit = MAXIMA[key]
-    if value > limit:
-        raise ConfigError(f"{where}: {value!r} is above the maximum {limit:,}")
-
-
-def _positive_ints(value, where: str, key: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or not all(_is_int(v) and v > 0 for v in value):
-        raise ConfigError(f"{where}: expected a list of positive integers, got {_short(value)}")
-    for v in value:
-        _at_most(v, key, where)
-    return tuple(value)
-
-
-def _short(value) -> str:
-    """`repr` cut short: a message quotes the bad value, never a whole hostile document."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _ladder(raw, where: str) -> dict:
-    from servingbench.resources.loadgen.errors import LoadConfigError
-    from servingbench.resources.loadgen.ladder import KEYS, Ladder
-
-    _check_keys(raw, KEYS, where)
-    try:
-        Ladder(**raw)
-    except LoadConfigError as exc:
-        raise ConfigError(f"{where}{str(exc).removeprefix('ladder')}") from None
-    except TypeError:  # a value of the wrong kind where a number was compared
-        raise ConfigError(f"{where}: expected numbers for start, factor, max, min_gain") from None
-    _at_most(raw.get("max", 256), "rates" if raw.get("over") == "rate" else "concurrency",
-             f"{where}.max")
-    return dict(raw)
-
-
-def _load_plan(raw: dict, where: str) -> LoadPlan:
-    _check_keys(raw, _LOAD_KEYS, where)
-    if raw.get("ladder") is not None:
-        ladder = _ladder(raw["ladder"], f"{where}.ladder")
-        for key in ("concurrency", "rates"):
-            if raw.get(key):
-                raise ConfigError(f"{where}.{key}: a ladder replaces the fixed steps; give "
-                                  f"{key} or ladder, not both")
-        raw = {**raw, "concurrency": [], "rates": []}
-    else:
-        ladder = None
-    rates = raw.get("rates", [])
-    if not isinstance(rates, list) or not all(_is_number(r) and r > 0 for r in rates):
-        raise ConfigError(f"{where}.rates: expected a list of finite positive numbers, "
-                          f"got {_short(rates)}")
-    for r in rates:
-        _at_most(r, "rates", f"{where}.rates")
-    def given(key: str):  # LoadPlan's own default where the file sets none (a tuple as a list)
-        value = field_default(LoadPlan, key)
-        return raw.get(key, list(value) if isinstance(value, tuple) else value)
-
-    plan = LoadPlan(
-        concurrency=_positive_ints(given("concurrency"), f"{where}.concurrency",
-                                   "concurrency"),
-        rates=tuple(float(r) for r in rates),
-        requests_per_step=_positive_ints([given("requests_per_step")],
-                                         f"{where}.requests_per_step", "requests_per_step")[0],
-        warmup_requests=given("warmup_requests"),
-        workers=given("workers"), ladder=ladder, retry_interrupted=given("retry_interrupted"))
-    if not isinstance(plan.retry_interrupted, bool):
-        raise ConfigError(f"{where}.retry_interrupted: expected true or false, "
-                          f"got {_short(plan.retry_interrupted)}")
-    if not _is_int(plan.workers) or plan.workers < 1:
-        raise ConfigError(f"{where}.workers: expected an integer >= 1, got {_short(plan.workers)}")
-    _at_most(plan.workers, "workers", f"{where}.workers")
-    if not _is_int(plan.warmup_requests) or plan.warmup_requests < 0:
-        raise ConfigError(f"{where}.warmup_requests: expected an integer >= 0, "
-                          f"got {_short(plan.warmup_requests)}")
-    _at_most(plan.warmup_requests, "warmup_requests", f"{where}.warmup_requests")
-    if not plan.concurrency and not plan.rates and plan.ladder is None:
-        raise ConfigError(f"{where}: no step: give concurrency and/or rates, or a ladder")
-    if plan.ladder is not None and plan.workers > 1:
-        raise ConfigError(f"{where}.workers: a ladder runs with one worker only "
-                          f"(got {plan.workers})")
-    return plan
 
 
 MAX_YAML_BYTES = 1 << 20  # a candidates file or price sheet is a few KiB
@@ -283,7 +162,7 @@ def _read_yaml(path: Path, missing: str):
 
 def _check_prices(prices, path: Path, key: str) -> None:
     if not isinstance(prices, dict) or not all(
-            isinstance(k, str) and INSTANCE_TYPE.fullmatch(k) and _is_number(v) and 0 < v
+            isinstance(k, str) and INSTANCE_TYPE.fullmatch(k) and is_number(v) and 0 < v
             <= MAXIMA["hourly_usd_per_node"] for k, v in prices.items()):
         raise ConfigError(f"{path}: {key} must map instance types to finite "
                           f"positive prices (at most {MAXIMA['hourly_usd_per_node']:,})")
@@ -291,16 +170,16 @@ def _check_prices(prices, path: Path, key: str) -> None:
 
 def load_price_sheet(path: Path, where: str) -> dict:
     sheet = _read_yaml(path, f"{where}: price sheet {path} not found")
-    _check_keys(sheet, {"region", "purchase_option", "retrieved_on", "hourly_usd_per_node",
+    check_keys(sheet, {"region", "purchase_option", "retrieved_on", "hourly_usd_per_node",
                         "price_bases"}, str(Path(path).name))
     _check_prices(sheet.get("hourly_usd_per_node"), path, "hourly_usd_per_node")
     bases = sheet.get("price_bases") or {}
-    _check_keys(bases, PRICE_BASES, f"{Path(path).name}: price_bases")
+    check_keys(bases, PRICE_BASES, f"{Path(path).name}: price_bases")
     for basis, prices in bases.items():
         _check_prices(prices, path, f"price_bases.{basis}")
     for key in ("region", "purchase_option"):
         if key in sheet and not isinstance(sheet[key], str):
-            raise ConfigError(f"{path}: {key}: expected a string, got {_short(sheet[key])}")
+            raise ConfigError(f"{path}: {key}: expected a string, got {short(sheet[key])}")
     return sheet
 
 
@@ -313,10 +192,10 @@ def _check_sizes(scenario: dict, max_model_len: int, where: str) -> None:
         value = scenario.get(key)
         if value is None:
             continue  # not set: a dataset or trace brings its own lengths
-        if not _is_int(value) or value < 1:
-            raise ConfigError(f"{where}.{key}: expected a positive integer, got {_short(value)}")
-        _at_most(value, key, f"{where}.{key}")
-    if _is_int(scenario.get("input_tokens")) and _is_int(scenario.get("output_tokens")):
+        if not is_int(value) or value < 1:
+            raise ConfigError(f"{where}.{key}: expected a positive integer, got {short(value)}")
+        at_most(value, key, f"{where}.{key}")
+    if is_int(scenario.get("input_tokens")) and is_int(scenario.get("output_tokens")):
         total = scenario["input_tokens"] + scenario["output_tokens"]
         if total > max_model_len:
             raise ConfigError(f"{where}: input_tokens + output_tokens = {total:,} does not fit "
@@ -325,37 +204,37 @@ def _check_sizes(scenario: dict, max_model_len: int, where: str) -> None:
         from servingbench.resources.loadgen.scenarios.spec import default
 
         context = scenario.get("max_context_tokens", default("agentic", "max_context_tokens"))
-        if _is_int(context) and context > max_model_len:
+        if is_int(context) and context > max_model_len:
             raise ConfigError(f"{where}.max_context_tokens: {context:,} does not fit "
                               f"max_model_len {max_model_len:,} (a session would be refused "
                               "before it ends)")
     dataset = scenario.get("dataset")
     if dataset is not None and not (isinstance(dataset, str) and DATASET.fullmatch(dataset)):
-        raise ConfigError(f"{where}.dataset: expected null or a dataset id, got {_short(dataset)}")
+        raise ConfigError(f"{where}.dataset: expected null or a dataset id, got {short(dataset)}")
 
 
 def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
-    _check_keys(raw, _TYPES, where)
+    check_keys(raw, _TYPES, where)
     merged = {**defaults, **raw}
     for key, (kind, what) in _TYPES.items():
         if key in merged and not isinstance(merged[key], kind) or (
                 kind is int and isinstance(merged.get(key), bool)):
-            raise ConfigError(f"{where}.{key}: expected {what}, got {_short(merged[key])}")
+            raise ConfigError(f"{where}.{key}: expected {what}, got {short(merged[key])}")
     for key in ("name", "instance_type", "model", "precision", "tensor_parallel"):
         if key not in merged:
             raise ConfigError(f"{where}: missing key {key!r}")
     if not NAME.fullmatch(merged["name"]):
-        raise ConfigError(f"{where}.name: {_short(merged['name'])} is not {_TYPES['name'][1]}")
+        raise ConfigError(f"{where}.name: {short(merged['name'])} is not {_TYPES['name'][1]}")
     if not INSTANCE_TYPE.fullmatch(merged["instance_type"]):
-        raise ConfigError(f"{where}.instance_type: {_short(merged['instance_type'])} is not "
+        raise ConfigError(f"{where}.instance_type: {short(merged['instance_type'])} is not "
                           f"{_TYPES['instance_type'][1]}")
     for key in ("model", "model_revision"):
         if merged.get(key) is not None and not ARGUMENT.fullmatch(merged[key]):
-            raise ConfigError(f"{where}.{key}: {_short(merged[key])} is not a model id (letters, "
+            raise ConfigError(f"{where}.{key}: {short(merged[key])} is not a model id (letters, "
                               "digits, '._:@+/-', not starting with '-' or '/')")
     if merged.get("image_digest") is not None and not re.fullmatch(r"\S{1,512}",
                                                                     merged["image_digest"]):
-        raise ConfigError(f"{where}.image_digest: {_short(merged['image_digest'])} is not an "
+        raise ConfigError(f"{where}.image_digest: {short(merged['image_digest'])} is not an "
                           "image reference")
     if merged["precision"] not in PRECISIONS:
         raise ConfigError(f"{where}.precision: {merged['precision']!r} is not one of {PRECISIONS}")
@@ -365,7 +244,7 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
         if key in merged and merged[key] < 1:
             raise ConfigError(f"{where}.{key}: must be >= 1")
         if key in merged:
-            _at_most(merged[key], key, f"{where}.{key}")
+            at_most(merged[key], key, f"{where}.{key}")
     scenario = merged.get("scenario", field_default(Candidate, "scenario"))
     _check_scenario(scenario, base, f"{where}.scenario")
     _check_sizes(scenario, merged.get("max_model_len", field_default(Candidate, "max_model_len")),
@@ -373,10 +252,10 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
     price = merged.pop("price", None)
     basis = None
     if price is not None:
-        _check_keys(price, _PRICE_KEYS, f"{where}.price")
+        check_keys(price, _PRICE_KEYS, f"{where}.price")
         for key in _PRICE_KEYS:
             if key in price and not isinstance(price[key], str):
-                raise ConfigError(f"{where}.price.{key}: expected a string, got {_short(price[key])}")
+                raise ConfigError(f"{where}.price.{key}: expected a string, got {short(price[key])}")
         sheet = load_price_sheet(base / price["sheet"], f"{where}.price.sheet") if "sheet" in price else {}
         hourly = (sheet.get("hourly_usd_per_node") or {}).get(merged["instance_type"])
         option = price.get("purchase_option", sheet.get("purchase_option"))
@@ -394,7 +273,7 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
             region=price.get("region", sheet.get("region")), purchase_option=option,
             retrieved_on=str(sheet.get("retrieved_on")), source="price_sheet",
             hourly_usd_per_node=hourly, bases=tuple(sheet_bases(sheet, merged["instance_type"])))
-    load = _load_plan(merged.pop("load", {}), f"{where}.load")
+    load = plans.load_plan(merged.pop("load", {}), f"{where}.load")
     if load.workers > 1 and isinstance(scenario, dict) and _one_worker(scenario.get("kind")):
         raise ConfigError(f"{where}.load.workers: scenario {scenario['kind']} runs with one worker "
                           f"only (got {load.workers})")
@@ -408,11 +287,11 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
         raise ConfigError(str(exc)) from None
     for key in _PLAN_KEYS:
         merged.pop(key, None)
-    llamacpp = _llamacpp_plan(merged.pop("llamacpp", None), merged, f"{where}.llamacpp")
-    quality = _quality_plan(merged.pop("quality", None), f"{where}.quality", base)
-    speculative = _speculative_plan(merged.pop("speculative", None), f"{where}.speculative")
-    reasoning = _reasoning_plan(merged.pop("reasoning", None), f"{where}.reasoning")
-    engine_args = _engine_args(merged.pop("engine_args", {}), merged, f"{where}.engine_args")
+    llamacpp = plans.llamacpp(merged.pop("llamacpp", None), merged, f"{where}.llamacpp")
+    quality = plans.quality(merged.pop("quality", None), f"{where}.quality", base)
+    speculative = plans.speculative(merged.pop("speculative", None), f"{where}.speculative")
+    reasoning = plans.reasoning(merged.pop("reasoning", None), f"{where}.reasoning")
+    engine_args = plans.engine_args(merged.pop("engine_args", {}), merged, f"{where}.engine_args")
     if speculative is not None and engine_args.get("speculative") not in (None, False):
         raise ConfigError(f"{where}.engine_args.speculative: the candidate's `speculative` "
                           "key already sets it; give one of the two")
@@ -420,109 +299,6 @@ def _candidate(raw: dict, defaults: dict, where: str, base: Path) -> Candidate:
                         "llamacpp": llamacpp, "quality": quality, "engine_args": engine_args,
                         "speculative": speculative, "reasoning": reasoning,
                         "deployment": deployment})
-
-
-def _engine_args(raw: dict, merged: dict, where: str) -> dict:
-    """Checked values; an argument the candidate's engine has no setting for is an error
-    here (a sweep lists such a combination as skipped before it gets this far)."""
-    from servingbench.resources.model_server import engine_args
-
-    try:
-        args = engine_args.check(raw, where)
-    except engine_args.EngineArgsError as exc:
-        raise ConfigError(str(exc)) from None
-    engine = merged.get("engine", field_default(Candidate, "engine"))
-    missing = engine_args.unsupported(engine, args)
-    if missing:
-        raise ConfigError(f"{where}.{missing[0]}: engine {engine} has no such setting")
-    return args
-
-
-def _reasoning_plan(raw: dict | None, where: str) -> ReasoningPlan | None:
-    if raw is None:
-        return None
-    _check_keys(raw, _REASONING_KEYS, where)
-    parser = raw.get("parser")
-    if not (isinstance(parser, str) and NAME.fullmatch(parser)):
-        raise ConfigError(f"{where}.parser: expected the engine's reasoning parser name "
-                          f"(e.g. deepseek_r1), got {_short(parser)}")
-    n = raw.get("emulated_tokens", [256, 1024])
-    pair = [n, n] if _is_int(n) else n
-    if (not isinstance(pair, list) or len(pair) != 2 or not all(_is_int(v) and v >= 0 for v in pair)
-            or pair[0] > pair[1]):
-        raise ConfigError(f"{where}.emulated_tokens: expected N or [LO, HI] with 0 <= LO <= HI, "
-                          f"got {_short(n)}")
-    return ReasoningPlan(parser=parser, emulated_tokens=(pair[0], pair[1]))
-
-
-def _speculative_plan(raw: dict | None, where: str) -> SpeculativePlan | None:
-    if raw is None:
-        return None
-    _check_keys(raw, _SPECULATIVE_KEYS, where)
-    method = raw.get("method")
-    if method not in SPECULATIVE_METHODS:
-        raise ConfigError(f"{where}.method: {method!r} is not one of {', '.join(SPECULATIVE_METHODS)}")
-    k = raw.get("draft_tokens")
-    if not _is_int(k) or not 1 <= k <= 16:
-        raise ConfigError(f"{where}.draft_tokens: expected an integer 1..16, got {_short(k)}")
-    model = raw.get("draft_model")
-    if model is not None and not (isinstance(model, str) and model):
-        raise ConfigError(f"{where}.draft_model: expected a model id or null")
-    if method in ("eagle", "eagle3") and model is None:
-        raise ConfigError(f"{where}.draft_model: method {method} needs the drafter's checkpoint")
-    p = raw.get("acceptance", 0.7)
-    if not _is_number(p) or not 0 <= p <= 1:
-        raise ConfigError(f"{where}.acceptance: expected a probability in [0, 1], got {_short(p)}")
-    return SpeculativePlan(method=method, draft_tokens=k, draft_model=model, acceptance=float(p))
-
-
-def _llamacpp_plan(raw: dict | None, merged: dict, where: str) -> LlamaCppPlan | None:
-    if merged.get("engine") != "llama.cpp":
-        if raw is not None:
-            raise ConfigError(f"{where}: only for engine llama.cpp")
-        return None
-    if raw is None:
-        raise ConfigError(f"{where}: engine llama.cpp needs a llamacpp mapping with model_file")
-    _check_keys(raw, _LLAMACPP_KEYS, where)
-    if not isinstance(raw.get("model_file"), str) or not raw["model_file"]:
-        raise ConfigError(f"{where}.model_file: expected a GGUF file name or path")
-    for key in ("threads", "parallel"):
-        v = raw.get(key)
-        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-            raise ConfigError(f"{where}.{key}: expected a positive integer, got {v!r}")
-    if raw.get("parallel", 1) != 1:
-        # llama-cpp-python's server holds one lock around the model: requests queue, they
-        # are never batched. Claiming parallel slots it does not have would mislabel a run.
-        raise ConfigError(f"{where}.parallel: llama-cpp-python's server serves one request "
-                          "at a time; only 1 is honest")
-    src = raw.get("requantize_from")
-    if src is not None and not isinstance(src, str):
-        raise ConfigError(f"{where}.requantize_from: expected a GGUF file name")
-    return LlamaCppPlan(model_file=raw["model_file"], threads=raw.get("threads"),
-                        parallel=raw.get("parallel", 1), requantize_from=src)
-
-
-def _quality_plan(raw: dict | None, where: str, base: Path) -> QualityPlan | None:
-    """A relative `dataset` is from the candidates file's folder, as every path in it is."""
-    if raw is None:
-        return None
-    _check_keys(raw, _QUALITY_KEYS, where)
-    ref = raw.get("reference")
-    if ref is not None and not (isinstance(ref, str) and NAME.fullmatch(ref)):
-        raise ConfigError(f"{where}.reference: expected a candidate name, got {ref!r}")
-    margin = raw.get("margin", 0.05)
-    if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 <= margin < 1:
-        raise ConfigError(f"{where}.margin: expected a number in [0, 1), got {margin!r}")
-    for key, default in (("items", 60), ("seed", 0), ("max_tokens", 16)):
-        v = raw.get(key, default)
-        if not isinstance(v, int) or isinstance(v, bool) or v < (0 if key == "seed" else 1):
-            raise ConfigError(f"{where}.{key}: expected a non-negative integer, got {v!r}")
-    ds = raw.get("dataset")
-    if ds is not None and not isinstance(ds, str):
-        raise ConfigError(f"{where}.dataset: expected a JSONL path or null")
-    return QualityPlan(reference=ref, margin=float(margin), items=raw.get("items", 60),
-                       seed=raw.get("seed", 0), dataset=None if ds is None else str(base / ds),
-                       max_tokens=raw.get("max_tokens", 16))
 
 
 def assign_pools(candidates: list[Candidate], raw, where: str) -> list[Candidate]:

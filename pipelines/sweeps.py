@@ -37,7 +37,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from servingbench.pipelines import config as cfgmod
-from servingbench.pipelines.config import NAME, ConfigError
+from servingbench.pipelines import config_checks as checks
+from servingbench.pipelines.config_checks import NAME, ConfigError
 from servingbench.resources.contract.candidate import Candidate, field_default
 
 SWEEP_KEYS = {"base", "matrix"}
@@ -82,7 +83,7 @@ def shape(value, where: str) -> dict:
     """`1k/8k` -> {input_tokens: 1024, output_tokens: 8192}."""
     m = SHAPE.fullmatch(value.strip()) if isinstance(value, str) else None
     if m is None:
-        raise ConfigError(f"{where}: {cfgmod._short(value)} is not a shape like 1k/1k or a "
+        raise ConfigError(f"{where}: {checks.short(value)} is not a shape like 1k/1k or a "
                           "scenario mapping")
     size = [int(m[1]) * (1024 if m[2] else 1), int(m[3]) * (1024 if m[4] else 1)]
     return {"input_tokens": size[0], "output_tokens": size[1]}
@@ -152,11 +153,11 @@ def _check_key(key, where: str) -> None:
     allowed = [k for k in cfgmod._TYPES if k not in NOT_SWEPT]
     top, dot, sub = str(key).partition(".")
     if top not in allowed:
-        raise cfgmod._unknown(where, key, allowed + [f"engine_args.{k}" for k in ENGINE_ARGS])
+        raise checks.unknown(where, key, allowed + [f"engine_args.{k}" for k in ENGINE_ARGS])
     if dot and top not in NESTED:
         raise ConfigError(f"{where}.{key}: {top} is not a mapping; sweep it as `{top}`")
     if dot and top == "engine_args" and sub not in ENGINE_ARGS:
-        raise cfgmod._unknown(f"{where}.engine_args", sub, ENGINE_ARGS)
+        raise checks.unknown(f"{where}.engine_args", sub, ENGINE_ARGS)
 
 
 def _check_group(key: str, values: list, where: str) -> None:
@@ -189,7 +190,7 @@ def _check_matrix(matrix, where: str) -> dict:
             _check_key(key, where)
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{where}.{key}: expected a non-empty list of values, got "
-                              f"{cfgmod._short(values)}")
+                              f"{checks.short(values)}")
         if len(values) > MAX_VALUES:
             raise ConfigError(f"{where}.{key}: {len(values)} values, at most {MAX_VALUES}")
         seen = [json.dumps(v, sort_keys=True, default=str) for v in values]
@@ -233,7 +234,7 @@ def _cannot_run(raw: dict, defaults: dict) -> str | None:
     ctx = merged.get("max_model_len", field_default(Candidate, "max_model_len"))
     sizes = [scenario.get("input_tokens"), scenario.get("output_tokens")] if isinstance(
         scenario, dict) else []
-    if len(sizes) == 2 and all(cfgmod._is_int(v) for v in sizes) and cfgmod._is_int(ctx):
+    if len(sizes) == 2 and all(checks.is_int(v) for v in sizes) and checks.is_int(ctx):
         if sum(sizes) > ctx:
             return (f"input_tokens + output_tokens = {sum(sizes):,} does not fit "
                     f"max_model_len {ctx:,}")
@@ -249,7 +250,7 @@ def expand(name: str, body, candidates_raw: dict, defaults: dict, where: str,
     if not isinstance(name, str) or not NAME.fullmatch(name) or len(name) > 40:
         raise ConfigError(f"{where}: a sweep name is letters, digits, '.', '_' or '-' "
                           "(at most 40, leaving room for its settings)")
-    cfgmod._check_keys(body, SWEEP_KEYS, where)
+    checks.check_keys(body, SWEEP_KEYS, where)
     for key in sorted(SWEEP_KEYS - set(body)):
         raise ConfigError(f"{where}: missing key {key!r}")
     base = body["base"]

@@ -24,7 +24,8 @@ from servingbench.resources import peers
 from servingbench.resources.contract import durable
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract.exits import DISK_FULL
-from servingbench.resources.peers.records import PeerFileError, read_result, write_run
+from servingbench.resources.peers.records import PeerFileError, read_result
+from servingbench.resources.peers.run_writer import write_run
 
 DEFAULT_CANDIDATES = Path(__file__).resolve().parents[1] / "candidates.yaml"
 

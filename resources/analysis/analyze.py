@@ -26,7 +26,8 @@ from servingbench.resources.analysis.rundir import (
 from servingbench.resources.analysis.telemetry import read_telemetry, telemetry_metrics
 from servingbench.resources.contract import durable, exits, run_files
 from servingbench.resources.contract.manifest import ManifestError
-from servingbench.resources.contract.schemas import SchemaError, check_output, write_parquet
+from servingbench.resources.contract.outputs import check_output
+from servingbench.resources.contract.schemas import SchemaError, write_parquet
 
 ACCEPTED, MALFORMED, REJECTED = 0, 2, 3
 NO_ROOM = exits.DISK_FULL  # the outputs did not fit on the disk (the input is fine)

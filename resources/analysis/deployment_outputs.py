@@ -16,7 +16,8 @@ from servingbench.resources.analysis import models as models_mod
 from servingbench.resources.analysis import sqlfiles
 from servingbench.resources.analysis.rundir import RunFolder
 from servingbench.resources.contract import durable, run_files
-from servingbench.resources.contract.schemas import check_output, write_parquet
+from servingbench.resources.contract.outputs import check_output
+from servingbench.resources.contract.schemas import write_parquet
 
 FILES = ("episode.parquet", "scale_events.parquet", run_files.EPISODE, "interruptions.parquet",
          "derived_metrics_by_model.parquet", "swaps.parquet")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from servingbench.resources.analysis import sqlfiles
 from servingbench.resources.analysis.rundir import RunFolder
-from servingbench.resources.contract.schemas import EPISODE_KEYS, check_output
+from servingbench.resources.contract.outputs import EPISODE_KEYS, check_output
 from servingbench.resources.contract.timestamps import parse_ts
 
 DEFAULT_BUCKET_S = 10.0

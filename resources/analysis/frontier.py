@@ -19,7 +19,7 @@ from servingbench.resources.analysis.rundir import RunFolder
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract import parity, run_files
 from servingbench.resources.contract.accelerators import accelerators
-from servingbench.resources.contract.schemas import COST_WHAT_IF, FRONTIER, FRONTIER_LEVELS
+from servingbench.resources.contract.outputs import COST_WHAT_IF, FRONTIER, FRONTIER_LEVELS
 
 DEFAULT_LEVELS = (5.0, 10.0, 20.0, 50.0, 100.0, 200.0)  # tok/s one user sees
 _NO_COST = pa.schema([("step", pa.string()), ("window_cost_usd", pa.float64()),

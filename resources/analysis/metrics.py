@@ -8,7 +8,7 @@ from __future__ import annotations
 import pyarrow as pa
 from servingbench.resources.analysis import sqlfiles
 from servingbench.resources.analysis.rundir import RunFolder
-from servingbench.resources.contract.schemas import check_output
+from servingbench.resources.contract.outputs import check_output
 
 DEFAULT_SLO = (2.0, 0.1)  # p99 TTFT s, p99 TPOT s
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 from servingbench.resources.analysis import metrics as metrics_mod
 from servingbench.resources.analysis import sqlfiles
 from servingbench.resources.analysis.rundir import RunFolder
-from servingbench.resources.contract.schemas import DERIVED_METRICS_BY_MODEL, check_output
+from servingbench.resources.contract.outputs import DERIVED_METRICS_BY_MODEL, check_output
 
 # what a model with no request in a step keeps of the step's row (the rest is null, counts 0)
 _STEP_KEEPS = ("run_id", "step", "load_mode", "target", "source", "window_start", "window_end",

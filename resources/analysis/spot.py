@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from servingbench.resources.contract import manifest as mf
 from servingbench.resources.contract import run_files
-from servingbench.resources.contract.schemas import SPOT_PAIRS
+from servingbench.resources.contract.outputs import SPOT_PAIRS
 
 FILE = "spot_pairs.parquet"
 

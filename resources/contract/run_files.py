@@ -23,13 +23,8 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 from servingbench.resources.contract import durable
-from servingbench.resources.contract.schemas import (
-    EPISODE_KEYS,
-    EVENTS,
-    GATE_KEYS,
-    SchemaError,
-    read_file,
-)
+from servingbench.resources.contract.outputs import EPISODE_KEYS, GATE_KEYS
+from servingbench.resources.contract.schemas import EVENTS, SchemaError, read_file
 
 GATES, EPISODE, EVENTS_FILE = "gates.json", "episode.json", "events.parquet"
 MAX_JSON_BYTES = 16 << 20  # each of these files is a few KiB; more is not one

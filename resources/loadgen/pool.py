@@ -21,16 +21,15 @@ answer that the server said may be kept alive; anything else closes it.
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import socket
 import ssl
 import time
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import httptools
 from servingbench.resources.contract.redact import short_error
 from servingbench.resources.loadgen.records import Request, fail
+from servingbench.resources.loadgen.request_bytes import RequestBytes, error_message
 from servingbench.resources.loadgen.sse import (
     DEFAULT_MAX_EVENTS,
     SNIP,
@@ -229,7 +228,7 @@ class _Exchange:
     def _http_error(self) -> None:
         req = self.req
         req.status = "http_error"
-        req.error = short_error(f"HTTP {req.http_status}: {_error_message(bytes(self.error_body))}",
+        req.error = short_error(f"HTTP {req.http_status}: {error_message(bytes(self.error_body))}",
                                 self.secrets)
 
     def _resolve(self, at: int, reuse: bool) -> None:
@@ -321,10 +320,6 @@ class _Conn(asyncio.Protocol):
             ex.parser = None
 
 
-_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
-_FRAMING = frozenset(("content-length", "transfer-encoding"))
-
-
 class Pool:
     """Keep-alive connections to one endpoint (http or https), opened on demand and reused
     last-in first-out; use as `async with Pool(url, connect_timeout_s) as pool`."""
@@ -341,13 +336,12 @@ class Pool:
         host = self.host if self.host.isascii() else self.host.encode("idna").decode("ascii")
         host = f"[{host}]" if ":" in host else host
         self.host_header = host if parts.port in (None, 443 if tls else 80) else f"{host}:{self.port}"
-        self.host_line = f"Host: {self.host_header}\r\n".encode("ascii")
+        self.requests = RequestBytes(self.origin, f"Host: {self.host_header}\r\n".encode("ascii"))
         self.ssl = (ssl_context or ssl.create_default_context()) if tls else None
         self.connect_timeout_s = connect_timeout_s
         self.idle: list[_Conn] = []
         self.conns: set[_Conn] = set()
         self._addrs: list[tuple] | None = None
-        self._paths: dict[str, bytes] = {}
 
     async def __aenter__(self) -> Pool:
         return self
@@ -361,33 +355,8 @@ class Pool:
         self.idle.clear()
 
     def message(self, url: str, headers: dict[str, str], body: bytes) -> bytes:
-        """The request's bytes: a POST of `body` with `headers` (they may replace the
-        defaults, never the framing); a header that would break the framing is refused."""
-        path = self._paths.get(url)
-        if path is None:
-            parts = urlsplit(url)
-            if (parts.scheme, parts.netloc) != self.origin:
-                raise ValueError(f"{url!r} is not on this pool's endpoint")
-            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            path = self._paths[url] = quote(target, safe="/?=&%:@!$'()*+,;~").encode("ascii")
-        out = [b"POST ", path, b" HTTP/1.1\r\nContent-Length: %d\r\n" % len(body)]
-        given = set()
-        for name, value in headers.items():
-            low = name.lower()
-            if not _TOKEN.match(name) or "\r" in value or "\n" in value or "\0" in value:
-                raise ValueError(f"request header {name[:40]!r}: not a valid header name or value")
-            if low in _FRAMING:
-                continue
-            given.add(low)
-            out.append(f"{name}: {value}\r\n".encode())
-        if "host" not in given:
-            out.append(self.host_line)
-        for name, value in _DEFAULT_HEADERS:
-            if name not in given:
-                out.append(value)
-        out.append(b"\r\n")
-        out.append(body)
-        return b"".join(out)
+        """The request's bytes (request_bytes.py)."""
+        return self.requests.message(url, headers, body)
 
     async def acquire(self) -> _Conn:
         """An idle connection, or a new one within the connect timeout (ConnectTimeout);
@@ -419,15 +388,6 @@ class Pool:
             except OSError as exc:
                 last = exc
         raise last if last is not None else OSError(f"{self.host}: no address")
-
-
-_DEFAULT_HEADERS = [(name.lower(), f"{name}: {value}\r\n".encode()) for name, value in (
-    ("Content-Type", "application/json"),
-    ("Accept", "*/*"),
-    # the stream is parsed as it arrives: a compressed one could not be
-    ("Accept-Encoding", "identity"),
-    ("User-Agent", "servingbench"),
-)]
 
 
 async def send(pool: Pool, url: str, body: bytes, headers: dict[str, str], req: Request,
@@ -479,14 +439,3 @@ async def send(pool: Pool, url: str, body: bytes, headers: dict[str, str], req: 
         if ex is None or not ex.by_stream:
             req.finished = _now()
     return req
-
-
-def _error_message(body: bytes) -> str:
-    try:
-        obj = json.loads(body)
-        err = obj.get("error", obj) if isinstance(obj, dict) else obj
-        if isinstance(err, dict):
-            return str(err.get("message") or err)
-        return str(err)
-    except (ValueError, RecursionError):
-        return body.decode("utf-8", "replace")

@@ -4,7 +4,7 @@ servingbench's records written out in forms those tools read (docs/import.md).
 A peer is one file here: `<peer>.py` turns that tool's files into `records.PeerRun` with its
 `read(path)` and ends with `PLUGIN = Peer(...)`: the peer's name as `servingbench import` and
 the import job spell it, its reader, how its results are recognised in a folder, and whether
-its times need an anchor. The package finds the files (`names`, `get`); `records.write_run`
+its times need an anchor. The package finds the files (`names`, `get`); `run_writer.write_run`
 lays the folder out. A peer is never a dependency of servingbench: its files are read as
 JSON, never through its own package. Like the load generator, this room only records: the
 gates and the metrics stay the analyzer's. Discovery runs on the first call, so importing
@@ -21,7 +21,7 @@ from types import ModuleType
 from servingbench.resources.contract.discovery import plugins
 
 # the package's modules that are not a peer's file
-HELPERS = frozenset({"discover", "export", "records"})
+HELPERS = frozenset({"discover", "export", "records", "run_writer"})
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from servingbench.resources.analysis.frontier import DEFAULT_LEVELS, levels_of_f
 from servingbench.resources.analysis.ranking import Standing, rank
 from servingbench.resources.analysis.spot import FILE as SPOT_PAIRS_FILE
 from servingbench.resources.analysis.spot import pairs_of_folders
-from servingbench.resources.contract.schemas import check_output, write_parquet
+from servingbench.resources.contract.outputs import check_output
+from servingbench.resources.contract.schemas import write_parquet
 from servingbench.resources.report import registry
 from servingbench.resources.report import sections as s
 from servingbench.resources.report.html import (

@@ -18,16 +18,10 @@ from servingbench.resources.analysis.frontier import read_frontier
 from servingbench.resources.contract import manifest as manifest_mod
 from servingbench.resources.contract import parity as parity_file
 from servingbench.resources.contract import run_files
-from servingbench.resources.contract.schemas import (
-    JOB_KEYS,
-    OUTPUTS,
-    PROBE_KEYS,
-    SchemaError,
-    read_records,
-    required_columns,
-)
+from servingbench.resources.contract.outputs import JOB_KEYS, OUTPUTS, PROBE_KEYS, required_columns
+from servingbench.resources.contract.schemas import SchemaError, read_records
 
-# The analyzer's outputs: their columns and types are the contract's (schemas.py OUTPUTS).
+# The analyzer's outputs: their columns and types are the contract's (outputs.py OUTPUTS).
 # Extra columns are the contract's optional ones; a missing required one is an error.
 COST_COLUMNS = required_columns("cost_per_1m")
 HEADLINE_COLUMNS = required_columns("headline")

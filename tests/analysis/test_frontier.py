@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from servingbench.resources.analysis.analyze import analyze_run
 from servingbench.resources.analysis.frontier import derive, levels, pareto
-from servingbench.resources.contract.schemas import FRONTIER
+from servingbench.resources.contract.outputs import FRONTIER
 
 from tests.support.runbuilder import clean_run
 

@@ -1,5 +1,5 @@
 """The analyzer's outputs are checked against their contract schemas
-(resources/contract/schemas.py OUTPUTS) before they are written: a real analysis passes, and
+(resources/contract/outputs.py OUTPUTS) before they are written: a real analysis passes, and
 a column missing, unknown or of the wrong type is refused naming it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from servingbench.resources.analysis.analyze import analyze_run
-from servingbench.resources.contract.schemas import (
+from servingbench.resources.contract.outputs import (
     OUTPUTS,
     OutputSchemaError,
     check_output,

@@ -45,7 +45,7 @@ def _sql_ranks(rows) -> dict:
     """frontier_levels' rank (sql/frontier_levels.sql) of the same candidates: one valid step
     each that reaches the one level within the TTFT SLO, at the candidate's cost."""
     from servingbench.resources.analysis.frontier import levels
-    from servingbench.resources.contract.schemas import FRONTIER
+    from servingbench.resources.contract.outputs import FRONTIER
 
     frontiers = [pa.Table.from_pylist([{
         "run_id": c, "candidate": c, "step": "c=1", "source": "measured", "valid": True,

@@ -17,7 +17,7 @@ from servingbench.resources.analysis import sqlfiles
 from servingbench.resources.analysis.frontier import LevelRun, latest_accepted
 from servingbench.resources.analysis.rundir import connect
 from servingbench.resources.contract import deployment_record, run_files
-from servingbench.resources.contract.schemas import GATE_KEYS
+from servingbench.resources.contract.outputs import GATE_KEYS
 from servingbench.resources.report.rundata import ReportError, load_run
 
 from tests.support.runbuilder import clean_run

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 from servingbench.resources.analysis.analyze import analyze_run
 from servingbench.resources.contract import manifest as mf
-from servingbench.resources.contract.schemas import COST_WHAT_IF
+from servingbench.resources.contract.outputs import COST_WHAT_IF
 
 from tests.support.runbuilder import RunBuilder, clean_run
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from servingbench.pipelines.cli import load as cli
+from servingbench.pipelines.cli import load_workload
 from servingbench.resources.contract import manifest as mf
 
 from tests.support.emulator import FIXED_MODEL
@@ -72,5 +73,5 @@ def test_slo_search_flags_are_checked(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
     args = cli.parser().parse_args([*base, "--slo-search", "ttft_p99_s=2", "--slo-search-over",
                                     "concurrency", "--start-concurrency", "4"])
-    s = cli.scenario_from_args(args)
+    s = load_workload.scenario_from_args(args)
     assert (s.kind, s.over, s.start_concurrency) == ("slo_search", "concurrency", 4)

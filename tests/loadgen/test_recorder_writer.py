@@ -16,7 +16,9 @@ from servingbench.resources.contract.schemas import (
 )
 from servingbench.resources.loadgen.clock import Clock
 from servingbench.resources.loadgen.errors import DiskFullError
-from servingbench.resources.loadgen.recorder import Recorder, _ChunkStream, _Stream
+from servingbench.resources.loadgen.record_streams import ChunkStream as _ChunkStream
+from servingbench.resources.loadgen.record_streams import Stream as _Stream
+from servingbench.resources.loadgen.recorder import Recorder
 from servingbench.resources.loadgen.records import Request
 
 

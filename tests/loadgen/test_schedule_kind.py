@@ -154,7 +154,7 @@ def test_a_bad_schedule_flag_exits_2_naming_it(tmp_path, capsys, flag, says):
 
 
 def test_the_day_shape_defaults_to_the_shipped_curve():
-    from servingbench.pipelines.cli.load import schedule_from_arg
+    from servingbench.pipelines.cli.load_workload import schedule_from_arg
 
     s = schedule_from_arg("day:compress=2880")
     assert len(s.segments) == 24 and s.segments[0]["duration_s"] == 1.25

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from servingbench.pipelines.cli import main as cli
-from servingbench.resources.peers import records
+from servingbench.resources.peers import records, run_writer
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "peers" / "vllm_bench_serve_0.33.0.json"
 T0 = 1_764_000_000.0
@@ -195,5 +195,5 @@ def test_duplicate_ids_are_found_in_linear_time():
     run = records.PeerRun(peer="vllm", peer_version=None, files=[Path("f.json")], requests=reqs,
                           chunk_times="recorded", output_tokens="usage")
     with pytest.raises(records.PeerFileError, match="id-1999"):
-        records._check(run)
+        run_writer._check(run)
     assert Counted.compared < 10 * n  # `ids.count` compared n^2 / 2 times

@@ -13,7 +13,7 @@ from array import array
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from servingbench.resources.peers import records, vllm
+from servingbench.resources.peers import records, run_writer, vllm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from peer_import_memory import vllm_result  # noqa: E402
@@ -22,7 +22,7 @@ from peer_import_memory import vllm_result  # noqa: E402
 def test_reading_and_writing_an_import_stays_near_the_files_size(tmp_path):
     small = tmp_path / "small.json"
     vllm_result(small, 4096, 64)  # Arrow's first use allocates once: not the file's doing
-    records.write_run(records.read_result(vllm, small), tmp_path / "warm", {}, run_id="r0")
+    run_writer.write_run(records.read_result(vllm, small), tmp_path / "warm", {}, run_id="r0")
     src = tmp_path / "result.json"
     n = vllm_result(src, 4 << 20, 64)
     size = src.stat().st_size
@@ -32,7 +32,7 @@ def test_reading_and_writing_an_import_stays_near_the_files_size(tmp_path):
         read_peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.reset_peak()
         held = tracemalloc.get_traced_memory()[0]
-        records.write_run(run, tmp_path / "run", {}, run_id="r1")
+        run_writer.write_run(run, tmp_path / "run", {}, run_id="r1")
         write_peak = tracemalloc.get_traced_memory()[1] - held
     finally:
         tracemalloc.stop()
@@ -47,10 +47,10 @@ def test_reading_and_writing_an_import_stays_near_the_files_size(tmp_path):
 
 
 def test_the_chunk_log_is_written_in_row_groups(tmp_path, monkeypatch):
-    monkeypatch.setattr(records, "CHUNK_BATCH", 500)
+    monkeypatch.setattr(run_writer, "CHUNK_BATCH", 500)
     src = tmp_path / "result.json"
     n = vllm_result(src, 64 << 10, 64)
-    records.write_run(records.read_result(vllm, src), tmp_path / "run", {}, run_id="r1")
+    run_writer.write_run(records.read_result(vllm, src), tmp_path / "run", {}, run_id="r1")
     meta = pq.ParquetFile(tmp_path / "run" / "chunk_log.parquet").metadata
     assert meta.num_rows == 64 * n and meta.num_row_groups >= n * 64 // 512
 

@@ -262,7 +262,7 @@ def test_the_sweeps_frontier_pools_its_members_and_leaves_parity_failures_unrank
     import pyarrow as pa
     import pyarrow.parquet as pq
     from servingbench.pipelines.cli.sweep_frontier import rows
-    from servingbench.resources.contract.schemas import FRONTIER
+    from servingbench.resources.contract.outputs import FRONTIER
 
     def member(name: str, steps: list[tuple[str, bool, float, float]], passed: bool | None):
         d = tmp_path / name

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from servingbench.pipelines.cli.report import main as report_main
-from servingbench.resources.contract.schemas import FRONTIER_LEVELS
+from servingbench.resources.contract.outputs import FRONTIER_LEVELS
 from servingbench.resources.report import write_comparison_report
 from servingbench.resources.report.comparison import short_id
 from servingbench.resources.report.frontier_plots import frontier_points, lines

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import pyarrow.parquet as pq
-from servingbench.resources.contract.schemas import OUTPUTS as OUTPUT_SCHEMAS
-from servingbench.resources.contract.schemas import required_columns
+from servingbench.resources.contract.outputs import OUTPUTS as OUTPUT_SCHEMAS
+from servingbench.resources.contract.outputs import required_columns
 from servingbench.resources.report import write_comparison_report, write_run_report
 
 from tests.support.html import check_safe

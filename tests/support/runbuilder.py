@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from servingbench.resources.analysis.analyze import analyze_run
 from servingbench.resources.contract import manifest as mf
+from servingbench.resources.contract.outputs import required_columns
 from servingbench.resources.contract.schemas import (
     BILL,
     CHUNK_LOG,
@@ -38,7 +39,6 @@ from servingbench.resources.contract.schemas import (
     REQUEST_LOG,
     TELEMETRY,
     TS,
-    required_columns,
     write_parquet,
 )
 
