@@ -95,7 +95,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=positive_floats, default=[], help="open-loop steps in req/s, e.g. 2,4")
     p.add_argument("--arrival", choices=["poisson", "constant"], default=_d("arrival"))
     p.add_argument("--profile", type=_profile, default=[],
-                   help="bursty open loop, SECONDS:RATE segments, e.g. 10:0,10:10,10:100,10:0")
+                   help="a bursty arrival schedule of SECONDS:RATE segments, e.g. "
+                        "10:0,10:10,10:100,10:0: the schedule kind's segments (one step over "
+                        "the whole schedule, its SLO attainment per bucket)")
     p.add_argument("--requests", type=int, default=None,
                    help=f"requests per step (default {_d('requests_per_step')})")
     p.add_argument("--duration", type=positive, default=None, help="seconds per step")
@@ -206,7 +208,7 @@ def config_from_args(a: argparse.Namespace) -> LoadConfig:
     kind = scenario.kind if scenario else None
     ladder = ladder_from_args(a)
     concurrency = a.concurrency
-    if concurrency is None and (a.rate or a.profile or ladder or own_steps(kind)):
+    if concurrency is None and (a.rate or ladder or own_steps(kind)):
         concurrency = []
     requests = a.requests if a.requests is not None else (None if a.duration else _d("requests_per_step"))
     if kind == "batch":
@@ -218,7 +220,7 @@ def config_from_args(a: argparse.Namespace) -> LoadConfig:
                    output_tokens=a.output_tokens or targets.get("output_tokens"))
     return LoadConfig(
         endpoint=a.endpoint, model=a.model, api=a.api, rates=a.rate,
-        arrival=a.arrival, profile=a.profile, requests_per_step=requests, duration_s=a.duration,
+        arrival=a.arrival, requests_per_step=requests, duration_s=a.duration,
         warmup_requests=a.warmup_requests, warmup_duration_s=a.warmup_duration,
         warmup_concurrency=a.warmup_concurrency, dataset=a.dataset,
         prefix="shared" if a.shared_prefix_tokens else "unique",

@@ -22,11 +22,17 @@ def scenario_from_args(a: argparse.Namespace):
     from servingbench.resources.loadgen.scenarios.spec import Scenario, parse_slo
 
     asked = [f for f, on in (("--scenario", a.scenario), ("--trace", a.trace),
-                             ("--slo-search", a.slo_search), ("--schedule", a.schedule)) if on]
+                             ("--slo-search", a.slo_search), ("--schedule", a.schedule),
+                             ("--profile", a.profile)) if on]
     if len(asked) > 1:
         raise LoadConfigError(f"{asked[0]} and {asked[1]}: choose one workload")
     if a.schedule:
         return schedule_from_arg(a.schedule)
+    if a.profile:  # a schedule given as its segments, on the command line
+        from servingbench.resources.loadgen.scenarios.spec import from_mapping
+
+        segments = [{"duration_s": d, "rate": r} for d, r in a.profile]
+        return from_mapping({"kind": "schedule", "segments": segments}, "--profile")[0]
     if a.trace_format and not a.trace:
         raise LoadConfigError("--trace-format: needs --trace FILE")
     if a.trace:

@@ -63,9 +63,6 @@ class LoadConfig:
     first_token_timeout_s: float = 60
     total_timeout_s: float = 600
     drain_timeout_s: float = 30
-    # Bursty profile: piecewise open-loop arrival rates [(segment_s, rate), ...]; one step
-    # per segment, named `rate=<R>`, run back to back on one absolute schedule.
-    profile: list[tuple[float, float]] = field(default_factory=list)
     # Workload shape.
     prefix: str = "unique"  # "unique" (random prefix per prompt) | "shared"
     shared_prefix_tokens: int = 0
@@ -145,11 +142,6 @@ def validate(cfg: LoadConfig) -> None:
             raise LoadConfigError(f"concurrency: {c!r} is not a positive integer")
     for r in cfg.rates:
         _positive("rates", r, allow_none=False)
-    for seg in cfg.profile:
-        if len(seg) != 2 or not all(math.isfinite(v) for v in seg) or seg[0] <= 0 or seg[1] < 0:
-            raise LoadConfigError(f"profile: segment {seg!r} is not (duration_s > 0, rate >= 0)")
-    if cfg.profile and (problem := size_problem(cfg.profile)) is not None:
-        raise LoadConfigError(f"profile: {problem}")
     for r in cfg.rates:
         if r > MAX_RATE:
             raise LoadConfigError(f"rates: {r!r} is above the maximum {MAX_RATE:,.0f}")
@@ -163,14 +155,15 @@ def validate(cfg: LoadConfig) -> None:
         if cfg.scenario is not None and cfg.scenario.kind != "fixed":
             raise LoadConfigError(f"ladder: goes with the fixed scenario, not "
                                   f"{cfg.scenario.kind}")
-        if cfg.concurrency or cfg.rates or cfg.profile:
-            raise LoadConfigError("ladder: replaces the concurrency / rates / profile steps; "
+        if cfg.concurrency or cfg.rates:
+            raise LoadConfigError("ladder: replaces the concurrency / rates steps; "
                                   "give one or the other")
         if cfg.workers > 1:
             raise LoadConfigError(f"workers: a ladder decides each step from the last one's "
                                   f"records and runs with one worker only (got {cfg.workers})")
-    if not (cfg.concurrency or cfg.rates or cfg.profile or own_steps):
-        raise LoadConfigError("no steps: give concurrency, rates or a profile")
+    if not (cfg.concurrency or cfg.rates or own_steps):
+        raise LoadConfigError("no steps: give concurrency, rates or a scenario with its own "
+                              "steps (a schedule, ...)")
     if cfg.requests_per_step is None and cfg.duration_s is None and (
             cfg.concurrency or cfg.rates or cfg.ladder):
         raise LoadConfigError("a step needs a bound: requests_per_step and/or duration_s")

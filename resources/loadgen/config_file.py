@@ -72,8 +72,6 @@ def from_dict(data: dict, where: str = CONFIG_FILE) -> LoadConfig:
     if kw.get("dataset") is not None:
         kw["dataset"] = Path(kw["dataset"])
     try:
-        if "profile" in kw:
-            kw["profile"] = [tuple(seg) for seg in kw["profile"]]
         if "image_size" in kw:
             kw["image_size"] = tuple(kw["image_size"])
         return LoadConfig(**kw)

@@ -26,10 +26,9 @@ from servingbench.resources.loadgen.server_metrics import Scraper, ServerMetrics
 from servingbench.resources.loadgen.steps import Run, drive
 
 
-def _check_profile(cfg: LoadConfig) -> None:
-    seen = [r for _, r in cfg.profile if r > 0] + list(cfg.rates)
-    if len(set(seen)) != len(seen):
-        raise LoadConfigError("rates/profile: each non-zero rate may appear once (step names must be unique)")
+def _check_rates(cfg: LoadConfig) -> None:
+    if len(set(cfg.rates)) != len(cfg.rates):
+        raise LoadConfigError("rates: each rate may appear once (step names must be unique)")
 
 
 def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
@@ -44,7 +43,7 @@ def run_load(cfg: LoadConfig, run_dir: Path, manifest_base: dict | None = None,
     """
     run_dir = Path(run_dir)
     refuse_existing(run_dir)
-    _check_profile(cfg)
+    _check_rates(cfg)
     if cfg.scenario is not None and cfg.scenario.kind == "slo_search" and judge is None:
         raise LoadConfigError("scenario slo_search: needs a judge (the analysis decides what met the SLO)")
     if cfg.ladder is not None and judge is None:

@@ -299,7 +299,6 @@ class Prompts:
             "stream_options": stream_options,
             "arrival": cfg.arrival,
             "seed": cfg.seed,
-            "profile": [list(s) for s in cfg.profile] or None,
             "images": cfg.images or None,
             "image_size": f"{cfg.image_size[0]}x{cfg.image_size[1]}" if cfg.images else None,
         }

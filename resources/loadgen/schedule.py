@@ -4,7 +4,7 @@ Open-loop steps get their send times as offsets (seconds) from the step start; t
 sleeps until `start + offset` for each one, never a cumulative `sleep(gap)`, so a late
 wake-up never shifts later arrivals. The seed is recorded in the manifest's scenario.
 
-A schedule of segments (a bursty profile, the schedule kind) is drawn lazily (`Drawn`):
+A schedule of segments (the schedule kind's) is drawn lazily (`Drawn`):
 iterating it draws the offsets again from the seed, one at a time, so no schedule holds
 memory in proportion to its length, however long it is.
 """
@@ -23,17 +23,17 @@ MAX_LENGTH_S = 86_400.0  # a whole schedule: a day (the day shape at compress 1)
 MAX_REQUESTS = 1_000_000  # Σ duration × rate: one step's, as a candidate's requests_per_step
 
 
-def size_problem(profile: list[tuple[float, float]]) -> str | None:
+def size_problem(segments: list[tuple[float, float]]) -> str | None:
     """What is wrong with the length or the expected request count of a schedule of
     (duration_s, rate) segments, each already finite and within its own bounds; None if
     nothing."""
-    length = sum(d for d, _ in profile)
-    expected = sum(d * r for d, r in profile)
+    length = sum(d for d, _ in segments)
+    expected = sum(d * r for d, r in segments)
     if length > MAX_LENGTH_S:
         return f"the schedule lasts {length:,.0f} s, at most {MAX_LENGTH_S:,.0f} (a day)"
     if expected > MAX_REQUESTS:
         return (f"the schedule expects about {expected:,.0f} requests (duration × rate over "
-                f"{len(profile):,} segment{'s' if len(profile) != 1 else ''}), at most "
+                f"{len(segments):,} segment{'s' if len(segments) != 1 else ''}), at most "
                 f"{MAX_REQUESTS:,}: shorten it or lower its rates")
     return None
 
@@ -72,19 +72,19 @@ def rate_steps(rates: list[float], arrival: str, seed: int, count: int | None,
 
 
 class Drawn:
-    """A bursty piecewise profile [(segment_s, rate)] drawn from one generator, lazily: the
+    """Piecewise arrival rates [(segment_s, rate)] drawn from one generator, lazily: the
     offsets from the origin of every segment in turn. Iterating draws them afresh from the
     seed (the same values every time); `segments()` gives one iterator per segment, which
     must be used up in order (they share the generator)."""
 
-    def __init__(self, profile: list[tuple[float, float]], arrival: str, seed: int) -> None:
-        self.profile = [(float(d), float(r)) for d, r in profile]
+    def __init__(self, segments: list[tuple[float, float]], arrival: str, seed: int) -> None:
+        self.segments_given = [(float(d), float(r)) for d, r in segments]
         self.arrival, self.seed = arrival, seed
 
     def segments(self) -> Iterator[Iterator[float]]:
         rng = random.Random(self.seed)
         start = 0.0
-        for seg_s, rate in self.profile:
+        for seg_s, rate in self.segments_given:
             yield iter_arrivals(rate, self.arrival, rng, None, seg_s, start_s=start)
             start += seg_s
 
@@ -92,12 +92,13 @@ class Drawn:
         return chain.from_iterable(self.segments())
 
 
-def profile_schedule(profile: list[tuple[float, float]], arrival: str,
-                     seed: int) -> list[tuple[float, float, list[float]]]:
-    """A bursty profile → [(segment_start_s, rate, offsets from origin)], as lists (tests;
-    the runner draws the profile lazily through `Drawn`)."""
+def segments_schedule(segments: list[tuple[float, float]], arrival: str,
+                      seed: int) -> list[tuple[float, float, list[float]]]:
+    """Segments → [(segment_start_s, rate, offsets from origin)], as lists (tests; the
+    runner draws them lazily through `Drawn`)."""
     out, start = [], 0.0
-    for (seg_s, rate), offs in zip(profile, Drawn(profile, arrival, seed).segments(), strict=True):
+    for (seg_s, rate), offs in zip(segments, Drawn(segments, arrival, seed).segments(),
+                                   strict=True):
         out.append((start, rate, list(offs)))
         start += seg_s
     return out

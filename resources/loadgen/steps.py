@@ -1,5 +1,5 @@
 """A run's phases and steps on top of the load loops: warm-up, the steady steps (closed,
-open, profile, or a scenario's), the self-watch verdict and the engine's counters around
+open, or a scenario's), the self-watch verdict and the engine's counters around
 each step, the periodic flush, and the event loop's signal handling. `drive` runs one on
 its own event loop, the one way a run and a worker of several share."""
 
@@ -19,7 +19,7 @@ from servingbench.resources.loadgen.errors import DiskFullError, LeftBehind
 from servingbench.resources.loadgen.loops import PUMP_BUDGET_NS, LoadLoops
 from servingbench.resources.loadgen.recorder import Recorder
 from servingbench.resources.loadgen.scenarios.drive import scenario_steady
-from servingbench.resources.loadgen.schedule import Drawn, rate_steps
+from servingbench.resources.loadgen.schedule import rate_steps
 from servingbench.resources.loadgen.selfwatch import InFlight, SelfWatch
 from servingbench.resources.loadgen.signals import SavedSignals, event_loop_runner
 
@@ -32,7 +32,6 @@ class Run(LoadLoops):
     # (name, load_mode, target) of the steady step under way: a step a full disk cuts short
     # is still listed in steps[], flagged client_limited (its load was never fully sent)
     current: tuple[str, str, float] | None = None
-    current_profile: list[tuple[str, str, float]] = []  # a profile's segments, all under way
 
     async def run_step(self, name: str, mode: str, target: float, expected: int | None,
                        drive) -> None:
@@ -68,8 +67,8 @@ class Run(LoadLoops):
         """The step under way stopped before its end (a full disk): listed, client-limited,
         with no self-watch figures (the watch never finished). Its rows stay in the logs;
         without an entry they would read as a valid step."""
-        cut = ([self.current] if self.current is not None else []) + self.current_profile
-        self.current, self.current_profile = None, []
+        cut = [self.current] if self.current is not None else []
+        self.current = None
         for name, mode, target in cut:
             self.steps.append({"step": name, "load_mode": mode, "target": float(target),
                                "client_limited": True, "client_cpu_share": None,
@@ -127,31 +126,6 @@ class Run(LoadLoops):
             await self.open("steady", [(name, rate, 0, offsets)], origin, [w])
             await self._scrape_end([name], before)
             self._record_step(name, "rate", rate, w, None)
-        if cfg.profile:
-            drawn = Drawn(cfg.profile, cfg.arrival, cfg.seed)
-            # drawn lazily (no list of every send time): counted in a first pass, then
-            # drawn again, the same values, as the segments are sent
-            totals = [sum(1 for _ in offs) for offs in drawn.segments()]
-            counts = [self.share.dealt(n) for n in totals]  # this worker's
-            names = [step_name("rate", r) for _, r in cfg.profile]
-            segs = [(name, r, 0, offs) for name, (_, r), offs
-                    in zip(names, cfg.profile, drawn.segments(), strict=True)]
-            watches = [SelfWatch() for _ in segs]
-            self.progress.step_start("profile " + " → ".join(names), sum(counts))
-            # one arrival schedule across segments: the server's counts cover the whole
-            # profile (requests overlap segment boundaries), compared with their sum
-            before = await self._scrape()
-            origin = await self.barrier("profile")
-            # the segments run as one schedule: a full disk cuts every one not yet recorded
-            self.current_profile = [(name, "rate", r) for name, (_, r), n
-                                    in zip(names, cfg.profile, counts, strict=True) if n]
-            await self.open("steady", segs, origin, watches)
-            self.current_profile = []
-            await self._scrape_end([name for name, n in zip(names, totals, strict=True) if n],
-                                   before)
-            for (name, rate, _, _), w, n in zip(segs, watches, counts, strict=True):
-                if n:
-                    self._record_step(name, "rate", rate, w, None)
         self.phases["steady"]["ended_at"] = mf.format_ts(self.clock.now_utc())
 
     async def _scrape(self) -> tuple[dict | None, str | None] | None:

@@ -56,8 +56,11 @@ def test_bad_option_values_exit_2(tmp_path, capsys):
     assert "comma-separated integers" in capsys.readouterr().err
     assert cli.main([*base, "--concurrency", "0"]) == 2
     assert "concurrency" in capsys.readouterr().err
-    assert cli.main([*base, "--profile", "5:10,5:10", "--concurrency", ""]) == 2
+    assert cli.main([*base, "--rate", "5,5"]) == 2
     assert "unique" in capsys.readouterr().err
+    # a profile is the schedule kind's segments: one workload, not two
+    assert cli.main([*base, "--profile", "5:10,5:20", "--schedule", "spike"]) == 2
+    assert "--schedule and --profile: choose one workload" in capsys.readouterr().err
 
 
 def test_slo_search_flags_are_checked(tmp_path, capsys):

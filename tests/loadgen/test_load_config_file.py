@@ -44,7 +44,7 @@ def configs(tmp_path: Path) -> list[LoadConfig]:
             "trace", trace=trace, trace_format="mooncake", speedup=2.0)),
         LoadConfig(URL, "m", concurrency=[], scenario=Scenario(
             "slo_search", slo={"ttft_p99_s": 2.0}, over="concurrency")),
-        LoadConfig(URL, "m", concurrency=[], rates=[2.0], profile=[(10.0, 0.0), (5.0, 4.0)],
+        LoadConfig(URL, "m", concurrency=[], rates=[2.0],
                    dataset=data, prefix="shared", shared_prefix_tokens=16, duration_s=3.0,
                    requests_per_step=None),
     ]

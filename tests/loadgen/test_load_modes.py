@@ -104,17 +104,24 @@ def test_chat_api(server, tmp_path):
     assert {(r["status"], r["output_tokens"], r["chunks"]) for r in steady} == {("ok", 8, 8)}
 
 
-def test_bursty_profile_runs_one_step_per_non_zero_segment(server, tmp_path):
-    cfg = config(server.base_url, concurrency=[], profile=[(0.3, 0), (0.5, 20), (0.3, 0), (0.4, 10)],
-                 arrival="constant")
+def test_a_bursty_profile_is_a_schedule_sent_segment_by_segment(server, tmp_path):
+    # `--profile 0.3:0,0.5:20,0.3:0,0.4:10` is the schedule kind's segments: one step
+    # over the whole schedule, each segment at its own rate on one absolute clock
+    from servingbench.pipelines.cli.load import config_from_args, parser
+
+    args = parser().parse_args(["--endpoint", server.base_url, "--model", "m", "--out",
+                                str(tmp_path / "run"), "--profile", "0.3:0,0.5:20,0.3:0,0.4:10",
+                                "--arrival", "constant"])
+    cfg = config_from_args(args)
+    assert cfg.scenario.kind == "schedule" and len(cfg.scenario.segments) == 4
+    cfg = config(server.base_url, concurrency=[], requests_per_step=None, arrival="constant",
+                 scenario=cfg.scenario, warmup_requests=0)
     result = run_load(cfg, tmp_path / "run", progress=False)
     steady = rows(tmp_path / "run")
-    assert [s["step"] for s in result.steps] == ["rate=20", "rate=10"]
-    counts = {s: sum(r["step"] == s for r in steady) for s in ("rate=20", "rate=10")}
-    assert counts == {"rate=20": 10, "rate=10": 4}
-    t0 = min(ns(r["scheduled_at"]) for r in steady)
-    later = [ns(r["scheduled_at"]) - t0 for r in steady if r["step"] == "rate=10"]
-    assert min(later) == pytest.approx(0.8e9, abs=1e6)  # after the 0.3 s idle gap, on schedule
+    assert [s["step"] for s in result.steps] == ["schedule"] and len(steady) == 10 + 4
+    sent = sorted(ns(r["scheduled_at"]) for r in steady)
+    later = [t - sent[0] for t in sent[10:]]  # the 10 req/s segment's, after the idle gap
+    assert later[0] == pytest.approx(0.8e9, abs=1e6)
 
 
 def test_a_run_folder_is_accepted_by_the_analyzer(server, tmp_path):

@@ -6,7 +6,7 @@ import random
 
 import pytest
 from servingbench.resources.loadgen import run_load
-from servingbench.resources.loadgen.schedule import arrivals, profile_schedule, rate_steps
+from servingbench.resources.loadgen.schedule import arrivals, rate_steps, segments_schedule
 
 from tests.support.loadgen import config, ns, rows
 
@@ -40,7 +40,7 @@ def test_count_and_duration_bound_whichever_first():
 
 
 def test_profile_segments_follow_each_other():
-    segs = profile_schedule([(1, 0), (2, 10), (1, 100)], "constant", seed=0)
+    segs = segments_schedule([(1, 0), (2, 10), (1, 100)], "constant", seed=0)
     assert [(s, r, len(o)) for s, r, o in segs] == [(0.0, 0, 0), (1.0, 10, 20), (3.0, 100, 100)]
     assert segs[2][2][0] == 3.0
 

@@ -109,7 +109,8 @@ def test_the_load_flag_names_itself(tmp_path, capsys):
     assert load_cli.main([*base, "--schedule", "ramp:levels=100000000"]) == 2
     assert "--schedule.levels: 100000000 is above the maximum" in capsys.readouterr().err
     assert load_cli.main([*base, "--profile", "80000:10000"]) == 2
-    assert "profile: the schedule expects about 800,000,000 requests" in capsys.readouterr().err
+    assert "--profile.segments: the schedule expects about 800,000,000 requests" in \
+        capsys.readouterr().err
     assert not (tmp_path / "r").exists()
 
 

@@ -139,7 +139,7 @@ def has_meetings(cfg) -> bool:
     if cfg.scenario is not None and cfg.scenario.kind != "fixed":
         return True
     warmup = cfg.warmup_requests > 0 or cfg.warmup_duration_s is not None
-    return warmup + len(cfg.concurrency) + len(cfg.rates) + bool(cfg.profile) > 1
+    return warmup + len(cfg.concurrency) + len(cfg.rates) > 1
 
 
 def bounds(cfg, barrier_timeout_s: float | None) -> tuple[float, float]:
