@@ -64,7 +64,7 @@ def child(a: argparse.Namespace) -> None:
     import time
     import uuid
 
-    from servingbench.resources.loadgen import pool
+    from servingbench.resources.loadgen import connections as pool
     from servingbench.resources.loadgen.clock import Clock
     from servingbench.resources.loadgen.recorder import Recorder
     from servingbench.resources.loadgen.records import Request

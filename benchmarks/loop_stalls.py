@@ -57,7 +57,7 @@ def child(base: str, c: int, count: int, run_dir: Path, threshold_ms: float) -> 
     from servingbench.resources.loadgen import recorder as recorder_mod
     from servingbench.resources.loadgen import selfwatch as selfwatch_mod
     try:
-        from servingbench.resources.loadgen import pool as pool_mod
+        from servingbench.resources.loadgen import connections as pool_mod
         conn_cls = pool_mod._Conn
     except ImportError:  # before the client was split into modules
         from servingbench.resources.loadgen import client as client_mod

@@ -9,7 +9,7 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 
-from servingbench.resources.loadgen import gcpolicy, pool
+from servingbench.resources.loadgen import connections, gcpolicy
 from servingbench.resources.loadgen.clock import Clock
 from servingbench.resources.loadgen.config import LoadConfig, step_name
 from servingbench.resources.loadgen.interrupted import CUT, MAX_RESENDS, Notices, may_be_cut
@@ -59,7 +59,7 @@ class LoadLoops:
         self.mismatch = 0
         self.tokens = 0  # steady output tokens received (a parent's progress line)
         self.watch: SelfWatch | None = None
-        self.session: pool.Pool | None = None  # the keep-alive connections
+        self.session: connections.Connections | None = None  # the keep-alive connections
         self.save: Callable[[], None] = lambda: None  # writes the manifest so far
         self.server: ServerMetrics | None = None  # the engine's /metrics around each step
         # the analysis' verdict on a step just run: an SLO search's (valid, met), a ladder's
@@ -135,7 +135,7 @@ class LoadLoops:
                 req.model = self.mix.model_of(body)
             headers = dict(self.headers)
             headers["X-Request-ID"] = rid
-            await pool.send(self.session, self.url, body,
+            await connections.send(self.session, self.url, body,
                               headers, req, self.cfg.first_token_timeout_s,
                               self.cfg.total_timeout_s, self.secrets)
         except Exception as exc:  # noqa: BLE001 - a worker never dies silently

@@ -1,4 +1,4 @@
-"""The parts of an exchange that are not the stream, for the hot path (pool.py): the bytes of
+"""The parts of an exchange that are not the stream, for the hot path (connections.py): the bytes of
 one streaming request as it is handed to a connection (a POST with its Content-Length, the
 caller's headers, which may replace the defaults, never the framing: a header that would
 break the framing is refused; the Host line and the defaults; each URL's request target

@@ -7,7 +7,7 @@ not fully recognise, are decoded and checked field by field. A reasoning model's
 (`"reasoning` in the bytes) keeps the fast path when it is plainly reasoning text and no
 answer text (contract §2.3 `kind`); any other (both in one delta, a reasoning field that is
 not a string, usage details) is decoded. Bytes that are not an OpenAI
-stream raise Malformed: the request is a protocol_error (pool.py records it).
+stream raise Malformed: the request is a protocol_error (connections.py records it).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from servingbench.resources.contract import durable
 from servingbench.resources.contract import manifest as mf
-from servingbench.resources.loadgen import gcpolicy, pool
+from servingbench.resources.loadgen import connections, gcpolicy
 from servingbench.resources.loadgen.config import step_name
 from servingbench.resources.loadgen.errors import DiskFullError, LeftBehind
 from servingbench.resources.loadgen.loops import PUMP_BUDGET_NS, LoadLoops
@@ -162,7 +162,7 @@ class Run(LoadLoops):
             # inside a transport callback, where the loop logs it and runs on
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, me.cancel)
-        async with pool.Pool(self.url, self.cfg.connect_timeout_s) as self.session:
+        async with connections.Connections(self.url, self.cfg.connect_timeout_s) as self.session:
             flusher = loop.create_task(self._flush_loop(me))
             try:
                 await self.warmup()

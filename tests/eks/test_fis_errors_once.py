@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from servingbench.resources.cluster.fis import FisInterruptions
 from servingbench.resources.contract import manifest as mf
-from servingbench.resources.model_server.kube.spot import FisSchedule
+from servingbench.resources.model_server.kube.spot import SpotInterrupter
 
 from tests.support.eks.aws import OWNER, REGION
 
@@ -21,7 +21,7 @@ def test_a_start_failing_on_every_tick_is_one_error(moto, tmp_path):
     m = mf.empty(RUN, "measured", T0 - 60 * 10**9)
     m["phases"]["steady"] = {"started_at": mf.format_ts(T0), "ended_at": None}
     mf.dump(m, tmp_path / "manifest.json")
-    schedule = FisSchedule(fis, RUN, tmp_path, [1.0], poll_s=3600, clock=lambda: T0 + 5 * 10**9)
+    schedule = SpotInterrupter(fis, RUN, tmp_path, [1.0], poll_s=3600, clock=lambda: T0 + 5 * 10**9)
     with schedule.running():
         fis.delete(schedule.template_id)       # the template is gone: every start fails
         for _ in range(5):

@@ -146,11 +146,11 @@ def test_closed_loop_bodies_built_ahead_go_out_in_the_order_the_workload_drew_th
     """While the requests stream, the loop builds the next ones' bodies (so a round that
     ends together finds them ready); they go out first in, first out, each carrying the
     prompt the workload drew for it, whether it was built ahead or at its send."""
-    from servingbench.resources.loadgen import loops, pool
+    from servingbench.resources.loadgen import connections, loops
     from servingbench.resources.loadgen.prompts import Prompts
 
     drawn, sent, ahead = [], [], []
-    next_item, real_send, prepare = Prompts.next_item, pool.send, loops.LoadLoops._prepare
+    next_item, real_send, prepare = Prompts.next_item, connections.send, loops.LoadLoops._prepare
 
     def draw(self):
         item = next_item(self)
@@ -167,7 +167,7 @@ def test_closed_loop_bodies_built_ahead_go_out_in_the_order_the_workload_drew_th
         ahead.append(len(self._ready) - before)
 
     monkeypatch.setattr(Prompts, "next_item", draw)
-    monkeypatch.setattr(pool, "send", send)
+    monkeypatch.setattr(connections, "send", send)
     monkeypatch.setattr(loops.LoadLoops, "_prepare", built_ahead)
     cfg = config(server.base_url, concurrency=[4], requests_per_step=24, output_tokens=24)
     run_load(cfg, tmp_path / "run", progress=False)

@@ -15,7 +15,7 @@ import threading
 import time
 
 import pytest
-from servingbench.resources.loadgen import pool as client
+from servingbench.resources.loadgen import connections as client
 
 # the order of writes and stamps is set by short sleeps: run alone (make test's serial pass)
 pytestmark = pytest.mark.serial
@@ -116,7 +116,7 @@ def new_request(rid: str = "r") -> client.Request:
     return client.Request(rid, "steady", "c=1", "concurrency", 1.0, _perf())
 
 
-async def send(pool: client.Pool, url: str, rid: str = "r", headers=None,
+async def send(pool: client.Connections, url: str, rid: str = "r", headers=None,
                first_token_s: float = 5, total_s: float = 10) -> client.Request:
     req = new_request(rid)
     await client.send(pool, url, b'{"prompt":"x"}', headers or {"X-Request-ID": rid}, req,
@@ -129,7 +129,7 @@ def test_sent_at_precedes_the_request_and_chunks_follow_the_writes(serve):
 
     async def go() -> list[tuple[int, client.Request]]:
         out = []
-        async with client.Pool(srv.url, 5) as pool:
+        async with client.Connections(srv.url, 5) as pool:
             for k in range(3):
                 before = _perf()
                 out.append((before, await send(pool, srv.url, f"r{k}")))
@@ -175,7 +175,7 @@ def test_a_chunk_is_stamped_when_its_bytes_arrive_not_when_a_coroutine_resumes(s
 
     async def go() -> client.Request:
         loop = asyncio.get_running_loop()
-        async with client.Pool(srv.url, 5) as pool:
+        async with client.Connections(srv.url, 5) as pool:
             task = loop.create_task(send(pool, srv.url))
             while not head_sent.is_set():
                 await asyncio.sleep(0.001)
@@ -204,7 +204,7 @@ def test_done_before_the_end_of_the_response_keeps_the_connection(serve):
     srv = serve(late_end)
 
     async def go() -> list[client.Request]:
-        async with client.Pool(srv.url, 5) as pool:
+        async with client.Connections(srv.url, 5) as pool:
             first = await send(pool, srv.url, "a")
             await asyncio.sleep(0.2)  # the terminator arrives: the connection goes back
             return [first, await send(pool, srv.url, "b")]
@@ -223,7 +223,7 @@ def test_a_connection_the_server_closed_is_not_reused(serve):
     srv = serve(then_close)
 
     async def go() -> list[client.Request]:
-        async with client.Pool(srv.url, 5) as pool:
+        async with client.Connections(srv.url, 5) as pool:
             first = await send(pool, srv.url, "a")
             await asyncio.sleep(0.2)  # the close reaches the idle connection
             return [first, await send(pool, srv.url, "b")]
@@ -241,7 +241,7 @@ def test_junk_after_the_response_drops_the_connection_but_not_the_answer(serve):
     srv = serve(junk)
 
     async def go() -> list[client.Request]:
-        async with client.Pool(srv.url, 5) as pool:
+        async with client.Connections(srv.url, 5) as pool:
             first = await send(pool, srv.url, "a")
             await asyncio.sleep(0.1)
             return [first, await send(pool, srv.url, "b")]
@@ -255,7 +255,7 @@ def test_a_header_that_would_break_the_framing_is_refused_unsent(serve):
     srv = serve(two_tokens)
 
     async def go() -> client.Request:
-        async with client.Pool(srv.url, 5) as pool:
+        async with client.Connections(srv.url, 5) as pool:
             return await send(pool, srv.url, headers={"X-A": "b\r\nX-Injected: 1"})
 
     req = asyncio.run(go())
@@ -281,7 +281,7 @@ def test_connection_refused_and_connect_timeout():
     time.sleep(0.1)
 
     async def go(url: str) -> client.Request:
-        async with client.Pool(url, 0.3) as pool:
+        async with client.Connections(url, 0.3) as pool:
             return await send(pool, url, first_token_s=5)
 
     try:
@@ -326,7 +326,7 @@ def test_https_streams_and_checks_the_certificate(serve, tmp_path):
     srv = serve(two_tokens, tls)
 
     async def go(ctx: ssl.SSLContext | None) -> list[client.Request]:
-        async with client.Pool(srv.url, 5, ssl_context=ctx) as pool:
+        async with client.Connections(srv.url, 5, ssl_context=ctx) as pool:
             return [await send(pool, srv.url, f"r{k}") for k in range(2)]
 
     trusted = asyncio.run(go(ssl.create_default_context(cafile=cert)))

@@ -50,11 +50,11 @@ def config(port: int, sock: Path, host: str = "127.0.0.1", metrics_port: int | N
     """The generated configuration: one frontend on `host:port`, one backend with no server
     yet (each replica joins through the runtime API), the replica header on every answer.
     `metrics_port`: `/metrics` at the frontend is answered there (the pool's counters summed
-    over every replica, pool_metrics.py), not by whichever replica is least busy."""
+    over every replica, summed_metrics.py), not by whichever replica is least busy."""
     metrics_rule = ("" if metrics_port is None
-                    else "    use_backend pool_metrics if { path /metrics }\n")
+                    else "    use_backend summed_metrics if { path /metrics }\n")
     metrics_backend = ("" if metrics_port is None else f"""
-backend pool_metrics
+backend summed_metrics
     server pool {host}:{metrics_port}
 """)
     return f"""global

@@ -45,7 +45,7 @@ class Replica:
         self.error: str | None = None
         self.thread: threading.Thread | None = None
         # its last /metrics, read after its drain and before its process stopped (kept by a
-        # set that `keeps_metrics`, for the pool's summed counters, pool_metrics.py)
+        # set that `keeps_metrics`, for the pool's summed counters, summed_metrics.py)
         self.final_metrics: str | None = None
         self.stop_recorded = False  # its replica_stopped is written (once, whoever stops it)
 
@@ -229,7 +229,7 @@ class ReplicaSet:
             time.sleep(0.05)
         self.lb.remove(rep.name)
         if self.keeps_metrics and rep.metrics_url is not None:
-            from servingbench.resources.model_server.fleet.pool_metrics import scrape
+            from servingbench.resources.model_server.fleet.summed_metrics import scrape
 
             rep.final_metrics = scrape(rep.metrics_url)
 

@@ -19,8 +19,8 @@ from servingbench.resources.model_server.fleet.autoscale_loop import Autoscaler
 from servingbench.resources.model_server.fleet.autoscale_rule import Policy
 from servingbench.resources.model_server.fleet.balancer import Balancer
 from servingbench.resources.model_server.fleet.events import Events
-from servingbench.resources.model_server.fleet.pool_metrics import PoolMetrics
 from servingbench.resources.model_server.fleet.replicas import ReplicaSet, start_phases
+from servingbench.resources.model_server.fleet.summed_metrics import SummedMetrics
 
 log = logging.getLogger("servingbench.replicas")
 
@@ -97,14 +97,14 @@ def replicated(args: Callable[[str], list[str]], run_dir: Path, run_id: str, pla
     # a real engine's pool answers /metrics with every replica's counters summed (the load
     # generator reconciles against them); the emulator's keeps its one replica's answer
     with contextlib.ExitStack() as stack:
-        pool_metrics = None if spawn is None else stack.enter_context(PoolMetrics())
+        summed = None if spawn is None else stack.enter_context(SummedMetrics())
         lb = stack.enter_context(Balancer(
-            metrics_port=None if pool_metrics is None else pool_metrics.port))
+            metrics_port=None if summed is None else summed.port))
         reps = ReplicaSet(args, lb, events, ready_timeout_s=ready_timeout_s, spawn=spawn,
-                          keeps_metrics=pool_metrics is not None,
+                          keeps_metrics=summed is not None,
                           **({"node": "own"} if own_nodes or interruptions is not None else {}))
-        if pool_metrics is not None:
-            pool_metrics.replicas, pool_metrics.balancer = reps, lb
+        if summed is not None:
+            summed.replicas, summed.balancer = reps, lb
         scaler = interrupter = None
         try:
             first = [reps.start() for _ in range(replicas.initial)]

@@ -33,7 +33,7 @@ from servingbench.resources.model_server.kube.events import RunEvents
 from servingbench.resources.model_server.kube.models_deploy import deploy_models
 from servingbench.resources.model_server.kube.models_deploy import refused as models_refused
 from servingbench.resources.model_server.kube.render import PORT, EngineSpec
-from servingbench.resources.model_server.kube.spot import FisSchedule
+from servingbench.resources.model_server.kube.spot import SpotInterrupter
 from servingbench.resources.model_server.launch_spec import launch_fields
 
 # Where the load generator finds the engine's API key while the engine is deployed (the
@@ -133,7 +133,7 @@ class KubeModelServer(ModelServer):
                                           sink=Events(run_dir, run_id)), self.events_every_s)
         schedule = None
         if planned is not None:
-            schedule = FisSchedule(self.interruptions(), run_id, Path(run_dir), planned.times(),
+            schedule = SpotInterrupter(self.interruptions(), run_id, Path(run_dir), planned.times(),
                                    notice=watch.notice if watch is not None else None,
                                    clock=self.clock)
         try:

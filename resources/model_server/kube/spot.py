@@ -34,7 +34,7 @@ def _ns(at: Any) -> int | None:
     return None
 
 
-class FisSchedule:
+class SpotInterrupter:
     """`fis`: a FisInterruptions; `notice(instance_id, at_ns)`: records a notice (RunEvents)."""
 
     def __init__(self, fis: Any, run_id: str, run_dir: Path, times: list[float],
@@ -50,7 +50,7 @@ class FisSchedule:
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
-    def running(self) -> Iterator[FisSchedule]:
+    def running(self) -> Iterator[SpotInterrupter]:
         with self.fis.template_for(self.run_id) as template_id:
             self.template_id = template_id
             thread = threading.Thread(target=self._loop, name="fis-schedule", daemon=True)

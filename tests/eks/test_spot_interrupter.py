@@ -18,7 +18,7 @@ from servingbench.resources.contract.candidate import Candidate
 from servingbench.resources.contract.deployment import plan_of
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.model_server.kube.server import KubeModelServer
-from servingbench.resources.model_server.kube.spot import FisSchedule
+from servingbench.resources.model_server.kube.spot import SpotInterrupter
 
 from tests.support.eks.aws import OWNER, REGION
 
@@ -48,7 +48,7 @@ def test_experiments_start_at_the_scheduled_times_and_the_template_goes(moto, tm
     admin = session.client("fis", region_name=REGION, endpoint_url=endpoint)
     clock = Clock()
     steady_at(tmp_path, None)
-    schedule = FisSchedule(fis, RUN, tmp_path, [60.0, 600.0], poll_s=3600, clock=clock)
+    schedule = SpotInterrupter(fis, RUN, tmp_path, [60.0, 600.0], poll_s=3600, clock=clock)
     with schedule.running():
         (template,) = admin.list_experiment_templates()["experimentTemplates"]
         clock.now = T0 + 100 * 10**9
@@ -71,7 +71,7 @@ def test_the_template_goes_when_the_run_fails(moto, tmp_path):
     fis = FisInterruptions(session, REGION, role_arn=FIS_ROLE, owner=OWNER, endpoint_url=endpoint)
     admin = session.client("fis", region_name=REGION, endpoint_url=endpoint)
     steady_at(tmp_path, T0)
-    schedule = FisSchedule(fis, RUN, tmp_path, [0.0], poll_s=3600, clock=Clock())
+    schedule = SpotInterrupter(fis, RUN, tmp_path, [0.0], poll_s=3600, clock=Clock())
     with pytest.raises(RuntimeError, match="load failed"), schedule.running():
         raise RuntimeError("load failed")
     assert admin.list_experiment_templates()["experimentTemplates"] == []
@@ -83,7 +83,7 @@ def test_a_start_that_fails_is_kept_as_an_error(moto, tmp_path):
     steady_at(tmp_path, T0)
     clock = Clock()
     clock.now = T0 + 5 * 10**9
-    schedule = FisSchedule(fis, RUN, tmp_path, [1.0], poll_s=3600, clock=clock)
+    schedule = SpotInterrupter(fis, RUN, tmp_path, [1.0], poll_s=3600, clock=clock)
     with schedule.running():
         fis.delete(schedule.template_id)       # the template is gone: the start fails
         assert schedule.tick() == []
@@ -94,7 +94,7 @@ def test_a_time_never_started_inside_the_steady_phase_is_an_error(moto, tmp_path
     endpoint, session = moto
     fis = FisInterruptions(session, REGION, role_arn=FIS_ROLE, owner=OWNER, endpoint_url=endpoint)
     steady_at(tmp_path, None)  # its start unknown while it ran (load pods)
-    schedule = FisSchedule(fis, RUN, tmp_path, [10.0, 900.0], poll_s=3600, clock=Clock())
+    schedule = SpotInterrupter(fis, RUN, tmp_path, [10.0, 900.0], poll_s=3600, clock=Clock())
     with schedule.running():
         schedule.tick()
         m = mf.load(tmp_path / "manifest.json")  # written at the load's end
@@ -111,7 +111,7 @@ def test_each_notice_is_recorded_once_for_its_instance(shared_session, aws_env, 
     fis = FisInterruptions(shared_session, REGION, role_arn=FIS_ROLE, owner=OWNER)
     fis.experiments.append("EXP1a2b3c4d5e6f7")
     got = []
-    schedule = FisSchedule(fis, RUN, tmp_path, [0.0], notice=lambda i, at: got.append((i, at)))
+    schedule = SpotInterrupter(fis, RUN, tmp_path, [0.0], notice=lambda i, at: got.append((i, at)))
     at = datetime.datetime(2026, 11, 29, 2, 31, 30, 250000, tzinfo=datetime.UTC)
     with Stubber(fis.fis) as stub:
         stub.add_response("get_experiment", {"experiment": {

@@ -59,8 +59,8 @@ def summed(live: list[str], stopped: list[str], refused: int = 0) -> str:
     return "".join(f"{name}{labels} {value:g}\n" for (name, labels), value in sorted(totals.items()))
 
 
-class PoolMetrics:
-    """`with PoolMetrics() as pm: pm.replicas = replica_set`; `pm.port` is where HAProxy
+class SummedMetrics:
+    """`with SummedMetrics() as pm: pm.replicas = replica_set`; `pm.port` is where HAProxy
     sends `/metrics`."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
@@ -89,7 +89,7 @@ class PoolMetrics:
         self._thread = threading.Thread(target=self.server.serve_forever, name="pool-metrics",
                                         daemon=True)
 
-    def __enter__(self) -> PoolMetrics:
+    def __enter__(self) -> SummedMetrics:
         self._thread.start()
         return self
 

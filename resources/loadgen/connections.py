@@ -1,6 +1,6 @@
 """The streaming hot path: OpenAI-compatible requests on an asyncio Protocol, timed at the socket.
 
-A `Pool` keeps keep-alive connections to one endpoint (http, or https through the event
+`Connections` keeps keep-alive connections to one endpoint (http, or https through the event
 loop's TLS), opened on demand within the connect timeout and reused last-in first-out. Each
 connection is an `asyncio.Protocol`: its response is parsed by httptools (the C HTTP/1.1
 parser behind uvicorn) and split into SSE events inside `data_received`, so a chunk's time is
@@ -258,7 +258,7 @@ class _Conn(asyncio.Protocol):
     before anything else runs: the time a chunk is stamped with is when its bytes arrived,
     not when some coroutine got round to it."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Connections) -> None:
         self.pool = pool
         self.transport: asyncio.Transport | None = None
         self.ex: _Exchange | None = None
@@ -320,9 +320,9 @@ class _Conn(asyncio.Protocol):
             ex.parser = None
 
 
-class Pool:
+class Connections:
     """Keep-alive connections to one endpoint (http or https), opened on demand and reused
-    last-in first-out; use as `async with Pool(url, connect_timeout_s) as pool`."""
+    last-in first-out; use as `async with Connections(url, connect_timeout_s) as pool`."""
 
     def __init__(self, url: str, connect_timeout_s: float,
                  ssl_context: ssl.SSLContext | None = None) -> None:
@@ -343,7 +343,7 @@ class Pool:
         self.conns: set[_Conn] = set()
         self._addrs: list[tuple] | None = None
 
-    async def __aenter__(self) -> Pool:
+    async def __aenter__(self) -> Connections:
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -390,7 +390,7 @@ class Pool:
         raise last if last is not None else OSError(f"{self.host}: no address")
 
 
-async def send(pool: Pool, url: str, body: bytes, headers: dict[str, str], req: Request,
+async def send(pool: Connections, url: str, body: bytes, headers: dict[str, str], req: Request,
                first_token_timeout_s: float, total_timeout_s: float,
                secrets: tuple[str, ...] = ()) -> Request:
     """Send one streaming request on `pool` and fill `req`; never raises but CancelledError.

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from servingbench.resources.http.prometheus import parse
 from servingbench.resources.model_server.fleet.balancer import Balancer, find_haproxy
-from servingbench.resources.model_server.fleet.pool_metrics import PoolMetrics, summed
+from servingbench.resources.model_server.fleet.summed_metrics import SummedMetrics, summed
 
 A = """# TYPE llamacpp:tokens_predicted_total counter
 llamacpp:tokens_predicted_total 30
@@ -40,7 +40,7 @@ def test_the_balancer_serves_the_pool_s_metrics_and_counts_its_own_503s():
     class Reps:
         replicas = {"r0": Rep()}
 
-    with PoolMetrics() as pm, Balancer(metrics_port=pm.port) as lb:
+    with SummedMetrics() as pm, Balancer(metrics_port=pm.port) as lb:
         pm.replicas, pm.balancer = Reps(), lb
         for _ in range(3):  # no replica in the pool: HAProxy answers these itself
             with pytest.raises(urllib.error.HTTPError) as err:
