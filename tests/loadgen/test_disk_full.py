@@ -215,16 +215,15 @@ def test_one_worker_of_several_on_a_full_disk_says_so(emulator, disk):
     assert warm is not None and warm.num_rows == 2  # its half of the warm-up
 
 
-def test_a_profile_cut_short_lists_every_segment_it_was_running():
-    """A profile's segments share one schedule: a full disk cuts all of them not yet
-    recorded, each listed client-limited (the single-step case runs end to end above)."""
+def test_a_step_cut_short_is_listed_once():
+    """The step under way when a full disk stops the run is listed client-limited, with no
+    self-watch figures (a schedule is one step: its segments are not steps of their own)."""
     from servingbench.resources.loadgen.steps import Run
 
     run = Run.__new__(Run)  # only the bookkeeping of the steps is exercised here
-    run.steps, run.current = [], None
-    run.current_profile = [("rate=2", "rate", 2.0), ("rate=4", "rate", 4.0)]
+    run.steps, run.current = [], ("schedule", "rate", 3.0)
     run._record_cut()
     assert [(s["step"], s["client_limited"], s["loop_lag_p99_s"]) for s in run.steps] == [
-        ("rate=2", True, None), ("rate=4", True, None)]
+        ("schedule", True, None)]
     run._record_cut()  # nothing under way any more: nothing listed twice
-    assert len(run.steps) == 2
+    assert len(run.steps) == 1
