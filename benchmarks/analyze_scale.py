@@ -6,8 +6,9 @@ with the machine's load).
     .venv/bin/python benchmarks/analyze_scale.py [--sizes 10000:128,100000:128,1000000:16]
         [--steps 1,8,32] [--baseline REF] [--baseline-max N] [--pandas-max N] [--tmp DIR]
 
-`--baseline REF` runs the analyzer as it was at REF (`resources/`, `sql/` extracted with
-`git archive`) on the same run folder, one after the other, up to `--baseline-max` requests.
+`--baseline REF` runs the analyzer as it was at REF (its folders extracted with `git archive`
+and imported before this checkout: benchmarks/trees.py) on the same run folder, one after the
+other, up to `--baseline-max` requests.
 Each child reports its peak RSS (getrusage, what `/usr/bin/time -v` calls "Maximum resident
 set size", and the child runs under `/usr/bin/time -v` too when it is there); the DuckDB
 scratch folder's largest size (database file and spill files) is sampled every 0.2 s.
@@ -31,17 +32,20 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
+from trees import THIS, Tree, extract  # noqa: E402
+
 from tests.support.runbuilder import synthetic_run  # noqa: E402
 
 CHILD = r"""
-import json, resource, sys, time
+import importlib, json, os, resource, sys, time
 t0 = time.perf_counter()
 mode, run_dir = sys.argv[1], sys.argv[2]
+prefix = os.environ.get("SB_PREFIX", "servingbench.")  # "" for a tree before the one name
 if mode == "duckdb":
-    from servingbench.resources.analysis import gx
+    gx = importlib.import_module(prefix + "resources.analysis.gx")
     gx._context()                                  # GX's fixed import cost, reported apart
     t1 = time.perf_counter()
-    from servingbench.resources.analysis.analyze import analyze_run
+    analyze_run = importlib.import_module(prefix + "resources.analysis.analyze").analyze_run
     result = analyze_run(run_dir)
     assert result.exit_code == 0, result.gates
     rows = result.metrics.to_pylist()
@@ -69,15 +73,16 @@ def _du(folder: Path) -> int:
     return total
 
 
-def run_child(mode: str, run_dir: Path, tree: Path = HERE.parent) -> dict:
+def run_child(mode: str, run_dir: Path, tree: Tree = THIS) -> dict:
     """One analysis in a fresh process (from `tree`), its spill folder watched meanwhile."""
     scratch = Path(tempfile.mkdtemp(prefix="sb-scale-tmp-"))
-    env = {**os.environ, "PYTHONPATH": str(tree), "TMPDIR": str(scratch)}
+    env = {**os.environ, "PYTHONPATH": tree.pythonpath, "TMPDIR": str(scratch),
+           "SB_PREFIX": tree.prefix}
     t0 = time.perf_counter()
     timev = ["/usr/bin/time", "-v"] if Path("/usr/bin/time").exists() else []
     proc = subprocess.Popen([*timev, sys.executable, "-c", CHILD, mode, str(run_dir), str(HERE)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=tree, env=env)
+                            cwd=tree.path, env=env)
     spill = 0
     while proc.poll() is None:
         spill = max(spill, _du(scratch))
@@ -109,24 +114,6 @@ def run_child(mode: str, run_dir: Path, tree: Path = HERE.parent) -> dict:
     return row
 
 
-def _paths_at(ref: str, cwd: Path, *paths: str) -> list[str]:
-    """Those of `paths` that exist at `ref` (the queries lived in a top-level sql/ before they
-    became package data of resources/analysis)."""
-    found = subprocess.run(["git", "ls-tree", "--name-only", ref, *paths], cwd=cwd,
-                           capture_output=True, text=True, check=True).stdout.split()
-    return [p for p in paths if p in found]
-
-
-def extract(ref: str, dest: Path) -> Path:
-    """The analyzer as it was at `ref`, in a folder of its own."""
-    dest.mkdir(parents=True)
-    paths = _paths_at(ref, HERE.parent, "resources", "sql")
-    tar = subprocess.run(["git", "archive", ref, *paths], cwd=HERE.parent,
-                         capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=tar, check=True)
-    return dest
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="10000:128,100000:128,1000000:16",
@@ -143,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = tuple(int(s) for s in args.steps.split(","))
     results = []
     base_root = Path(tempfile.mkdtemp(prefix="sb-scale-base-", dir=args.tmp))
-    base = extract(args.baseline, base_root / "tree") if args.baseline else None
+    base = extract(args.baseline, base_root) if args.baseline else None
     for item in args.sizes.split(","):
         n, chunks = (int(x) for x in item.split(":"))
         work = Path(tempfile.mkdtemp(prefix=f"sb-scale-{n}-", dir=args.tmp))

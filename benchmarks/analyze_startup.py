@@ -5,7 +5,8 @@ requests × 128 one-token chunks in one closed-loop step c=64) is analysed by
 `python -m servingbench.pipelines.cli analyze RUN`, each time in a new process: `--repeat` times plainly
 (wall time, peak RSS) and once under `python -X importtime` (the import breakdown, grouped
 by top-level package; self times, so the groups add up). With `--baseline REF`, the tree at
-REF (`resources/`, `pipelines/`, `sql/` extracted with `git archive`) is run the same way,
+REF (its folders extracted with `git archive`, imported before this checkout:
+benchmarks/trees.py) is run the same way,
 alternating with this one, so the ratio comes from one run on one machine.
 
     .venv/bin/python benchmarks/analyze_startup.py [--requests 10000] [--repeat 3] [--baseline main]
@@ -31,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
+from trees import THIS, Tree, extract  # noqa: E402
+
 from tests.support.runbuilder import synthetic_run  # noqa: E402
 
 _LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
@@ -41,30 +44,12 @@ NAMED = ("great_expectations", "pandas", "numpy", "pyarrow", "duckdb", "dagster"
          "resources", "pipelines", "altair", "IPython", "tqdm", "packaging", "typing_extensions")
 
 
-def _paths_at(ref: str, cwd: Path, *paths: str) -> list[str]:
-    """Those of `paths` that exist at `ref` (the queries lived in a top-level sql/ before they
-    became package data of resources/analysis)."""
-    found = subprocess.run(["git", "ls-tree", "--name-only", ref, *paths], cwd=cwd,
-                           capture_output=True, text=True, check=True).stdout.split()
-    return [p for p in paths if p in found]
-
-
-def extract(ref: str, dest: Path) -> Path:
-    """The analyzer as it was at `ref`, in a folder of its own."""
-    dest.mkdir(parents=True)
-    paths = _paths_at(ref, ROOT, "resources", "pipelines", "sql")
-    tar = subprocess.run(["git", "archive", ref, *paths], cwd=ROOT,
-                         capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=tar, check=True)
-    return dest
-
-
-def run_once(tree: Path, run_dir: Path, importtime: bool) -> dict:
+def run_once(tree: Tree, run_dir: Path, importtime: bool) -> dict:
     cmd = [sys.executable, *(["-X", "importtime"] if importtime else []),
-           "-m", "servingbench.pipelines.cli", "analyze", str(run_dir)]
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+           "-m", tree.module("pipelines.cli"), "analyze", str(run_dir)]
+    env = {**os.environ, "PYTHONPATH": tree.pythonpath}
     t0 = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *cmd], cwd=tree, env=env,
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", *cmd], cwd=tree.path, env=env,
                           capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -99,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="sb-startup-"))
     try:
         run_dir = synthetic_run(work / "run", args.requests, chunks=args.chunks, steps=(64,))
-        trees = {"this tree": ROOT}
+        trees = {"this tree": THIS}
         if args.baseline:
             trees[f"at {args.baseline}"] = extract(args.baseline, work / "baseline")
         # one warm-up each: the first process after a build reads the files from disk

@@ -1,14 +1,13 @@
 -- name: itl_cdf
 -- The per-token inter-token latency CDF of each step (contract §3 itl_s_*), for the report.
--- inputs (tables): chunk_gaps (chunk_gaps.sql, which defines the per-token ITL `itl_s`),
---                  steady_req (steady_req.sql: step and status per req_no)
+-- inputs: chunk_gaps (chunk_gaps.sql: the per-token ITL `itl_s`, step and ok of each chunk)
 -- params: none
 -- Each chunk with seq >= 1 of an ok steady request gives itl_s counted `tokens` times:
 -- cum_share is the token-weighted cumulative share.
 WITH per_token AS (
-    SELECT r.step, g.itl_s, g.tokens
-    FROM chunk_gaps g JOIN steady_req r USING (req_no)
-    WHERE r.ok AND g.seq >= 1 AND g.itl_s IS NOT NULL
+    SELECT g.step, g.itl_s, g.tokens
+    FROM chunk_gaps g
+    WHERE g.ok AND g.seq >= 1 AND g.itl_s IS NOT NULL
 )
 SELECT step,
        itl_s,

@@ -2,30 +2,21 @@
 -- contract §5 rules 1, 2 and 4: one row per steady request with the chunk-level facts the
 -- gates validate (chunk work stays here, in DuckDB; only per-request rows leave).
 -- inputs (views): steady (request log, phase = steady), steady_req (steady_req.sql),
---                 chunk_gaps (chunk_gaps.sql), chunks (chunk log: only for repeated ids)
+--                 chunk_req (chunk_req.sql), chunks (chunk log: only for repeated ids)
 -- params: none
 -- order_violation names every broken pair of scheduled ≤ sent ≤ first ≤ last ≤ finished.
 -- Each request row is judged with the chunk rows carrying its request_id, each counted once
--- (contract §5): chunk_gaps numbers chunks per request row, so a request_id that repeats
+-- (contract §5): chunk_req counts chunks per request row, so a request_id that repeats
 -- (rule 3's business) takes one row's count, never the sum over its repeats; and for such an
 -- id (a shard left beside its merged file repeats its chunk rows too) the chunk sum is taken
 -- over distinct chunk rows. Only repeated ids reach the chunk log a second time.
-WITH per_no AS (
-    SELECT req_no,
-           count(*) AS n_chunks,
-           sum(tokens) AS chunk_tokens,
-           count(*) FILTER (WHERE gap_ns < 0) AS chunks_out_of_order,
-           count(*) FILTER (WHERE outside) AS chunks_outside
-    FROM chunk_gaps
-    GROUP BY req_no
-),
-per_request AS (
+WITH per_request AS (
     SELECT r.request_id,
            max(p.n_chunks) AS n_chunks,
            max(p.chunk_tokens) AS chunk_tokens,
            max(p.chunks_out_of_order) AS chunks_out_of_order,
            max(p.chunks_outside) AS chunks_outside
-    FROM per_no p JOIN steady_req r USING (req_no)
+    FROM chunk_req p JOIN steady_req r USING (req_no)
     GROUP BY r.request_id
 ),
 repeated AS (

@@ -1,7 +1,6 @@
 -- name: step_metrics
 -- contract §3: one row per step of the steady phase → derived_metrics.parquet.
--- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql) and
---                 steady_req (steady_req.sql),
+-- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql),
 --                 manifest_steps (step, client_limited) from the manifest's steps[],
 --                 timeline (timeline.sql: replica intervals, contract §2.6)
 -- params: $run_id, $source (manifest source), $slo_ttft_s, $slo_tpot_s (goodput and SLO
@@ -95,27 +94,31 @@ replicas AS (
     GROUP BY w.step
 ),
 -- Per-token ITL: chunk seq >= 1 of an ok request gives (at[seq] - at[seq-1]) / tokens,
--- counted `tokens` times, so a chunk bundling k tokens weighs k.
-gaps AS (
-    SELECT r.step, g.tokens, g.itl_s AS itl
-    FROM chunk_gaps g JOIN steady_req r USING (req_no)
-    WHERE r.ok AND g.seq >= 1
-      AND (CAST($model AS VARCHAR) IS NULL OR r.model = CAST($model AS VARCHAR))
+-- counted `tokens` times, so a chunk bundling k tokens weighs k. chunk_gaps carries each
+-- chunk's step, ok and model. NOT MATERIALIZED: its two readers (the histogram, then the
+-- chunks of the buckets it picks) each read it again, instead of DuckDB keeping every row of
+-- a night-sized step in between (more than its memory limit: it spilled them).
+gaps AS NOT MATERIALIZED (
+    SELECT g.step, g.tokens AS w, g.itl_s AS itl, CAST(floor(g.itl_s * 1e5) AS BIGINT) AS b
+    FROM chunk_gaps g
+    WHERE g.ok AND g.seq >= 1
+      AND (CAST($model AS VARCHAR) IS NULL OR g.model = CAST($model AS VARCHAR))
 ),
 -- Its percentiles are quantile_cont's over that token-weighted list, computed without the
 -- list: quantile_cont keeps every value of a group in memory, which DuckDB cannot spill (a
 -- night-sized step has hundreds of millions of tokens). Instead: a histogram of 10 µs buckets
 -- (a few thousand rows whatever the run's size) says which bucket holds each rank that a
 -- percentile interpolates between, and only the chunks of those buckets are sorted and
--- ranked. Exact: the values picked are the same order statistics.
-itl_w AS (
-    SELECT step, itl, tokens AS w, CAST(floor(itl * 1e5) AS BIGINT) AS b
-    FROM gaps WHERE itl IS NOT NULL
+-- ranked. Exact: the values picked are the same order statistics. The same pass counts the
+-- chunks that bundle several tokens (b null: a chunk without a gap, counted there only).
+gaps_by_bucket AS (
+    SELECT step, b, CAST(sum(w) AS BIGINT) AS w, sum(itl * w) AS itl_w_sum,
+           min(itl) AS itl_min, max(itl) AS itl_max,
+           count(*) AS n_chunks, count(*) FILTER (WHERE w > 1) AS n_multi
+    FROM gaps GROUP BY step, b
 ),
 itl_hist AS (
-    SELECT step, b, CAST(sum(w) AS BIGINT) AS w, sum(itl * w) AS itl_w_sum,
-           min(itl) AS itl_min, max(itl) AS itl_max
-    FROM itl_w GROUP BY step, b
+    SELECT step, b, w, itl_w_sum, itl_min, itl_max FROM gaps_by_bucket WHERE b IS NOT NULL
 ),
 itl_n AS (
     SELECT step, CAST(sum(w) AS BIGINT) AS n, min(itl_min) AS itl_s_min,
@@ -146,7 +149,7 @@ itl_cum AS (   -- in those buckets only: value itl holds the ranks [upto - w, up
            n.start + CAST(sum(x.w) OVER (PARTITION BY x.step, x.b ORDER BY x.itl
                                          ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
                           AS BIGINT) AS upto
-    FROM itl_w x JOIN itl_need n ON x.step = n.step AND x.b = n.b
+    FROM gaps x JOIN itl_need n ON x.step = n.step AND x.b = n.b
 ),
 itl_at AS (
     SELECT r.step, r.i, r.h, r.lo,
@@ -170,8 +173,8 @@ itl AS (
     GROUP BY n.step
 ),
 itl_share AS (
-    SELECT step, avg(CASE WHEN tokens > 1 THEN 1.0 ELSE 0.0 END) AS itl_multi_token_share
-    FROM gaps GROUP BY step
+    SELECT step, CAST(sum(n_multi) AS DOUBLE) / sum(n_chunks) AS itl_multi_token_share
+    FROM gaps_by_bucket GROUP BY step
 ),
 derived AS (
     SELECT

@@ -25,7 +25,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
-from servingbench.resources.analysis import sqlfiles
+from servingbench.resources.analysis import chunks, sqlfiles
 from servingbench.resources.contract import durable, run_files, settings
 from servingbench.resources.contract import manifest as manifest_mod
 from servingbench.resources.contract.schemas import (
@@ -232,10 +232,10 @@ def open_run(path: Path, duckdb_path: str | None = None) -> RunFolder:
             if how == "partial":
                 partial.append(name)
         foreign = _register_events(con, path, manifest["run_id"], read)
-        # chunk gaps are needed by both the gates and the metrics: compute them once; the
+        # the chunk-level relations the gates and the metrics share (chunks.py); the
         # timelines (contract §2.6) by the metrics, the cost, rule 5 and the episode outputs
-        for table in ("steady_req", "chunk_gaps", "timeline"):
-            con.sql(sqlfiles.load(table)).create(table)
+        chunks.build(con)
+        sqlfiles.create(con, "timeline")
         kinds = {k for (k,) in con.execute("SELECT DISTINCT kind FROM timeline").fetchall()}
     except (duckdb.Error, pa.ArrowException, OSError) as exc:
         con.close()

@@ -39,3 +39,15 @@ def query(con: duckdb.DuckDBPyConnection, name: str, **params) -> pa.Table:
         raise TypeError(f"sql/{name}.sql needs parameters {sorted(missing)}")
     bound = {k: v for k, v in params.items() if k in wanted}
     return con.sql(load(name), params=bound or None).to_arrow_table()
+
+
+def create(con: duckdb.DuckDBPyConnection, name: str, table: str | None = None,
+           view: bool = False) -> None:
+    """Store the named query (one without parameters) as the table `table` (default: its
+    name), or as a view: a view is its query, run again by each query that reads it. The
+    view is temporary (this connection's): it may read what was registered from Python (a
+    partial stream, an Arrow dataset), which a view in the database file may not."""
+    if view:
+        con.execute(f'CREATE OR REPLACE TEMPORARY VIEW "{table or name}" AS {load(name)}')
+    else:
+        con.sql(load(name)).create(table or name)

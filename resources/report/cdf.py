@@ -10,22 +10,23 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 import pyarrow.compute as pc
-from servingbench.resources.analysis import sqlfiles
+from servingbench.resources.analysis import chunks, sqlfiles
 from servingbench.resources.report.rundata import RunData
 
 MAX_POINTS = 2000
 Cdf = dict[str, tuple[np.ndarray, np.ndarray]]
 
 
-def _query(name: str, tables: tuple[str, ...] = (), **relations) -> dict[str, np.ndarray]:
-    """Run one named query of sql/ over Arrow tables, after building the named `tables` it
-    reads (e.g. chunk_gaps, shared with the analyzer); columns as numpy arrays."""
+def _query(name: str, chunk_tables: bool = False, **relations) -> dict[str, np.ndarray]:
+    """Run one named query of sql/ over Arrow tables, after building the chunk-level
+    relations it reads when asked (chunk_gaps, built as the analyzer builds it); columns as
+    numpy arrays."""
     con = duckdb.connect(":memory:")
     try:
         for rel_name, table in relations.items():
             con.register(rel_name, table)
-        for table_name in tables:
-            con.sql(sqlfiles.load(table_name)).create(table_name)
+        if chunk_tables:
+            chunks.build(con)
         table = sqlfiles.query(con, name)
         return {k: table.column(k).to_numpy(zero_copy_only=False) for k in table.column_names}
     finally:
@@ -64,5 +65,5 @@ def itl_cdf(run: RunData) -> Cdf:
     if run.requests is None or run.chunks is None or run.chunks.num_rows == 0:
         return {}
     steady = run.requests.filter(pc.field("phase") == "steady")
-    cols = _query("itl_cdf", ("steady_req", "chunk_gaps"), steady=steady, chunks=run.chunks)
+    cols = _query("itl_cdf", True, steady=steady, chunks=run.chunks)
     return _by_step(cols, "itl_s", "cum_share")
