@@ -151,13 +151,10 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="sb-chunk-cost-") as d:
         trees = [("this tree", str(ROOT))]
-        if a.baseline:
-            base = Path(d) / "baseline"
-            base.mkdir()
-            archive = subprocess.run(["git", "archive", a.baseline, "resources"], cwd=ROOT,
-                                     capture_output=True, check=True)
-            subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
-            trees.append((f"at {a.baseline}", str(base)))
+        if a.baseline:  # imported before this checkout (benchmarks/trees.py)
+            from trees import extract
+
+            trees.append((f"at {a.baseline}", extract(a.baseline, Path(d) / "baseline").pythonpath))
         results: dict[str, list[dict]] = {name: [] for name, _ in trees}
         for rnd in range(a.rounds):
             for name, root in trees if rnd % 2 == 0 else trees[::-1]:

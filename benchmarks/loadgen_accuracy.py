@@ -7,8 +7,9 @@ loop c=16) runs against a second such server that writes 4 tokens per chunk (tok
 the same times, written in fours; the emulator's `bundle` fault on every request). Each client pinned to CPU 0, one
 after the other, in one run (the machine is noisy: compare ratios within a run):
 servingbench's load generator, a minimal raw-socket asyncio client (the limit), the
-load generator as it was at an earlier commit when `--baseline REF` is given (its
-`resources/` extracted with `git archive`, driven by the same benchmark client), and
+load generator as it was at an earlier commit when `--baseline REF` is given (its folders
+extracted with `git archive` and imported before this checkout, benchmarks/trees.py; driven
+by the same benchmark client), and
 AIPerf when its virtualenv is given (see benchmarks/loadgen_aiperf.py).
 
     .venv/bin/python benchmarks/loadgen_accuracy.py [--quick] [--repeat N] [--baseline main]
@@ -82,12 +83,11 @@ def start_server(tmp: Path, name: str = "server", tokens_per_chunk: int = 1,
 
 
 def extract(ref: str, tmp: Path) -> Path:
-    """`resources/` as it was at `ref`, in a folder of its own."""
-    root = tmp / "baseline"
-    root.mkdir()
-    archive = subprocess.run(["git", "archive", ref, "resources"], cwd=ROOT, capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
-    return root
+    """The project as it was at `ref`, importable as `servingbench` before this checkout
+    (benchmarks/trees.py): the folder to put first on sys.path (SB_CLIENT_ROOT)."""
+    from trees import extract as extract_tree
+
+    return Path(extract_tree(ref, tmp / "baseline").pythonpath)
 
 
 def run_client(name: str, base: str, mode: str, value: float, count: int, tmp: Path,

@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-# SB_CLIENT_ROOT: another tree's `resources/` (e.g. an earlier commit's client, extracted by
-# loadgen_accuracy.py --baseline) measured with this same driver
+# SB_CLIENT_ROOT: another tree's `servingbench` package (an earlier commit's client, extracted
+# by loadgen_accuracy.py --baseline through benchmarks/trees.py) measured with this same driver
 sys.path.insert(0, os.environ.get("SB_CLIENT_ROOT") or str(Path(__file__).resolve().parents[1]))
 
 from servingbench.resources.contract.schemas import read_records

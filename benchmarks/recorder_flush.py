@@ -22,7 +22,6 @@ import argparse
 import importlib
 import inspect
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _load(root: Path):
     """`servingbench.resources.loadgen.recorder` (and its Request) from `root`, in a fresh module set."""
-    for name in [m for m in sys.modules if m == "resources" or m.startswith("resources.")]:
+    for name in [m for m in sys.modules if m == "servingbench" or m.startswith("servingbench.")]:
         del sys.modules[name]
     sys.path.insert(0, str(root))
     try:
@@ -52,11 +51,11 @@ def _load(root: Path):
 
 
 def _extract(ref: str, into: Path) -> Path:
-    into.mkdir()
-    archive = subprocess.run(["git", "archive", ref, "resources"], cwd=ROOT, capture_output=True,
-                             check=True)
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return into
+    """The tree at `ref`, importable as `servingbench` before this checkout (trees.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from trees import extract
+
+    return Path(extract(ref, into).pythonpath)
 
 
 def _fill(rec, request_cls, n: int, chunks: int) -> None:
