@@ -24,7 +24,7 @@ from servingbench.resources.model_server.local.vllm_cpu import (
     model_dir,
 )
 
-from tests.support.vllm import WHY, candidate
+from tests.support.vllm import EAGER, WHY, candidate
 
 pytestmark = [pytest.mark.skipif(WHY is not None, reason=f"vLLM's CPU build: {WHY}"),
               pytest.mark.slow]
@@ -59,7 +59,7 @@ def test_an_engine_that_fails_to_start_leaves_no_process():
     # one block of KV cache cannot hold one request of the model's length: vLLM's engine
     # core refuses to start, and the API server exits with it
     port = free_port()
-    cmd = command(candidate(), model_dir(), port, ("--num-gpu-blocks-override", "1"))
+    cmd = command(candidate(), model_dir(), port, (*EAGER, "--num-gpu-blocks-override", "1"))
     proc = VllmProcess(cmd, port, ready_timeout_s=300)
     with pytest.raises(EngineStartError,
                        match=r"exited during start \(exit code 1\):\n.*ValueError: .*cache"):
@@ -69,7 +69,7 @@ def test_an_engine_that_fails_to_start_leaves_no_process():
 
 def test_a_start_past_its_deadline_leaves_no_process():
     port = free_port()
-    proc = VllmProcess(command(candidate(), model_dir(), port), port, ready_timeout_s=240)
+    proc = VllmProcess(command(candidate(), model_dir(), port, EAGER), port, ready_timeout_s=240)
     proc.spawn()
     # its deadline passes once vLLM's engine core runs: every process of vLLM is up, and
     # the server has not answered yet
@@ -83,9 +83,9 @@ def test_a_start_past_its_deadline_leaves_no_process():
 STARTER = """
 import sys, time
 from servingbench.resources.model_server.local.vllm_cpu import VllmProcess, command, free_port, model_dir
-from tests.support.vllm import candidate
+from tests.support.vllm import EAGER, candidate
 port = free_port()
-proc = VllmProcess(command(candidate(), model_dir(), port), port)
+proc = VllmProcess(command(candidate(), model_dir(), port, EAGER), port)
 import threading
 threading.Thread(target=proc.start, daemon=True).start()
 while proc.proc is None:

@@ -35,7 +35,7 @@ from servingbench.resources.model_server.local.vllm_cpu import (
     group_members,
 )
 
-from tests.support.vllm import WHY, Running, candidate
+from tests.support.vllm import EAGER, WHY, Running, candidate
 
 pytestmark = [pytest.mark.skipif(WHY is not None, reason=f"vLLM's CPU build: {WHY}"),
               pytest.mark.slow]
@@ -49,7 +49,7 @@ VLLM = engines.get("vllm")
 def server(tmp_path_factory):
     c = replace(candidate(), speculative=SpeculativePlan(method="ngram", draft_tokens=3))
     run_dir = tmp_path_factory.mktemp("vllm")
-    ms = VllmModelServer(extra_args=("--num-gpu-blocks-override", str(BLOCKS)))
+    ms = VllmModelServer(extra_args=(*EAGER, "--num-gpu-blocks-override", str(BLOCKS)))
     with ms.deploy(c, None, run_dir) as dep:
         yield c, dep, run_dir
     assert not group_members(dep.details["pid"])  # the API server, engine core and worker

@@ -21,6 +21,13 @@ from servingbench.resources.model_server.local.vllm_cpu import engine_available
 
 WHY = engine_available()
 NAME = "local-vllm-tiny"  # pipelines/candidates_real.yaml
+# Every vLLM the tests start runs eagerly: without it, its first forward pass compiles the
+# model (torch.compile and Inductor's C++ kernels), once for each shape of configuration,
+# into caches under HOME and the temporary folder. On a new machine those caches are empty,
+# and each start of a new configuration cost ~25 CPU-seconds more than a start that finds
+# them (51 against 28 CPU-s, measured in docs/performance.md). Nothing the tests check (the
+# API, the metrics, the counters, the process group's life and death) depends on it.
+EAGER = ("--enforce-eager",)
 
 
 def candidate() -> Candidate:
