@@ -9,6 +9,14 @@ import sys
 
 import pytest
 
+# no test leaves a process behind: its hooks, taken here for every test
+from tests.support.leftovers import (  # noqa: F401
+    pytest_configure,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+    pytest_testnodedown,
+)
+
 
 @pytest.fixture(scope="session")
 def moto_server():
@@ -89,3 +97,4 @@ def pytest_unconfigure(config):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
