@@ -1,6 +1,7 @@
 -- name: step_metrics
 -- contract §3: one row per step of the steady phase → derived_metrics.parquet.
--- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql),
+-- inputs (views): steady (request log, phase = steady), chunk_gaps (chunk_gaps.sql) and
+--                 its histogram in chunk_facts (chunk_facts.sql),
 --                 manifest_steps (step, client_limited) from the manifest's steps[],
 --                 timeline (timeline.sql: replica intervals, contract §2.6)
 -- params: $run_id, $source (manifest source), $slo_ttft_s, $slo_tpot_s (goodput and SLO
@@ -95,10 +96,8 @@ replicas AS (
 ),
 -- Per-token ITL: chunk seq >= 1 of an ok request gives (at[seq] - at[seq-1]) / tokens,
 -- counted `tokens` times, so a chunk bundling k tokens weighs k. chunk_gaps carries each
--- chunk's step, ok and model. NOT MATERIALIZED: its two readers (the histogram, then the
--- chunks of the buckets it picks) each read it again, instead of DuckDB keeping every row of
--- a night-sized step in between (more than its memory limit: it spilled them).
-gaps AS NOT MATERIALIZED (
+-- chunk's step, ok and model.
+gaps AS (
     SELECT g.step, g.tokens AS w, g.itl_s AS itl, CAST(floor(g.itl_s * 1e5) AS BIGINT) AS b
     FROM chunk_gaps g
     WHERE g.ok AND g.seq >= 1
@@ -109,13 +108,18 @@ gaps AS NOT MATERIALIZED (
 -- night-sized step has hundreds of millions of tokens). Instead: a histogram of 10 µs buckets
 -- (a few thousand rows whatever the run's size) says which bucket holds each rank that a
 -- percentile interpolates between, and only the chunks of those buckets are sorted and
--- ranked. Exact: the values picked are the same order statistics. The same pass counts the
--- chunks that bundle several tokens (b null: a chunk without a gap, counted there only).
+-- ranked. Exact: the values picked are the same order statistics. The histogram was counted
+-- per step and model with the requests' chunk facts, in their one pass (chunk_facts.sql); it
+-- also counts the chunks that bundle several tokens (b null: a chunk without a gap, counted
+-- there only).
 gaps_by_bucket AS (
-    SELECT step, b, CAST(sum(w) AS BIGINT) AS w, sum(itl * w) AS itl_w_sum,
-           min(itl) AS itl_min, max(itl) AS itl_max,
-           count(*) AS n_chunks, count(*) FILTER (WHERE w > 1) AS n_multi
-    FROM gaps GROUP BY step, b
+    SELECT step, b, CAST(sum(chunk_tokens) AS BIGINT) AS w, sum(itl_w_sum) AS itl_w_sum,
+           min(itl_min) AS itl_min, max(itl_max) AS itl_max,
+           sum(n_chunks) AS n_chunks, sum(n_multi) AS n_multi
+    FROM chunk_facts
+    WHERE NOT per_request AND itl_chunk
+      AND (CAST($model AS VARCHAR) IS NULL OR model = CAST($model AS VARCHAR))
+    GROUP BY step, b
 ),
 itl_hist AS (
     SELECT step, b, w, itl_w_sum, itl_min, itl_max FROM gaps_by_bucket WHERE b IS NOT NULL

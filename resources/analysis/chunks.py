@@ -1,7 +1,8 @@
 """The chunk-level relations that the gates, the metrics and the report share, built once
 per connection from the views `steady` and `chunks`: `steady_req` (the steady requests
 numbered), `chunk_gaps` (each chunk of a steady request with its gap to the one before it
-and its per-token ITL) and `chunk_req` (each request's chunk facts).
+and its per-token ITL), `chunk_facts` (in one pass over it: each request's chunk facts,
+the view `chunk_req`, and the ITL's histogram per step and model).
 
 `chunk_gaps` is read in the chunk log's own order (sql/chunk_gaps.sql, a view: a streaming
 pass over the log), because every writer writes a request's chunks together in seq order;
@@ -25,13 +26,14 @@ def build(con: duckdb.DuckDBPyConnection) -> str:
     con.execute(sqlfiles.load("itl_s"))
     sqlfiles.create(con, "steady_req")
     sqlfiles.create(con, "chunk_gaps", view=True)
-    sqlfiles.create(con, "chunk_req")
+    sqlfiles.create(con, "chunk_facts")
+    sqlfiles.create(con, "chunk_req", view=True)
     [(unordered,)] = con.execute(
         "SELECT count(*) FROM chunk_req WHERE first_chunks <> 1").fetchall()
     if not unordered:
         return IN_ORDER
-    con.execute("DROP TABLE chunk_req")
+    con.execute("DROP TABLE chunk_facts")
     con.execute("DROP VIEW chunk_gaps")
     sqlfiles.create(con, "chunk_gaps_by_seq", table="chunk_gaps")
-    sqlfiles.create(con, "chunk_req")
+    sqlfiles.create(con, "chunk_facts")
     return BY_SEQ
