@@ -39,7 +39,7 @@ def probe(cfg: LoadConfig, headers: dict[str, str], secrets: tuple[str, ...]) ->
     timeout = httpx.Timeout(cfg.first_token_timeout_s, connect=cfg.connect_timeout_s)
     last = ""
     deadline = cfg.connect_timeout_s + cfg.first_token_timeout_s  # two tokens, all told
-    with httpx.Client(timeout=timeout, trust_env=False) as http:
+    with control.client(timeout=timeout, trust_env=False) as http:
         for opt in options:
             try:
                 r, raw = control.request(http, "POST", url, json=_body(cfg, opt), headers=headers,

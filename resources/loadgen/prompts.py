@@ -123,7 +123,7 @@ class Tokenizer:
     def _ask(self, path: str, field: str, text: str) -> int | None:
         """The count from one shape, or None (refused, malformed, too big, too slow)."""
         try:
-            with httpx.Client(timeout=TOKENIZE_DEADLINE_S, trust_env=False) as http:
+            with control.client(timeout=TOKENIZE_DEADLINE_S, trust_env=False) as http:
                 r, raw = control.request(http, "POST", f"{self.base_url}{path}",
                                          headers=self.headers,
                                          json={"model": self.model, field: text},

@@ -146,9 +146,9 @@ class Scraper:
         self.url = f"{base_url}/metrics"
         self.headers = {k: v for k, v in headers.items() if k.lower() == "authorization"}
         self.secrets = secrets
-        # httpx's default verification, built once: a new client builds it again each time
-        # (loading the CA bundle: ~0.2 CPU-s per scrape, two scrapes a step)
-        self.verify = httpx.create_ssl_context()
+        # httpx's default verification, built once per process (control.tls): a new client
+        # builds it again each time (loading the CA bundle), two scrapes a step
+        self.verify = control.tls()
 
     async def scrape(self) -> tuple[dict | None, str | None]:
         """(snapshot, None) or (None, why unavailable)."""
