@@ -68,7 +68,7 @@ class Autoscaler:
             return totals["rps"], f"rps={totals['rps']:g} at the balancer"
         total = 0.0
         # the replicas are ours on 127.0.0.1: never through a proxy the environment names
-        with httpx.Client(timeout=READ_DEADLINE_S, trust_env=False) as http:
+        with control.client(timeout=READ_DEADLINE_S, trust_env=False) as http:
             for rep in ready:
                 try:
                     r, body = control.request(http, "GET", rep.metrics_url,
