@@ -27,6 +27,12 @@ def test_starts_one_and_stops_it():
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     p.kill()
     p.wait()
+
+def test_uses_multiprocessing():
+    # its resource tracker lives as long as this session's process: no leftover
+    import multiprocessing as mp
+    with mp.get_context("spawn").Pool(1) as pool:
+        assert pool.apply(abs, (-1,)) == 1
 """
 
 
@@ -55,10 +61,12 @@ def test_a_process_left_behind_is_named_killed_and_fails_the_run(tmp_path, args)
     p, pid = _session(tmp_path, *args)
     out = p.stdout + p.stderr
     assert p.returncode == 1, out
-    assert "2 passed" in out, out  # every test passed: the leftover alone fails the run
+    assert "3 passed" in out, out  # every test passed: the leftover alone fails the run
     assert "processes left behind" in out
     assert f"pid {pid} " in out and "test_starts_a_server_and_forgets_it" in out, out
-    assert "test_starts_one_and_stops_it" not in out.split("processes left behind")[1]
+    named = out.split("processes left behind")[1]
+    assert "test_starts_one_and_stops_it" not in named and "test_uses_multiprocessing" not in named
+    assert named.count("pid ") == 1, named
     deadline = time.monotonic() + 5
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -68,12 +68,24 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _own_helpers() -> set[int]:
+    """This interpreter's own multiprocessing helpers (the resource tracker, the fork
+    server), started by a test that used multiprocessing: they end when it does, with the
+    session, and are no test's leftover."""
+    import multiprocessing.forkserver as forkserver
+    import multiprocessing.resource_tracker as tracker
+
+    pids = {getattr(tracker._resource_tracker, "_pid", None),
+            getattr(forkserver._forkserver, "_forkserver_pid", None)}
+    return {p for p in pids if p}
+
+
 def find(token: str) -> list[Leftover]:
-    """The live processes carrying `token`, but this one."""
-    me, want = os.getpid(), token.encode()
+    """The live processes carrying `token`, but this one and its multiprocessing helpers."""
+    skip, want = {os.getpid(), *_own_helpers()}, token.encode()
     found = []
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
-        if not entry.name.isdigit() or int(entry.name) == me:
+        if not entry.name.isdigit() or int(entry.name) in skip:
             continue
         env = _environ(int(entry.name))
         if env is None or env.get(OWNER.encode()) != want:
