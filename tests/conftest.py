@@ -76,37 +76,14 @@ HEAVY_FILES = frozenset({
 })
 
 
-# The files that take longest in the parallel pass (wall seconds of their tests there, a
-# quiet 2-core machine, 2026-12-04: 92, 71, 66, 65, 58, 51, 40, 38, 38, 38 s), longest
-# first: they are collected first, and the Makefile keeps that order (xdist's default
-# reorders files by how many tests they hold, which put the one-test chains at the very end,
-# where the pass waited on them with its other workers idle).
-LONGEST_FILES = (
-    "tests/engine/test_vllm_lifecycle.py",
-    "tests/engine/test_llamacpp.py",
-    "tests/fleet/test_fleet_pools_postgres.py",
-    "tests/fleet/test_fleet_pools.py",
-    "tests/engine/test_vllm_live.py",
-    "tests/report/test_episode_report.py",
-    "tests/analysis/test_gates.py",
-    "tests/peers/test_import_aiperf.py",
-    "tests/pipelines/test_sweep_chain.py",
-    "tests/pipelines/test_signals.py",
-)
-
-
 def pytest_collection_modifyitems(config, items):
     root = config.rootpath
-    missing = {f for f in (*HEAVY_FILES, *LONGEST_FILES) if not (root / f).exists()}
-    if missing:  # a renamed file would silently join the inner loop, or lose its place
-        raise pytest.UsageError(f"tests/conftest.py names missing files: {sorted(missing)}")
-    first = {f: i for i, f in enumerate(LONGEST_FILES)}
-    where = {}
+    missing = {f for f in HEAVY_FILES if not (root / f).exists()}
+    if missing:  # a renamed file would silently join the inner loop
+        raise pytest.UsageError(f"tests/conftest.py HEAVY_FILES names missing files: {sorted(missing)}")
     for item in items:
-        path = where[item] = item.path.relative_to(root).as_posix()
-        if path in HEAVY_FILES:
+        if item.path.relative_to(root).as_posix() in HEAVY_FILES:
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: first.get(where[item], len(first)))  # stable: the rest keep theirs
 
 
 @pytest.hookimpl(trylast=True)
