@@ -23,10 +23,14 @@ WHY = engine_available()
 NAME = "local-vllm-tiny"  # pipelines/candidates_real.yaml
 # Every vLLM the tests start runs eagerly: without it, its first forward pass compiles the
 # model (torch.compile and Inductor's C++ kernels), once for each shape of configuration,
-# into caches under HOME and the temporary folder. On a new machine those caches are empty,
-# and each start of a new configuration cost ~25 CPU-seconds more than a start that finds
-# them (51 against 28 CPU-s, measured in docs/performance.md). Nothing the tests check (the
-# API, the metrics, the counters, the process group's life and death) depends on it.
+# into caches under HOME and the temporary folder. On a new machine those caches are empty:
+# the two vLLM files cost 155 CPU-seconds there, 107 eagerly. Nothing the tests check (the
+# API, the metrics, the counters, the process group's life and death) depends on it. The
+# price, on a machine whose caches are warm: eager steps cost more CPU when the cores are
+# contended (the live module under two busy loops: 68 CPU-s against 51 compiled), and its
+# slower tokens are what keep test_vllm_live's four requests overlapping long enough to
+# outgrow the KV cache (compiled, that test failed under the parallel pass's load).
+# docs/performance.md ("The test suite").
 EAGER = ("--enforce-eager",)
 
 
