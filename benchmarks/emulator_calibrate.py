@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from servingbench.emulator import specs
-from servingbench.emulator.model import PerfModel
+from servingbench.emulator.perf import PerfModel
 
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 PREFILLS = [512, 1024, 2048, 4096, 8192]

@@ -79,15 +79,16 @@ def _drive(endpoint: str, model: str, root: Path, grid) -> list[dict]:
 
 def fit(points: list[dict], cfg) -> dict:
     """The fitted figures from the c=1 points, in the emulator's own terms: the prompt's
-    FLOPs are the model's (2 × params per token + its attention term), so the line is
-    TTFT = request overhead + FLOPs / effective FLOP/s."""
-    from servingbench.emulator.model import PerfModel
+    FLOPs are the model's (2 × the linear layers' params per prompt token, the LM head for
+    the one row that samples, and the attention term), so the line is TTFT = request
+    overhead + FLOPs / effective FLOP/s."""
+    from servingbench.emulator.perf import PerfModel
 
     m = PerfModel(cfg)
     ones = [p for p in points if p["concurrency"] == 1]
     d = statistics.median(p["itl_s_p50"] for p in ones)
-    xs = [2 * m.active_params * p["input_tokens"]
-          + m.prefill_pairs(0, p["input_tokens"]) * m.attn_flops_per_pair * m.layers for p in ones]
+    xs = [2 * m.dense_params * p["input_tokens"] + 2 * m.head_params
+          + m.prefill_pairs(0, p["input_tokens"]) * m.pair_flops_prefill for p in ones]
     ys = [p["ttft_s_p50"] for p in ones]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)

@@ -191,15 +191,14 @@ def fit(points: list[dict]) -> dict:
     intercept, per_token = _line([p["input_tokens"] for p in ones], [p[VLLM_TTFT] for p in ones])
     per_token = max(per_token, 1e-7)
     # The TTFT intercept beyond one step is spent in vLLM's API server (the request parsed
-    # and tokenized, the answer detokenized) beside the engine, request by request; the
-    # emulator's request_overhead_ms is spent inside the engine's step, so for several
-    # requests admitted together it would add up. It is reported, not used (0 in the spec).
+    # and tokenized, the answer detokenized) beside the engine, request by request: the
+    # emulator's frontend_ms, not its request_overhead_ms (spent inside the engine's step,
+    # which would add up over requests admitted together).
     return {"step_overhead_ms": overhead * 1e3, "decode_s_per_seq": per_seq,
             "prefill_s_per_token": per_token, "ttft_intercept_s": intercept,
             # the emulator's terms: 2 x params FLOPs per token at these effective rates
             "prefill_tflops": 2 * params / per_token / 1e12,
-            "decode_compute": per_token / per_seq,
-            "api_server_ms_per_request": max(intercept - overhead, 0.0) * 1e3}
+            "frontend_ms": max(intercept - overhead, 0.0) * 1e3}
 
 
 def _fit_report(points: list[dict]) -> dict:

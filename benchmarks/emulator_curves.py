@@ -12,7 +12,7 @@ from pathlib import Path
 
 from servingbench.emulator import specs
 from servingbench.emulator.fit import fit_of
-from servingbench.emulator.model import PerfModel
+from servingbench.emulator.perf import PerfModel
 from servingbench.emulator.scheduler import simulate
 
 CANDIDATES = ["p5.48xlarge", "p4d.24xlarge", "g6e.48xlarge", "trn2.48xlarge", "inf2.48xlarge"]

@@ -76,16 +76,22 @@ def parser() -> argparse.ArgumentParser:
                                 description="Local engine emulator: a vLLM-compatible server "
                                 "whose every number is EMULATED (modelled, not measured).")
     p.add_argument("--candidate", default="p5.48xlarge", choices=specs.candidates())
-    p.add_argument("--model", default="scout", choices=specs.models())
+    p.add_argument("--model", default="scout",
+                   help="an architecture of architectures.yaml by its key, Hugging Face id or "
+                   f"published name ({', '.join(specs.models())})")
     p.add_argument("--precision", default="bf16", choices=specs.precisions())
     p.add_argument("--tp", type=_positive(int), default=None, help="default: all accelerators")
+    p.add_argument("--engine", default=None,
+                   help="the engine profile the emulator imitates (engines.yaml: vllm, sglang, "
+                   "tensorrt-llm, vllm-neuron, ...); default: the platform's (vLLM, on Neuron "
+                   "its Neuron plugin)")
     p.add_argument("--spec", default=None, choices=specs.fitted_specs(),
                    help="a spec fitted to measurements (specs.yaml `fitted:`); it sets the "
                    "candidate, model, precision, TP and the fitted figures, over those flags")
     p.add_argument("--models", type=Path, default=None,
                    help="serve several models on the node: a JSON list of {name, model, "
                    "precision, placement (resident|swapped), memory_share, sleep_level} "
-                   "(emulator/models.py); --candidate and --tp are the node's")
+                   "(emulator/modelset.py); --candidate and --tp are the node's")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--port-file", type=Path, default=None, help="written atomically once bound")
@@ -182,7 +188,7 @@ async def serve(opts: Options, host: str, port: int, port_file: Path | None,
         return 0  # the parent died before we started: nobody to serve
     try:
         if models is not None:
-            from servingbench.emulator.models import ModelsError, ModelSet
+            from servingbench.emulator.modelset import ModelsError, ModelSet
             try:
                 app = ModelSet(opts, loop, models)
             except ModelsError as exc:
@@ -235,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         cfg = (specs.fitted_config(a.spec) if a.spec
-               else specs.config(a.candidate, a.model, a.precision, a.tp))
+               else specs.config(a.candidate, a.model, a.precision, a.tp, a.engine))
     except specs.SpecError as exc:
         print(f"servingbench emulator: {exc}", file=sys.stderr)
         return 2
@@ -261,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                    kv_cache_dtype=a.kv_cache_dtype)
     models = None
     if a.models is not None:
-        from servingbench.emulator.models import ModelsError, read_entries
+        from servingbench.emulator.modelset import ModelsError, read_entries
         try:
             models = read_entries(a.models)
         except ModelsError as exc:

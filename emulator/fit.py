@@ -32,10 +32,11 @@ class FitResult:
 
 
 def fit_check(instance_type: str, model: str, precision: str, tp: int | None = None,
-              kv_tokens: int | None = None, kv_bytes_per_value: float = 2.0) -> FitResult:
+              kv_tokens: int | None = None, kv_bytes_per_value: float = 2.0,
+              engine: str | None = None) -> FitResult:
     """Raises specs.SpecError for unknown names or an impossible TP degree. `kv_tokens`:
     the KV cache that must fit besides the weights (at least min_kv_tokens)."""
-    cfg = specs.config(instance_type, model, precision, tp)
+    cfg = specs.config(instance_type, model, precision, tp, engine)
     return fit_of(cfg, kv_tokens, kv_bytes_per_value)
 
 
@@ -47,12 +48,13 @@ def fit_of(cfg: specs.Config, kv_tokens: int | None = None,
     weights = cfg.weights_bytes / specs.GB
     overhead = cfg.tp * cfg.serving["runtime_overhead_gb_per_accelerator"]
     kv_tokens = max(int(cfg.serving["min_kv_tokens"]), kv_tokens or 0)
-    per_token = cfg.model.kv_bytes_per_token(kv_bytes_per_value)
+    # each token's KV as often as the TP group holds it (KV heads copied past tp = kv_heads)
+    per_token = cfg.model.kv_bytes_per_token(kv_bytes_per_value) * cfg.model.kv_replication(cfg.tp)
     kv_min = per_token * kv_tokens / specs.GB
     needed = weights + overhead + kv_min
     fits = needed <= capacity
     arithmetic = (
-        f"{cfg.model.name} {cfg.precision.name}: weights {cfg.model.total_params_b:g}B params × "
+        f"{cfg.model.name} {cfg.precision.name}: weights {cfg.model.total_params_b:.1f}B params × "
         f"{cfg.precision.bytes_per_param:g} B = {weights:.1f} GB, + runtime overhead "
         f"{cfg.tp} × {cfg.serving['runtime_overhead_gb_per_accelerator']:g} GB = {overhead:.1f} GB, "
         f"+ minimal KV cache {kv_tokens} tokens × {per_token / 1024:.0f} KiB = "

@@ -14,14 +14,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servingbench.emulator import VERSION, api, faults, specs
+from servingbench.emulator import VERSION, api, faults, fidelity, specs
 from servingbench.emulator.dcgm import DeviceModel
 from servingbench.emulator.engine import FixedEngine, ModelEngine
 from servingbench.emulator.fit import FitResult
 from servingbench.emulator.groundtruth import Clock, GroundTruth, format_ts
 from servingbench.emulator.httpproto import HttpConnection, Request
 from servingbench.emulator.metrics import Metrics
-from servingbench.emulator.model import PerfModel
+from servingbench.emulator.perf import PerfModel
 from servingbench.emulator.prefix_cache import PrefixCache
 from servingbench.emulator.scheduler import Scheduler
 from servingbench.emulator.speculative import Speculative
@@ -89,6 +89,7 @@ class App:
         self.max_model_len = min(opts.max_model_len or int(cfg.serving["default_max_model_len"]),
                                  kv_tokens, cfg.model.max_context)
         self.metrics = Metrics(self.served_model, opts.metrics_token_skew)
+        prof = cfg.profile()
         self.gt = GroundTruth(opts.ground_truth)
         self.rng = random.Random(opts.seed)
         self.ids = 0
@@ -100,18 +101,17 @@ class App:
                                                                  *opts.fixed_timing, spec)
         else:
             budget = opts.max_num_batched_tokens or int(cfg.serving["max_num_batched_tokens"])
-            # specs.yaml `kv_allocation: blocks`: vLLM V1's block allocation with preemption
-            # (a fitted spec); the default reserves prompt + output at admission
-            blocks = cfg.serving.get("kv_allocation") == "blocks"
-            sched = Scheduler(self.model, max_seqs, budget, kv_tokens, spec,
-                              block=int(cfg.serving["kv_block_tokens"]) if blocks else None)
-            if blocks:
+            # the imitated engine's scheduling policy and KV allocation: an engine that
+            # allocates on demand (vLLM) preempts and counts it, as vllm:num_preemptions_total
+            sched = Scheduler(self.model, max_seqs, budget, kv_tokens, spec, prof.scheduler,
+                              prof.kv_reserve_output, prof.buckets, prof.block_tokens)
+            if prof.kv_reserve_output < 1:
                 self.metrics.preemptions = 0
             self.engine = ModelEngine(loop, self.metrics, sched, opts.time_scale)
             self.metrics.devices = DeviceModel(cfg, opts.fit.overhead_gb / cfg.tp, kv_tokens,
                                                self.model.kv_bytes_per_token)
-        # in the spec's KV block (vLLM's: 16 tokens on a GPU, 128 on its CPU build)
-        self.prefix_cache = (PrefixCache(kv_tokens, int(cfg.serving["kv_block_tokens"]))
+        # in the engine's KV block (vLLM's: 16 tokens on a GPU, 128 on its CPU build)
+        self.prefix_cache = (PrefixCache(kv_tokens, max(prof.block_tokens, 16))
                              if opts.prefix_cache else None)
         self.metrics.prefix_cache = self.prefix_cache
         self.ready = False
@@ -158,7 +158,10 @@ class App:
                   "api_key": o.api_key is not None,  # whether one is set, never the key
                   "fit": o.fit.message, "cold_start_plan_s": dict(self.cold_start_plan()),
                   # a fitted spec is calibrated on the one machine it was fitted on, nothing else
-                  "calibrated": o.cfg.fitted is not None}
+                  "calibrated": o.cfg.fitted is not None,
+                  # the cross-validated error band of this accelerator and engine against
+                  # published measurements (calibration.yaml): what every figure carries
+                  "fidelity": fidelity.band(o.cfg.instance.accelerator.name, o.cfg.engine).as_dict()}
         return {"emulated": True, "ready": self.ready, "phases": self.phases, "config": config,
                 "version": VERSION}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from servingbench.emulator import cli, specs
-from servingbench.emulator.model import PerfModel
+from servingbench.emulator.perf import PerfModel
 from servingbench.emulator.scheduler import Scheduler, Seq
 
 SPEC = "llamacpp-gemma3-270m-q4-this-host"
@@ -17,8 +17,8 @@ def test_the_fitted_spec_overrides_the_defaults_and_names_itself():
     assert cfg.model.name == "gemma3-270m" and cfg.instance.platform == "cpu"
     assert cfg.serving["max_num_seqs"] == 1  # one request at a time, as the engine
     assert cfg.efficiency["request_overhead_ms"] > 0
-    # the shared defaults stay as they were for every other spec
-    assert "request_overhead_ms" not in specs.config("p5.48xlarge", "scout", "bf16").efficiency
+    # every other spec pays no per-request overhead inside the engine's steps
+    assert specs.config("p5.48xlarge", "scout", "bf16").efficiency["request_overhead_ms"] == 0
     assert specs.config("p5.48xlarge", "scout", "bf16").fitted is None
 
 
@@ -33,7 +33,9 @@ def test_lone_request_times_are_the_fitted_line():
     cfg = specs.fitted_config(SPEC)
     m = PerfModel(cfg)
     for n in (128, 384):
-        flops = 2 * cfg.model.active_params_b * 1e9 * n + m.prefill_pairs(0, n) * 4 * 4 * 256 * 18
+        # the linear layers per prompt token, the LM head for the one row that samples
+        flops = (2 * cfg.model.dense_linear_params * n + 2 * cfg.model.head_params
+                 + m.prefill_pairs(0, n) * 4 * 4 * 256 * 18)
         assert m.prefill_time(n, budget=512) == pytest.approx(
             m.request_overhead_s + flops / cfg.peak_flops, rel=1e-6)
     assert m.decode_step(1, 100) == pytest.approx(cfg.weights_bytes / m.mem_bw, rel=0.02)

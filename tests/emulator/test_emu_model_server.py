@@ -9,7 +9,7 @@ import httpx
 import pytest
 from servingbench.emulator import specs
 from servingbench.emulator.groundtruth import read
-from servingbench.emulator.model import PerfModel
+from servingbench.emulator.perf import PerfModel
 from servingbench.emulator.process import EmulatorProcess
 
 from tests.support.emulator import stream

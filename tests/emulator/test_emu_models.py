@@ -1,4 +1,4 @@
-"""Several models in one emulator process (`--models`, emulator/models.py), EMULATED, and the
+"""Several models in one emulator process (`--models`, emulator/modelset.py), EMULATED, and the
 swap driver in front of it (resources/model_server/swap/driver.py): vLLM's sleep-mode endpoints,
 a sleeping model refusing requests, resident models sharing the accelerator's compute, and
 the driver putting the awake model to sleep and waking the requested one, each written as
@@ -16,7 +16,7 @@ import pytest
 from servingbench.emulator import specs
 from servingbench.emulator.cli import main as emulator_main
 from servingbench.emulator.fit import fit_of
-from servingbench.emulator.models import ModelSet
+from servingbench.emulator.modelset import ModelSet
 from servingbench.emulator.process import EmulatorProcess
 from servingbench.emulator.server import Options
 from servingbench.resources.model_server.fleet.events import Events

@@ -6,7 +6,7 @@ vLLM does the same on its CPU build (tests/engine/test_vllm_live.py)."""
 from __future__ import annotations
 
 from servingbench.emulator import specs
-from servingbench.emulator.model import PerfModel
+from servingbench.emulator.perf import PerfModel
 from servingbench.emulator.scheduler import Scheduler, Seq
 
 BLOCK = 16
@@ -36,7 +36,7 @@ def _model() -> PerfModel:
 def test_blocks_admit_both_and_preempt_when_the_cache_runs_out():
     # 8 blocks of 16: each sequence needs 2 blocks for its prompt and 5 by its end
     sched = Scheduler(_model(), max_num_seqs=8, token_budget=8192, kv_tokens=8 * BLOCK,
-                      block=BLOCK)
+                      reserve_output=0.0, block=BLOCK)
     a, b = Seq(prompt=20, output=60), Seq(prompt=20, output=60)
     emitted = _run(sched, [a, b])
     assert sched.preemptions >= 1
@@ -58,7 +58,7 @@ def test_the_reservation_queues_instead_and_never_preempts():
 
 def test_a_recomputed_sequence_prefills_its_prompt_and_its_tokens_again():
     sched = Scheduler(_model(), max_num_seqs=8, token_budget=8192, kv_tokens=6 * BLOCK,
-                      block=BLOCK)
+                      reserve_output=0.0, block=BLOCK)
     a, b = Seq(prompt=30, output=50), Seq(prompt=30, output=50)
     for s in (a, b):
         sched.add(s)
@@ -70,10 +70,13 @@ def test_a_recomputed_sequence_prefills_its_prompt_and_its_tokens_again():
 
 
 def test_the_fitted_vllm_spec_allocates_blocks_of_128():
-    cfg = specs.fitted_config("vllm-cpu-tiny-llama-this-host")
-    assert cfg.serving["kv_allocation"] == "blocks" and cfg.serving["kv_block_tokens"] == 128
-    # every other configuration keeps the reservation
-    assert specs.config("p5.48xlarge", "scout", "bf16").serving.get("kv_allocation") is None
+    prof = specs.fitted_config("vllm-cpu-tiny-llama-this-host").profile()
+    assert prof.kv_reserve_output == 0 and prof.block_tokens == 128  # vLLM's CPU build
+    # vLLM on a GPU allocates blocks of 16 the same way; TensorRT-LLM reserves and never preempts
+    gpu = specs.config("p5.48xlarge", "scout", "bf16").profile()
+    assert gpu.kv_reserve_output == 0 and gpu.block_tokens == 16
+    assert specs.config("p5.48xlarge", "scout", "bf16", engine="tensorrt-llm").profile() \
+        .kv_reserve_output == 1
 
 
 def test_the_emulator_serves_vllms_preemption_and_prefix_cache_counters():

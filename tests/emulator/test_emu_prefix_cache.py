@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from servingbench.emulator import specs
-from servingbench.emulator.model import PerfModel
+from servingbench.emulator.perf import PerfModel
 from servingbench.emulator.prefix_cache import PrefixCache
 from servingbench.emulator.process import EmulatorProcess
 from servingbench.emulator.scheduler import Scheduler, Seq
@@ -50,8 +50,9 @@ def test_a_cached_prefix_is_prefill_not_computed():
     cold_step = cold.step()
     assert len(step.emitted) == 1 and len(cold_step.emitted) == 1
     assert step.duration < cold_step.duration  # 16 prompt tokens computed instead of 4000
-    assert step.duration == pytest.approx(
-        model.step_time(16, 0, 0.0, model.prefill_pairs(3984, 16)))
+    # 16 query tokens attending over the cached 3,984 (their KV read once), one row sampled
+    assert step.duration == pytest.approx(float(model.time(
+        16, 1, 0, float(model.effective_context(3984)), 0.0, model.prefill_pairs(3984, 16), 1)))
 
 
 def _cached(base_url: str, prompt: str, chat: bool = False) -> tuple[int, int]:

@@ -83,7 +83,7 @@ def test_configuration_that_does_not_fit_refuses_to_start_with_exit_3():
     with pytest.raises(EmulatorStartError) as info:
         EmulatorProcess(["--model", "maverick", "--precision", "bf16"], ready_timeout_s=10).start()
     assert info.value.returncode == 3
-    assert "800.0 GB" in info.value.stderr and "576.0 GB" in info.value.stderr
+    assert "801.4 GB" in info.value.stderr and "576.0 GB" in info.value.stderr
     assert "Traceback" not in info.value.stderr
 
 

@@ -11,7 +11,7 @@ import zlib
 import httpx
 import pytest
 from servingbench.emulator import specs, vision
-from servingbench.emulator.model import PerfModel
+from servingbench.emulator.perf import PerfModel
 from servingbench.emulator.process import EmulatorProcess
 from servingbench.emulator.scheduler import Scheduler, Seq
 from servingbench.emulator.speculative import Speculative

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from servingbench.emulator import process, specs
-from servingbench.emulator.model import PerfModel
+from servingbench.emulator.perf import PerfModel
 from servingbench.resources.analysis.analyze import analyze_run
 from servingbench.resources.analysis.workload_outputs import live_probe_verdict
 from servingbench.resources.contract import manifest as mf

@@ -188,5 +188,5 @@ def test_preflight_refuses_a_model_that_does_not_fit_before_provisioning(tmp_pat
     assert not result.success
     (failure,) = [e for e in result.all_events if e.is_step_failure]
     message = failure.event_specific_data.error.message
-    assert "DOES NOT FIT" in message and "800.0 GB" in message
+    assert "DOES NOT FIT" in message and "801.4 GB" in message
     assert not Path(tmp_path / "runs").exists()   # nothing was provisioned

@@ -60,8 +60,11 @@ class EmulatorModelServer(ModelServer):
         self.ready_timeout_s, self.extra_args = ready_timeout_s, tuple(extra_args)
 
     def args(self, candidate: Candidate, run_dir: Path) -> list[str]:
+        # the engine the candidate names is the profile the emulator imitates (its scheduling
+        # and its fitted figures, emulator/engines.yaml)
         args = ["--candidate", candidate.instance_type, "--model", candidate.model_key,
                 "--precision", candidate.precision, "--tp", str(candidate.tensor_parallel),
+                "--engine", candidate.engine,
                 "--time-scale", str(self.time_scale), "--seed", str(self.seed),
                 "--max-model-len", str(candidate.max_model_len),
                 "--ground-truth", str(run_dir / "emulator_ground_truth.jsonl")]

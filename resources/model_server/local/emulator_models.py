@@ -1,5 +1,5 @@
 """A candidate with several models on one node (its `models`), on the local emulator: one
-emulator process serving every model (`--models`, emulator/models.py; resident ones share
+emulator process serving every model (`--models`, emulator/modelset.py; resident ones share
 its compute, swapped ones sleep and wake as vLLM's sleep mode does), EMULATED. With any
 swapped model the load goes through the swap driver (swap/driver.py), one endpoint that routes by
 the request's `model` and swaps before a request for a sleeping model; with only resident

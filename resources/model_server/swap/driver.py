@@ -10,7 +10,7 @@ arrival order), then `POST /sleep?level=N` to the awake engine (N its `sleep_lev
 `POST /wake_up` to the requested one, each answered 200 when done (vLLM answers when the
 engine has finished). The upstream of a model is `(host, port)`; `model_query` adds
 `model=NAME` to the sleep-mode calls (the emulator's one process serving every model,
-emulator/models.py); a vLLM Deployment per model takes none. Requests pass through as
+emulator/modelset.py); a vLLM Deployment per model takes none. Requests pass through as
 bytes, streamed chunk by chunk (chunked or Content-Length bodies) on keep-alive connections
 (relay.py).
 
@@ -344,7 +344,7 @@ def _say(message: str) -> None:
 
 
 def load_events(events: Events, status: dict) -> None:
-    """`model_load` per model at start from the emulator's status (emulator/models.py): its
+    """`model_load` per model at start from the emulator's status (emulator/modelset.py): its
     weights_load phase, `at` its end, `value` its seconds."""
     from servingbench.resources.contract.timestamps import parse_ts
 

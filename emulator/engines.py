@@ -1,0 +1,169 @@
+"""Engine profiles (engines.yaml): how an engine schedules on a platform, and the fitted
+figures of the performance model for one accelerator × engine (calibration.yaml, written by
+`servingbench calibrate`).
+
+The performance model's free figures are composed, never looked up per row:
+
+  memory_bandwidth = accelerator.memory × engine.memory    (fraction of datasheet bandwidth)
+  compute          = accelerator.compute × engine.compute  (fraction of datasheet FLOP/s)
+  step_overhead_ms, layer_overhead_us, seq_overhead_us,
+  frontend_ms, context_* (Neuron's context encoding)        the engine stack's
+  allreduce_us                                              the interconnect's
+  gemm_half_tokens, gemm_half_width                         the platform's
+
+so an accelerator's figures hold for every engine and an engine's for every accelerator,
+and a figure that only one row could pin down does not exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from servingbench.emulator.specdata import SpecError, load, resolve
+
+# Before any fit (and for what a fit never saw): the model's priors. Each says what it is.
+PRIORS: dict[str, float] = {
+    "memory_bandwidth": 0.75,   # assumption: fraction of HBM bandwidth reached by decode reads
+    "compute": 0.55,            # assumption: fraction of dense peak reached by large GEMMs
+    "gemm_half_tokens": 0.0,    # tokens at which a GEMM reaches half its efficiency (0: none)
+    "step_overhead_ms": 1.5,    # assumption: scheduler + launch per step (CUDA graphs)
+    "layer_overhead_us": 0.0,   # per layer and step, beyond the kernels (Neuron's graphs)
+    "seq_overhead_us": 0.0,     # per running sequence and step (sampling, bookkeeping)
+    "allreduce_us": 10.0,       # assumption: one small all-reduce over the TP group
+    "interconnect": 0.7,        # assumption: fraction of link bandwidth an all-reduce reaches
+    "request_overhead_ms": 0.0, # per admitted request (a Python server's request handling)
+    "context_compute": 0.55,    # Neuron: fraction of peak in the context-encoding graph
+    "context_layer_ms": 0.0,    # Neuron: per layer of one context-encoding pass
+    "seq_layer_overhead_us": 0.0,  # per batch row, layer and step (Neuron: the compiled batch's rows)
+    "gemm_half_width": 0.0,     # a GEMM's output columns per rank at which it reaches half
+                                # its efficiency (0: none)
+    "frontend_ms": 0.0,         # the API server before and after the engine (HTTP, tokenizing)
+    "expert_compute": 1.0,      # routed experts' grouped GEMMs relative to a dense GEMM
+}
+
+
+MAX_MEMORY = 0.95  # the best sustained share of datasheet bandwidth any kernel reaches
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    name: str
+    platform: str
+    scheduler: str  # mixed | prefill_first | context_encoding | static
+    kv_reserve_output: float
+    block_tokens: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int | None
+    buckets: tuple[int, ...]
+    kernels: str = ""  # whose fitted kernel figures it uses (engines sharing a stack share them)
+    speculative_max_num_seqs: int | None = None  # the batch limit with speculative decoding
+    kv_cache_dtype: tuple[tuple[str, str], ...] = ()  # weight precision -> default KV dtype
+    efficiency: dict[str, float] = field(default_factory=dict)
+
+    def default_kv_dtype(self, precision: str, arch=None) -> str:
+        """The KV-cache format the engine picks for weights of `precision`: its own rule, or
+        (`checkpoint`) what the model's quantized checkpoint carries."""
+        kv = dict(self.kv_cache_dtype).get(precision, "auto")
+        if kv == "checkpoint":
+            kv = dict(arch.checkpoint_kv).get(precision, "auto") if arch is not None else "auto"
+        return kv
+
+    @property
+    def serving(self) -> dict[str, float]:
+        """The profile's limits as the serving defaults a config carries."""
+        out: dict[str, float] = {"max_num_seqs": self.max_num_seqs,
+                                 "max_num_batched_tokens": self.max_num_batched_tokens}
+        if self.max_model_len:
+            out["default_max_model_len"] = self.max_model_len
+        return out
+
+    def bucket(self, tokens: int) -> int:
+        """The compiled length a prompt of `tokens` is padded to (itself without buckets)."""
+        for b in self.buckets:
+            if b >= tokens:
+                return b
+        return tokens
+
+
+def _table() -> dict[str, Any]:
+    return load("engines.yaml")
+
+
+def engines() -> list[str]:
+    return list(_table()["profiles"])
+
+
+def engine_name(name: str) -> str | None:
+    profiles = _table()["profiles"]
+    return resolve(name, {k: [k, *v.get("aliases", [])] for k, v in profiles.items()})
+
+
+def _tiered(value, acc, d: dict) -> int:
+    """A limit that depends on the accelerator's memory (vLLM's and SGLang's defaults)."""
+    if not isinstance(value, dict):
+        return int(value)
+    if "large" in value:
+        large = acc.memory_gb >= d.get("large_gpu_gb", 70) and acc.name not in d.get("small_gpus", [])
+        return int(value["large" if large else "small"])
+    mem = acc.memory_gb
+    return int(value["under_35"] if mem < 35 else value["under_160"] if mem < 160 else value["above"])
+
+
+def engine_profile(name: str, acc) -> EngineProfile:
+    """The profile of engine `name` on accelerator `acc` (a specs.Accelerator), with the
+    fitted efficiency figures for that pair."""
+    key = engine_name(name)
+    if key is None:
+        raise SpecError(f"unknown engine {name!r}; known: {', '.join(engines())}")
+    spec = _table()["profiles"][key]
+    d = spec.get(acc.platform)
+    if d is None:
+        have = ", ".join(p for p in spec if p not in ("aliases",))
+        raise SpecError(f"engine {key} does not run on {acc.platform} ({acc.name}); it runs on {have}")
+    kernels = d.get("kernels", key)
+    return EngineProfile(
+        key, acc.platform, d["scheduler"], float(d["kv_reserve_output"]), int(d["block_tokens"]),
+        _tiered(d["max_num_seqs"], acc, d), _tiered(d["max_num_batched_tokens"], acc, d),
+        d.get("max_model_len"), tuple(d.get("buckets") or ()), kernels,
+        d.get("speculative_max_num_seqs"),
+        tuple((d.get("kv_cache_dtype") or {}).items()), efficiency_of(kernels, acc))
+
+
+def calibration_file() -> dict[str, Any]:
+    """calibration.yaml, written by `servingbench calibrate` ({} before any fit)."""
+    from servingbench.emulator.specdata import HERE
+    if not (HERE / "calibration.yaml").exists():
+        return {}
+    return load("calibration.yaml") or {}
+
+
+def calibration() -> dict[str, Any]:
+    return calibration_file().get("figures") or {}
+
+
+def efficiency_of(engine: str, acc, cal: dict[str, Any] | None = None) -> dict[str, float]:
+    """The performance model's figures for this engine's kernels on this accelerator: the
+    fitted ones where the fit (`cal`, default engines.yaml's) has them, the priors elsewhere."""
+    cal = calibration() if cal is None else cal
+    a = (cal.get("accelerators") or {}).get(getattr(acc, "calibration_name", acc.name), {})
+    e = (cal.get("engines") or {}).get(engine, {})
+    i = (cal.get("interconnects") or {}).get(acc.interconnect, {})
+    p = (cal.get("platforms") or {}).get(acc.platform, {})
+    out = dict(PRIORS)
+    # no engine reads memory faster than the datasheet's bandwidth, nor computes past its peak
+    out["memory_bandwidth"] = min(MAX_MEMORY, a.get("memory", PRIORS["memory_bandwidth"])
+                                  * e.get("memory", 1.0))
+    out["compute"] = min(1.0, a.get("compute", PRIORS["compute"]) * e.get("compute", 1.0))
+    for k in ("step_overhead_ms", "layer_overhead_us", "seq_overhead_us", "seq_layer_overhead_us",
+              "frontend_ms", "context_compute", "context_layer_ms", "expert_compute"):
+        out[k] = e.get(k, PRIORS[k])
+    out["allreduce_us"] = i.get("allreduce_us", PRIORS["allreduce_us"])
+    for k in ("gemm_half_tokens", "gemm_half_width"):
+        out[k] = p.get(k, PRIORS[k])
+    return out
+
+
+def is_calibrated() -> bool:
+    return bool(calibration().get("accelerators"))
