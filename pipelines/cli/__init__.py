@@ -16,6 +16,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "loadpod": ("servingbench.pipelines.cli.loadpod", "one pod of the load Job: load as worker pod-<index>, "
                 "upload its shards to S3"),
     "emulator": ("servingbench.pipelines.cli.emulator", "serve the local engine emulator (EMULATED numbers)"),
+    "predict": ("servingbench.pipelines.cli.predict", "the emulator's predictions for rows of a "
+                "published-measurements table (EMULATED, virtual time)"),
+    "calibrate": ("servingbench.pipelines.cli.calibrate", "fit the emulator to published measurements, "
+                  "print its cross-validated error"),
     "demo": ("servingbench.pipelines.cli.demo", "run the chain on the embedded default and print the headline "
              "(--real: llama.cpp on this host)"),
     "run": ("servingbench.pipelines.cli.run", "benchmark one candidate with the profile of SERVINGBENCH_PROFILE"),

@@ -1,0 +1,172 @@
+"""`servingbench predict`: the emulator's own model and scheduler in virtual time, over rows
+of a published-measurements table (tests/fixtures/calibration: 21 published rows)."""
+
+from __future__ import annotations
+
+import csv
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from servingbench.emulator import predict as pr
+from servingbench.emulator.rows import Row, note_hints, read_row
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "calibration" / "published_rows.csv"
+
+
+def raw_rows() -> list[dict[str, str]]:
+    with FIXTURE.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def predict_cli(tmp_path: Path, rows: list[dict[str, str]], columns: list[str] | None = None):
+    src, out = tmp_path / "rows.csv", tmp_path / "pred.csv"
+    columns = columns or list(rows[0])
+    with src.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    proc = subprocess.run([sys.executable, "-m", "servingbench.pipelines.cli", "predict",
+                           "--in", str(src), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    return proc, out
+
+
+@pytest.fixture(scope="module")
+def predictions() -> dict[str, pr.Prediction]:
+    return {r.row_id: pr.simulate(r) for r in pr.read_rows(FIXTURE)}
+
+
+def test_every_fixture_row_is_predicted_with_finite_positive_figures(predictions):
+    kinds = {d["load_kind"] for d in raw_rows()}
+    assert kinds == {"concurrency", "request_rate", "offline", "fixed_batch", "sweep_max"}
+    for rid, p in predictions.items():
+        assert p.status == "ok", (rid, p.status)
+        for v in (p.output_tok_s, p.ttft_ms_median, p.tpot_ms_median, p.req_s):
+            assert v is not None and math.isfinite(v) and v > 0, (rid, p)
+
+
+def test_the_command_writes_one_row_per_input_row(tmp_path):
+    rows = raw_rows()[:4]
+    proc, out = predict_cli(tmp_path, rows)
+    assert proc.returncode == 0, proc.stderr
+    assert "EMULATED" in proc.stdout
+    with out.open() as fh:
+        got = list(csv.DictReader(fh))
+    assert [r["row_id"] for r in got] == [r["row_id"] for r in rows]
+    assert set(pr.OUT_COLUMNS) <= set(got[0])
+    assert all(r["status"] == "ok" and float(r["pred_output_tok_s_total"]) > 0 for r in got)
+
+
+def test_a_row_the_emulator_cannot_express_is_unsupported_not_a_crash(tmp_path):
+    rows = raw_rows()[:2]
+    rows[0] = {**rows[0], "model": "Falcon-180B"}
+    rows[1] = {**rows[1], "accelerator": "TPU-v5e", "instance": ""}
+    proc, out = predict_cli(tmp_path, rows)
+    assert proc.returncode == 0, proc.stderr
+    with out.open() as fh:
+        got = {r["row_id"]: r for r in csv.DictReader(fh)}
+    assert got[rows[0]["row_id"]]["status"] == "unsupported: unknown model 'Falcon-180B'"
+    assert got[rows[1]["row_id"]]["status"].startswith("unsupported: unknown accelerator 'TPU-v5e'")
+    assert got[rows[0]["row_id"]]["pred_output_tok_s_total"] == ""
+
+
+@pytest.mark.parametrize(("column", "value", "says"), [
+    ("n_accel", "eight", "column n_accel: 'eight' is not a number"),
+    ("input_tokens", "-1000", "column input_tokens: '-1000' must be > 0"),
+    ("load_value", "inf", "column load_value: 'inf' is not finite"),
+    ("output_tokens", "nan", "column output_tokens: 'nan' is not finite"),
+    ("tp", "2.5", "column tp: '2.5' is not a whole number"),
+    ("load_kind", "burst", "column load_kind: 'burst' is not one of"),
+])
+def test_a_bad_value_exits_2_naming_the_row_and_column_and_writes_nothing(tmp_path, column, value, says):
+    rows = raw_rows()[:3]
+    rows[1] = {**rows[1], column: value}
+    out = tmp_path / "pred.csv"
+    out.write_text("an earlier prediction\n")
+    proc, _ = predict_cli(tmp_path, rows)
+    assert proc.returncode == 2
+    assert f"row {rows[1]['row_id']}: {says}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert out.read_text() == "an earlier prediction\n"
+
+
+def test_a_missing_column_exits_2_naming_it(tmp_path):
+    rows = raw_rows()[:2]
+    columns = [c for c in rows[0] if c != "output_tokens"]
+    proc, _ = predict_cli(tmp_path, rows, columns)
+    assert proc.returncode == 2
+    assert "missing column output_tokens" in proc.stderr
+
+
+def test_an_unreadable_file_exits_2_naming_it(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "servingbench.pipelines.cli", "predict",
+                           "--in", str(tmp_path / "absent.csv"), "--out", str(tmp_path / "o.csv")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "absent.csv" in proc.stderr
+
+
+def row(**over) -> Row:
+    d = {"row_id": "x", "model": "Llama-3.1-8B", "total_params_b": "8", "active_params_b": "8",
+         "weight_precision": "bf16", "kv_cache_precision": "", "engine": "vllm",
+         "engine_version": "", "accelerator": "H100-SXM-80GB", "instance": "", "n_accel": "1",
+         "tp": "1", "ep": "", "input_tokens": "1000", "output_tokens": "200",
+         "load_kind": "concurrency", "load_value": "8", "speculative": ""}
+    d.update({k: str(v) for k, v in over.items()})
+    return read_row(d, 1)
+
+
+def test_more_bandwidth_more_throughput_and_lower_latency():
+    h100, h200 = pr.simulate(row()), pr.simulate(row(accelerator="H200-SXM-141GB"))
+    assert h200.output_tok_s > h100.output_tok_s and h200.tpot_ms_median < h100.tpot_ms_median
+
+
+def test_more_concurrency_more_throughput_longer_tpot():
+    low, high = pr.simulate(row(load_value=2)), pr.simulate(row(load_value=64))
+    assert high.output_tok_s > 3 * low.output_tok_s and high.tpot_ms_median > low.tpot_ms_median
+
+
+def test_replicas_share_the_load():
+    one = pr.simulate(row(load_value=16))
+    two = pr.simulate(row(load_value=32, n_accel=2))  # two TP1 replicas, 16 requests each
+    assert two.output_tok_s == pytest.approx(2 * one.output_tok_s, rel=0.02)
+
+
+def test_offline_ttft_is_queueing_and_grows_with_the_requests_sent():
+    few = pr.simulate(row(load_kind="offline", load_value="", num_requests=100))
+    many = pr.simulate(row(load_kind="offline", load_value="", num_requests=2000))
+    assert many.ttft_ms_median > 3 * few.ttft_ms_median
+
+
+def test_predictions_are_deterministic():
+    assert pr.simulate(row(load_kind="request_rate", load_value=4)) == \
+        pr.simulate(row(load_kind="request_rate", load_value=4))
+
+
+def test_workload_facts_the_notes_state():
+    assert note_hints("vllm bench serve (random 2K input; 500 prompts, all sent at t=0)") == (500, None)
+    assert note_hints("guidellm; compiled batch 32, seq 4096") == (None, 32)
+    assert note_hints("LLMPerf, 50 requests, bs1, LNC=2") == (50, 1)
+    assert note_hints("") == (None, None)
+
+
+def test_neuron_rows_count_cores_and_run_the_compiled_batch():
+    d = {"row_id": "n", "model": "Llama-3.1-8B", "total_params_b": "8", "active_params_b": "8",
+         "weight_precision": "bf16", "kv_cache_precision": "", "engine": "vllm-neuron",
+         "engine_version": "optimum-neuron@213224e", "accelerator": "Inferentia2",
+         "instance": "inf2.48xlarge", "n_accel": "12", "tp": "8", "ep": "", "input_tokens": "1500",
+         "output_tokens": "250", "load_kind": "sweep_max", "load_value": "128", "speculative": "",
+         "notes": "compiled batch 32"}
+    r = read_row(d, 1)
+    plan = pr.plan(r)
+    assert plan.replicas == 3 and plan.config.tp == 4  # TP8 cores = 4 chips, 12 chips = 3 replicas
+    assert plan.max_num_seqs == 32 and plan.config.profile().name == "optimum-neuron"
+    assert [(n, load.value) for n, load in pr.loads(r, plan)] == [(3, 32)]
+
+
+def test_sweep_keeps_what_the_server_admits_in_flight():
+    r = row(load_kind="sweep_max", load_value=4096)
+    plan = pr.plan(r)
+    assert pr.loads(r, plan)[0][1].value == plan.max_num_seqs
