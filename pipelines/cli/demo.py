@@ -200,7 +200,9 @@ def print_levels(run_dirs: list[str], label: str, levels) -> None:
     its runner-up (the comparison writes the same rows to frontier_levels.parquet)."""
     from servingbench.resources.analysis.frontier import levels_of_folders
     from servingbench.resources.analysis.metrics import DEFAULT_SLO
-    from servingbench.resources.analysis.summary import levels_text
+    from servingbench.resources.analysis.summary import band_fraction, levels_text
+    from servingbench.resources.contract import deployment_record
+    from servingbench.resources.contract import manifest as mf
 
     if not run_dirs:
         return
@@ -209,7 +211,11 @@ def print_levels(run_dirs: list[str], label: str, levels) -> None:
     print(f"\nInteractivity levels — {label} (at each level of tok/s one user sees, the "
           f"cheapest candidate per 1M output tokens\namong its valid steps that reach it with "
           f"p99 TTFT <= {DEFAULT_SLO[0]:g} s; the runner-up and how much dearer it is)")
-    print(levels_text(table.to_pylist()))
+    bands = {}
+    for d in run_dirs:
+        band = deployment_record.fidelity(Path(d))
+        bands[mf.load(Path(d) / "manifest.json")["candidate"]] = band_fraction(band)
+    print(levels_text(table.to_pylist(), bands=bands))
     print("What-if prices at other bases (spot, reserved, savings plans, Capacity Blocks; "
           "never billed):\ncost_what_if.parquet in each run folder, and the comparison's "
           "cost plot.")
@@ -291,16 +297,18 @@ def print_quality(quality_dirs: list[tuple[str, str]]) -> None:
 def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from servingbench.resources.analysis.ranking import Standing, rank
+    from servingbench.resources.analysis.ranking import Standing, rank, within_bands
     from servingbench.resources.analysis.summary import (
         advice,
+        band_fraction,
         headline_columns,
         headline_rows,
         not_measured,
         table,
+        within_bands_lines,
     )
+    from servingbench.resources.contract import deployment_record, parity
     from servingbench.resources.contract import manifest as mf
-    from servingbench.resources.contract import parity
 
     if not run_dirs:
         print("no candidate produced a cost table")
@@ -313,11 +321,20 @@ def print_headline(run_dirs: list[str], label: str = "EMULATED") -> None:
     # the comparison report's order (resources/analysis/ranking.py): met first, cheapest
     # first, then "meets no step" or failed quality parity, then not measured (a run with
     # no valid step is not a verdict on its hardware, so it never sorts as a failure)
-    rows = [s.ref for s, _ in rank(Standing(r["candidate"], r, r["source"] == "emulated",
-                                            r["run_id"] in failed_parity, ref=r) for r in rows)]
+    bands = {mf.load(Path(d) / "manifest.json")["run_id"]: deployment_record.fidelity(Path(d))
+             for d in run_dirs}
+    ranked = rank(Standing(r["candidate"], r, r["source"] == "emulated", r["run_id"] in failed_parity,
+                           ref=r, band=band_fraction(bands.get(r["run_id"]))) for r in rows)
+    rows = [s.ref for s, _ in ranked]
     print(f"SLO headline — {label} (cheapest per 1M output tokens first, among steps meeting "
           "the SLO)")
-    print(table(headline_rows(rows), headline_columns(rows)))
+    print(table(headline_rows(rows, bands), headline_columns(rows)))
+    ties = within_bands_lines(within_bands(ranked))
+    if any(r["source"] == "emulated" for r in rows):
+        print("\nerror band: the emulator's cross-validated error of output tokens/s against "
+              "published measurements of its accelerator and engine (docs/emulator.md, Fidelity)")
+    for line in ties:
+        print(f"  no winner: {line}")
     unmeasured = [d for d in run_dirs if any(
         r["meets_slo"] is None for r in pq.read_table(Path(d) / "headline.parquet").to_pylist())]
     invalid = []

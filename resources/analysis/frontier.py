@@ -136,10 +136,15 @@ def levels(frontiers: Sequence[pa.Table], runs: Sequence[dict],
         con.close()
 
 
-def cheapest_by_level(levels: Sequence[Mapping]) -> list[dict]:
+def cheapest_by_level(levels: Sequence[Mapping], bands: Mapping[str, float | None] | None = None
+                      ) -> list[dict]:
     """frontier_levels rows (contract §3.6) as one row per level and source: the cheapest
     candidate (rank 1), the runner-up (the next ranked row) and how much dearer it is. Measured
-    and emulated are ranked apart, so each level has a row per source present."""
+    and emulated are ranked apart, so each level has a row per source present. `bands`
+    (candidate -> an emulated candidate's relative error band): `within_bands` says when the
+    emulated cheapest and runner-up lie within each other's bands (no winner between them)."""
+    from servingbench.resources.analysis.ranking import overlap
+    bands = bands or {}
     groups: dict[tuple, list[Mapping]] = {}
     for r in levels:
         groups.setdefault((r["level_tok_s"], r["source"]), []).append(r)
@@ -161,7 +166,12 @@ def cheapest_by_level(levels: Sequence[Mapping]) -> list[dict]:
             "runner_up": second["candidate"] if second else None,
             "runner_up_cost_per_1m_output_usd": (second["cost_per_1m_output_usd"]
                                                  if second else None),
-            "ratio": ratio})
+            "ratio": ratio,
+            "within_bands": bool(
+                source == "emulated" and first and second and first["cost_per_1m_output_usd"]
+                and second["cost_per_1m_output_usd"]
+                and overlap(first["cost_per_1m_output_usd"], bands.get(first["candidate"]),
+                            second["cost_per_1m_output_usd"], bands.get(second["candidate"])))})
     return out
 
 

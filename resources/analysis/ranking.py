@@ -29,6 +29,9 @@ class Standing:
     emulated: bool
     failed_parity: bool = False
     ref: Any = None
+    # an emulated figure's error band (the emulator's cross-validated relative error against
+    # published measurements); None: measured, or no band known
+    band: float | None = None
 
     @property
     def meets(self) -> bool | None:
@@ -76,3 +79,21 @@ def rank(standings: Iterable[Standing]) -> list[tuple[Standing, int | None]]:
             last = (s.cost, place)
         out.append((s, place))
     return out
+
+
+def overlap(a: float, band_a: float | None, b: float, band_b: float | None) -> bool:
+    """Whether two emulated figures lie within each other's error bands (a ± band_a · a
+    meets b ± band_b · b); an unknown band never overlaps."""
+    if band_a is None or band_b is None:
+        return False
+    return a * (1 - band_a) <= b * (1 + band_b) and b * (1 - band_b) <= a * (1 + band_a)
+
+
+def within_bands(ranked: Iterable[tuple[Standing, int | None]]) -> list[tuple[Standing, Standing]]:
+    """Neighbours in the ranking order among the emulated candidates that meet the SLO with
+    a cost whose costs lie within each other's error bands: the emulator cannot say which of
+    the two is cheaper, so no winner is named between them."""
+    cands = [s for s, _ in ranked if s.emulated and s.meets is True and s.cost is not None
+             and not s.failed_parity]
+    return [(a, b) for a, b in zip(cands, cands[1:], strict=False)
+            if overlap(a.cost, a.band, b.cost, b.band)]

@@ -87,9 +87,33 @@ def measured_host(manifest: Mapping) -> str | None:
     return None
 
 
-def headline_rows(rows: Sequence[Mapping]) -> list[dict]:
-    """Headline rows for display: `meets` in words (contract §4's null is not a "no")."""
-    return [{**r, "meets": meets_text(r.get("meets_slo"))} for r in rows]
+def headline_rows(rows: Sequence[Mapping], bands: Mapping[str, Mapping | None] | None = None
+                  ) -> list[dict]:
+    """Headline rows for display: `meets` in words (contract §4's null is not a "no"), and an
+    emulated row's error band (`bands`: run_id -> the emulator's recorded band)."""
+    bands = bands or {}
+    return [{**r, "meets": meets_text(r.get("meets_slo")),
+             "band": band_text(bands.get(r.get("run_id"))) if r.get("source") == "emulated"
+             else None} for r in rows]
+
+
+def band_text(band: Mapping | None) -> str:
+    """An emulated figure's error band, short: "±12%", or "uncalibrated"."""
+    mape = None if band is None else band.get("mape")
+    return f"±{100 * mape:.0f}%" if isinstance(mape, (int, float)) else "uncalibrated"
+
+
+def band_fraction(band: Mapping | None) -> float | None:
+    mape = None if band is None else band.get("mape")
+    return float(mape) if isinstance(mape, (int, float)) else None
+
+
+def within_bands_lines(pairs: Sequence[tuple]) -> list[str]:
+    """One line per pair of emulated candidates the emulator cannot tell apart on cost."""
+    return [f"{a.candidate} and {b.candidate} are within each other's error bands "
+            f"({band_text({'mape': a.band})}, {band_text({'mape': b.band})}): the emulator "
+            f"cannot say which is cheaper (${a.cost:,.4f} vs ${b.cost:,.4f} per 1M output tokens)"
+            for a, b in pairs]
 
 
 def _fmt(value, spec: str = "") -> str:
@@ -147,6 +171,7 @@ COST_COLUMNS = [
 ]
 HEADLINE_COLUMNS = [
     ("candidate", "candidate", ""), ("instance_type", "instance", ""), ("source", "source", ""),
+    ("band", "error band", ""),
     ("slo_ttft_s", "SLO TTFT s", ".3g"), ("slo_tpot_s", "SLO TPOT s", ".3g"),
     ("meets", "meets", ""), ("step", "step", ""), ("output_tok_s", "out tok/s", ",.1f"),
     ("ttft_s_p99", "TTFT p99 s", ".3f"), ("tpot_s_p99", "TPOT p99 s", ".4f"),
@@ -357,10 +382,15 @@ LEVEL_COLUMNS = [
 ]
 
 
-def levels_text(levels: Sequence[Mapping], markdown: bool = False) -> str:
+def levels_text(levels: Sequence[Mapping], markdown: bool = False,
+                bands: Mapping[str, float | None] | None = None) -> str:
     """The interactivity-level table: at each level, the cheapest candidate among the valid
-    steps that reach it within the SLO's TTFT, and its runner-up."""
-    rows = cheapest_by_level(levels)
+    steps that reach it within the SLO's TTFT, and its runner-up; two emulated candidates
+    within each other's error bands (`bands`: candidate -> relative band) are both named,
+    neither as the cheaper."""
+    rows = cheapest_by_level(levels, bands)
     for r in rows:
         r["reached"] = f"{r['reached']}/{r['of']}"
+        if r.get("within_bands"):
+            r["cheapest"] = f"{r['cheapest']} or {r['runner_up']} (within error bands)"
     return table(rows, LEVEL_COLUMNS, markdown)

@@ -88,3 +88,21 @@ def read(run_dir: Path) -> dict | None:
     except (ValueError, RecursionError) as exc:
         raise DeploymentRecordError(f"{path}: not valid JSON ({exc})") from None
     return check(doc, str(path))
+
+
+def fidelity(run_dir: Path) -> dict | None:
+    """The error band the emulator recorded for the run (its status's `fidelity`: the
+    cross-validated error of its accelerator and engine against published measurements),
+    the widest of its models' for several models; None for a run without one (a measured
+    run, an imported one, an unreadable record)."""
+    try:
+        doc = read(run_dir)
+    except DeploymentRecordError:
+        return None
+    config = (doc or {}).get("config") or {}
+    found = [config["fidelity"]] if isinstance(config.get("fidelity"), dict) else [
+        v["fidelity"] for v in config.values()
+        if isinstance(v, dict) and isinstance(v.get("fidelity"), dict)]
+    if not found:
+        return None
+    return max(found, key=lambda b: b.get("mape") if isinstance(b.get("mape"), (int, float)) else 9)

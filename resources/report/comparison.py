@@ -10,9 +10,10 @@ from urllib.parse import quote
 
 import pandas as pd
 from servingbench.resources.analysis.frontier import DEFAULT_LEVELS, levels_of_folders
-from servingbench.resources.analysis.ranking import Standing, rank
+from servingbench.resources.analysis.ranking import Standing, rank, within_bands
 from servingbench.resources.analysis.spot import FILE as SPOT_PAIRS_FILE
 from servingbench.resources.analysis.spot import pairs_of_folders
+from servingbench.resources.analysis.summary import within_bands_lines
 from servingbench.resources.contract.outputs import check_output
 from servingbench.resources.contract.schemas import write_parquet
 from servingbench.resources.report import registry
@@ -112,7 +113,7 @@ def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataF
     counts = pd.Series([r.candidate for r in runs]).value_counts().to_dict()
     # a candidate whose quality trails its reference is shown, never ranked on cost
     standings = rank(Standing(run.candidate, headline_row(run, slo), run.emulated,
-                              run.failed_parity, ref=run) for run in latest)
+                              run.failed_parity, ref=run, band=run.band) for run in latest)
     rows, classes = [], []
     for standing, place in standings:
         run, h = standing.ref, standing.headline
@@ -140,8 +141,11 @@ def headline_table(latest: list[RunData], runs: list[RunData], spreads: pd.DataF
     note = (f"SLO: p99 TTFT \u2264 {slo[0]:g} s and p99 TPOT \u2264 {slo[1]:g} s. The step "
             "is the valid step with the highest output tokens/s within the SLO. Ranked by cost "
             "among measured candidates only; emulated rows are never ranked, and neither is a "
-            "candidate whose accuracy failed parity with its group's reference.")
-    return table(head, rows, classes) + para(note)
+            "candidate whose accuracy failed parity with its group's reference. An emulated "
+            "row's band is the emulator's cross-validated error of output tokens/s against "
+            "published measurements of its accelerator and engine (docs/emulator.md, Fidelity).")
+    ties = "".join(para(f"No winner: {line}.") for line in within_bands_lines(within_bands(standings)))
+    return table(head, rows, classes) + para(note) + ties
 
 
 def workloads_table(latest: list[RunData]) -> str:

@@ -42,11 +42,15 @@ def _source(value) -> object:
     return badge("EMULATED", "emulated") if value == "emulated" else cell(value)
 
 
-def cheapest_table(levels: pa.Table, slo_ttft_s: float) -> str:
+def cheapest_table(levels: pa.Table, slo_ttft_s: float,
+                   bands: dict[str, float | None] | None = None) -> str:
     rows, classes = [], []
-    for r in cheapest_by_level(levels.to_pylist()):
+    for r in cheapest_by_level(levels.to_pylist(), bands):
+        # two emulated candidates within each other's error bands: no winner is named
+        cheapest = (f"{r['cheapest']} or {r['runner_up']} (within error bands)"
+                    if r["within_bands"] else r["cheapest"])
         rows.append([s.n(r["level_tok_s"]), _source(r["source"]),
-                     cell(f"{r['reached']} of {r['of']}"), cell(r["cheapest"]), cell(r["step"]),
+                     cell(f"{r['reached']} of {r['of']}"), cell(cheapest), cell(r["step"]),
                      s.money(r["cost_per_1m_output_usd"]), cell(r["runner_up"]),
                      s.money(r["runner_up_cost_per_1m_output_usd"]),
                      cell(None if r["ratio"] is None else f"{r['ratio']:.2f}\u00d7")])
@@ -57,7 +61,9 @@ def cheapest_table(levels: pa.Table, slo_ttft_s: float) -> str:
         f"At each level, each candidate's cheapest valid step whose interactivity (1 / p50 "
         f"TPOT) reaches it and whose p99 TTFT is within {slo_ttft_s:g} s; measured steps "
         "only, never interpolated. Billed cost of the latest accepted run; measured and "
-        "emulated are ranked apart, a candidate that failed quality parity is never ranked.")
+        "emulated are ranked apart, a candidate that failed quality parity is never ranked; "
+        "two emulated candidates within each other's error bands (the emulator's "
+        "cross-validated error, docs/emulator.md) are both named, neither as the cheaper.")
 
 
 def grid_table(levels: pa.Table) -> str:
@@ -81,12 +87,13 @@ def grid_table(levels: pa.Table) -> str:
         "its rank; \u2014 means reached without an accepted bill.")
 
 
-def section_body(levels: pa.Table, plots: dict[str, Path], slo_ttft_s: float) -> str:
+def section_body(levels: pa.Table, plots: dict[str, Path], slo_ttft_s: float,
+                 bands: dict[str, float | None] | None = None) -> str:
     figs = "".join(image(plots[name], name.replace("_", " "), CAPTIONS[name])
                    for name in PLOTS if name in plots)
     if not figs:
         figs = para("No run has a frontier (no analysed step).")
-    return figs + cheapest_table(levels, slo_ttft_s) + grid_table(levels)
+    return figs + cheapest_table(levels, slo_ttft_s, bands) + grid_table(levels)
 
 
 def run_section(run: RunData) -> str:
@@ -127,7 +134,8 @@ SECTIONS = (
     Section("run", 70, "Frontier and what-if prices (not billed)", "frontier",
             lambda p: run_section(p.run)),
     Section("comparison", 20, "Frontier: what each level of interactivity costs", "frontier",
-            lambda p: None if p.levels is None else section_body(p.levels, p.plots, p.slo[0])),
+            lambda p: None if p.levels is None else section_body(
+                p.levels, p.plots, p.slo[0], {r.candidate: r.band for r in p.latest})),
 )
 
 DRAWS = (

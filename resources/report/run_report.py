@@ -80,7 +80,9 @@ def render_run(run: RunData, plots: dict[str, Path], reconciliation: dict | None
           if (host := measured_host(run.manifest)) else []),
         *registry.render("run", RunPage(run, plots, reconciliation)),
     ]
-    banner = emulated_banner(EMULATED_TEXT) if run.emulated else ""
+    banner = emulated_banner(EMULATED_TEXT + " Error band: " + (
+        (run.fidelity or {}).get("text") or "uncalibrated (no band recorded)")
+        + ", cross-validated (docs/emulator.md, Fidelity).") if run.emulated else ""
     title = f"{'EMULATED ' if run.emulated else ''}servingbench run {run.run_id}"
     return page(title, "\n".join(body), banner)
 

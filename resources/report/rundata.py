@@ -15,9 +15,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from servingbench.resources.analysis.frontier import read_frontier
+from servingbench.resources.contract import deployment_record, run_files
 from servingbench.resources.contract import manifest as manifest_mod
 from servingbench.resources.contract import parity as parity_file
-from servingbench.resources.contract import run_files
 from servingbench.resources.contract.outputs import JOB_KEYS, OUTPUTS, PROBE_KEYS, required_columns
 from servingbench.resources.contract.schemas import SchemaError, read_records
 
@@ -65,6 +65,15 @@ class RunData:
     slo_capacity: dict | None = None  # slo_capacity.json (contract §3.5): an SLO-search run
     frontier: pd.DataFrame | None = None  # frontier.parquet (contract §3.6), or derived
     what_if: pd.DataFrame | None = None   # cost_what_if.parquet (contract §4.1)
+    # the emulator's error band for an emulated run (deployment.json: its accelerator's and
+    # engine's cross-validated error against published measurements); None: none recorded
+    fidelity: dict | None = None
+
+    @property
+    def band(self) -> float | None:
+        """The emulated figures' relative error band (None: measured or uncalibrated)."""
+        mape = (self.fidelity or {}).get("mape") if self.emulated else None
+        return float(mape) if isinstance(mape, (int, float)) else None
 
     @property
     def failed_parity(self) -> bool:
@@ -213,6 +222,7 @@ def load_run(run_dir: Path | str, raw: bool = True) -> RunData:
         parity=_read_parity(run_dir),
         job=_read_job(run_dir / "job.json"),
         slo_capacity=_read_capacity(run_dir / "slo_capacity.json"),
+        fidelity=deployment_record.fidelity(run_dir),
     )
     try:
         table = read_frontier(run_dir, manifest)

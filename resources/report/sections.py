@@ -49,7 +49,13 @@ def share(value) -> Cell:
 
 
 def source_cell(run: RunData) -> Cell:
-    return badge("EMULATED", "emulated") if run.emulated else cell("measured")
+    """EMULATED with the run's error band (its full text on hover), or measured."""
+    if not run.emulated:
+        return cell("measured")
+    text = (run.fidelity or {}).get("text") or "uncalibrated: no error band recorded"
+    label = f"EMULATED ±{100 * run.band:.0f} %" if run.band is not None else "EMULATED (uncalibrated)"
+    b = badge(label, "emulated")
+    return Cell(f'<span title="{esc(text)}">{b.html}</span>', b.kind)
 
 
 def status(run: RunData) -> Cell:

@@ -78,7 +78,7 @@ def test_demo_table_says_not_measured_and_what_to_do(tmp_path, capsys):
     print_headline([str(unmeasured), str(measured)])
     out = capsys.readouterr().out
     table_rows = out.split("\n\n")[0].splitlines()[3:]
-    assert [r.split()[5] for r in table_rows] == ["yes", "not"]  # met first, not measured last
+    assert [r.split()[6] for r in table_rows] == ["yes", "not"]  # met first, not measured last
     assert "c=2: client-limited: loop lag p99 0.5 ms" in out
     assert ADVICE in out
 
