@@ -64,12 +64,3 @@ def band(accelerator: str, engine: str) -> Band:
     mape = max(acc_mape, eng_mape) if acc and eng else None
     return Band(accelerator, engine, mape, acc_mape, acc["rows"] if acc else 0, eng_mape,
                 eng["rows"] if eng else 0, str((cal.get("provenance") or {}).get("fitted_on", "")))
-
-
-def overlap(a: float, band_a: float | None, b: float, band_b: float | None) -> bool:
-    """Whether two emulated figures lie within each other's bands (neither band known: no)."""
-    if band_a is None or band_b is None:
-        return False
-    lo_a, hi_a = a * (1 - band_a), a * (1 + band_a)
-    lo_b, hi_b = b * (1 - band_b), b * (1 + band_b)
-    return lo_a <= hi_b and lo_b <= hi_a

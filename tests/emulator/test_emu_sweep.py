@@ -50,7 +50,7 @@ def test_tp_and_precision_draw_the_frontiers_trade_off():
     # more accelerators per replica read the weights faster (higher interactivity)
     # (the fixed per-step costs, the step overhead and the all-reduce latency, are not
     # divided: how much faster is the calibration's to say, that it is is physics)
-    assert c1["bf16-tp8"].itl_s < 0.97 * c1["bf16-tp4"].itl_s
+    assert c1["bf16-tp8"].itl_s < c1["bf16-tp4"].itl_s
     # FP8 weights are half the bytes of a memory-bound decode step (the step overhead and
     # the all-reduces are not halved)
     assert c1["fp8-tp8"].itl_s < 0.97 * c1["bf16-tp8"].itl_s
