@@ -31,8 +31,10 @@ MIB = 1 << 20
 # accelerator → (idle W, max W). Max: the board power limit from the vendor datasheet;
 # idle: assumption (~10 % of the limit, typical of an idle data-centre board).
 POWER_W = {
-    "H100-SXM5-80GB": (70.0, 700.0),    # NVIDIA H100 SXM datasheet: up to 700 W
+    "H100-SXM-80GB": (70.0, 700.0),     # NVIDIA H100 SXM datasheet: up to 700 W
     "H200-SXM-141GB": (70.0, 700.0),    # NVIDIA H200 SXM datasheet: up to 700 W
+    "B200-SXM-180GB": (100.0, 1000.0),  # NVIDIA DGX B200 datasheet: up to 1,000 W a GPU
+    "A100-SXM4-80GB": (50.0, 400.0),    # NVIDIA A100 SXM datasheet: 400 W
     "A100-SXM4-40GB": (50.0, 400.0),    # NVIDIA A100 SXM datasheet: 400 W
     "L40S-48GB": (35.0, 350.0),         # NVIDIA L40S datasheet: 350 W
     "Trainium2": (50.0, 500.0),         # assumption: AWS publishes no per-chip power

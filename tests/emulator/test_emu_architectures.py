@@ -80,3 +80,15 @@ def test_names_resolve_case_insensitively_and_unknown_names_raise():
     assert specs.model_key("no-such-model") is None
     with pytest.raises(specs.SpecError, match="unknown model"):
         specs.model("no-such-model")
+
+
+def test_every_datacenter_accelerator_has_its_power_figures():
+    # the emulated DCGM series fall back to a generic 50-500 W for a name they do not know;
+    # a renamed accelerator must not fall back silently
+    import yaml
+    from servingbench.emulator.dcgm import POWER_W
+    from servingbench.emulator.specdata import HERE
+
+    names = yaml.safe_load((HERE / "hardware.yaml").read_text())["accelerators"]
+    missing = [n for n in names if not n.startswith("cpu-") and n not in POWER_W]
+    assert missing == []
