@@ -357,12 +357,7 @@ class Scheduler:
         if self.waiting and self._room(self.waiting[0]) > 0:
             s = self._take(1)
             return self._encode([s], s.n)
-        decodes = [s for s in self._ready(now) if not s.prefilling]
-        if not decodes:
-            return None
-        if max_steps > 1:
-            return self._decode_run(decodes, max_steps)
-        return self._account(decodes, [], 0, 1)
+        return self._decode_ready(now, max_steps)
 
     def _step_static(self, now: float, max_steps: int) -> Step | None:
         if not self.running and self.waiting:
@@ -373,6 +368,11 @@ class Scheduler:
                 admitted += s.n
             if batch:
                 return self._encode(batch, admitted)
+        return self._decode_ready(now, max_steps)
+
+    def _decode_ready(self, now: float, max_steps: int) -> Step | None:
+        """Neuron's and static batches' decode: every ready sequence, a run of identical
+        steps where the caller allows it."""
         decodes = [s for s in self._ready(now) if not s.prefilling]
         if not decodes:
             return None

@@ -13,7 +13,7 @@ from servingbench.resources.analysis.ranking import Standing, overlap, rank, wit
 from servingbench.resources.analysis.summary import band_text, levels_text
 from servingbench.resources.contract import deployment_record
 
-from tests.support.runbuilder import RunBuilder
+from tests.support.runbuilder import clean_run
 
 
 def band(mape: float | None, acc: str = "H100-SXM-80GB") -> dict:
@@ -23,13 +23,7 @@ def band(mape: float | None, acc: str = "H100-SXM-80GB") -> dict:
 
 def emulated_run(root: Path, name: str, mape: float | None, cost_scale: float = 1.0) -> Path:
     """tests/support/runbuilder.py's clean run as candidate `name`, its price × cost_scale."""
-    b = RunBuilder(run_id=name, hourly=55.04 * cost_scale, candidate=name)
-    b.request("c=2", phase="warmup", sent=0, chunks=[(100, 1), (110, 1)], finished=120)
-    b.request("c=2", sched=1000, sent=1000, chunks=[(1100, 1), (1120, 1), (1150, 1)], finished=1160)
-    b.request("c=2", sched=1000, sent=1010, chunks=[(1210, 1), (1250, 1)], finished=1400)
-    b.request("c=2", sched=1160, sent=1160, chunks=[(1260, 1), (1300, 1), (1330, 1), (1400, 1)],
-              finished=1400)
-    b.hourly_bill()
+    b = clean_run(run_id=name, hourly=55.04 * cost_scale, candidate=name)
     run_dir = b.write(root / name)
     deployment_record.write(run_dir, {"endpoint": "http://127.0.0.1:1", "emulated": True,
                                       "config": {"candidate": "p5.48xlarge",

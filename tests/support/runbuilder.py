@@ -251,9 +251,10 @@ class RunBuilder:
         return run_dir
 
 
-def clean_run() -> RunBuilder:
-    """The hand-computed clean run of tests/analysis/test_metrics.py (see there)."""
-    b = RunBuilder()
+def clean_run(**builder) -> RunBuilder:
+    """The hand-computed clean run of tests/analysis/test_metrics.py (see there); `builder`:
+    RunBuilder's arguments (run_id, hourly, candidate)."""
+    b = RunBuilder(**builder)
     b.request("c=2", phase="warmup", sent=0, chunks=[(100, 1), (110, 1)], finished=120)
     b.request("c=2", sched=1000, sent=1000, chunks=[(1100, 1), (1120, 1), (1150, 1)], finished=1160)
     b.request("c=2", sched=1000, sent=1010, chunks=[(1210, 1), (1250, 1)], finished=1400)
