@@ -186,25 +186,50 @@ def parent_gone(fd: int | None, parent_pid: int | None) -> Callable[[float], boo
     return wait
 
 
-def _stop_own_group(then: Callable[[], None] | None = None) -> None:
-    """SIGTERM to this process's group (to itself alone when it leads none), SIGKILL later."""
-    leader = os.getpgrp() == os.getpid()
+def group_members(pgid: int) -> list[int]:
+    """The processes of group `pgid` that are not zombies (from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
 
-    def send(sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if leader:
-                os.killpg(0, sig)
-            else:
-                os.kill(os.getpid(), sig)
+
+def _stop_own_group(then: Callable[[], None] | None = None) -> None:
+    """SIGTERM to the rest of this process's group (to itself alone when it leads none),
+    SIGKILL to the whole group later. Not SIGTERM to itself: a process that dies of it (the
+    default) or whose program ends on it (the guard) would take this thread, and with it the
+    SIGKILL, along, and a member that ignores SIGTERM would outlive it."""
+    me = os.getpid()
+    leader = os.getpgrp() == me
+
+    def term_others() -> None:
+        for pid in group_members(me) if leader else ():
+            if pid != me:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
     # the parent may have held the other end of our output: a write can fail (EPIPE), and
     # must not keep the group from being stopped
     with contextlib.suppress(OSError, ValueError):
         print("servingbench: parent process gone; stopping", file=sys.stderr, flush=True)
     if then is not None:
         then()
-    send(signal.SIGTERM)
-    time.sleep(STOP_GRACE_S)
-    send(signal.SIGKILL)
+    if leader:
+        term_others()
+        time.sleep(STOP_GRACE_S)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(0, signal.SIGKILL)
+    else:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(me, signal.SIGTERM)
+        time.sleep(STOP_GRACE_S)
+        os.kill(me, signal.SIGKILL)
 
 
 def _watch_args() -> tuple[int | None, int | None]:
@@ -249,13 +274,23 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, forward)
     gone = parent_gone(fd, pid)
 
+    stopping = threading.Event()
+
     def watch() -> None:
         while proc.poll() is None:
             if gone(WATCH_POLL_S):
+                stopping.set()
                 _stop_own_group(then=lambda: forward(signal.SIGTERM, None))
                 return
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-    return proc.wait()
+    watcher = threading.Thread(target=watch, name="parent-watch", daemon=True)
+    watcher.start()
+    code = proc.wait()
+    if stopping.is_set():
+        # the program ended on the SIGTERM, but what it started may ignore SIGTERM: stay
+        # until the group's SIGKILL (which ends this guard too); returning here would end
+        # the watch thread with the process, and the SIGKILL with it
+        watcher.join()
+    return code
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from servingbench.resources.contract.candidate import Candidate
 from servingbench.resources.contract.scope import ClusterInfo
 from servingbench.resources.contract.timestamps import format_ts
 from servingbench.resources.model_server import engines
-from servingbench.resources.model_server.child import ChildProcess
+from servingbench.resources.model_server.child import ChildProcess, group_members
 from servingbench.resources.model_server.interface import Deployment, ModelServer
 from servingbench.resources.model_server.launch_spec import LaunchSpec, launch_fields
 
@@ -237,21 +237,6 @@ class VllmProcess:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         return rc
-
-
-def group_members(pgid: int) -> list[int]:
-    """The processes of group `pgid` that are not zombies (from /proc)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                out.append(int(entry))
-    return out
 
 
 def ensure_model() -> Path:
