@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def test_the_server_ends_with_a_killed_test_process(tmp_path):
         db = json.loads(holder.stdout.readline())
         port = db["port"]
         assert _listening(port)
-        roots = [p for p in Path("/tmp").glob("servingbench-pg-*")
+        roots = [p for p in Path(tempfile.gettempdir()).glob("servingbench-pg-*")
                  if (p / "data" / "postmaster.opts").is_file()
                  and f"-p {port}" in (p / "data" / "postmaster.opts").read_text().replace('"', "")]
         assert len(roots) == 1

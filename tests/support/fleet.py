@@ -101,12 +101,18 @@ def postgres_server() -> Iterator[dict]:
          "-c", "fsync=off", "-c", "max_connections=200"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+        import psycopg2
+
+        # ready when a login works: PostgreSQL listens on its port while it is still starting
+        # up (and refuses every login then), so an open port is not enough
         deadline = time.monotonic() + 60
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                psycopg2.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres",
+                                 password=password, connect_timeout=5).close()
                 break
-            except OSError:
+            except (OSError, psycopg2.OperationalError):
                 if server.poll() is not None or time.monotonic() > deadline:
                     log = root / "server.log"
                     raise RuntimeError("PostgreSQL did not start: " + (
