@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from servingbench.resources.analysis.analyze import NO_MEMORY, NO_ROOM, Analysis
 from servingbench.resources.analysis.frontier import cheapest_by_level
+from servingbench.resources.contract.deployment_record import band_fraction
 
 NOT_MEASURED = "not measured"
 
@@ -99,13 +100,8 @@ def headline_rows(rows: Sequence[Mapping], bands: Mapping[str, Mapping | None] |
 
 def band_text(band: Mapping | None) -> str:
     """An emulated figure's error band, short: "±12%", or "uncalibrated"."""
-    mape = None if band is None else band.get("mape")
-    return f"±{100 * mape:.0f}%" if isinstance(mape, (int, float)) else "uncalibrated"
-
-
-def band_fraction(band: Mapping | None) -> float | None:
-    mape = None if band is None else band.get("mape")
-    return float(mape) if isinstance(mape, (int, float)) else None
+    mape = band_fraction(band)
+    return f"±{100 * mape:.0f}%" if mape is not None else "uncalibrated"
 
 
 def within_bands_lines(pairs: Sequence[tuple]) -> list[str]:

@@ -105,4 +105,11 @@ def fidelity(run_dir: Path) -> dict | None:
         if isinstance(v, dict) and isinstance(v.get("fidelity"), dict)]
     if not found:
         return None
-    return max(found, key=lambda b: b.get("mape") if isinstance(b.get("mape"), (int, float)) else 9)
+    # an uncalibrated model's band is the widest: no number to hold its figures to
+    return max(found, key=lambda b: band_fraction(b) if band_fraction(b) is not None else 9)
+
+
+def band_fraction(band: dict | None) -> float | None:
+    """A recorded band's relative error (its `mape`); None: no band, or uncalibrated."""
+    mape = None if band is None else band.get("mape")
+    return float(mape) if isinstance(mape, (int, float)) else None

@@ -72,8 +72,7 @@ class RunData:
     @property
     def band(self) -> float | None:
         """The emulated figures' relative error band (None: measured or uncalibrated)."""
-        mape = (self.fidelity or {}).get("mape") if self.emulated else None
-        return float(mape) if isinstance(mape, (int, float)) else None
+        return deployment_record.band_fraction(self.fidelity) if self.emulated else None
 
     @property
     def failed_parity(self) -> bool:
