@@ -9,6 +9,7 @@ accelerator and per engine) becomes the error bands every emulated figure carrie
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 
@@ -76,9 +77,15 @@ def errors(samples, preds) -> dict[tuple[str, str], list[float]]:
     return out
 
 
+def _inputs(s: Sample):
+    """Everything a row states that a prediction reads: the row without its id."""
+    return dataclasses.replace(s.row, row_id="")
+
+
 def ordering(samples, preds) -> dict[str, tuple[int, int]]:
     """Pairs ordered as the table orders them, by tok/s per chip: (agree, pairs) for pairs of
-    rows differing only in the accelerator, and for neighbours along a curve."""
+    rows differing only in the accelerator, and for neighbours along a curve (rows of one
+    curve at different loads)."""
     per_chip = {}
     for i, (s, p) in enumerate(zip(samples, preds, strict=True)):
         if p is not None and "tok_s" in s.published:
@@ -100,8 +107,12 @@ def ordering(samples, preds) -> dict[str, tuple[int, int]]:
                 pairs = [(a, b) for ai, a in enumerate(idx) for b in idx[ai + 1:]
                          if samples[a].accelerator != samples[b].accelerator]
             else:
+                # neighbours along the load; two rows that state the same inputs are repeats of
+                # one configuration (a flag no column carries, or run-to-run noise): they give
+                # a predictor nothing to order them by, so they are no pair
                 idx = sorted(idx, key=lambda i: (samples[i].row.load_kind, samples[i].row.load_value or 0))
-                pairs = list(zip(idx, idx[1:], strict=False)) if neighbours else []
+                pairs = [(a, b) for a, b in zip(idx, idx[1:], strict=False)
+                         if _inputs(samples[a]) != _inputs(samples[b])] if neighbours else []
             for a, b in pairs:
                 pa, pb = per_chip[a], per_chip[b]
                 if pa[0] == pb[0]:

@@ -22,8 +22,10 @@ own roofline, and the kernels run one after another:
 On Neuron a prompt runs alone through the compiled context-encoding graph, padded to its
 bucket, at its own efficiency plus a per-layer cost (`ce` steps), and a MoE layer there runs
 every expert over every token (the compiled graph's static shapes); decode steps run the
-token-generation graph at its compiled batch. Every function takes floats or numpy arrays
-(the calibration evaluates thousands of steps at once).
+token-generation graph at its compiled batch, whose MoE layers run every expert over every
+row once the batch routes as many slots as there are experts, and below that load each row's
+own top-k experts (NxD's selective-loading threshold, 1.0). Every function takes floats or
+numpy arrays (the calibration evaluates thousands of steps at once).
 """
 
 from __future__ import annotations
@@ -130,10 +132,17 @@ class PerfModel:
             touched = self.touched_experts(n_tok)
             rows = n_tok * self.top_k / np.maximum(touched, 1e-9)
             routed = self.top_k * n_tok
-            if self.neuron:  # context encoding: every expert over every token
-                touched = np.where(ce, float(self.experts), touched)
-                rows = np.where(ce, n_tok, rows)
-                routed = np.where(ce, self.experts * n_tok, routed)
+            if self.neuron:
+                # NxD's expert MLPs under static shapes: a context-encoding pass runs every
+                # expert over every token; a token-generation step whose (padded) tokens route
+                # at least as many expert slots as there are experts does too
+                # (forward_all_experts), and below that each token loads its own top-k
+                # experts, none shared between tokens (forward_selective_loading)
+                slots = n_tok * self.top_k
+                every = np.logical_or(ce, slots >= self.experts)
+                touched = np.where(every, float(self.experts), slots)
+                rows = np.where(every, n_tok, 1.0)
+                routed = np.where(every, self.experts * n_tok, slots)
             t_exp = self.moe_layers * np.maximum(
                 touched * self.expert_bytes / self.mem_bw,
                 2 * self.expert_params * routed

@@ -15,7 +15,7 @@ import argparse
 import csv
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from servingbench.emulator.engines import efficiency_of
@@ -145,7 +145,7 @@ def read_rows(path: Path) -> list[Row]:
             if missing:
                 raise RowError(f"{path}: missing column {missing[0]}"
                                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-            rows, seen = [], set()
+            rows, sources, seen = [], [], set()
             for i, d in enumerate(reader, start=1):
                 try:
                     row = read_row(d, i)
@@ -155,9 +155,30 @@ def read_rows(path: Path) -> list[Row]:
                     raise RowError(f"{path}: row {row.row_id}: column row_id: given twice")
                 seen.add(row.row_id)
                 rows.append(row)
+                sources.append((d.get("source") or "").strip())
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise RowError(f"{path}: cannot read: {exc}") from None
-    return rows
+    return sibling_batches(rows, sources)
+
+
+def sibling_batches(rows: list[Row], sources: list[str]) -> list[Row]:
+    """A row that states no compiled batch takes the one its siblings state: rows of the
+    same source and configuration (model, precision, engine and version, accelerator, chips,
+    tp, lengths) that differ only in load or speculation are one set-up run several ways (a
+    tutorial's baseline and its EAGLE run, a report's single stream and its sweep). Siblings
+    that disagree, or a row with no source, leave the engine profile's default."""
+    def key(r: Row, src: str) -> tuple:
+        return (src, r.model, r.precision, r.engine, r.engine_version, r.accelerator, r.instance,
+                r.n_accel, r.tp, r.input_tokens, r.output_tokens)
+    stated: dict[tuple, set[int]] = {}
+    for r, src in zip(rows, sources, strict=True):
+        if src and r.max_num_seqs:
+            stated.setdefault(key(r, src), set()).add(r.max_num_seqs)
+    out = []
+    for r, src in zip(rows, sources, strict=True):
+        got = stated.get(key(r, src), set()) if src and not r.max_num_seqs else set()
+        out.append(replace(r, max_num_seqs=got.pop()) if len(got) == 1 else r)
+    return out
 
 
 def write(path: Path, preds: list[Prediction]) -> None:

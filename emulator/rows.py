@@ -14,8 +14,9 @@ prompts"), on Neuron the compiled batch ("compiled batch 32", "batch 8", "bs4",
 "max-num-seqs 1"), and a conversation dataset whose lengths vary widely around the stated
 means ("ShareGPT"). Optional columns `num_requests`, `max_num_seqs` and `dataset` give them;
 where a column is absent or empty, the row's `notes` are read for them; where neither says,
-the load's default applies (10 × the concurrency, 500 open-loop or 1,000 offline requests;
-the engine profile's batch; lengths within ±10 % of the stated ones).
+the load's default applies (10 × the concurrency, 500 open-loop or 1,000 offline requests; the
+batch a sibling row of the same source and configuration states, else the engine profile's;
+lengths within ±10 % of the stated ones).
 """
 
 from __future__ import annotations
@@ -148,12 +149,15 @@ class Plan:
 
 
 def speculative_of(text: str) -> tuple[int, float] | None:
-    """(draft tokens, acceptance per position) from a row's `speculative` text."""
+    """(draft tokens, acceptance per position) from a row's `speculative` text. SGLang's
+    `num-steps` is the draft's depth; its `draft tokens` count the verified slots, the
+    step's own token among them (num-steps + 1 with topk 1), so num-steps wins."""
     if not text:
         return None
+    steps = re.search(r"num[-_ ]steps\s*(\d+)", text, re.I)
     k = re.search(r"(\d+)\s+draft tokens|k\s*=\s*(\d+)", text, re.I)
     p = re.search(r"acceptance\s+(\d+(?:\.\d+)?)\s*%", text, re.I)
-    draft = int(k.group(1) or k.group(2)) if k else 1
+    draft = int(steps.group(1)) if steps else int(k.group(1) or k.group(2)) if k else 1
     return draft, (float(p.group(1)) / 100 if p else 0.7)
 
 

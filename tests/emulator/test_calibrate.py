@@ -87,6 +87,21 @@ def test_ordering_counts_pairs_the_table_orders(tmp_path):
     assert agree["curve"][0] == agree["curve"][1] > 0
 
 
+def test_repeats_of_one_configuration_are_no_pair_along_a_curve():
+    """Two rows stating the same inputs (a repeat, or a flag no column carries) give the
+    predictor nothing to order them by: they are not counted, agreeing or not."""
+    import dataclasses
+    samples = synthetic_samples()[:2]
+    twin = dataclasses.replace(samples[0], row=dataclasses.replace(samples[0].row, row_id="s0b"),
+                               published={"tok_s": samples[0].published["tok_s"] * 1.1})
+    # the twin measured 10 % faster than s0, predicted 10 % slower
+    preds = [dict(s.published) for s in samples] + [{"tok_s": samples[0].published["tok_s"] * 0.9}]
+    assert X.ordering(samples + [twin], preds)["curve"] == (1, 1)
+    # the same rows at different loads are a pair, and the wrong order counts against it
+    shifted = dataclasses.replace(twin, row=dataclasses.replace(twin.row, load_value=2.0))
+    assert X.ordering(samples + [shifted], preds)["curve"] == (1, 2)
+
+
 def test_bands_read_back():
     b = fidelity.band("H100-SXM-80GB", "vllm")
     text = b.text()

@@ -92,3 +92,21 @@ def test_every_datacenter_accelerator_has_its_power_figures():
     names = yaml.safe_load((HERE / "hardware.yaml").read_text())["accelerators"]
     missing = [n for n in names if not n.startswith("cpu-") and n not in POWER_W]
     assert missing == []
+
+
+def test_neuron_moe_token_generation_loads_selected_experts_until_all_run():
+    """NxD's expert MLPs in the token-generation graph: below one routed slot per expert each
+    row loads its own top-k experts, none shared with another row (selective loading); from
+    there every expert runs over every row (forward_all_experts), so one more row reads no
+    more expert weights."""
+    from servingbench.emulator import specs
+    from servingbench.emulator.perf import PerfModel
+    m = PerfModel(specs.config("trn2.48xlarge", "Qwen3-30B-A3B", "bf16", 1, "optimum-neuron"))
+    assert m.experts == 128 and m.top_k == 8  # 16 rows route 128 slots
+
+    def step(rows):
+        return float(m.time(rows, rows, rows, 0.0, 0.0, 0.0, 0))
+    expert_s = m.moe_layers * m.expert_bytes / m.mem_bw  # one expert of every MoE layer
+    below = step(15) - step(14)
+    assert below >= 0.99 * m.top_k * expert_s
+    assert step(17) - step(16) < below / 2

@@ -170,3 +170,36 @@ def test_sweep_keeps_what_the_server_admits_in_flight():
     r = row(load_kind="sweep_max", load_value=4096)
     plan = pr.plan(r)
     assert pr.loads(r, plan)[0][1].value == plan.max_num_seqs
+
+
+def test_a_row_takes_the_compiled_batch_its_siblings_state(tmp_path):
+    """A tutorial's EAGLE run names no batch; its baseline, same source and configuration,
+    says max-num-seqs 1: the EAGLE run was compiled the same. Another source's row is not a
+    sibling, and siblings that disagree leave the engine's default."""
+    base = {"row_id": "a", "source": "tutorial", "model": "gpt-oss-120b", "total_params_b": "117",
+            "active_params_b": "5.1", "weight_precision": "bf16", "kv_cache_precision": "",
+            "engine": "vllm-neuron", "engine_version": "", "accelerator": "Trainium2",
+            "instance": "trn2.48xlarge", "n_accel": "4", "tp": "16", "ep": "",
+            "input_tokens": "512", "output_tokens": "128", "load_kind": "concurrency",
+            "load_value": "1", "speculative": "", "notes": "max-num-seqs 1; baseline"}
+    raws = [base, {**base, "row_id": "b", "speculative": "EAGLE3, k=1", "notes": "EAGLE3"},
+            {**base, "row_id": "c", "source": "elsewhere", "notes": ""},
+            {**base, "row_id": "d", "input_tokens": "1024", "notes": "batch 4"},
+            {**base, "row_id": "e", "input_tokens": "1024", "notes": "batch 8"},
+            {**base, "row_id": "f", "input_tokens": "1024", "notes": ""}]
+    src = tmp_path / "rows.csv"
+    with src.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(base))
+        w.writeheader()
+        w.writerows(raws)
+    got = {r.row_id: r.max_num_seqs for r in pr.read_rows(src)}
+    assert got == {"a": 1, "b": 1, "c": None, "d": 4, "e": 8, "f": None}
+
+
+def test_speculative_depth_as_each_engine_counts_it():
+    from servingbench.emulator.rows import speculative_of
+    # SGLang: num-steps is the depth; its "draft tokens" count the step's own token too
+    assert speculative_of("SGLang EAGLE/MTP (num-steps 1, topk 1, 2 draft tokens)") == (1, 0.7)
+    assert speculative_of("EAGLE3 k=1 (acceptance 69%)") == (1, 0.69)
+    assert speculative_of("3 draft tokens") == (3, 0.7)
+    assert speculative_of("") is None
