@@ -70,13 +70,20 @@ def test_tp_communication_term():
     assert slow_link.comm_time(256) > m.comm_time(256)  # PCIe vs NVLink
 
 
+# How much 64 concurrent requests gain over one. On Neuron, Scout's decode at one row loads
+# only that row's expert (NxD's selective loading), but from one slot per expert on every
+# expert runs over every row, so the padded batch of 64 pays sixteen experts' work per
+# row and the gain is smaller than on a GPU, where each row runs only its own expert.
+BATCH_GAIN = {"inf2.48xlarge": 3, "trn2.48xlarge": 4}
+
+
 @pytest.mark.parametrize("candidate", CANDIDATES)
 def test_more_concurrency_more_throughput_and_itl_until_saturation(candidate):
     m = perf(candidate)
     curves = [simulate(m, c, 512, 64, max_num_seqs=64) for c in (1, 4, 16, 64)]
     thr = [c.throughput_tok_s for c in curves]
     itl = [c.itl_s for c in curves]
-    assert thr == sorted(thr) and thr[-1] > 4 * thr[0]
+    assert thr == sorted(thr) and thr[-1] > BATCH_GAIN.get(candidate, 8) * thr[0]
     assert itl == sorted(itl)
     # past max_num_seqs the engine saturates: throughput stops growing, TTFT (queueing) grows
     over = simulate(m, 128, 512, 64, max_num_seqs=64)
