@@ -131,10 +131,10 @@ class Figure:
 ACC_FIGS = (("memory", 0.75, 0.15, 1.0), ("compute", 0.5, 0.03, 1.0))
 KERNEL_FACTORS = (("memory", 1.0, 0.5, 1.5), ("compute", 1.0, 0.3, 2.0))
 GPU_OVERHEADS = (("step_overhead_ms", 2.0, 0.01, 60.0), ("seq_overhead_us", 5.0, 0.01, 500.0),
-                 ("frontend_ms", 2.0, 0.01, 100.0), ("expert_compute", 0.7, 0.25, 1.0))
+                 ("frontend_ms", 2.0, 0.01, 100.0), ("expert_half_rows", 64.0, 1.0, 4096.0))
 NEURON_OVERHEADS = (("step_overhead_ms", 2.0, 0.01, 60.0), ("layer_overhead_us", 150.0, 1.0, 5000.0),
                     ("seq_layer_overhead_us", 5.0, 0.01, 500.0), ("frontend_ms", 2.0, 0.01, 100.0),
-                    ("expert_compute", 0.7, 0.25, 1.0),
+                    ("expert_half_rows", 64.0, 1.0, 4096.0),
                     ("context_compute", 0.3, 0.01, 1.0), ("context_layer_ms", 1.0, 0.01, 100.0))
 INTERCONNECT = (("allreduce_us", 10.0, 0.3, 500.0),)
 PLATFORM = {"cuda": (("gemm_half_tokens", 16.0, 0.1, 4096.0), ("gemm_half_width", 32.0, 0.1, 4096.0)),
@@ -275,7 +275,7 @@ def _retime(count, load, trace, plan, cal, cache) -> tuple:
     # scheduler would batch more), so the surrogate scales the arrival times with the busy
     # time instead; the true cost of each proposal (a fresh schedule) settles the rest
     pace = float(d.sum()) / trace.busy if load.kind == "request_rate" and trace.busy else 1.0
-    ends = _ends(d, rel, model.frontend_s, pace)
+    ends = _ends(d, rel, 0.0 if plan.in_process else model.frontend_s, pace)
     n, ref, off, out = g[:, 0], g[:, 1].astype(int), g[:, 2], g[:, 5]
     sent = np.where(ref >= 0, ends[np.maximum(ref, 0)], 0.0) + off * pace
     first, finish = ends[g[:, 3].astype(int)], ends[g[:, 4].astype(int)]

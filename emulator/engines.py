@@ -39,7 +39,8 @@ PRIORS: dict[str, float] = {
     "gemm_half_width": 0.0,     # a GEMM's output columns per rank at which it reaches half
                                 # its efficiency (0: none)
     "frontend_ms": 0.0,         # the API server before and after the engine (HTTP, tokenizing)
-    "expert_compute": 1.0,      # routed experts' grouped GEMMs relative to a dense GEMM
+    "expert_half_rows": 64.0,   # rows per expert at which the experts' grouped GEMM reaches
+                                # half its peak (gathered, padded and scattered per expert)
 }
 
 
@@ -61,6 +62,9 @@ class EngineProfile:
     speculative_max_num_seqs: int | None = None  # the batch limit with speculative decoding
     kv_cache_dtype: tuple[tuple[str, str], ...] = ()  # weight precision -> default KV dtype
     efficiency: dict[str, float] = field(default_factory=dict)
+    # the KV cache's share of the memory the weights and the runtime leave free (TensorRT-LLM's
+    # free_gpu_memory_fraction); None: a share of the whole memory (vLLM's, SGLang's)
+    kv_free_fraction: float | None = None
 
     def default_kv_dtype(self, precision: str, arch=None) -> str:
         """The KV-cache format the engine picks for weights of `precision`: its own rule, or
@@ -128,7 +132,8 @@ def engine_profile(name: str, acc) -> EngineProfile:
         _tiered(d["max_num_seqs"], acc, d), _tiered(d["max_num_batched_tokens"], acc, d),
         d.get("max_model_len"), tuple(d.get("buckets") or ()), kernels,
         d.get("speculative_max_num_seqs"),
-        tuple((d.get("kv_cache_dtype") or {}).items()), efficiency_of(kernels, acc))
+        tuple((d.get("kv_cache_dtype") or {}).items()), efficiency_of(kernels, acc),
+        d.get("kv_free_fraction"))
 
 
 def calibration_file() -> dict[str, Any]:
@@ -157,7 +162,7 @@ def efficiency_of(engine: str, acc, cal: dict[str, Any] | None = None) -> dict[s
                                   * e.get("memory", 1.0))
     out["compute"] = min(1.0, a.get("compute", PRIORS["compute"]) * e.get("compute", 1.0))
     for k in ("step_overhead_ms", "layer_overhead_us", "seq_overhead_us", "seq_layer_overhead_us",
-              "frontend_ms", "context_compute", "context_layer_ms", "expert_compute"):
+              "frontend_ms", "context_compute", "context_layer_ms", "expert_half_rows"):
         out[k] = e.get(k, PRIORS[k])
     out["allreduce_us"] = i.get("allreduce_us", PRIORS["allreduce_us"])
     for k in ("gemm_half_tokens", "gemm_half_width"):

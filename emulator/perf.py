@@ -8,8 +8,9 @@ own roofline, and the kernels run one after another:
   dense     max(dense bytes / BW, 2 · dense params · n / (P · g(n)))   attention projections,
             dense FFNs, shared experts, routers, and the LM head for the rows that sample
   experts   moe_layers · max(touched(n) · expert bytes / BW,
-                             2 · top_k · expert params · n / (P · g(n · top_k / touched(n))))
+                             2 · top_k · expert params · n / (P · gₑ(n · top_k / touched(n))))
             touched(n) = E · (1 − (1 − top_k / E)^n)   experts a batch of n tokens routes to
+            gₑ(r) = r / (r + r½): the grouped GEMM at r rows per expert (r½ per engine stack)
   attention max(KV tokens read · KV bytes per token / BW, query-key pairs · FLOPs per pair / P)
   TP        layers · 2 all-reduces · (latency · log2(ranks) + 2(r−1)/r · n · hidden · 2 B / link)
   overhead  per step + per layer + per batch row · (1 + per layer) (+ per admitted request)
@@ -73,9 +74,12 @@ class PerfModel:
         self.peak = cfg.peak_flops * eff["compute"]
         self.context_peak = cfg.peak_flops * eff.get("context_compute", eff["compute"])
         self.m_half = eff.get("gemm_half_tokens", 0.0)
-        # routed experts run as grouped GEMMs, gathered and scattered per token: their own
-        # efficiency relative to a dense GEMM of the same shape (the engine stack's kernels)
-        self.expert_peak_factor = eff.get("expert_compute", 1.0)
+        # routed experts run as one grouped GEMM, each expert's rows gathered, padded to the
+        # kernel's tile and scattered back: it fills the matrix units by the rows each expert
+        # gets, half of peak at `expert_half_rows` (the engine stack's kernels). A few large
+        # experts (Mixtral: 8, top-2) reach a dense GEMM's efficiency at a modest batch; many
+        # small ones (DeepSeek: 256, top-8) stay at a few rows each and far below it.
+        self.expert_half_rows = eff.get("expert_half_rows", 64.0)
         w_half = eff.get("gemm_half_width", 0.0)
         self.dense_w_eff = self.dense_width / (self.dense_width + w_half)
         self.expert_w_eff = self.expert_width / (self.expert_width + w_half)
@@ -100,6 +104,10 @@ class PerfModel:
         if not self.m_half:
             return 1.0
         return rows / (rows + self.m_half)
+
+    def expert_gemm_eff(self, rows):
+        """The experts' grouped GEMM's efficiency at `rows` rows per expert."""
+        return rows / (rows + self.expert_half_rows)
 
     def effective_context(self, ctx):
         return self.arch.effective_context(ctx)
@@ -146,8 +154,7 @@ class PerfModel:
             t_exp = self.moe_layers * np.maximum(
                 touched * self.expert_bytes / self.mem_bw,
                 2 * self.expert_params * routed
-                / (peak * self.expert_peak_factor * self.expert_w_eff
-                   * self.gemm_eff(np.maximum(rows, 1))))
+                / (peak * self.expert_w_eff * self.expert_gemm_eff(np.maximum(rows, 1))))
             t = t + t_exp
         t_attn = np.maximum(kv_tok * self.kv_group_bytes / self.mem_bw,
                             (pairs_dec * self.pair_flops_decode + pairs_pre * self.pair_flops_prefill)
