@@ -8,11 +8,14 @@ precision), `kv_cache_precision` (empty: bf16), `engine`, `accelerator` (or `ins
 `cores_per_chip` a chip), `input_tokens` / `output_tokens` per request, `load_kind` and
 `load_value`, `speculative` (a draft count and acceptance, or empty).
 
-Three workload facts have no column of their own in the published table and are stated in
+Four workload facts have no column of their own in the published table and are stated in
 its notes: how many requests an offline or closed-loop run sent ("500 requests", "1000
 prompts"), on Neuron the compiled batch ("compiled batch 32", "batch 8", "bs4",
-"max-num-seqs 1"), and a conversation dataset whose lengths vary widely around the stated
-means ("ShareGPT"). Optional columns `num_requests`, `max_num_seqs` and `dataset` give them;
+"max-num-seqs 1"), a conversation dataset whose lengths vary widely around the stated
+means ("ShareGPT"), and a harness that hands requests to the engine in its own process, with
+no API server between them ("trtllm-bench", vLLM's throughput benchmark: `client`
+in_process, where an HTTP client's requests each pass the server's frontend first).
+Optional columns `num_requests`, `max_num_seqs`, `dataset` and `client` give them;
 where a column is absent or empty, the row's `notes` are read for them; where neither says,
 the load's default applies (10 × the concurrency, 500 open-loop or 1,000 offline requests; the
 batch a sibling row of the same source and configuration states, else the engine profile's;
@@ -60,6 +63,7 @@ class Row:
     max_num_seqs: int | None
     engine_version: str = ""
     dataset: str = ""  # "sharegpt" where the notes name it: its lengths vary around the means
+    client: str = ""  # "in_process": the harness feeds the engine directly (no API server)
 
 
 def _number(raw: str, row_id: str, column: str, *, integer: bool, positive: bool = True,
@@ -100,6 +104,17 @@ def note_dataset(notes: str) -> str:
     return "sharegpt" if re.search(r"\bsharegpt\b", notes or "", re.I) else ""
 
 
+IN_PROCESS = re.compile(r"\btrtllm-bench\b|\bbenchmark_throughput\b|\bvllm bench throughput\b"
+                        r"|\bbench_offline_throughput\b|\bgptManagerBenchmark\b", re.I)
+CLIENTS = ("in_process", "http")
+
+
+def note_client(notes: str) -> str:
+    """"in_process" where a row's notes name a harness that feeds the engine in its own
+    process (TensorRT-LLM's trtllm-bench, vLLM's and SGLang's offline throughput scripts)."""
+    return "in_process" if IN_PROCESS.search(notes or "") else ""
+
+
 def read_row(d: dict[str, str], index: int) -> Row:
     """One CSV row (a dict of its columns) checked; RowError names the row and column."""
     row_id = (d.get("row_id") or "").strip() or f"#{index}"
@@ -127,13 +142,17 @@ def read_row(d: dict[str, str], index: int) -> Row:
     requests = _number(d.get("num_requests", ""), row_id, "num_requests", integer=True, limit=MAX_COUNT)
     batch = _number(d.get("max_num_seqs", ""), row_id, "max_num_seqs", integer=True, limit=MAX_COUNT)
     hint_n, hint_b = note_hints(d.get("notes", ""))
+    client = (d.get("client") or "").strip().lower()
+    if client and client not in CLIENTS:
+        raise RowError(f"row {row_id}: column client: {client!r} is not one of {', '.join(CLIENTS)}")
     return Row(row_id, (d.get("model") or "").strip(), (d.get("weight_precision") or "").strip(),
                (d.get("kv_cache_precision") or "").strip(), (d.get("engine") or "").strip(),
                (d.get("accelerator") or "").strip(), (d.get("instance") or "").strip(),
                int(n_accel), tp, tokens[0], tokens[1], kind, value,
                (d.get("speculative") or "").strip(), requests or hint_n, batch or hint_b,
                (d.get("engine_version") or "").strip(),
-               (d.get("dataset") or "").strip().lower() or note_dataset(d.get("notes", "")))
+               (d.get("dataset") or "").strip().lower() or note_dataset(d.get("notes", "")),
+               client or note_client(d.get("notes", "")))
 
 
 @dataclass(frozen=True)
@@ -146,6 +165,7 @@ class Plan:
     max_num_seqs: int
     requests: int
     speculative: tuple[int, float] | None
+    in_process: bool = False  # no API server before the engine: no frontend time per request
 
 
 def speculative_of(text: str) -> tuple[int, float] | None:
@@ -205,4 +225,5 @@ def plan(row: Row) -> Plan:
         seqs = min(seqs, prof.speculative_max_num_seqs)
     if row.load_kind == "fixed_batch":
         seqs = max(1, round(row.load_value / replicas))
-    return Plan(cfg, replicas, kv, seqs, row.num_requests or 0, speculative_of(row.speculative))
+    return Plan(cfg, replicas, kv, seqs, row.num_requests or 0, speculative_of(row.speculative),
+                row.client == "in_process")
