@@ -87,3 +87,17 @@ def test_every_spec_number_has_a_source():
         if "source" in stripped or stripped.startswith("hf_id"):
             continue
         assert "#" in stripped, f"number without a source comment: {stripped}"
+
+
+def test_tensorrt_llm_sizes_its_kv_cache_from_what_the_weights_leave():
+    # 70B at FP8 on one 80 GB H100: vLLM's 0.9 of the whole memory leaves no room for the
+    # KV cache; TensorRT-LLM loads the weights first and gives the KV cache 0.9 of the rest
+    # (NVIDIA publishes this configuration's throughput)
+    vllm = fit_check("p5.48xlarge", "llama-3.1-70b", "fp8", 1, kv_bytes_per_value=1.0, engine="vllm")
+    trt = fit_check("p5.48xlarge", "llama-3.1-70b", "fp8", 1, kv_bytes_per_value=1.0,
+                    engine="tensorrt-llm")
+    assert not vllm.fits and trt.fits
+    left = trt.capacity_gb - trt.weights_gb - trt.overhead_gb
+    assert trt.capacity_gb == pytest.approx(80.0)
+    assert trt.kv_capacity_gb == pytest.approx(0.9 * left)
+    assert "0.9 of what is left" in trt.message
