@@ -80,13 +80,14 @@ def test_a_row_the_emulator_cannot_express_is_unsupported_not_a_crash(tmp_path):
     ("output_tokens", "nan", "column output_tokens: 'nan' is not finite"),
     ("tp", "2.5", "column tp: '2.5' is not a whole number"),
     ("load_kind", "burst", "column load_kind: 'burst' is not one of"),
+    ("client", "grpc", "column client: 'grpc' is not one of in_process, http"),
 ])
 def test_a_bad_value_exits_2_naming_the_row_and_column_and_writes_nothing(tmp_path, column, value, says):
     rows = raw_rows()[:3]
     rows[1] = {**rows[1], column: value}
     out = tmp_path / "pred.csv"
     out.write_text("an earlier prediction\n")
-    proc, _ = predict_cli(tmp_path, rows)
+    proc, _ = predict_cli(tmp_path, rows, list(dict.fromkeys([*rows[0], column])))
     assert proc.returncode == 2
     assert f"row {rows[1]['row_id']}: {says}" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -152,6 +153,23 @@ def test_workload_facts_the_notes_state():
     assert note_hints("") == (None, None)
 
 
+def test_a_harness_in_the_engines_process_pays_no_api_server():
+    # trtllm-bench hands its requests to the executor in its own process; an HTTP client at
+    # request rate inf sends the same requests through the API server, one after another
+    offline = {"engine": "tensorrt-llm", "load_kind": "offline", "load_value": "",
+               "input_tokens": 128, "output_tokens": 128, "num_requests": 3000}
+    bench = row(**offline, notes="[claim] trtllm-bench throughput, synthetic fixed ISL/OSL")
+    http = row(**offline, notes="vllm bench serve (random 128 input; all sent at t=0)")
+    assert bench.client == "in_process" and http.client == ""
+    assert row(**offline, client="http").client == "http"
+    assert pr.plan(bench).in_process and not pr.plan(http).in_process
+    fast, slow = pr.simulate(bench), pr.simulate(http)
+    ramp_ms = 3000 * pr.scheduler_for(pr.plan(http)).model.frontend_s * 1e3
+    assert ramp_ms > 1000  # the server's frontend is a fitted figure; the point needs one
+    assert fast.output_tok_s > slow.output_tok_s
+    assert slow.ttft_ms_mean - fast.ttft_ms_mean > 0.1 * ramp_ms
+
+
 def test_neuron_rows_count_cores_and_run_the_compiled_batch():
     d = {"row_id": "n", "model": "Llama-3.1-8B", "total_params_b": "8", "active_params_b": "8",
          "weight_precision": "bf16", "kv_cache_precision": "", "engine": "vllm-neuron",
@@ -203,3 +221,19 @@ def test_speculative_depth_as_each_engine_counts_it():
     assert speculative_of("EAGLE3 k=1 (acceptance 69%)") == (1, 0.69)
     assert speculative_of("3 draft tokens") == (3, 0.7)
     assert speculative_of("") is None
+
+
+def test_the_held_out_table_is_read_and_each_of_its_configurations_served():
+    # the held-out TensorRT-LLM cells (benchmarks/emulator_holdout.py) parse as a rows file;
+    # one row per model, GPU and TP degree (its shortest shape) is predicted, none unsupported
+    table = Path(__file__).parents[2] / "docs" / "calibration" / "holdout_trtllm_v017.csv"
+    rows = pr.read_rows(table)
+    assert len(rows) == 295 and all(r.client == "in_process" for r in rows)
+    first = {}
+    for r in rows:
+        key = (r.model, r.accelerator, r.tp)
+        if r.input_tokens + r.output_tokens <= 2176:
+            first.setdefault(key, r)
+    assert len(first) >= 30
+    bad = [(k, p.status) for k, p in ((k, pr.simulate(r)) for k, r in first.items()) if p.status != "ok"]
+    assert bad == []
