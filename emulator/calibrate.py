@@ -275,7 +275,7 @@ def _retime(count, load, trace, plan, cal, cache) -> tuple:
     # scheduler would batch more), so the surrogate scales the arrival times with the busy
     # time instead; the true cost of each proposal (a fresh schedule) settles the rest
     pace = float(d.sum()) / trace.busy if load.kind == "request_rate" and trace.busy else 1.0
-    ends = _ends(d, rel, 0.0 if plan.in_process else model.frontend_s, pace)
+    ends = _ends(d, rel, plan.frontend_s(model), pace)
     n, ref, off, out = g[:, 0], g[:, 1].astype(int), g[:, 2], g[:, 5]
     sent = np.where(ref >= 0, ends[np.maximum(ref, 0)], 0.0) + off * pace
     first, finish = ends[g[:, 3].astype(int)], ends[g[:, 4].astype(int)]

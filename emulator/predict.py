@@ -109,7 +109,7 @@ def simulate(row: Row, cal: dict | None = None, traces: list | None = None) -> P
         for count, load in loads(row, p):
             trace = Trace() if traces is not None else None
             sched = scheduler_for(p, cal)
-            res = run(sched, load, trace, 0.0 if p.in_process else sched.model.frontend_s)
+            res = run(sched, load, trace, p.frontend_s(sched.model))
             parts.append((count, res))
             if traces is not None:
                 traces.append((count, load, trace, p))

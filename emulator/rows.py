@@ -167,6 +167,11 @@ class Plan:
     speculative: tuple[int, float] | None
     in_process: bool = False  # no API server before the engine: no frontend time per request
 
+    def frontend_s(self, model) -> float:
+        """The API server's time per request before this plan's engine (a PerfModel's
+        fitted figure), none where the harness feeds the engine in its own process."""
+        return 0.0 if self.in_process else model.frontend_s
+
 
 def speculative_of(text: str) -> tuple[int, float] | None:
     """(draft tokens, acceptance per position) from a row's `speculative` text. SGLang's
