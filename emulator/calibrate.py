@@ -137,7 +137,8 @@ NEURON_OVERHEADS = (("step_overhead_ms", 2.0, 0.01, 60.0), ("layer_overhead_us",
                     ("expert_half_rows", 64.0, 1.0, 4096.0),
                     ("context_compute", 0.3, 0.01, 1.0), ("context_layer_ms", 1.0, 0.01, 100.0))
 INTERCONNECT = (("allreduce_us", 10.0, 0.3, 500.0),)
-PLATFORM = {"cuda": (("gemm_half_tokens", 16.0, 0.1, 4096.0), ("gemm_half_width", 32.0, 0.1, 4096.0)),
+PLATFORM = {"cuda": (("gemm_half_tokens", 16.0, 0.1, 4096.0), ("gemm_half_width", 32.0, 0.1, 4096.0),
+                     ("dequant_compute", 0.7, 0.1, 1.0)),
             "neuron": (("gemm_half_tokens", 16.0, 0.1, 4096.0), ("gemm_half_width", 64.0, 0.1, 4096.0))}
 REFERENCE_KERNELS = {"cuda": "vllm", "neuron": "optimum-neuron"}
 

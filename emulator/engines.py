@@ -9,7 +9,7 @@ The performance model's free figures are composed, never looked up per row:
   step_overhead_ms, layer_overhead_us, seq_overhead_us,
   frontend_ms, context_* (Neuron's context encoding)        the engine stack's
   allreduce_us                                              the interconnect's
-  gemm_half_tokens, gemm_half_width                         the platform's
+  gemm_half_tokens, gemm_half_width, dequant_compute        the platform's
 
 so an accelerator's figures hold for every engine and an engine's for every accelerator,
 and a figure that only one row could pin down does not exist.
@@ -38,6 +38,8 @@ PRIORS: dict[str, float] = {
     "seq_layer_overhead_us": 0.0,  # per batch row, layer and step (Neuron: the compiled batch's rows)
     "gemm_half_width": 0.0,     # a GEMM's output columns per rank at which it reaches half
                                 # its efficiency (0: none)
+    "dequant_compute": 1.0,     # share of the 16-bit rate a GEMM reaches that dequantizes
+                                # its weights (a format the matrix units lack) as it goes
     "frontend_ms": 0.0,         # the API server before and after the engine (HTTP, tokenizing)
     "expert_half_rows": 64.0,   # rows per expert at which the experts' grouped GEMM reaches
                                 # half its peak (gathered, padded and scattered per expert)
@@ -165,7 +167,7 @@ def efficiency_of(engine: str, acc, cal: dict[str, Any] | None = None) -> dict[s
               "frontend_ms", "context_compute", "context_layer_ms", "expert_half_rows"):
         out[k] = e.get(k, PRIORS[k])
     out["allreduce_us"] = i.get("allreduce_us", PRIORS["allreduce_us"])
-    for k in ("gemm_half_tokens", "gemm_half_width"):
+    for k in ("gemm_half_tokens", "gemm_half_width", "dequant_compute"):
         out[k] = p.get(k, PRIORS[k])
     return out
 

@@ -18,7 +18,9 @@ own roofline, and the kernels run one after another:
   BW = datasheet bandwidth × tp × memory efficiency; P = datasheet FLOP/s of the format the
   matrix units run × tp × compute efficiency; g(m) = m / (m + m½), a GEMM's efficiency at m
   rows (small batches and small experts fill the matrix units poorly), times w / (w + w½)
-  for a GEMM of w output columns per rank (a wide TP group slices small experts thin).
+  for a GEMM of w output columns per rank (a wide TP group slices small experts thin), times
+  the platform's dequantizing share for weights in a format the matrix units do not run
+  (MXFP4 experts on a Hopper: dequantized to 16 bits inside the GEMM).
 
 On Neuron a prompt runs alone through the compiled context-encoding graph, padded to its
 bucket, at its own efficiency plus a per-layer cost (`ce` steps), and a MoE layer there runs
@@ -49,6 +51,13 @@ class PerfModel:
         head_b = cfg.precision.head_bytes
         self.dense_bytes = m.dense_linear_params * dense_b + m.head_params * head_b
         self.expert_bytes = m.expert_params * expert_b  # one expert of one layer
+        # weights stored in a format the matrix units do not run (MXFP4 or INT4 on a Hopper or
+        # an Ampere GPU) are dequantized inside the GEMM, whose main loop then does more than
+        # multiply: such a GEMM reaches `dequant_compute` of the 16-bit rate
+        runs = acc.rate(cfg.precision.compute)[0]
+        dequantizes = runs != cfg.precision.compute
+        self._dense_dequantizes = dequantizes and dense_b < 2.0
+        self._expert_dequantizes = dequantizes and expert_b < 2.0
         self.experts, self.top_k, self.moe_layers = m.routed_experts, m.top_k, m.moe_layers
         self.expert_params = m.expert_params
         self.dense_params, self.head_params = m.dense_linear_params, m.head_params
@@ -80,6 +89,9 @@ class PerfModel:
         # experts (Mixtral: 8, top-2) reach a dense GEMM's efficiency at a modest batch; many
         # small ones (DeepSeek: 256, top-8) stay at a few rows each and far below it.
         self.expert_half_rows = eff.get("expert_half_rows", 64.0)
+        dequant = eff.get("dequant_compute", 1.0)
+        self.dense_dequant = dequant if self._dense_dequantizes else 1.0
+        self.expert_dequant = dequant if self._expert_dequantizes else 1.0
         w_half = eff.get("gemm_half_width", 0.0)
         self.dense_w_eff = self.dense_width / (self.dense_width + w_half)
         self.expert_w_eff = self.expert_width / (self.expert_width + w_half)
@@ -134,7 +146,8 @@ class PerfModel:
         peak = self.peak if not self.neuron else np.where(ce, self.context_peak, self.peak)
         t_dense = np.maximum(self.dense_bytes / self.mem_bw,
                              (2 * self.dense_params * n_tok + 2 * self.head_params * n_logits)
-                             / (peak * self.dense_w_eff * self.gemm_eff(np.maximum(n_tok, 1))))
+                             / (peak * self.dense_w_eff * self.dense_dequant
+                                * self.gemm_eff(np.maximum(n_tok, 1))))
         t = t_dense
         if self.moe_layers:
             touched = self.touched_experts(n_tok)
@@ -154,7 +167,8 @@ class PerfModel:
             t_exp = self.moe_layers * np.maximum(
                 touched * self.expert_bytes / self.mem_bw,
                 2 * self.expert_params * routed
-                / (peak * self.expert_w_eff * self.expert_gemm_eff(np.maximum(rows, 1))))
+                / (peak * self.expert_w_eff * self.expert_dequant
+                   * self.expert_gemm_eff(np.maximum(rows, 1))))
             t = t + t_exp
         t_attn = np.maximum(kv_tok * self.kv_group_bytes / self.mem_bw,
                             (pairs_dec * self.pair_flops_decode + pairs_pre * self.pair_flops_prefill)

@@ -61,6 +61,31 @@ def test_prefill_is_compute_bound_and_small_decode_memory_bound():
     assert m.prefill_time(8192) == pytest.approx(p)
 
 
+def test_weights_the_matrix_units_do_not_run_are_dequantized_at_a_share_of_the_rate():
+    """gpt-oss's MXFP4 experts on an H100 (no FP4 unit) are dequantized inside the grouped
+    GEMM: its compute-bound time grows as the dequantizing share falls, while its bf16 dense
+    part, an FP8 model on the same chip (a format it runs) and a bf16 model are untouched."""
+    def prefill_at(m, share, n=8192):
+        m.set_efficiency({**m.eff, "dequant_compute": share})
+        return m.prefill_time(n)
+
+    oss = perf(model="gpt-oss-120b", precision="mxfp4", tp=1)
+    assert (oss.dense_dequant, oss.expert_dequant) == (1.0, oss.eff.get("dequant_compute", 1.0))
+    full, half = prefill_at(oss, 1.0), prefill_at(oss, 0.5)
+    assert half > 1.3 * full
+    assert (oss.dense_dequant, oss.expert_dequant) == (1.0, 0.5)
+    for native in (perf(precision="fp8"), perf(precision="bf16")):
+        assert prefill_at(native, 0.5) == pytest.approx(prefill_at(native, 1.0))
+
+
+def test_the_calibration_finds_dequantizing_gemms_short_of_the_16_bit_rate():
+    """The fitted share on GPUs (calibration.yaml) lies strictly between none and all."""
+    from servingbench.emulator.engines import calibration
+
+    share = calibration()["platforms"]["cuda"]["dequant_compute"]
+    assert 0.1 < share < 1.0
+
+
 def test_tp_communication_term():
     m = perf()
     assert m.comm_time(0) == 0.0
