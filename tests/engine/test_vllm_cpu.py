@@ -179,6 +179,43 @@ def test_a_start_that_exits_says_so_and_leaves_no_process():
     assert _wait_gone(proc.proc.pid, 2)  # the leader's orphaned child went with the group
 
 
+# a stand-in for vLLM's start: the engine core's "compiled" line, then the API server answers
+# /health (on the port given), as vLLM does, in that order
+HEALTHY_AFTER_MARKER = """
+import http.server, sys
+print("INFO init engine (profile, create kv cache, warmup model) took 0.10 seconds", flush=True)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+def test_the_ready_phase_survives_a_reader_behind_the_output(monkeypatch):
+    """The line that starts the ready phase is in vLLM's output before /health answers, but
+    the thread reading that output may not have got to it yet (a busy machine): the start
+    then waits a bounded moment for it, and the ready phase is not lost."""
+    read = vllm_local.VllmProcess._read
+
+    def behind(self):
+        time.sleep(1.0)  # the reader falls behind the server's start
+        read(self)
+
+    monkeypatch.setattr(vllm_local.VllmProcess, "_read", behind)
+    port = vllm_local.free_port()
+    proc = vllm_local.VllmProcess([sys.executable, "-c", HEALTHY_AFTER_MARKER, str(port)], port,
+                                  ready_timeout_s=30, grace_s=1)
+    try:
+        proc.start()
+        assert "compiled" in proc.marks
+        assert proc.marks["compiled"] <= time.time_ns()
+    finally:
+        proc.stop()
+    assert _wait_gone(proc.proc.pid, 2)
+
+
 STARTER = f"""
 import sys, time
 from servingbench.resources.model_server.local.vllm_cpu import VllmProcess

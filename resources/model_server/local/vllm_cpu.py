@@ -134,6 +134,9 @@ def command(candidate: Candidate, model: Path, port: int,
             *extra_args]
 
 
+MARK_GRACE_S = 3.0  # the longest a start waits, once ready, for the reader to see the marker
+
+
 class VllmProcess:
     """vLLM's process group as a ChildProcess (model_server/child.py) under its guard: the
     guard, a small Python process of this project, runs vLLM in its group and ends the group
@@ -207,6 +210,13 @@ class VllmProcess:
             self.stop(grace_s=1)  # a server that never answered has no requests to finish
             raise
         self.ready_at_ns = time.time_ns()
+        # vLLM logs its "compiled" line (the start of the ready phase) before it answers
+        # /health, but on a busy machine the thread reading its output can still be behind
+        # that line: a bounded moment for it to catch up, spent only when the line is late
+        deadline = time.monotonic() + MARK_GRACE_S
+        while ("compiled" not in self.marks and time.monotonic() < deadline
+               and self._reader is not None and self._reader.is_alive()):
+            time.sleep(0.02)
 
     def start(self) -> None:
         self.spawn()
