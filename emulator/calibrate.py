@@ -131,11 +131,12 @@ class Figure:
 ACC_FIGS = (("memory", 0.75, 0.15, 1.0), ("compute", 0.5, 0.03, 1.0))
 KERNEL_FACTORS = (("memory", 1.0, 0.5, 1.5), ("compute", 1.0, 0.3, 2.0))
 GPU_OVERHEADS = (("step_overhead_ms", 2.0, 0.01, 60.0), ("seq_overhead_us", 5.0, 0.01, 500.0),
-                 ("frontend_ms", 2.0, 0.01, 100.0), ("expert_half_rows", 64.0, 1.0, 4096.0))
+                 ("expert_half_rows", 64.0, 1.0, 4096.0))
 NEURON_OVERHEADS = (("step_overhead_ms", 2.0, 0.01, 60.0), ("layer_overhead_us", 150.0, 1.0, 5000.0),
-                    ("seq_layer_overhead_us", 5.0, 0.01, 500.0), ("frontend_ms", 2.0, 0.01, 100.0),
+                    ("seq_layer_overhead_us", 5.0, 0.01, 500.0),
                     ("expert_half_rows", 64.0, 1.0, 4096.0),
                     ("context_compute", 0.3, 0.01, 1.0), ("context_layer_ms", 1.0, 0.01, 100.0))
+FRONTEND = (("frontend_ms", 2.0, 0.01, 100.0),)
 INTERCONNECT = (("allreduce_us", 10.0, 0.3, 500.0),)
 PLATFORM = {"cuda": (("gemm_half_tokens", 16.0, 0.1, 4096.0), ("gemm_half_width", 32.0, 0.1, 4096.0),
                      ("dequant_compute", 0.7, 0.1, 1.0)),
@@ -150,12 +151,17 @@ def _figure_paths(s: Sample) -> list[tuple[tuple[str, str, str], float, float, f
     except Exception:  # noqa: BLE001 - an unsupported row informs nothing
         return []
     acc = p.config.instance.accelerator
-    kernels = p.config.profile().kernels
+    profile = p.config.profile()
+    kernels = profile.kernels
+    # the API server's time per request is its server's figure (trtllm-serve's is not
+    # Triton's, though both run TensorRT-LLM's kernels)
+    frontend = profile.frontend or kernels
     keys = [("accelerators", acc.calibration_name, ACC_FIGS),
             ("interconnects", acc.interconnect, INTERCONNECT if acc.interconnect != "none" else ()),
             ("platforms", acc.platform, PLATFORM.get(acc.platform, ())),
             ("engines", kernels, (GPU_OVERHEADS if acc.platform == "cuda" else NEURON_OVERHEADS)
-             + (() if REFERENCE_KERNELS.get(acc.platform) == kernels else KERNEL_FACTORS))]
+             + (() if REFERENCE_KERNELS.get(acc.platform) == kernels else KERNEL_FACTORS)),
+            ("engines", frontend, FRONTEND)]
     return [((section, key, name), prior, lo, hi)
             for section, key, table in keys for name, prior, lo, hi in table]
 
@@ -268,8 +274,9 @@ def _retime(count, load, trace, plan, cal, cache) -> tuple:
                       np.array(trace.decoding, dtype=float),
                       PerfModel(plan.config, plan.kv_bytes_per_value))
     feats, counts, rel, g, dec, model = cache[key]
-    model.set_efficiency(efficiency_of(plan.config.profile().kernels,
-                                       plan.config.instance.accelerator, cal))
+    profile = plan.config.profile()
+    model.set_efficiency(efficiency_of(profile.kernels, plan.config.instance.accelerator, cal,
+                                       frontend=profile.frontend))
     d = counts * model.time(*feats)
     # an open loop's arrivals keep their pace relative to the engine's: re-timed at other
     # figures, the recorded batches cannot absorb a slower engine's backlog (a real

@@ -67,6 +67,7 @@ class EngineProfile:
     # the KV cache's share of the memory the weights and the runtime leave free (TensorRT-LLM's
     # free_gpu_memory_fraction); None: a share of the whole memory (vLLM's, SGLang's)
     kv_free_fraction: float | None = None
+    frontend: str = ""  # whose API-server time per request it pays (default: its kernels')
 
     def default_kv_dtype(self, precision: str, arch=None) -> str:
         """The KV-cache format the engine picks for weights of `precision`: its own rule, or
@@ -129,13 +130,14 @@ def engine_profile(name: str, acc) -> EngineProfile:
         have = ", ".join(p for p in spec if p not in ("aliases",))
         raise SpecError(f"engine {key} does not run on {acc.platform} ({acc.name}); it runs on {have}")
     kernels = d.get("kernels", key)
+    frontend = d.get("frontend", kernels)
     return EngineProfile(
         key, acc.platform, d["scheduler"], float(d["kv_reserve_output"]), int(d["block_tokens"]),
         _tiered(d["max_num_seqs"], acc, d), _tiered(d["max_num_batched_tokens"], acc, d),
         d.get("max_model_len"), tuple(d.get("buckets") or ()), kernels,
         d.get("speculative_max_num_seqs"),
-        tuple((d.get("kv_cache_dtype") or {}).items()), efficiency_of(kernels, acc),
-        d.get("kv_free_fraction"))
+        tuple((d.get("kv_cache_dtype") or {}).items()), efficiency_of(kernels, acc, frontend=frontend),
+        d.get("kv_free_fraction"), frontend)
 
 
 def calibration_file() -> dict[str, Any]:
@@ -150,9 +152,11 @@ def calibration() -> dict[str, Any]:
     return calibration_file().get("figures") or {}
 
 
-def efficiency_of(engine: str, acc, cal: dict[str, Any] | None = None) -> dict[str, float]:
+def efficiency_of(engine: str, acc, cal: dict[str, Any] | None = None,
+                  frontend: str | None = None) -> dict[str, float]:
     """The performance model's figures for this engine's kernels on this accelerator: the
-    fitted ones where the fit (`cal`, default engines.yaml's) has them, the priors elsewhere."""
+    fitted ones where the fit (`cal`, default engines.yaml's) has them, the priors elsewhere;
+    the API server's time per request is `frontend`'s (default: the kernels' own)."""
     cal = calibration() if cal is None else cal
     a = (cal.get("accelerators") or {}).get(getattr(acc, "calibration_name", acc.name), {})
     e = (cal.get("engines") or {}).get(engine, {})
@@ -166,6 +170,9 @@ def efficiency_of(engine: str, acc, cal: dict[str, Any] | None = None) -> dict[s
     for k in ("step_overhead_ms", "layer_overhead_us", "seq_overhead_us", "seq_layer_overhead_us",
               "frontend_ms", "context_compute", "context_layer_ms", "expert_half_rows"):
         out[k] = e.get(k, PRIORS[k])
+    if frontend and frontend != engine:
+        f = (cal.get("engines") or {}).get(frontend, {})
+        out["frontend_ms"] = f.get("frontend_ms", out["frontend_ms"])
     out["allreduce_us"] = i.get("allreduce_us", PRIORS["allreduce_us"])
     for k in ("gemm_half_tokens", "gemm_half_width", "dequant_compute"):
         out[k] = p.get(k, PRIORS[k])

@@ -63,7 +63,9 @@ def scheduler_for(p: Plan, cal: dict | None = None) -> Scheduler:
     cfg = p.config
     model = PerfModel(cfg, p.kv_bytes_per_value)
     if cal is not None:
-        model.set_efficiency(efficiency_of(cfg.profile().kernels, cfg.instance.accelerator, cal))
+        prof = cfg.profile()
+        model.set_efficiency(efficiency_of(prof.kernels, cfg.instance.accelerator, cal,
+                                           frontend=prof.frontend))
     fit = fit_of(cfg, kv_bytes_per_value=p.kv_bytes_per_value)
     if not fit.fits:
         raise SpecError("does not fit: " + fit.message.split(": ", 1)[1])

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 from servingbench.emulator import specs
+from servingbench.emulator.engines import engine_name
 from servingbench.emulator.specdata import SpecError
 
 REQUIRED = ("row_id", "model", "total_params_b", "active_params_b", "weight_precision",
@@ -64,6 +65,7 @@ class Row:
     engine_version: str = ""
     dataset: str = ""  # "sharegpt" where the notes name it: its lengths vary around the means
     client: str = ""  # "in_process": the harness feeds the engine directly (no API server)
+    server: str = ""  # the API server in front of the engine, where the notes name one
 
 
 def _number(raw: str, row_id: str, column: str, *, integer: bool, positive: bool = True,
@@ -109,6 +111,16 @@ IN_PROCESS = re.compile(r"\btrtllm-bench\b|\bbenchmark_throughput\b|\bvllm bench
 CLIENTS = ("in_process", "http")
 
 
+SERVERS = re.compile(r"\btrtllm-serve\b", re.I)
+
+
+def note_server(notes: str) -> str:
+    """"trtllm-serve" where a row's notes say TensorRT-LLM ran behind its own Python OpenAI
+    server (not Triton's)."""
+    found = SERVERS.search(notes or "")
+    return found.group(0).lower() if found else ""
+
+
 def note_client(notes: str) -> str:
     """"in_process" where a row's notes name a harness that feeds the engine in its own
     process (TensorRT-LLM's trtllm-bench, vLLM's and SGLang's offline throughput scripts)."""
@@ -152,7 +164,7 @@ def read_row(d: dict[str, str], index: int) -> Row:
                (d.get("speculative") or "").strip(), requests or hint_n, batch or hint_b,
                (d.get("engine_version") or "").strip(),
                (d.get("dataset") or "").strip().lower() or note_dataset(d.get("notes", "")),
-               client or note_client(d.get("notes", "")))
+               client or note_client(d.get("notes", "")), note_server(d.get("notes", "")))
 
 
 @dataclass(frozen=True)
@@ -188,10 +200,13 @@ def speculative_of(text: str) -> tuple[int, float] | None:
 
 def engine_of(row: Row) -> str:
     """The engine profile of a row: its engine, except that vLLM's Neuron plugin over
-    Hugging Face's optimum-neuron (named in engine_version) is a stack of its own."""
+    Hugging Face's optimum-neuron (named in engine_version) is a stack of its own, and
+    TensorRT-LLM behind trtllm-serve (named in the notes) pays that server's time."""
     engine = row.engine or specs.DEFAULT_ENGINE
     if engine.lower() == "vllm-neuron" and "optimum" in row.engine_version.lower():
         return "optimum-neuron"
+    if row.server == "trtllm-serve" and engine_name(engine) == "tensorrt-llm":
+        return "trtllm-serve"
     return engine
 
 

@@ -170,6 +170,45 @@ def test_a_harness_in_the_engines_process_pays_no_api_server():
     assert slow.ttft_ms_mean - fast.ttft_ms_mean > 0.1 * ramp_ms
 
 
+def test_trtllm_serve_pays_its_own_servers_time_on_tensorrt_llms_kernels():
+    """TensorRT-LLM behind trtllm-serve (the notes say so) is TensorRT-LLM's executor and
+    kernels behind another API server: every kernel figure is TensorRT-LLM's, the API
+    server's time per request is trtllm-serve's own figure, and the calibration fits it
+    apart from Triton's."""
+    from types import SimpleNamespace
+
+    from servingbench.emulator.calibrate import _figure_paths
+    from servingbench.emulator.engines import efficiency_of
+
+    online = {"engine": "tensorrt-llm", "load_kind": "offline", "load_value": "",
+              "input_tokens": 215, "output_tokens": 192, "num_requests": 1000}
+    serve = row(**online, notes="vllm bench serve; cmd: trtllm-serve openai/gpt-oss-20b")
+    triton = row(**online, notes="Triton tensorrtllm_backend")
+    assert (serve.server, triton.server) == ("trtllm-serve", "")
+    p_serve, p_triton = pr.plan(serve).config.profile(), pr.plan(triton).config.profile()
+    assert (p_serve.name, p_serve.kernels, p_serve.frontend) == (
+        "trtllm-serve", "tensorrt-llm", "trtllm-serve")
+    assert (p_triton.name, p_triton.frontend) == ("tensorrt-llm", "tensorrt-llm")
+    cal = {"engines": {"tensorrt-llm": {"frontend_ms": 2.0, "step_overhead_ms": 1.5},
+                       "trtllm-serve": {"frontend_ms": 30.0}}}
+    acc = pr.plan(serve).config.instance.accelerator
+    mine = efficiency_of(p_serve.kernels, acc, cal, frontend=p_serve.frontend)
+    theirs = efficiency_of(p_triton.kernels, acc, cal, frontend=p_triton.frontend)
+    assert (mine["frontend_ms"], theirs["frontend_ms"]) == (30.0, 2.0)
+    assert mine["step_overhead_ms"] == theirs["step_overhead_ms"] == 1.5
+    slow = pr.simulate(serve, cal=cal)
+    fast = pr.simulate(triton, cal=cal)
+    assert slow.ttft_ms_mean > fast.ttft_ms_mean + 0.3 * 1000 * 28.0 / 2
+
+    def paths(r):
+        return {p for p, *_ in _figure_paths(SimpleNamespace(row=r))}
+
+    assert ("engines", "trtllm-serve", "frontend_ms") in paths(serve)
+    assert ("engines", "tensorrt-llm", "frontend_ms") not in paths(serve)
+    assert ("engines", "tensorrt-llm", "step_overhead_ms") in paths(serve)
+    assert ("engines", "tensorrt-llm", "frontend_ms") in paths(triton)
+
+
 def test_neuron_rows_count_cores_and_run_the_compiled_batch():
     d = {"row_id": "n", "model": "Llama-3.1-8B", "total_params_b": "8", "active_params_b": "8",
          "weight_precision": "bf16", "kv_cache_precision": "", "engine": "vllm-neuron",
