@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from servingbench.emulator import predict as pr
-from servingbench.emulator.engines import efficiency_of
 from servingbench.emulator.perf import PerfModel
 from servingbench.emulator.rows import Row, RowError
 from servingbench.emulator.virtual import weighted_median
@@ -274,9 +273,7 @@ def _retime(count, load, trace, plan, cal, cache) -> tuple:
                       np.array(trace.decoding, dtype=float),
                       PerfModel(plan.config, plan.kv_bytes_per_value))
     feats, counts, rel, g, dec, model = cache[key]
-    profile = plan.config.profile()
-    model.set_efficiency(efficiency_of(profile.kernels, plan.config.instance.accelerator, cal,
-                                       frontend=profile.frontend))
+    model.set_efficiency(plan.config.profile().figures(plan.config.instance.accelerator, cal))
     d = counts * model.time(*feats)
     # an open loop's arrivals keep their pace relative to the engine's: re-timed at other
     # figures, the recorded batches cannot absorb a slower engine's backlog (a real

@@ -69,6 +69,11 @@ class EngineProfile:
     kv_free_fraction: float | None = None
     frontend: str = ""  # whose API-server time per request it pays (default: its kernels')
 
+    def figures(self, acc, cal: dict[str, Any] | None) -> dict[str, float]:
+        """The performance model's figures for this profile on `acc` under the calibration
+        `cal` (a fit's trial figures): its kernels' and its API server's."""
+        return efficiency_of(self.kernels, acc, cal, frontend=self.frontend)
+
     def default_kv_dtype(self, precision: str, arch=None) -> str:
         """The KV-cache format the engine picks for weights of `precision`: its own rule, or
         (`checkpoint`) what the model's quantized checkpoint carries."""

@@ -18,7 +18,6 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from servingbench.emulator.engines import efficiency_of
 from servingbench.emulator.fit import fit_of
 from servingbench.emulator.perf import PerfModel
 from servingbench.emulator.rows import REQUIRED, Plan, Row, RowError, plan, read_row
@@ -63,9 +62,7 @@ def scheduler_for(p: Plan, cal: dict | None = None) -> Scheduler:
     cfg = p.config
     model = PerfModel(cfg, p.kv_bytes_per_value)
     if cal is not None:
-        prof = cfg.profile()
-        model.set_efficiency(efficiency_of(prof.kernels, cfg.instance.accelerator, cal,
-                                           frontend=prof.frontend))
+        model.set_efficiency(cfg.profile().figures(cfg.instance.accelerator, cal))
     fit = fit_of(cfg, kv_bytes_per_value=p.kv_bytes_per_value)
     if not fit.fits:
         raise SpecError("does not fit: " + fit.message.split(": ", 1)[1])

@@ -111,6 +111,12 @@ IN_PROCESS = re.compile(r"\btrtllm-bench\b|\bbenchmark_throughput\b|\bvllm bench
 CLIENTS = ("in_process", "http")
 
 
+def note_client(notes: str) -> str:
+    """"in_process" where a row's notes name a harness that feeds the engine in its own
+    process (TensorRT-LLM's trtllm-bench, vLLM's and SGLang's offline throughput scripts)."""
+    return "in_process" if IN_PROCESS.search(notes or "") else ""
+
+
 SERVERS = re.compile(r"\btrtllm-serve\b", re.I)
 
 
@@ -119,12 +125,6 @@ def note_server(notes: str) -> str:
     server (not Triton's)."""
     found = SERVERS.search(notes or "")
     return found.group(0).lower() if found else ""
-
-
-def note_client(notes: str) -> str:
-    """"in_process" where a row's notes name a harness that feeds the engine in its own
-    process (TensorRT-LLM's trtllm-bench, vLLM's and SGLang's offline throughput scripts)."""
-    return "in_process" if IN_PROCESS.search(notes or "") else ""
 
 
 def read_row(d: dict[str, str], index: int) -> Row:
