@@ -185,6 +185,9 @@ def serve(key: str, device: str, levels: list[int], input_tokens: int, output_to
     finally:
         manager.stop(block=True, timeout=30)
         del manager, model
+        import gc
+
+        gc.collect()
         if device == "cuda":
             torch.cuda.empty_cache()
     return rows
