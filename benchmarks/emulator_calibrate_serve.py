@@ -22,11 +22,20 @@ those records only (`summarize`), as the table's README defines them:
 Needs only torch, transformers and PyYAML, so it runs on the device's own Python:
   python benchmarks/emulator_calibrate_serve.py --out $OUT --deadline-s 420
 Anywhere else, `--model tiny --device cpu` runs the same path on a 2-layer model (the test).
+
+Back here, the calibration table's `measured_here` rows are derived from the kept records:
+  python benchmarks/emulator_calibrate_serve.py table docs/calibration/measured_here/h200_transformers_raw.jsonl.gz \
+      docs/calibration/measured_here/h200_transformers_runs.jsonl
+prints them as the table's CSV rows (tests/emulator/test_measured_here.py checks that the
+table holds exactly these).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import gzip
+import io
 import json
 import random
 import statistics
@@ -193,7 +202,80 @@ def serve(key: str, device: str, levels: list[int], input_tokens: int, output_to
     return rows
 
 
+# the calibration table's columns (docs/calibration/README.md) and what each row here states
+TABLE_COLUMNS = ("row_id,source,claim_kind,model,total_params_b,active_params_b,weight_precision,"
+                 "kv_cache_precision,engine,engine_version,accelerator,instance,n_accel,tp,ep,"
+                 "input_tokens,output_tokens,load_kind,load_value,output_tok_s_total,ttft_ms_median,"
+                 "ttft_ms_mean,ttft_ms_p99,tpot_ms_median,tpot_ms_mean,req_per_s,speculative,"
+                 "notes").split(",")
+TABLE_MODELS = {"llama-3.1-8b": ("Llama-3.1-8B", 8.03, 8.03), "mixtral-8x7b": ("Mixtral-8x7B", 46.7, 12.9)}
+ACCELERATORS = {"NVIDIA H200": "H200-SXM-141GB"}
+RAW = "docs/calibration/measured_here/h200_transformers_raw.jsonl.gz"
+
+
+def _records(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def table_rows(raw_path: Path, runs_path: Path, first_id: int = 1) -> list[dict[str, str]]:
+    """The table's rows of these runs: every figure from the raw records (`summarize`); the
+    run's settings and versions from the runs' log."""
+    runs = {(r["model"], r["concurrency"]): r for r in _records(runs_path)}
+    groups: dict[tuple, list[dict]] = {}
+    for rec in _records(raw_path):
+        groups.setdefault((rec["model"], rec["concurrency"], rec["input_tokens"]), []).append(rec)
+    rows = []
+    for i, ((model, conc, isl), recs) in enumerate(sorted(groups.items())):
+        run = runs[(model, conc)]
+        name, total, active = TABLE_MODELS[model]
+        fig = summarize(recs)
+        osl = recs[0]["output_tokens"]
+        notes = (f"[measured here] {fig['requests']} requests, closed loop, after an 8-request "
+                 f"warm-up; in-process (no HTTP server); random bf16 weights of the published "
+                 f"configuration, prompts of random token ids, EOS disabled (every request "
+                 f"generates exactly {osl} tokens); torch {run['torch']}, attention "
+                 f"{run['attn_implementation']}, experts {run['experts_implementation']}, CUDA "
+                 f"graphs off (the engine's default with sdpa); block_size {run['block_tokens']}, "
+                 f"max_batch_tokens {run['max_batch_tokens']}, max_requests_per_batch "
+                 f"{run['max_requests_per_batch']}, KV cache {run['kv_blocks']} blocks (0.9 of "
+                 f"free memory)")
+        rows.append({
+            "row_id": f"m{first_id + i:03d}",
+            "source": f"servingbench benchmarks/emulator_calibrate_serve.py on a lent H200, "
+                      f"2026-12-04; raw records {RAW}",
+            "claim_kind": "measured_here", "model": name, "total_params_b": f"{total:g}",
+            "active_params_b": f"{active:g}", "weight_precision": "bf16",
+            "kv_cache_precision": "bf16", "engine": "transformers",
+            "engine_version": run["transformers"], "accelerator": ACCELERATORS[run["device"]],
+            "instance": "", "n_accel": "1", "tp": "1", "ep": "", "input_tokens": str(isl),
+            "output_tokens": str(osl), "load_kind": "concurrency", "load_value": str(conc),
+            "output_tok_s_total": f"{fig['output_tok_s_total']:.1f}",
+            "ttft_ms_median": f"{fig['ttft_ms_median']:.1f}",
+            "ttft_ms_mean": f"{fig['ttft_ms_mean']:.1f}", "ttft_ms_p99": "",
+            "tpot_ms_median": f"{fig['tpot_ms_median']:.2f}",
+            "tpot_ms_mean": f"{fig['tpot_ms_mean']:.2f}",
+            "req_per_s": f"{fig['req_per_s']:.3f}", "speculative": "", "notes": notes})
+    return rows
+
+
+def print_table(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="emulator_calibrate_serve.py table")
+    p.add_argument("raw", type=Path)
+    p.add_argument("runs", type=Path)
+    a = p.parse_args(argv)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=TABLE_COLUMNS, lineterminator="\n")
+    w.writerows(table_rows(a.raw, a.runs))
+    print(buf.getvalue(), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["table"]:
+        return print_table(argv[1:])
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--model", action="append", default=None,
