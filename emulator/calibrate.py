@@ -135,6 +135,14 @@ NEURON_OVERHEADS = (("step_overhead_ms", 2.0, 0.01, 60.0), ("layer_overhead_us",
                     ("seq_layer_overhead_us", 5.0, 0.01, 500.0),
                     ("expert_half_rows", 64.0, 1.0, 4096.0),
                     ("context_compute", 0.3, 0.01, 1.0), ("context_layer_ms", 1.0, 0.01, 100.0))
+# an engine that launches every layer's kernels from Python each step (no CUDA graphs): its
+# launch cost per layer, per MoE layer (eager routing waits on the device) and per sequence
+# and layer; priors from the eager layer timing on an H200 (docs/calibration/measured_here)
+EAGER_OVERHEADS = (("step_overhead_ms", 2.0, 0.01, 60.0), ("layer_overhead_us", 500.0, 1.0, 5000.0),
+                   ("moe_layer_overhead_us", 500.0, 1.0, 10000.0),
+                   ("seq_layer_overhead_us", 5.0, 0.01, 500.0),
+                   ("expert_half_rows", 64.0, 1.0, 4096.0))
+MASKED_ATTENTION = (("masked_attention", 0.5, 0.05, 1.0),)
 FRONTEND = (("frontend_ms", 2.0, 0.01, 100.0),)
 INTERCONNECT = (("allreduce_us", 10.0, 0.3, 500.0),)
 PLATFORM = {"cuda": (("gemm_half_tokens", 16.0, 0.1, 4096.0), ("gemm_half_width", 32.0, 0.1, 4096.0),
@@ -158,8 +166,11 @@ def _figure_paths(s: Sample) -> list[tuple[tuple[str, str, str], float, float, f
     keys = [("accelerators", acc.calibration_name, ACC_FIGS),
             ("interconnects", acc.interconnect, INTERCONNECT if acc.interconnect != "none" else ()),
             ("platforms", acc.platform, PLATFORM.get(acc.platform, ())),
-            ("engines", kernels, (GPU_OVERHEADS if acc.platform == "cuda" else NEURON_OVERHEADS)
-             + (() if REFERENCE_KERNELS.get(acc.platform) == kernels else KERNEL_FACTORS)),
+            ("engines", kernels, (NEURON_OVERHEADS if acc.platform != "cuda"
+                                  else EAGER_OVERHEADS if profile.launch == "eager"
+                                  else GPU_OVERHEADS)
+             + (() if REFERENCE_KERNELS.get(acc.platform) == kernels else KERNEL_FACTORS)
+             + (MASKED_ATTENTION if profile.attention == "masked_batch" else ())),
             ("engines", frontend, FRONTEND)]
     return [((section, key, name), prior, lo, hi)
             for section, key, table in keys for name, prior, lo, hi in table]

@@ -36,6 +36,9 @@ PRIORS: dict[str, float] = {
     "context_compute": 0.55,    # Neuron: fraction of peak in the context-encoding graph
     "context_layer_ms": 0.0,    # Neuron: per layer of one context-encoding pass
     "seq_layer_overhead_us": 0.0,  # per batch row, layer and step (Neuron: the compiled batch's rows)
+    "moe_layer_overhead_us": 0.0,  # per MoE layer and step, beyond the kernels (eager routing)
+    "masked_attention": 1.0,    # share of the compute rate a masked attention over the packed
+                                # batch reaches (a general-mask kernel, not a flash kernel)
     "gemm_half_width": 0.0,     # a GEMM's output columns per rank at which it reaches half
                                 # its efficiency (0: none)
     "dequant_compute": 1.0,     # share of the 16-bit rate a GEMM reaches that dequantizes
@@ -68,6 +71,14 @@ class EngineProfile:
     # free_gpu_memory_fraction); None: a share of the whole memory (vLLM's, SGLang's)
     kv_free_fraction: float | None = None
     frontend: str = ""  # whose API-server time per request it pays (default: its kernels')
+    # how a step's attention runs: `per_sequence` (paged kernels: each query reads its own
+    # sequence's keys) or `masked_batch` (one attention over the packed batch, every query
+    # against every key of the batch under a mask, the KV heads expanded to every head first)
+    attention: str = "per_sequence"
+    # `graphs` (the step replays captured CUDA graphs: its launch cost is one figure) or
+    # `eager` (every layer's kernels launched from Python each step: a cost per layer, per MoE
+    # layer and per sequence and layer)
+    launch: str = "graphs"
 
     def figures(self, acc, cal: dict[str, Any] | None) -> dict[str, float]:
         """The performance model's figures for this profile on `acc` under the calibration
@@ -142,7 +153,8 @@ def engine_profile(name: str, acc) -> EngineProfile:
         d.get("max_model_len"), tuple(d.get("buckets") or ()), kernels,
         d.get("speculative_max_num_seqs"),
         tuple((d.get("kv_cache_dtype") or {}).items()), efficiency_of(kernels, acc, frontend=frontend),
-        d.get("kv_free_fraction"), frontend)
+        d.get("kv_free_fraction"), frontend, d.get("attention", "per_sequence"),
+        d.get("launch", "graphs"))
 
 
 def calibration_file() -> dict[str, Any]:
@@ -173,7 +185,8 @@ def efficiency_of(engine: str, acc, cal: dict[str, Any] | None = None,
                                   * e.get("memory", 1.0))
     out["compute"] = min(1.0, a.get("compute", PRIORS["compute"]) * e.get("compute", 1.0))
     for k in ("step_overhead_ms", "layer_overhead_us", "seq_overhead_us", "seq_layer_overhead_us",
-              "frontend_ms", "context_compute", "context_layer_ms", "expert_half_rows"):
+              "moe_layer_overhead_us", "masked_attention", "frontend_ms", "context_compute", "context_layer_ms",
+              "expert_half_rows"):
         out[k] = e.get(k, PRIORS[k])
     if frontend and frontend != engine:
         f = (cal.get("engines") or {}).get(frontend, {})

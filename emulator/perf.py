@@ -12,8 +12,16 @@ own roofline, and the kernels run one after another:
             touched(n) = E · (1 − (1 − top_k / E)^n)   experts a batch of n tokens routes to
             gₑ(r) = r / (r + r½): the grouped GEMM at r rows per expert (r½ per engine stack)
   attention max(KV tokens read · KV bytes per token / BW, query-key pairs · FLOPs per pair / P)
+            an engine whose attention runs over the packed batch under a mask (`masked_batch`)
+            pairs every query token with every key of the batch, and moves the batch's KV
+            (2 + 2 · heads / KV heads) times: gathered from the paged cache, then expanded to
+            every head and read
   TP        layers · 2 all-reduces · (latency · log2(ranks) + 2(r−1)/r · n · hidden · 2 B / link)
   overhead  per step + per layer + per batch row · (1 + per layer) (+ per admitted request)
+            an engine that launches every kernel from Python each step (`eager`, no CUDA
+            graphs) pays per step, and the kernels overlap the launching: the step takes the
+            longer of its kernels and its launches (per layer, per MoE layer, per batch row
+            and layer)
 
   BW = datasheet bandwidth × tp × memory efficiency; P = datasheet FLOP/s of the format the
   matrix units run × tp × compute efficiency; g(m) = m / (m + m½), a GEMM's efficiency at m
@@ -72,6 +80,10 @@ class PerfModel:
         self.dense_width = dense_width / self.ranks
         self.expert_width = max(m.expert_intermediate, 1) / self.ranks
         self.neuron = cfg.instance.platform == "neuron"
+        profile = cfg.profile()
+        self.masked_batch = profile.attention == "masked_batch"
+        self.eager = profile.launch == "eager"
+        self.kv_moves = 2.0 + 2.0 * m.attention_heads / max(m.kv_heads, 1)
         self.link_bw = acc.link_gbps * GB * eff.get("interconnect", 0.7)
         self.set_efficiency(eff)
 
@@ -96,13 +108,18 @@ class PerfModel:
         self.dense_w_eff = self.dense_width / (self.dense_width + w_half)
         self.expert_w_eff = self.expert_width / (self.expert_width + w_half)
         self.ar_latency = eff.get("allreduce_us", 10.0) / 1e6 * max(1.0, np.log2(self.ranks))
-        self.overhead_s = (eff["step_overhead_ms"] / 1e3
-                           + eff.get("layer_overhead_us", 0.0) * self.layers / 1e6)
-        self.seq_overhead_s = (eff.get("seq_overhead_us", 0.0)
-                               + eff.get("seq_layer_overhead_us", 0.0) * self.layers) / 1e6
+        per_layer = (eff.get("layer_overhead_us", 0.0) * self.layers
+                     + eff.get("moe_layer_overhead_us", 0.0) * self.moe_layers) / 1e6
+        per_row = eff.get("seq_layer_overhead_us", 0.0) * self.layers / 1e6
+        # eager: the launches overlap the kernels (the step's longer of the two); otherwise
+        # every overhead adds to the kernels
+        self.launch_s, self.seq_launch_s = (per_layer, per_row) if self.eager else (0.0, 0.0)
+        self.overhead_s = eff["step_overhead_ms"] / 1e3 + (0.0 if self.eager else per_layer)
+        self.seq_overhead_s = eff.get("seq_overhead_us", 0.0) / 1e6 + (0.0 if self.eager else per_row)
         self.request_overhead_s = eff.get("request_overhead_ms", 0.0) / 1e3
         self.context_layer_s = eff.get("context_layer_ms", 0.0) * self.layers / 1e3
         self.frontend_s = eff.get("frontend_ms", 0.0) / 1e3
+        self.masked_attention = eff.get("masked_attention", 1.0)
 
     # --- pieces -----------------------------------------------------------------------------
     def touched_experts(self, n_tokens):
@@ -170,10 +187,19 @@ class PerfModel:
                 / (peak * self.expert_w_eff * self.expert_dequant
                    * self.expert_gemm_eff(np.maximum(rows, 1))))
             t = t + t_exp
-        t_attn = np.maximum(kv_tok * self.kv_group_bytes / self.mem_bw,
-                            (pairs_dec * self.pair_flops_decode + pairs_pre * self.pair_flops_prefill)
-                            / peak)
+        if self.masked_batch:
+            # the step's new keys are in the batch too
+            keys = kv_tok + n_tok
+            t_attn = np.maximum(keys * self.kv_group_bytes * self.kv_moves / self.mem_bw,
+                                n_tok * keys * self.pair_flops_prefill
+                                / (peak * self.masked_attention))
+        else:
+            t_attn = np.maximum(kv_tok * self.kv_group_bytes / self.mem_bw,
+                                (pairs_dec * self.pair_flops_decode
+                                 + pairs_pre * self.pair_flops_prefill) / peak)
         t = t + t_attn + self.comm_time(n_tok)
+        if self.eager:
+            t = np.maximum(t, self.launch_s + self.seq_launch_s * n_seq)
         t = t + self.overhead_s + self.seq_overhead_s * n_seq + self.request_overhead_s * admitted
         if self.neuron:
             t = t + ce * self.context_layer_s
