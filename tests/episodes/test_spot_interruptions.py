@@ -54,7 +54,8 @@ def _manifest() -> dict:
 # not `serial`: every figure it checks is read from the run's own log and events (nothing
 # compares a duration with a bound that another test's load could move), and the margins
 # it relies on (a 2.5 s start-up against a 1 s notice, ~4 s streams at 6 req/s) only grow
-# on a busy machine
+# on a busy machine; the one that shrinks there (a replacement ready before the next
+# notice) is checked from the events instead of assumed
 @pytest.mark.slow
 def test_two_interruptions_on_the_embedded_default(tmp_path):
     run_dir = tmp_path / RUN
@@ -115,8 +116,18 @@ def test_two_interruptions_on_the_embedded_default(tmp_path):
     assert len(log) == RATE * LENGTH_S + len(resends)
     assert all(r["status"] == "disconnect" and r["replica"] in ("r0", "r1") for r in cut)
     assert sorted(r["retry_of"] for r in resends) == sorted(r["request_id"] for r in cut)
-    # no request lost silently: every failure is a cut one (nothing else went wrong)
-    assert {r["status"] for r in log if r["error"] != CUT} == {"ok"}
+    # no request lost silently: every other failure is the balancer's 503 for a request sent
+    # while no replica served (both first replicas noticed before a replacement was ready:
+    # a replacement's start-up is slower on a busy machine than the 5 s between notices)
+    serving = [(t[("replica_ready", r)], t.get(("interruption_notice", node), float("inf")))
+               for r, node in node_of.items() if ("replica_ready", r) in t]
+    slack = 0.5e9  # the balancer learns of a ready or a drained replica just after the event
+    for r in log:
+        if r["error"] == CUT or r["status"] == "ok":
+            continue
+        assert r["status"] == "http_error" and r["http_status"] == 503, r
+        sent = r["sent_at"].value
+        assert not any(start + slack <= sent < end - slack for start, end in serving), r
     by_id = {r["request_id"]: r for r in log}
 
     got = pq.read_table(run_dir / "interruptions.parquet").to_pylist()
