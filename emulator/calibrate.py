@@ -171,7 +171,8 @@ def _figure_paths(s: Sample) -> list[tuple[tuple[str, str, str], float, float, f
                                   else GPU_OVERHEADS)
              + (() if REFERENCE_KERNELS.get(acc.platform) == kernels else KERNEL_FACTORS)
              + (MASKED_ATTENTION if profile.attention == "masked_batch" else ())),
-            ("engines", frontend, FRONTEND)]
+            # a harness that feeds the engine in its own process informs no API server
+            ("engines", frontend, () if p.in_process else FRONTEND)]
     return [((section, key, name), prior, lo, hi)
             for section, key, table in keys for name, prior, lo, hi in table]
 

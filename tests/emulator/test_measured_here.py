@@ -59,6 +59,16 @@ def test_every_measured_row_names_its_records_and_is_predicted():
     assert all(p is not None for p in preds)
 
 
+def test_the_rows_measured_here_pass_no_api_server():
+    """The harness drives the engine's manager in its own process: no API server's time per
+    request stands before it, and no such figure is fitted to these rows."""
+    samples = [s for s in C.load_table(TABLE) if s.claim_kind == "measured_here"]
+    assert samples and all(C.pr.plan(s.row).in_process for s in samples)
+    paths = {f.path for f in C.figures_for(samples)}
+    assert ("engines", "transformers", "layer_overhead_us") in paths
+    assert not any(p[2] == "frontend_ms" for p in paths)
+
+
 def _model(engine: str, figures: dict[str, float]) -> PerfModel:
     cfg = specs.config("p5en.48xlarge", "llama-3.1-8b", "bf16", tp=1, engine=engine)
     m = PerfModel(cfg)
