@@ -234,6 +234,10 @@ def test_bracketing_then_bisection_converges_within_the_budget():
         assert met <= capacity < not_met and (not_met - met) / not_met <= 0.1
 
 
+# serial: how many requests a probe keeps in flight (its drain tail) and whether c=3 meets
+# with half a service time to spare both depend on a prompt client, which five other
+# workers' load takes away (it failed once that way on a fresh clone)
+@pytest.mark.serial
 def test_slo_search_over_concurrency_converges_on_the_modelled_emulator(tmp_path):
     # One sequence at a time (max-num-seqs 1) and a closed loop of c requests: every request
     # queues behind the c - 1 others, so its TTFT is (c - 1) service times + its prefill.
