@@ -138,9 +138,10 @@ def summarize(records: list[dict]) -> dict:
     ttft = [(r["token_s"][0] - r["submit_s"]) * 1e3 for r in ok]
     tpot = [(r["token_s"][-1] - r["token_s"][0]) * 1e3 / (len(r["token_s"]) - 1)
             for r in ok if len(r["token_s"]) > 1]
+    tokens = sum(r["output_tokens"] for r in ok)
     return {"requests": len(ok), "failed": len(records) - len(ok),
-            "output_tokens_sum": sum(r["output_tokens"] for r in ok), "duration_s": end - start,
-            "output_tok_s_total": sum(r["output_tokens"] for r in ok) / (end - start),
+            "output_tokens_sum": tokens, "duration_s": end - start,
+            "output_tok_s_total": tokens / (end - start),
             "ttft_ms_median": statistics.median(ttft), "ttft_ms_mean": statistics.fmean(ttft),
             "tpot_ms_median": statistics.median(tpot) if tpot else None,
             "tpot_ms_mean": statistics.fmean(tpot) if tpot else None,
@@ -202,12 +203,8 @@ def serve(key: str, device: str, levels: list[int], input_tokens: int, output_to
     return rows
 
 
-# the calibration table's columns (docs/calibration/README.md) and what each row here states
-TABLE_COLUMNS = ("row_id,source,claim_kind,model,total_params_b,active_params_b,weight_precision,"
-                 "kv_cache_precision,engine,engine_version,accelerator,instance,n_accel,tp,ep,"
-                 "input_tokens,output_tokens,load_kind,load_value,output_tok_s_total,ttft_ms_median,"
-                 "ttft_ms_mean,ttft_ms_p99,tpot_ms_median,tpot_ms_mean,req_per_s,speculative,"
-                 "notes").split(",")
+# the calibration table (its columns: docs/calibration/README.md) and what each row here states
+TABLE = HERE / "docs" / "calibration" / "published_serving.csv"
 TABLE_MODELS = {"llama-3.1-8b": ("Llama-3.1-8B", 8.03, 8.03), "mixtral-8x7b": ("Mixtral-8x7B", 46.7, 12.9)}
 ACCELERATORS = {"NVIDIA H200": "H200-SXM-141GB"}
 RAW = "docs/calibration/measured_here/h200_transformers_raw.jsonl.gz"
@@ -266,7 +263,9 @@ def print_table(argv: list[str]) -> int:
     p.add_argument("runs", type=Path)
     a = p.parse_args(argv)
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=TABLE_COLUMNS, lineterminator="\n")
+    with open(TABLE, newline="") as fh:
+        columns = next(csv.reader(fh))
+    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     w.writerows(table_rows(a.raw, a.runs))
     print(buf.getvalue(), end="")
     return 0
