@@ -79,11 +79,16 @@ class EngineProfile:
     # `eager` (every layer's kernels launched from Python each step: a cost per layer, per MoE
     # layer and per sequence and layer)
     launch: str = "graphs"
+    # whose time per request stands in for `frontend`'s while no fitted figure has it: an API
+    # server of the same build (trtllm-serve's FastAPI server tokenizes in Python as vLLM's
+    # does; Triton's C++ server, its kernels' own, does not)
+    frontend_like: str = ""
 
     def figures(self, acc, cal: dict[str, Any] | None) -> dict[str, float]:
         """The performance model's figures for this profile on `acc` under the calibration
         `cal` (a fit's trial figures): its kernels' and its API server's."""
-        return efficiency_of(self.kernels, acc, cal, frontend=self.frontend)
+        return efficiency_of(self.kernels, acc, cal, frontend=self.frontend,
+                             frontend_like=self.frontend_like)
 
     def default_kv_dtype(self, precision: str, arch=None) -> str:
         """The KV-cache format the engine picks for weights of `precision`: its own rule, or
@@ -152,9 +157,10 @@ def engine_profile(name: str, acc) -> EngineProfile:
         _tiered(d["max_num_seqs"], acc, d), _tiered(d["max_num_batched_tokens"], acc, d),
         d.get("max_model_len"), tuple(d.get("buckets") or ()), kernels,
         d.get("speculative_max_num_seqs"),
-        tuple((d.get("kv_cache_dtype") or {}).items()), efficiency_of(kernels, acc, frontend=frontend),
+        tuple((d.get("kv_cache_dtype") or {}).items()),
+        efficiency_of(kernels, acc, frontend=frontend, frontend_like=d.get("frontend_like")),
         d.get("kv_free_fraction"), frontend, d.get("attention", "per_sequence"),
-        d.get("launch", "graphs"))
+        d.get("launch", "graphs"), d.get("frontend_like", ""))
 
 
 def calibration_file() -> dict[str, Any]:
@@ -170,10 +176,11 @@ def calibration() -> dict[str, Any]:
 
 
 def efficiency_of(engine: str, acc, cal: dict[str, Any] | None = None,
-                  frontend: str | None = None) -> dict[str, float]:
+                  frontend: str | None = None, frontend_like: str | None = None) -> dict[str, float]:
     """The performance model's figures for this engine's kernels on this accelerator: the
     fitted ones where the fit (`cal`, default engines.yaml's) has them, the priors elsewhere;
-    the API server's time per request is `frontend`'s (default: the kernels' own)."""
+    the API server's time per request is `frontend`'s (default: the kernels' own), or
+    `frontend_like`'s while the fit has none of `frontend`'s own."""
     cal = calibration() if cal is None else cal
     a = (cal.get("accelerators") or {}).get(getattr(acc, "calibration_name", acc.name), {})
     e = (cal.get("engines") or {}).get(engine, {})
@@ -189,8 +196,9 @@ def efficiency_of(engine: str, acc, cal: dict[str, Any] | None = None,
               "expert_half_rows"):
         out[k] = e.get(k, PRIORS[k])
     if frontend and frontend != engine:
-        f = (cal.get("engines") or {}).get(frontend, {})
-        out["frontend_ms"] = f.get("frontend_ms", out["frontend_ms"])
+        fitted = cal.get("engines") or {}
+        like = fitted.get(frontend_like or "", {}).get("frontend_ms", out["frontend_ms"])
+        out["frontend_ms"] = fitted.get(frontend, {}).get("frontend_ms", like)
     out["allreduce_us"] = i.get("allreduce_us", PRIORS["allreduce_us"])
     for k in ("gemm_half_tokens", "gemm_half_width", "dequant_compute"):
         out[k] = p.get(k, PRIORS[k])

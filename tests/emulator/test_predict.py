@@ -173,8 +173,8 @@ def test_a_harness_in_the_engines_process_pays_no_api_server():
 def test_trtllm_serve_pays_its_own_servers_time_on_tensorrt_llms_kernels():
     """TensorRT-LLM behind trtllm-serve (the notes say so) is TensorRT-LLM's executor and
     kernels behind another API server: every kernel figure is TensorRT-LLM's, the API
-    server's time per request is trtllm-serve's own figure, and the calibration fits it
-    apart from Triton's."""
+    server's time per request is trtllm-serve's own figure (vLLM's until a fit has it), and
+    the calibration fits it apart from Triton's."""
     from types import SimpleNamespace
 
     from servingbench.emulator.calibrate import _figure_paths
@@ -196,6 +196,12 @@ def test_trtllm_serve_pays_its_own_servers_time_on_tensorrt_llms_kernels():
     theirs = efficiency_of(p_triton.kernels, acc, cal, frontend=p_triton.frontend)
     assert (mine["frontend_ms"], theirs["frontend_ms"]) == (30.0, 2.0)
     assert mine["step_overhead_ms"] == theirs["step_overhead_ms"] == 1.5
+    # a fit without trtllm-serve's rows charges it vLLM's time per request (a Python API
+    # server of the same build), never Triton's
+    assert p_serve.frontend_like == "vllm"
+    unfitted = {"engines": {"tensorrt-llm": {"frontend_ms": 2.0}, "vllm": {"frontend_ms": 9.0}}}
+    assert p_serve.figures(acc, unfitted)["frontend_ms"] == 9.0
+    assert p_triton.figures(acc, unfitted)["frontend_ms"] == 2.0
     slow = pr.simulate(serve, cal=cal)
     fast = pr.simulate(triton, cal=cal)
     assert slow.ttft_ms_mean > fast.ttft_ms_mean + 0.3 * 1000 * 28.0 / 2
