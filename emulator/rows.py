@@ -14,7 +14,9 @@ prompts"), on Neuron the compiled batch ("compiled batch 32", "batch 8", "bs4",
 "max-num-seqs 1"), a conversation dataset whose lengths vary widely around the stated
 means ("ShareGPT"), and a harness that hands requests to the engine in its own process, with
 no API server between them ("trtllm-bench", vLLM's throughput benchmark: `client`
-in_process, where an HTTP client's requests each pass the server's frontend first).
+in_process, where an HTTP client's requests each pass the server's frontend first). The
+notes also say where a run's command turned on what the model cannot express (SGLang's
+`--enable-dp-attention`): such a row is `unsupported`.
 Optional columns `num_requests`, `max_num_seqs`, `dataset` and `client` give them;
 where a column is absent or empty, the row's `notes` are read for them; where neither says,
 the load's default applies (10 × the concurrency, 500 open-loop or 1,000 offline requests; the
@@ -66,6 +68,7 @@ class Row:
     dataset: str = ""  # "sharegpt" where the notes name it: its lengths vary around the means
     client: str = ""  # "in_process": the harness feeds the engine directly (no API server)
     server: str = ""  # the API server in front of the engine, where the notes name one
+    attention_dp: bool = False  # the command the notes quote runs attention data-parallel
 
 
 def _number(raw: str, row_id: str, column: str, *, integer: bool, positive: bool = True,
@@ -130,6 +133,19 @@ def note_server(notes: str) -> str:
     return found.group(0).lower() if found else ""
 
 
+# SGLang's attention data parallelism: each of the TP group's ranks holds its own requests'
+# KV cache, batches and prefills them by itself (prefill first per rank) and joins the others
+# for the MoE layers. The model runs one scheduler over one TP group; it cannot express this,
+# so such a row is `unsupported`, never predicted as plain TP (modelled as TP with unreplicated
+# latent KV it put SGLang's TPOT 107 % off: docs/emulator.md)
+ATTENTION_DP = re.compile(r"--enable-dp-attention\b", re.I)
+
+
+def note_attention_dp(notes: str) -> bool:
+    """Whether the command a row's notes quote runs attention data-parallel."""
+    return bool(ATTENTION_DP.search(notes or ""))
+
+
 def read_row(d: dict[str, str], index: int) -> Row:
     """One CSV row (a dict of its columns) checked; RowError names the row and column."""
     row_id = (d.get("row_id") or "").strip() or f"#{index}"
@@ -167,7 +183,8 @@ def read_row(d: dict[str, str], index: int) -> Row:
                (d.get("speculative") or "").strip(), requests or hint_n, batch or hint_b,
                (d.get("engine_version") or "").strip(),
                (d.get("dataset") or "").strip().lower() or note_dataset(d.get("notes", "")),
-               client or note_client(d.get("notes", "")), note_server(d.get("notes", "")))
+               client or note_client(d.get("notes", "")), note_server(d.get("notes", "")),
+               note_attention_dp(d.get("notes", "")))
 
 
 @dataclass(frozen=True)
@@ -218,6 +235,9 @@ def plan(row: Row) -> Plan:
     `unsupported`)."""
     if specs.model_key(row.model) is None:
         raise SpecError(f"unknown model {row.model!r}")
+    if row.attention_dp:
+        raise SpecError("attention data parallelism (--enable-dp-attention): each rank batches "
+                        "and prefills its own requests, which the model does not represent")
     arch = specs.model(row.model)
     if row.instance:
         inst = specs.instance(row.instance)

@@ -47,10 +47,15 @@ def test_tp_and_precision_draw_the_frontiers_trade_off():
     for k, (p, tp) in {"bf16-tp8": ("bf16", 8), "bf16-tp4": ("bf16", 4),
                        "fp8-tp8": ("fp8", 8)}.items():
         assert c1[k].itl_s == pytest.approx(perf(p, tp).decode_step(1, 1088), rel=0.02)
-    # more accelerators per replica read the weights faster (higher interactivity)
-    # (the fixed per-step costs, the step overhead and the all-reduce latency, are not
-    # divided: how much faster is the calibration's to say, that it is is physics)
-    assert c1["bf16-tp8"].itl_s < c1["bf16-tp4"].itl_s
+    # more accelerators per replica read the weights faster (higher interactivity) where
+    # reading them dominates a step: a dense 70B alone, Scout's many experts at 64 in flight.
+    # One Scout user reads 17B parameters a step, and the all-reduces a wider group adds
+    # (their latency is not divided) cost about what it saves: a near tie the calibration
+    # decides, not physics
+    dense = {tp: PerfModel(specs.config("p5.48xlarge", "Llama-3.1-70B", "bf16", tp)) for tp in (4, 8)}
+    assert dense[8].decode_step(1, 1088) < 0.9 * dense[4].decode_step(1, 1088)
+    assert perf("bf16", 8).decode_step(64, 1088) < 0.8 * perf("bf16", 4).decode_step(64, 1088)
+    assert c1["bf16-tp8"].itl_s == pytest.approx(c1["bf16-tp4"].itl_s, rel=0.25)
     # FP8 weights are half the bytes of a memory-bound decode step (the step overhead and
     # the all-reduces are not halved)
     assert c1["fp8-tp8"].itl_s < 0.97 * c1["bf16-tp8"].itl_s

@@ -119,6 +119,19 @@ def row(**over) -> Row:
     return read_row(d, 1)
 
 
+def test_a_run_with_attention_data_parallelism_is_unsupported_never_predicted_as_tp():
+    """SGLang's --enable-dp-attention (the command in the notes) batches and prefills each
+    rank's own requests: the model has one scheduler per TP group, so the row says so."""
+    d = {"engine": "sglang", "model": "DeepSeek-R1", "weight_precision": "fp8",
+         "accelerator": "H200-SXM-141GB", "n_accel": 8, "tp": 8, "load_kind": "offline",
+         "load_value": ""}
+    dp = row(**d, notes="cmd: python3 -m sglang.launch_server --tp 8 --enable-dp-attention")
+    plain = row(**d, notes="cmd: python3 -m sglang.launch_server --tp 8")
+    assert dp.attention_dp and not plain.attention_dp
+    assert pr.simulate(dp).status.startswith("unsupported: attention data parallelism")
+    assert pr.simulate(plain).status == "ok"
+
+
 def test_more_bandwidth_more_throughput_and_lower_latency():
     h100, h200 = pr.simulate(row()), pr.simulate(row(accelerator="H200-SXM-141GB"))
     assert h200.output_tok_s > h100.output_tok_s and h200.tpot_ms_median < h100.tpot_ms_median
