@@ -146,8 +146,7 @@ test check: export PYTHONDONTWRITEBYTECODE :=
 # the test file, never added elsewhere), not the whole suite again (~5 s of its minute).
 SERIAL_FILES = $(shell grep -rl --include='test_*.py' 'mark\.serial' tests | sort)
 TEST_WORKERS ?= 6
-# whole files to the workers, in the order tests/conftest.py sorts them (the long ones first)
-PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 # This project's modules are compiled once, in one process, before the workers start: in a
 # fresh clone each worker (and every process a test starts before the files exist) compiled

@@ -84,13 +84,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.relative_to(root).as_posix() in HEAVY_FILES:
             item.add_marker(pytest.mark.slow)
-    # The parallel pass hands whole files to its workers in this order (the Makefile passes
-    # --no-loadscope-reorder): files with a slow test first, so that the many short files
-    # fill the workers' last minutes. xdist's own order, most tests first, left the files of
-    # one or two long chains to the end, run by one worker while the others stood idle. The
-    # sort is stable: a file's tests stay together and in order.
-    heavy = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in heavy)
 
 
 @pytest.hookimpl(trylast=True)
