@@ -152,15 +152,16 @@ def engine_profile(name: str, acc) -> EngineProfile:
         raise SpecError(f"engine {key} does not run on {acc.platform} ({acc.name}); it runs on {have}")
     kernels = d.get("kernels", key)
     frontend = d.get("frontend", kernels)
+    frontend_like = d.get("frontend_like", "")
     return EngineProfile(
         key, acc.platform, d["scheduler"], float(d["kv_reserve_output"]), int(d["block_tokens"]),
         _tiered(d["max_num_seqs"], acc, d), _tiered(d["max_num_batched_tokens"], acc, d),
         d.get("max_model_len"), tuple(d.get("buckets") or ()), kernels,
         d.get("speculative_max_num_seqs"),
         tuple((d.get("kv_cache_dtype") or {}).items()),
-        efficiency_of(kernels, acc, frontend=frontend, frontend_like=d.get("frontend_like")),
+        efficiency_of(kernels, acc, frontend=frontend, frontend_like=frontend_like),
         d.get("kv_free_fraction"), frontend, d.get("attention", "per_sequence"),
-        d.get("launch", "graphs"), d.get("frontend_like", ""))
+        d.get("launch", "graphs"), frontend_like)
 
 
 def calibration_file() -> dict[str, Any]:

@@ -172,7 +172,8 @@ def read_row(d: dict[str, str], index: int) -> Row:
         raise RowError(f"row {row_id}: column load_value: {value:g} is not a whole number of requests")
     requests = _number(d.get("num_requests", ""), row_id, "num_requests", integer=True, limit=MAX_COUNT)
     batch = _number(d.get("max_num_seqs", ""), row_id, "max_num_seqs", integer=True, limit=MAX_COUNT)
-    hint_n, hint_b = note_hints(d.get("notes", ""))
+    notes = d.get("notes", "")
+    hint_n, hint_b = note_hints(notes)
     client = (d.get("client") or "").strip().lower()
     if client and client not in CLIENTS:
         raise RowError(f"row {row_id}: column client: {client!r} is not one of {', '.join(CLIENTS)}")
@@ -182,9 +183,8 @@ def read_row(d: dict[str, str], index: int) -> Row:
                int(n_accel), tp, tokens[0], tokens[1], kind, value,
                (d.get("speculative") or "").strip(), requests or hint_n, batch or hint_b,
                (d.get("engine_version") or "").strip(),
-               (d.get("dataset") or "").strip().lower() or note_dataset(d.get("notes", "")),
-               client or note_client(d.get("notes", "")), note_server(d.get("notes", "")),
-               note_attention_dp(d.get("notes", "")))
+               (d.get("dataset") or "").strip().lower() or note_dataset(notes),
+               client or note_client(notes), note_server(notes), note_attention_dp(notes))
 
 
 @dataclass(frozen=True)
