@@ -145,9 +145,11 @@ EAGER_OVERHEADS = (("step_overhead_ms", 2.0, 0.01, 60.0), ("layer_overhead_us", 
 MASKED_ATTENTION = (("masked_attention", 0.5, 0.05, 1.0),)
 FRONTEND = (("frontend_ms", 2.0, 0.01, 100.0),)
 INTERCONNECT = (("allreduce_us", 10.0, 0.3, 500.0),)
-PLATFORM = {"cuda": (("gemm_half_tokens", 16.0, 0.1, 4096.0), ("gemm_half_width", 32.0, 0.1, 4096.0),
-                     ("dequant_compute", 0.7, 0.1, 1.0)),
+PLATFORM = {"cuda": (("gemm_half_tokens", 16.0, 0.1, 4096.0), ("gemm_half_width", 32.0, 0.1, 4096.0)),
             "neuron": (("gemm_half_tokens", 16.0, 0.1, 4096.0), ("gemm_half_width", 64.0, 0.1, 4096.0))}
+# per tensor-core generation (hardware.yaml `tensor_cores`): the share of the 16-bit rate a
+# GEMM reaches that dequantizes its weights as it goes
+TENSOR_CORES = (("dequant_compute", 0.7, 0.1, 1.0),)
 REFERENCE_KERNELS = {"cuda": "vllm", "neuron": "optimum-neuron"}
 
 
@@ -166,6 +168,9 @@ def _figure_paths(s: Sample) -> list[tuple[tuple[str, str, str], float, float, f
     keys = [("accelerators", acc.calibration_name, ACC_FIGS),
             ("interconnects", acc.interconnect, INTERCONNECT if acc.interconnect != "none" else ()),
             ("platforms", acc.platform, PLATFORM.get(acc.platform, ())),
+            # only a row whose weights are dequantized informs (or depends on) that share
+            ("tensor_cores", acc.tensor_cores,
+             TENSOR_CORES if acc.tensor_cores and PerfModel(p.config).dequantizes else ()),
             ("engines", kernels, (NEURON_OVERHEADS if acc.platform != "cuda"
                                   else EAGER_OVERHEADS if profile.launch == "eager"
                                   else GPU_OVERHEADS)

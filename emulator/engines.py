@@ -203,6 +203,10 @@ def efficiency_of(engine: str, acc, cal: dict[str, Any] | None = None,
     out["allreduce_us"] = i.get("allreduce_us", PRIORS["allreduce_us"])
     for k in ("gemm_half_tokens", "gemm_half_width", "dequant_compute"):
         out[k] = p.get(k, PRIORS[k])
+    # a dequantizing GEMM's share is its tensor cores' (a calibration from before it was
+    # fitted per generation holds one for the whole platform)
+    g = (cal.get("tensor_cores") or {}).get(getattr(acc, "tensor_cores", ""), {})
+    out["dequant_compute"] = g.get("dequant_compute", out["dequant_compute"])
     return out
 
 

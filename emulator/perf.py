@@ -87,6 +87,11 @@ class PerfModel:
         self.link_bw = acc.link_gbps * GB * eff.get("interconnect", 0.7)
         self.set_efficiency(eff)
 
+    @property
+    def dequantizes(self) -> bool:
+        """Whether some GEMM's weights are in a format the matrix units do not run."""
+        return self._dense_dequantizes or self._expert_dequantizes
+
     def set_efficiency(self, eff: dict[str, float]) -> None:
         """(Re)derive the rates from efficiency figures (the calibration varies them)."""
         cfg = self.cfg

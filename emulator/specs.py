@@ -42,6 +42,7 @@ class Accelerator:
     interconnect: str  # nvlink | pcie | neuronlink | none
     cores_per_chip: int
     calibrated_as: str = ""  # whose fitted figures it uses (the same chip, other memory)
+    tensor_cores: str = ""  # a GPU's tensor-core generation (dequantizing GEMMs' share)
 
     @property
     def calibration_name(self) -> str:
@@ -89,7 +90,7 @@ def accelerator(name: str) -> Accelerator:
     return Accelerator(key, d["platform"], float(d["memory_gb"]), float(d["hbm_gbps"]),
                        tuple((k, float(v)) for k, v in d["tflops"].items()),
                        float(d["link_gbps"]), d["interconnect"], int(d["cores_per_chip"]),
-                       d.get("calibrated_as", ""))
+                       d.get("calibrated_as", ""), d.get("tensor_cores", ""))
 
 
 def accelerators() -> list[str]:

@@ -295,3 +295,22 @@ def test_the_held_out_table_is_read_and_each_of_its_configurations_served():
     assert len(first) >= 30
     bad = [(k, p.status) for k, p in ((k, pr.simulate(r)) for k, r in first.items()) if p.status != "ok"]
     assert bad == []
+
+
+def test_only_a_row_that_dequantizes_informs_its_tensor_cores_share():
+    """The calibration fits the dequantizing share per tensor-core generation, from the rows
+    whose weights the chip's matrix units do not run (MXFP4 before Blackwell), never from
+    a row whose GEMMs run their own format."""
+    from types import SimpleNamespace
+
+    from servingbench.emulator.calibrate import _figure_paths
+
+    def paths(**over):
+        return {p for p, *_ in _figure_paths(SimpleNamespace(row=row(**over)))}
+
+    oss = {"model": "gpt-oss-120b", "total_params_b": "117", "active_params_b": "5.1",
+           "weight_precision": "mxfp4"}
+    assert ("tensor_cores", "hopper", "dequant_compute") in paths(**oss)
+    assert ("tensor_cores", "ampere", "dequant_compute") in paths(**oss, accelerator="A100-SXM4-80GB")
+    assert not any(p[0] == "tensor_cores" for p in paths(**oss, accelerator="B200-SXM-180GB"))
+    assert not any(p[0] == "tensor_cores" for p in paths())  # bf16 Llama on an H100
