@@ -128,9 +128,12 @@ peers:
 # The suite in two passes, every test in exactly one (the marker expressions are each
 # other's complement): the independent tests on parallel workers (pytest-xdist; most of
 # their time is spent waiting on servers and child processes, so more workers than cores
-# pays: four finished the pass in 397 s where three took 433 s, and later, with episodes,
-# spot and several models in the suite, six took 365 s where four took 387 s, same tree, same
-# machine, one after the other), then the timing-sensitive ones (marker `serial`: measured latencies, wall-clock
+# paid while they did: four finished the pass in 397 s where three took 433 s, and later, with
+# episodes, spot and several models in the suite, six took 365 s where four took 387 s; since
+# real vLLM and more chains joined, the pass keeps both cores busy from start to end, and
+# extra workers only add their own start-up and contention: on 2026-12-05, same tree, same
+# machine, one after the other, six took 452.7 s, four 398.5 s and three 415.6 s), then the
+# timing-sensitive ones (marker `serial`: measured latencies, wall-clock
 # deadlines that pods and meetings must meet) alone, so no other test's load moves their
 # clocks. A test file stays on one worker (--dist loadfile), so a module's server (the
 # real engine's, the hostile one) starts once. Each pass fails `make` on any non-zero exit,
@@ -145,7 +148,7 @@ test check: export PYTHONDONTWRITEBYTECODE :=
 # The serial pass collects only the files that mark a test `serial` (the marker is written in
 # the test file, never added elsewhere), not the whole suite again (~5 s of its minute).
 SERIAL_FILES = $(shell grep -rl --include='test_*.py' 'mark\.serial' tests | sort)
-TEST_WORKERS ?= 6
+TEST_WORKERS ?= 4
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 # This project's modules are compiled once, in one process, before the workers start: in a

@@ -176,13 +176,15 @@ def test_a_repeated_prompt_hits_the_prefix_cache_in_whole_blocks(server):
 def test_requests_beyond_the_kv_cache_are_preempted_and_still_finish(server):
     _, dep, _ = server
     before = snapshot(_metrics(dep))
-    # each request of 1,000 + 200 tokens holds 8 blocks for its prompt and needs 10 by its
-    # end: any two that overlap outgrow the 18 blocks, however the four arrive
+    # each request of 400 + 800 tokens is admitted with 4 blocks for its prompt and needs 10
+    # by its end: all four fit at admission (16 of the 18 blocks) and any two that overlap
+    # outgrow them. Most of each request is decoding (800 steps), so a busy host that lets
+    # the API server hand them over seconds apart still has them overlap
     with ThreadPoolExecutor(4) as pool:
-        done = list(pool.map(lambda i: _complete(dep, _words(100 + i, 1000), 200), range(4)))
+        done = list(pool.map(lambda i: _complete(dep, _words(100 + i, 400), 800), range(4)))
     after = snapshot(_metrics(dep))
-    assert all(events[-1]["usage"]["prompt_tokens"] == 1000 for events in done)
-    assert all(events[-1]["usage"]["completion_tokens"] == 200 for events in done)
+    assert all(events[-1]["usage"]["prompt_tokens"] == 400 for events in done)
+    assert all(events[-1]["usage"]["completion_tokens"] == 800 for events in done)
     assert after["totals"]["preemptions"] - before["totals"]["preemptions"] >= 1
     assert after["request_success"]["length"] - before["request_success"]["length"] == 4
 
