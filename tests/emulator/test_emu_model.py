@@ -81,8 +81,8 @@ def test_weights_the_matrix_units_do_not_run_are_dequantized_at_a_share_of_the_r
 def test_the_calibration_finds_dequantizing_gemms_short_of_the_16_bit_rate():
     """The shares fitted per tensor-core generation (calibration.yaml) lie strictly between
     none and all, and a Hopper's is the lower: its 16-bit GEMMs run on warpgroup MMAs that a
-    GEMM converting its weights in registers does not reach at the same rate, where an
-    Ampere's run on the warp-level MMAs such a GEMM (Marlin) issues as well. Only the
+    GEMM converting its weights on the way keeps fed at less than their rate (Marlin does not
+    issue them at all), where an Ampere's run on the warp-level MMAs Marlin issues as well. Only the
     generations with dequantizing rows in the table are fitted."""
     from servingbench.emulator.engines import calibration
 
