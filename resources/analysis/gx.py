@@ -171,20 +171,15 @@ def validate(df: pd.DataFrame, items: list[Any], label: str) -> list[Outcome]:
     if not any(_tolerant(item) for item in items):
         passed = _validate(batch_definition, suite, df, _PASS_FAIL)
         if all(r.success for r in passed.results) and len(passed.results) == len(items):
-            return [Outcome(_name(r), True, frozenset()) for r in _in_order(passed, items)]
-    result = _validate(batch_definition, suite, df, _COMPLETE)
-    outcomes: list[Outcome | None] = [None] * len(items)
-    for r in result.results:
+            return [Outcome(_name(r), True, frozenset()) for r in _in_order(passed, items, label)]
+    outcomes = []
+    for r in _in_order(_validate(batch_definition, suite, df, _COMPLETE), items, label):
         exc = (r.exception_info or {}).get("raised_exception")
         if exc:
             raise RuntimeError(f"great_expectations failed on {r.expectation_config.type}: "
                                f"{r.exception_info.get('exception_message')}")
         rows = frozenset(int(d["_row"]) for d in r.result.get("unexpected_index_list") or [])
-        outcomes[int(r.expectation_config.meta[_INDEX])] = Outcome(_name(r), bool(r.success), rows)
-    missing = [i for i, o in enumerate(outcomes) if o is None]
-    if missing:
-        raise RuntimeError(f"great_expectations returned no result for expectation(s) {missing} "
-                           f"of {label}")
+        outcomes.append(Outcome(_name(r), bool(r.success), rows))
     return outcomes
 
 
@@ -216,11 +211,13 @@ def _name(r) -> str:
     return f"{r.expectation_config.type}({cols})"
 
 
-def _in_order(result, items: list[Any]) -> list:
+def _in_order(result, items: list[Any], label: str) -> list:
     """The results in the items' order (GX groups them by kind of expectation)."""
     ordered: list = [None] * len(items)
     for r in result.results:
         ordered[int(r.expectation_config.meta[_INDEX])] = r
-    if any(r is None for r in ordered):
-        raise RuntimeError("great_expectations returned no result for some expectation")
+    missing = [i for i, r in enumerate(ordered) if r is None]
+    if missing:
+        raise RuntimeError(f"great_expectations returned no result for expectation(s) {missing} "
+                           f"of {label}")
     return ordered

@@ -82,8 +82,8 @@ def test_the_calibration_finds_dequantizing_gemms_short_of_the_16_bit_rate():
     """The shares fitted per tensor-core generation (calibration.yaml) lie strictly between
     none and all, and a Hopper's is the lower: its 16-bit GEMMs run on warpgroup MMAs that a
     GEMM converting its weights on the way keeps fed at less than their rate (Marlin does not
-    issue them at all), where an Ampere's run on the warp-level MMAs Marlin issues as well. Only the
-    generations with dequantizing rows in the table are fitted."""
+    issue them at all), where an Ampere's run on the warp-level MMAs Marlin issues as well.
+    Only the generations with dequantizing rows in the table are fitted."""
     from servingbench.emulator.engines import calibration
 
     shares = {gen: f["dequant_compute"] for gen, f in calibration()["tensor_cores"].items()}
