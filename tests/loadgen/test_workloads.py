@@ -242,10 +242,13 @@ def test_slo_search_over_concurrency_converges_on_the_modelled_emulator(tmp_path
     # One sequence at a time (max-num-seqs 1) and a closed loop of c requests: every request
     # queues behind the c - 1 others, so its TTFT is (c - 1) service times + its prefill.
     # An SLO halfway between c = 3 and c = 4 (2.5 service times + prefill) puts the capacity
-    # at exactly 3, half a service time (~80 ms) from either side. 20 requests a probe keep a
-    # closed loop's drain tail from lowering its achieved concurrency below 0.9 x c.
-    scale = 4.0
+    # at exactly 3, half a service time (80 ms) from either side. 20 requests a probe keep a
+    # closed loop's drain tail from lowering its achieved concurrency below 0.9 x c. The time
+    # scale is what makes one service 160 ms, whatever the calibrated model's speed: the test
+    # takes 80 services (four probes), and a fixed scale doubled it when the fit slowed the
+    # modelled H100 down.
     model = PerfModel(specs.config("p5.48xlarge", "scout", "bf16", None))
+    scale = 0.16 / (model.prefill_time(64) + 7 * model.decode_step(1, 70))
     prefill = model.prefill_time(64) * scale
     service = prefill + 7 * model.decode_step(1, 70) * scale
     slo = {"ttft_p99_s": 2.5 * service + prefill}
