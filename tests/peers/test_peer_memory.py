@@ -12,6 +12,7 @@ import tracemalloc
 from array import array
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from servingbench.resources.peers import records, run_writer, vllm
 
@@ -41,7 +42,8 @@ def test_reading_and_writing_an_import_stays_near_the_files_size(tmp_path):
     assert isinstance(run.requests[0].chunk_ns, array)  # 8 bytes a chunk time, not 40
     chunks = pq.read_table(tmp_path / "run" / "chunk_log.parquet")
     assert chunks.num_rows == 64 * n
-    first = [c for c in chunks.to_pylist() if c["request_id"] == "vllm-1"]
+    # one request's rows, picked by Arrow: 400k rows as Python dicts took seconds
+    first = chunks.filter(pc.equal(chunks["request_id"], "vllm-1")).to_pylist()
     assert [c["seq"] for c in first] == list(range(64)) and {c["tokens"] for c in first} == {1}
     assert {c["run_id"] for c in first} == {"r1"} and {c["kind"] for c in first} == {None}
 
