@@ -7,23 +7,15 @@ queued run coordinator is what keeps two runs of one pool apart, exactly as it d
 cluster. A Dagster daemon (started here, stopped at the end) dequeues the runs and launches
 each in a process of its own, like the Kubernetes run launcher's pod per run: a run that
 crashes takes nobody else with it.
-
-Runs are submitted from this process, as `dagster job launch` submits one (the same calls of
-the pinned Dagster), through one workspace opened for each batch of submissions: its code
-server (a process Dagster starts and ends) loads the definitions once for the batch, where a
-`dagster job launch` per run started a CLI and a code server of its own for each (~4
-CPU-seconds and 12 s apiece on a busy 2-core machine, before any run could be dequeued). The
-workspace is open only while it submits, so a kill -9 of this command leaves no code server
-behind for longer than Dagster's heartbeat gives one.
 """
 
 from __future__ import annotations
 
-import contextlib
+import json
+import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -42,39 +34,15 @@ def _bin(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
-@contextlib.contextmanager
-def _submitter(instance) -> Iterator:
-    """A function that submits one benchmark_job run for a date × candidate partition to the
-    run queue, valid inside the block: what `dagster job launch -w workspace.yaml -j
-    benchmark_job --tags ...` does, with the workspace loaded once for every run submitted."""
-    # Dagster has no public call that submits a run of a workspace's job to the queue; these
-    # are the functions its `dagster job launch` is made of, in the pinned version (1.13.27)
-    from dagster._cli.job import _create_run
-    from dagster._cli.workspace.cli_target import (
-        get_code_location_from_workspace,
-        get_remote_job_from_remote_repo,
-        get_remote_repository_from_code_location,
-        get_workspace_from_cli_opts,
-    )
-    from dagster_shared.cli import WorkspaceOpts
-
-    opts = WorkspaceOpts(workspace=[str(WORKSPACE)])
-    with get_workspace_from_cli_opts(instance, version=dg.__version__,
-                                     workspace_opts=opts) as workspace:
-        location = get_code_location_from_workspace(workspace, None)
-        repo = get_remote_repository_from_code_location(location, None)
-        job = get_remote_job_from_remote_repo(repo, "benchmark_job")
-
-        def submit(name: str, date: str, candidate, batch: str) -> None:
-            key = dg.MultiPartitionKey({"date": date, "candidate": name})
-            tags = {"dagster/partition": str(key), "dagster/partition/date": date,
-                    "dagster/partition/candidate": name, BATCH_TAG: batch,
-                    **pool_tags(candidate.pool)}
-            run = _create_run(instance=instance, code_location=location, remote_repo=repo,
-                              remote_job=job, run_config={}, tags=tags,
-                              op_selection=None, run_id=None)
-            instance.submit_run(run.run_id, workspace)
-        yield submit
+def _launch(name: str, date: str, candidate, batch: str) -> subprocess.Popen:
+    """Start submitting one benchmark_job run for the date × candidate partition to the run
+    queue (`dagster job launch`; several at once, so runs started together queue together)."""
+    key = dg.MultiPartitionKey({"date": date, "candidate": name})
+    tags = {"dagster/partition": str(key), "dagster/partition/date": date,
+            "dagster/partition/candidate": name, BATCH_TAG: batch, **pool_tags(candidate.pool)}
+    return subprocess.Popen([_bin("dagster"), "job", "launch", "-w", str(WORKSPACE), "-j",
+                             "benchmark_job", "--tags", json.dumps(tags)], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def _failure(instance, run_id: str) -> str:
@@ -84,27 +52,6 @@ def _failure(instance, run_id: str) -> str:
         if event is not None and event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE"):
             return entry.message or event.message or ""
     return ""
-
-
-def _queue(instance, names: list[str], date: str, candidates: dict, batch: str,
-           results: dict) -> None:
-    """Submit `names` to the run queue; one that cannot be is a result ("not queued") with
-    Dagster's reason, and the others go on."""
-    try:
-        with _submitter(instance) as submit:
-            for name in list(names):
-                try:
-                    submit(name, date, candidates[name], batch)
-                except Exception as e:  # noqa: BLE001 (Dagster's own errors, named below)
-                    results[name] = "not queued"
-                    print(f"  FAILED to queue {name}:\n    {type(e).__name__}: {e}", flush=True)
-                else:
-                    print(f"  queued {name}", flush=True)
-                names.remove(name)
-    except Exception as e:  # noqa: BLE001 (the workspace did not load: none is queued)
-        for name in names:
-            results[name] = "not queued"
-            print(f"  FAILED to queue {name}:\n    {type(e).__name__}: {e}", flush=True)
 
 
 def run_all(candidates: dict, date: str, parallel: int, home: Path) -> int:
@@ -131,10 +78,19 @@ def run_all(candidates: dict, date: str, parallel: int, home: Path) -> int:
                               else f"FAILED ({run.status.value})")
                     detail = "" if status == "done" else f"\n    {_failure(instance, run.run_id)}"
                     print(f"  {status}: {name} (run {run.run_id}){detail}", flush=True)
-            free = parallel - sum(1 for name in runs if name not in results)
-            if waiting and free > 0:
-                _queue(instance, [waiting.pop(0) for _ in range(min(free, len(waiting)))],
-                       date, candidates, batch, results)
+            launches = {}
+            active = sum(1 for name in runs if name not in results)
+            while waiting and active + len(launches) < parallel:
+                name = waiting.pop(0)
+                launches[name] = _launch(name, date, candidates[name], batch)
+            for name, proc in launches.items():
+                _, err = proc.communicate()
+                if proc.returncode == 0:
+                    print(f"  queued {name}", flush=True)
+                    continue
+                results[name] = "not queued"
+                tail = err.decode(errors="replace").strip().splitlines()[-3:]
+                print(f"  FAILED to queue {name}:\n    " + "\n    ".join(tail), flush=True)
             if daemon.poll() is not None:
                 print(f"the Dagster daemon stopped (exit {daemon.poll()})", file=sys.stderr)
                 return 1
