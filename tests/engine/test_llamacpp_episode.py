@@ -18,8 +18,12 @@ from servingbench.resources.model_server.local.llamacpp import engine_available
 
 REPO = Path(__file__).resolve().parents[2]
 WHY = engine_available() or (None if find_haproxy() else "haproxy is not installed (make haproxy)")
+# Not serial: it checks the order of the episode's events and the engine's counts against the
+# client's, never a duration, and its engine runs niced below the load generator, so a busy
+# machine delays the replicas without breaking the schedule (it passes beside the parallel
+# pass and beside three busy loops; alone it held one core for 20 s of the serial pass).
 pytestmark = [pytest.mark.skipif(WHY is not None, reason=f"real engine episode: {WHY}"),
-              pytest.mark.slow, pytest.mark.serial]
+              pytest.mark.slow]
 
 def _gone(pid: int) -> bool:
     try:
