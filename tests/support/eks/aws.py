@@ -47,8 +47,23 @@ def teach_moto_nodegroup_tags(monkeypatch) -> None:
     monkeypatch.setattr(EKSBackend, "tag_resource", tag_resource)
 
 
+def _one_partition_lookup() -> None:
+    """moto's EKS checks every role ARN's partition against a boto3 Session it makes for
+    that one call (`Session().get_available_partitions()`), which parses botocore's
+    endpoint files again each time: ~40 ms of CPU per cluster or node group created, a few
+    CPU-seconds of a suite run. The session made at the first call answers every later one
+    alike (the partitions are botocore's bundled data); the check itself stays moto's."""
+    import functools
+
+    import moto.eks.utils
+
+    if not hasattr(moto.eks.utils.Session, "cache_info"):
+        moto.eks.utils.Session = functools.cache(moto.eks.utils.Session)
+
+
 def run_moto_server() -> Iterator[str]:
     """moto's real server on a free loopback port, for a fixture to yield from."""
+    _one_partition_lookup()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
