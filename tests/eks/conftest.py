@@ -40,8 +40,9 @@ def shared_session():
 def moto(moto_server, aws_env, shared_session, monkeypatch):
     """A reset moto server and a boto3 session pointed at it."""
     import httpx
+    from servingbench.resources.http.control import tls
 
     teach_moto_nodegroup_tags(monkeypatch)
     # a reset can take seconds on a loaded machine (httpx waits 5 s by default)
-    httpx.post(f"{moto_server}/moto-api/reset", timeout=60).raise_for_status()
+    httpx.post(f"{moto_server}/moto-api/reset", timeout=60, verify=tls()).raise_for_status()
     return moto_server, shared_session

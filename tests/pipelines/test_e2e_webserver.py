@@ -41,8 +41,8 @@ ASSET = """query { assetOrError(assetKey: {path: ["cost_per_1m_output_tokens"]})
     ... on TextMetadataEntry { text } } } } } }"""
 
 
-def _gql(url: str, query: str, variables: dict | None = None) -> dict:
-    resp = httpx.post(url, json={"query": query, "variables": variables or {}}, timeout=60)
+def _gql(http: httpx.Client, url: str, query: str, variables: dict | None = None) -> dict:
+    resp = http.post(url, json={"query": query, "variables": variables or {}})
     resp.raise_for_status()
     body = resp.json()
     assert "errors" not in body, body
@@ -67,12 +67,15 @@ def test_benchmark_job_through_the_webserver(tmp_path):
                             stderr=open(tmp_path / "webserver.log", "w"),  # noqa: SIM115
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}/graphql"
+    # one client for every poll: a new one per request (httpx.get) builds a TLS context,
+    # ~35 ms of CPU, a few CPU-seconds over the start-up and the run's polls
+    http = httpx.Client(timeout=60, trust_env=False)
     try:
         deadline = time.monotonic() + 180
         while True:
             assert proc.poll() is None, (tmp_path / "webserver.log").read_text()[-3000:]
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=2).status_code == 200:
+                if http.get(f"http://127.0.0.1:{port}/server_info", timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
@@ -85,7 +88,7 @@ def test_benchmark_job_through_the_webserver(tmp_path):
         params = {"selector": {"repositoryLocationName": "servingbench.pipelines.definitions",
                                "repositoryName": "__repository__", "jobName": "benchmark_job"},
                   "executionMetadata": {"tags": tags}}
-        launched = _gql(url, LAUNCH, {"params": params})["launchRun"]
+        launched = _gql(http, url, LAUNCH, {"params": params})["launchRun"]
         assert launched["__typename"] == "LaunchRunSuccess", launched
         run_id = launched["run"]["runId"]
         deadline = time.monotonic() + 300
@@ -93,9 +96,9 @@ def test_benchmark_job_through_the_webserver(tmp_path):
         while status not in ("SUCCESS", "FAILURE", "CANCELED"):
             assert time.monotonic() < deadline, f"run still {status}"
             time.sleep(0.2)  # a status query is cheap; a second per poll was idle time
-            status = _gql(url, STATUS, {"id": run_id})["runOrError"]["status"]
+            status = _gql(http, url, STATUS, {"id": run_id})["runOrError"]["status"]
         assert status == "SUCCESS"
-        (mat,) = _gql(url, ASSET)["assetOrError"]["assetMaterializations"]
+        (mat,) = _gql(http, url, ASSET)["assetOrError"]["assetMaterializations"]
         assert mat["partition"] == key and mat["runId"] == run_id
         entries = {e["label"]: e for e in mat["metadataEntries"]}
         assert "EMULATED" in entries["cost_per_1m"]["mdStr"]
@@ -105,6 +108,7 @@ def test_benchmark_job_through_the_webserver(tmp_path):
         assert all(r["source"] == "emulated" and r["cost_per_1m_output_usd"] > 0 for r in cost)
         assert (data / "servingbench.duckdb").exists()
     finally:
+        http.close()
         os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=20)

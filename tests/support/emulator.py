@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 from servingbench.emulator.process import EmulatorProcess
+from servingbench.resources.http import control
 
 SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 USAGE_OPTS = {"include_usage": True, "continuous_usage_stats": True}
@@ -60,7 +61,7 @@ def sse_events(resp: httpx.Response) -> list[str]:
 
 def stream(base: str, path: str, body: dict, headers: dict | None = None) -> tuple[httpx.Response, list]:
     """POST a streaming request; returns the response and the parsed JSON events + "[DONE]"."""
-    with httpx.Client(timeout=30) as client:
+    with httpx.Client(timeout=30, verify=control.tls()) as client:
         with client.stream("POST", base + path, json=body, headers=headers or {}) as resp:
             raw = sse_events(resp)
     return resp, [e if e == "[DONE]" else json.loads(e) for e in raw]

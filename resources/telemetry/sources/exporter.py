@@ -5,6 +5,7 @@ fields (`dcgm`), the engine's own gauges (`engine_metrics`), or both from the em
 from __future__ import annotations
 
 import httpx
+from servingbench.resources.http import control
 from servingbench.resources.http.prometheus import parse
 from servingbench.resources.telemetry.name_maps import Row, dcgm_rows, engine_rows
 from servingbench.resources.telemetry.sources import SourceError, fetch
@@ -19,7 +20,8 @@ class PrometheusSource:
         self.url, self.source, self.dcgm, self.engine = url, source, dcgm, engine
         self.error_device = "engine" if engine and not dcgm else "all"
         self.deadline_s = timeout_s
-        self.client = httpx.Client(timeout=httpx.Timeout(timeout_s), trust_env=False)
+        # the process's one TLS context (control.tls): a sampler is made per run and source
+        self.client = control.client(timeout=httpx.Timeout(timeout_s), trust_env=False)
 
     def sample(self) -> list[Row]:
         samples = parse(fetch(self.client, self.url, self.deadline_s).decode("utf-8", "replace"))

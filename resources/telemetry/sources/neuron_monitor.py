@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import httpx
+from servingbench.resources.http import control
 from servingbench.resources.telemetry import neuron
 from servingbench.resources.telemetry.name_maps import Row
 from servingbench.resources.telemetry.sources import SourceError, fetch
@@ -20,7 +21,8 @@ class NeuronMonitorSource:
 
     def __init__(self, url: str, timeout_s: float = 0.8):
         self.url, self.deadline_s = url, timeout_s
-        self.client = httpx.Client(timeout=httpx.Timeout(timeout_s), trust_env=False)
+        # the process's one TLS context (control.tls): a sampler is made per run and source
+        self.client = control.client(timeout=httpx.Timeout(timeout_s), trust_env=False)
 
     def sample(self) -> list[Row]:
         try:

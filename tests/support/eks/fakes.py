@@ -12,6 +12,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
+from servingbench.resources.http import control
 
 
 class LoopbackServer:
@@ -61,7 +62,7 @@ class ErrorProxy(LoopbackServer):
                 headers = {k: v for k, v in self.headers.items()
                            if k.lower() not in ("host", "content-length", "connection")}
                 r = httpx.request(self.command, proxy.upstream + self.path, headers=headers,
-                                  content=body)
+                                  content=body, verify=control.tls())
                 keep = {k: v for k, v in r.headers.items()
                         if k.lower() in ("content-type", "x-amzn-requestid", "x-amzn-errortype")}
                 self._reply(r.status_code, keep, r.content)
