@@ -134,10 +134,14 @@ peers:
 # extra workers only add their own start-up and contention: on 2026-12-05, same tree, same
 # machine, one after the other, six took 452.7 s, four 398.5 s and three 415.6 s), then the
 # timing-sensitive ones (marker `serial`: measured latencies, wall-clock
-# deadlines that pods and meetings must meet) alone, so no other test's load moves their
-# clocks. A test file stays on one worker (--dist loadfile), so a module's server (the
-# real engine's, the hostile one) starts once. Each pass fails `make` on any non-zero exit,
-# 5 (no tests collected) included.
+# deadlines that pods and meetings must meet) on their own, away from the parallel pass's
+# load, which is what moved their clocks. They mostly wait (their servers' modelled steps,
+# schedules, deadlines: about 30 CPU-seconds in a 74 s pass run one at a time), so three of
+# them at once leave a core idle: the pass took 38-40 s that way, and passed every time,
+# even with a busy loop holding one of the two cores (44-47 s) and, at two workers, with two
+# holding both (62 s). A test file stays on one worker (--dist loadfile), so a module's
+# server (the real engine's, the hostile one) starts once. Each pass fails `make` on any
+# non-zero exit, 5 (no tests collected) included.
 PYTEST := $(VENV)/bin/python -m pytest
 # Bytecode is written while the tests run, even where the environment turns it off
 # (PYTHONDONTWRITEBYTECODE, as CI machines often do; an empty value is "unset" to Python):
@@ -150,6 +154,8 @@ test check: export PYTHONDONTWRITEBYTECODE :=
 SERIAL_FILES = $(shell grep -rl --include='test_*.py' 'mark\.serial' tests | sort)
 TEST_WORKERS ?= 4
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+SERIAL_WORKERS ?= 3
+SERIAL := -n $(SERIAL_WORKERS) --dist loadfile
 
 # This project's modules are compiled once, in one process, before the workers start: in a
 # fresh clone each worker (and every process a test starts before the files exist) compiled
@@ -161,7 +167,7 @@ test: $(STAMP) engine engine-vllm chromium haproxy postgresql peers
 	$(VENV)/bin/lint-imports --no-cache
 	$(COMPILE)
 	$(PYTEST) -m "not serial" $(PARALLEL)
-	$(PYTEST) -m serial $(SERIAL_FILES)
+	$(PYTEST) -m serial $(SERIAL) $(SERIAL_FILES)
 
 # The inner loop, under 2 minutes on 2 cores: what `make test` lints, and the tests not marked
 # slow or serial (no engine, no browser install, no chain of several processes, no file of

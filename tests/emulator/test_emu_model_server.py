@@ -14,7 +14,7 @@ from servingbench.emulator.process import EmulatorProcess
 
 from tests.support.emulator import stream
 
-# the modelled step times are checked against when the server wrote: run alone (make test's serial pass)
+# the modelled step times are checked against when the server wrote: make test's serial pass
 pytestmark = pytest.mark.serial
 
 SCALE = 0.01

@@ -41,7 +41,10 @@ def _session(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, i
     (tmp_path / "test_inner.py").write_text(LEAVES)
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTEST_LEFTOVER_GRACE_S": "1",
            "PID_FILE": str(tmp_path / "pid")}
+    # the inner session is this test's own: a worker's id or options meant for the outer run
+    # (PYTEST_ADDOPTS="--durations=N" lists the inner tests' names after the report) are not
     env.pop("PYTEST_XDIST_WORKER", None)
+    env.pop("PYTEST_ADDOPTS", None)
     p = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.support.leftovers",
                         "-p", "no:cacheprovider", "-p", "no:randomly", "--basetemp",
                         str(tmp_path / "base"), "-q", *args, str(tmp_path / "test_inner.py")],

@@ -17,7 +17,7 @@ import time
 import pytest
 from servingbench.resources.loadgen import connections as client
 
-# the order of writes and stamps is set by short sleeps: run alone (make test's serial pass)
+# the order of writes and stamps is set by short sleeps: make test's serial pass
 pytestmark = pytest.mark.serial
 
 _perf = time.perf_counter_ns

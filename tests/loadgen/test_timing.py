@@ -11,7 +11,7 @@ from servingbench.resources.loadgen import run_load
 
 from tests.support.loadgen import config, ns, rows
 
-# measured latencies against the server's ground truth: run alone (make test's serial pass)
+# measured latencies against the server's ground truth: make test's serial pass
 pytestmark = pytest.mark.serial
 
 MS = 1_000_000

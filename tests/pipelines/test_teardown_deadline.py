@@ -67,7 +67,7 @@ def _gone(pid: int) -> bool:
     return False
 
 
-@pytest.mark.serial  # a wall-clock deadline: run alone, after the parallel pass
+@pytest.mark.serial  # a wall-clock deadline: after the parallel pass, away from its load
 @pytest.mark.timeout(240)
 def test_teardown_runs_within_its_deadline_whatever_the_telemetry_endpoints_do(tmp_path,
                                                                               monkeypatch):
