@@ -153,9 +153,11 @@ test check: export PYTHONDONTWRITEBYTECODE :=
 # the test file, never added elsewhere), not the whole suite again (~5 s of its minute).
 SERIAL_FILES = $(shell grep -rl --include='test_*.py' 'mark\.serial' tests | sort)
 TEST_WORKERS ?= 4
-PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+# --no-loadscope-reorder: files start in collection order, the longest first
+# (tests/conftest.py LONGEST_FIRST), not xdist's order by number of tests
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 SERIAL_WORKERS ?= 3
-SERIAL := -n $(SERIAL_WORKERS) --dist loadfile
+SERIAL := -n $(SERIAL_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # This project's modules are compiled once, in one process, before the workers start: in a
 # fresh clone each worker (and every process a test starts before the files exist) compiled

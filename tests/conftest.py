@@ -76,14 +76,43 @@ HEAVY_FILES = frozenset({
 })
 
 
+# The files that take longest (wall seconds of a pass on a 2-core machine, 2026-12-05), longest
+# first: each pass starts them before every other file. With --no-loadscope-reorder (the
+# Makefile's) xdist hands files to its workers in collection order, one to each in turn, so
+# these start at once, one or two a worker, and the many short files fill in around them.
+# xdist's own order (files with the most tests first) started the single-test chains last:
+# one of them (a PostgreSQL fleet run, a real vLLM) ran alone at the end of the pass for
+# ~25 s on one core while the other stayed idle. Only the order changes, never what runs.
+LONGEST_FIRST = (
+    "tests/engine/test_vllm_lifecycle.py",  # 76 s: three starts of real vLLM
+    "tests/engine/test_vllm_live.py",  # 47-77 s: one start, then its requests
+    "tests/fleet/test_fleet_pools_postgres.py",  # 50-77 s: three chains through a daemon
+    "tests/fleet/test_fleet_pools.py",  # 47-56 s: the same on SQLite
+    "tests/loadgen/test_workloads.py",  # the serial pass's longest (14 s)
+    "tests/episodes/test_spike_scale_up.py",  # the serial pass's second (11 s)
+    "tests/report/test_episode_report.py",  # 30-62 s
+    "tests/pipelines/test_signals.py",  # 30-43 s: a chain killed in each phase
+    "tests/engine/test_llamacpp.py",  # 37-40 s
+    "tests/pipelines/test_e2e_webserver.py",  # 28-38 s
+    "tests/pipelines/test_sweep_chain.py",  # 32-38 s
+    "tests/loadgen/test_workers.py",  # 18-32 s, and 8 s of the serial pass
+    "tests/loadgen/test_ladder.py",  # 26 s
+    "tests/episodes/test_spot_interruptions.py",  # 23-27 s
+)
+
+
 def pytest_collection_modifyitems(config, items):
     root = config.rootpath
-    missing = {f for f in HEAVY_FILES if not (root / f).exists()}
-    if missing:  # a renamed file would silently join the inner loop
-        raise pytest.UsageError(f"tests/conftest.py HEAVY_FILES names missing files: {sorted(missing)}")
+    missing = {f for f in {*HEAVY_FILES, *LONGEST_FIRST} if not (root / f).exists()}
+    if missing:  # a renamed file would silently join the inner loop, or lose its place
+        raise pytest.UsageError(f"tests/conftest.py HEAVY_FILES or LONGEST_FIRST names "
+                                f"missing files: {sorted(missing)}")
+    first = {f: i for i, f in enumerate(LONGEST_FIRST)}
     for item in items:
         if item.path.relative_to(root).as_posix() in HEAVY_FILES:
             item.add_marker(pytest.mark.slow)
+    # a stable sort: every other file keeps its place, and a file's tests their order
+    items.sort(key=lambda item: first.get(item.path.relative_to(root).as_posix(), len(first)))
 
 
 @pytest.hookimpl(trylast=True)
