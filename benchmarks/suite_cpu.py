@@ -5,8 +5,8 @@ moves into before the test's setup and out of after its teardown; whatever the t
 stays in that group and is counted there until it ends. A module's server started in its
 first test's setup is counted with that test, so compare files, not single tests.
 
-    .venv/bin/python benchmarks/suite_cpu.py [PYTEST ARGS ...]   (default: the parallel pass,
-                                                              -m "not serial" -n 6 --dist loadfile)
+    .venv/bin/python benchmarks/suite_cpu.py [PYTEST ARGS ...]
+    (default: the parallel pass, -m "not serial" -n 4 --dist loadfile --no-loadscope-reorder)
 
 Prints the files by CPU seconds (share, cumulative share) and writes
 benchmarks/out/suite_cpu.json. The suite's wall time on 2 cores follows its CPU seconds: the
@@ -33,7 +33,7 @@ import pytest
 CGROOT = "/sys/fs/cgroup/cpuacct"
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-DEFAULT = ["-m", "not serial", "-n", "6", "--dist", "loadfile"]
+DEFAULT = ["-m", "not serial", "-n", "4", "--dist", "loadfile", "--no-loadscope-reorder"]
 
 
 # --- the pytest plugin (loaded in every worker with -p suite_cpu) -------------------------
