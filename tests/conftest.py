@@ -108,11 +108,14 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(f"tests/conftest.py HEAVY_FILES or LONGEST_FIRST names "
                                 f"missing files: {sorted(missing)}")
     first = {f: i for i, f in enumerate(LONGEST_FIRST)}
+    place = {}
     for item in items:
-        if item.path.relative_to(root).as_posix() in HEAVY_FILES:
+        path = item.path.relative_to(root).as_posix()
+        if path in HEAVY_FILES:
             item.add_marker(pytest.mark.slow)
+        place[item.nodeid] = first.get(path, len(first))
     # a stable sort: every other file keeps its place, and a file's tests their order
-    items.sort(key=lambda item: first.get(item.path.relative_to(root).as_posix(), len(first)))
+    items.sort(key=lambda item: place[item.nodeid])
 
 
 @pytest.hookimpl(trylast=True)

@@ -11,6 +11,7 @@ from tests.support.eks.aws import (
     DUMMY_SECRET,
     DUMMY_SESSION_TOKEN,
     REGION,
+    reset_moto,
     teach_moto_nodegroup_tags,
 )
 
@@ -39,10 +40,6 @@ def shared_session():
 @pytest.fixture
 def moto(moto_server, aws_env, shared_session, monkeypatch):
     """A reset moto server and a boto3 session pointed at it."""
-    import httpx
-    from servingbench.resources.http.control import tls
-
     teach_moto_nodegroup_tags(monkeypatch)
-    # a reset can take seconds on a loaded machine (httpx waits 5 s by default)
-    httpx.post(f"{moto_server}/moto-api/reset", timeout=60, verify=tls()).raise_for_status()
+    reset_moto(moto_server)
     return moto_server, shared_session

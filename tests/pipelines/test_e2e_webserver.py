@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pyarrow.parquet as pq
 import pytest
+from servingbench.resources.http import control
 
 from tests.support.net import free_port
 
@@ -69,7 +70,7 @@ def test_benchmark_job_through_the_webserver(tmp_path):
     url = f"http://127.0.0.1:{port}/graphql"
     # one client for every poll: a new one per request (httpx.get) builds a TLS context,
     # ~35 ms of CPU, a few CPU-seconds over the start-up and the run's polls
-    http = httpx.Client(timeout=60, trust_env=False)
+    http = control.client(timeout=60, trust_env=False)
     try:
         deadline = time.monotonic() + 180
         while True:

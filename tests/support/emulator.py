@@ -61,7 +61,7 @@ def sse_events(resp: httpx.Response) -> list[str]:
 
 def stream(base: str, path: str, body: dict, headers: dict | None = None) -> tuple[httpx.Response, list]:
     """POST a streaming request; returns the response and the parsed JSON events + "[DONE]"."""
-    with httpx.Client(timeout=30, verify=control.tls()) as client:
+    with control.client(timeout=30) as client:
         with client.stream("POST", base + path, json=body, headers=headers or {}) as resp:
             raw = sse_events(resp)
     return resp, [e if e == "[DONE]" else json.loads(e) for e in raw]

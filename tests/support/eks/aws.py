@@ -71,12 +71,19 @@ def run_moto_server() -> Iterator[str]:
     server.stop()
 
 
+def reset_moto(moto_url: str) -> None:
+    """Empty moto's server of every backend's state (buckets, clusters, roles)."""
+    import httpx
+    from servingbench.resources.http.control import tls
+
+    # a reset can take seconds on a loaded machine (httpx waits 5 s by default)
+    httpx.post(f"{moto_url}/moto-api/reset", timeout=60, verify=tls()).raise_for_status()
+
+
 def fresh_s3_bucket(moto_url: str, monkeypatch, bucket: str = "sb-runs") -> str:
     """A fresh bucket on moto's server, with AWS_ENDPOINT_URL pointing every client at it
     and dummy credentials only (no profile or file of the machine is read)."""
     import boto3
-    import httpx
-    from servingbench.resources.http.control import tls
 
     for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
         monkeypatch.delenv(name, raising=False)
@@ -87,8 +94,7 @@ def fresh_s3_bucket(moto_url: str, monkeypatch, bucket: str = "sb-runs") -> str:
            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/servingbench-test-creds"}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    # a reset can take seconds on a loaded machine (httpx waits 5 s by default)
-    httpx.post(f"{moto_url}/moto-api/reset", timeout=60, verify=tls()).raise_for_status()
+    reset_moto(moto_url)
     boto3.client("s3", endpoint_url=moto_url, region_name=REGION, aws_access_key_id=DUMMY_KEY_ID,
                  aws_secret_access_key=DUMMY_SECRET).create_bucket(Bucket=bucket)
     return f"s3://{bucket}/prefix"
