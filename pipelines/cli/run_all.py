@@ -7,13 +7,22 @@ queued run coordinator is what keeps two runs of one pool apart, exactly as it d
 cluster. A Dagster daemon (started here, stopped at the end) dequeues the runs and launches
 each in a process of its own, like the Kubernetes run launcher's pod per run: a run that
 crashes takes nobody else with it.
+
+One code server (`dagster api grpc`, started here too) serves the definitions to the daemon
+and to every `dagster job launch`, through a workspace file that names it. With the
+project's workspace.yaml (a `python_module`) each of those processes would start a code
+server of its own and import the definitions again: one per candidate queued, plus the
+daemon's (~2 CPU-seconds each on a 2-core machine, docs/performance.md).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -21,11 +30,13 @@ from pathlib import Path
 import dagster as dg
 from servingbench.assets.pools import pool_tags, write_instance_config
 from servingbench.pipelines.config import REPO
-from servingbench.resources.model_server.child import ChildProcess
+from servingbench.resources.model_server.child import ChildProcess, ChildStartError
 
 POLL_S = 1.0
 BATCH_TAG = "servingbench/run_all"
-WORKSPACE = REPO / "workspace.yaml"
+MODULE = "servingbench.pipelines.definitions"
+LOCATION = MODULE  # workspace.yaml's location name: runs name the same code location either way
+CODE_SERVER_READY_S = 120  # it imports the definitions first: seconds on a busy 2-core host
 FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE,
             dg.DagsterRunStatus.CANCELED}
 
@@ -34,13 +45,59 @@ def _bin(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
-def _launch(name: str, date: str, candidate, batch: str) -> subprocess.Popen:
+def _answers(path: Path) -> bool:
+    """Whether a server listens on the Unix socket `path` (the code server binds it once its
+    definitions are loaded)."""
+    if not path.exists():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def _code_server(folder: Path) -> tuple[ChildProcess, Path]:
+    """A code server of the definitions on a Unix socket in `folder` (no port to collide
+    on), and a workspace file naming it. Under the guard, like the daemon; its output is kept
+    in `folder` for the error when it does not start (a definitions file that fails)."""
+    sock, log = folder / "code.sock", folder / "code-server.log"
+    workspace = folder / "workspace.yaml"
+    workspace.write_text(json.dumps({"load_from": [{"grpc_server": {
+        "socket": str(sock), "location_name": LOCATION}}]}))
+    out = log.open("wb")
+    server = ChildProcess([_bin("dagster"), "api", "grpc", "--socket", str(sock), "-m", MODULE,
+                           "--location-name", LOCATION], name="the code server", cwd=REPO,
+                          guard=True, stdout=out, stderr=subprocess.STDOUT,
+                          ready=lambda _port: _answers(sock), poll_s=0.1,
+                          ready_timeout_s=CODE_SERVER_READY_S,
+                          tail=lambda: "\n".join(log.read_text(errors="replace")
+                                                 .strip().splitlines()[-5:]))
+    try:
+        server.start()
+    finally:
+        out.close()  # the child holds its own copy
+    return server, workspace
+
+
+def _folder() -> Path:
+    """A private folder for the socket: a Unix socket's path is at most ~107 bytes, which a
+    deep TMPDIR can pass."""
+    folder = Path(tempfile.mkdtemp(prefix="servingbench-run-all-"))
+    if len(str(folder / "code.sock")) > 100:
+        shutil.rmtree(folder)
+        folder = Path(tempfile.mkdtemp(prefix="servingbench-run-all-", dir="/tmp"))
+    return folder
+
+
+def _launch(name: str, date: str, candidate, batch: str, workspace: Path) -> subprocess.Popen:
     """Start submitting one benchmark_job run for the date × candidate partition to the run
     queue (`dagster job launch`; several at once, so runs started together queue together)."""
     key = dg.MultiPartitionKey({"date": date, "candidate": name})
     tags = {"dagster/partition": str(key), "dagster/partition/date": date,
             "dagster/partition/candidate": name, BATCH_TAG: batch, **pool_tags(candidate.pool)}
-    return subprocess.Popen([_bin("dagster"), "job", "launch", "-w", str(WORKSPACE), "-j",
+    return subprocess.Popen([_bin("dagster"), "job", "launch", "-w", str(workspace), "-j",
                              "benchmark_job", "--tags", json.dumps(tags)], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -62,9 +119,16 @@ def run_all(candidates: dict, date: str, parallel: int, home: Path) -> int:
                               if c.pool})) or "none"
     print(f"{len(names)} candidates for {date}, {parallel} at once; pools {pools}", flush=True)
     batch, waiting, results, t0 = uuid.uuid4().hex, list(names), {}, time.monotonic()
+    folder = _folder()
+    try:
+        server, workspace = _code_server(folder)
+    except ChildStartError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        print(f"servingbench run: {exc}", file=sys.stderr)
+        return 1
     # under the guard (model_server/child.py): if this command is killed, even by SIGKILL,
     # the daemon stops instead of launching queued runs for nobody
-    daemon = ChildProcess([_bin("dagster-daemon"), "run", "-w", str(WORKSPACE)],
+    daemon = ChildProcess([_bin("dagster-daemon"), "run", "-w", str(workspace)],
                           name="the Dagster daemon", cwd=REPO, guard=True)
     daemon.spawn()
     try:
@@ -82,7 +146,7 @@ def run_all(candidates: dict, date: str, parallel: int, home: Path) -> int:
             active = sum(1 for name in runs if name not in results)
             while waiting and active + len(launches) < parallel:
                 name = waiting.pop(0)
-                launches[name] = _launch(name, date, candidates[name], batch)
+                launches[name] = _launch(name, date, candidates[name], batch, workspace)
             for name, proc in launches.items():
                 _, err = proc.communicate()
                 if proc.returncode == 0:
@@ -96,8 +160,13 @@ def run_all(candidates: dict, date: str, parallel: int, home: Path) -> int:
                 return 1
             if len(results) < len(names):
                 time.sleep(POLL_S)
+            if server.poll() is not None:
+                print(f"the code server stopped (exit {server.poll()})", file=sys.stderr)
+                return 1
     finally:
         daemon.stop(grace_s=30)
+        server.stop(grace_s=30)  # after the daemon: no run is launched through it any more
+        shutil.rmtree(folder, ignore_errors=True)
     failed = [n for n, s in results.items() if s != dg.DagsterRunStatus.SUCCESS]
     print(f"{len(names) - len(failed)} of {len(names)} candidates in "
           f"{time.monotonic() - t0:.0f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))

@@ -32,3 +32,26 @@ def test_run_one_candidate_on_the_local_profile(tmp_path, monkeypatch, capsys):
     assert len(list((tmp_path / "data" / "runs").iterdir())) == 1
     assert cli(["run", "--candidate", "nope"]) == 2
     assert "unknown candidate 'nope'" in capsys.readouterr().err
+
+
+def test_run_all_names_why_its_code_server_did_not_start(tmp_path, monkeypatch, capsys):
+    """`run --all` serves the definitions from one code server of its own: when it cannot
+    start, the command fails with the server's own words, and leaves no process or folder."""
+    import tempfile
+
+    from servingbench.pipelines.catalog import load_candidates
+    from servingbench.pipelines.cli import run_all
+
+    from tests.support.fleet import candidates_file, dagster_children
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setattr(run_all, "MODULE", "servingbench.no_such_module")
+    cands = {c.name: c for c in load_candidates(candidates_file(tmp_path, {"a": "p5.48xlarge"}))}
+    assert run_all.run_all(cands, "2026-11-29", 1, tmp_path) == 1
+    err = capsys.readouterr().err
+    assert "the code server exited during start" in err and "no_such_module" in err, err
+    assert dagster_children() == [] and list(scratch.iterdir()) == []

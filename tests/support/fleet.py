@@ -27,6 +27,20 @@ REPO = Path(__file__).resolve().parents[2]
 SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
 
 
+def dagster_children() -> list[str]:
+    """The command lines of this process's descendants that run Dagster (none once a
+    command that started them has returned)."""
+    import psutil
+
+    out = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            cmd = " ".join(child.cmdline())
+            if "dagster" in cmd and child.status() != psutil.STATUS_ZOMBIE:
+                out.append(cmd)
+    return out
+
+
 def candidates_file(tmp_path: Path, types: dict[str, str], pools: str | None = None,
                     requests: int = 4, extra: dict[str, str] | None = None) -> Path:
     """A candidates file: name -> instance type, a short load, `pools` as YAML flow text."""
@@ -161,9 +175,14 @@ def fleet_takes_turns(tmp_path: Path, dagster_home: Path, monkeypatch, capsys) -
     monkeypatch.chdir(REPO)
     from servingbench.pipelines.cli import main as cli
 
+    scratch = tmp_path / "scratch"  # where run --all keeps its code server's socket
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     rc = cli(["run", "--all", "--parallel", "3", "--date", "2026-11-29"])
     out = capsys.readouterr()
     assert rc == 0, out.out[-3000:] + out.err[-3000:]
+    # it stops what it started (the daemon, the code server and the runs) and removes its folder
+    assert dagster_children() == [] and list(scratch.iterdir()) == []
     assert "3 of 3 candidates" in out.out, out.out[-3000:]
     assert "pools g6e: 2, p5: 1" in out.out
     limits = yaml.safe_load((dagster_home / "dagster.yaml").read_text())
