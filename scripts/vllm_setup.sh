@@ -59,5 +59,18 @@ if [ -f "$STAMP" ]; then
   # written every time (under a second, whole or not at all): a changed model file shows
   "$DIR/bin/python" "$HERE/resources/model_server/local/vllm_model.py" "$CACHE/models/vllm-tiny-llama" >/dev/null \
     || echo "note: could not write the tiny model for vLLM; the vLLM tests will skip"
+  # vLLM inspects a model's class in a subprocess of its own (importing torch and vLLM again,
+  # ~10 CPU-seconds) at every start until its model-info cache (under HOME) holds the class;
+  # starts that run at once all miss it. On a new machine the tests' first starts did, at the
+  # same moment: building the model's configuration once here writes that cache (~15 s, once
+  # per HOME; docs/performance.md).
+  MODELINFO="${VLLM_CACHE_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm}/modelinfos/vllm-model_executor-models-llama-LlamaForCausalLM.json"
+  if [ -f "$CACHE/models/vllm-tiny-llama/config.json" ] && [ ! -f "$MODELINFO" ]; then
+    (cd / && HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 "$DIR/bin/python" -c '
+import sys
+from vllm.config import ModelConfig
+ModelConfig(model=sys.argv[1])' "$CACHE/models/vllm-tiny-llama" >/dev/null 2>&1) \
+      || echo "note: could not warm vLLM's model-info cache; its first start inspects the model itself"
+  fi
 fi
 exit 0
