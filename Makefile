@@ -136,10 +136,10 @@ peers:
 # timing-sensitive ones (marker `serial`: measured latencies, wall-clock
 # deadlines that pods and meetings must meet) on their own, away from the parallel pass's
 # load, which is what moved their clocks. They mostly wait (their servers' modelled steps,
-# schedules, deadlines: about 30 CPU-seconds in a 74 s pass run one at a time), so three of
-# them at once leave a core idle: the pass took 38-40 s that way, and passed every time,
-# even with a busy loop holding one of the two cores (44-47 s) and, at two workers, with two
-# holding both (62 s). A test file stays on one worker (--dist loadfile), so a module's
+# schedules, deadlines: about 30 CPU-seconds in a 74 s pass run one at a time), so several
+# of them at once leave a core idle: three took 35-40 s, four 30-31 s, and four passed every
+# time, even with a busy loop holding one of the two cores (36-37 s) or two holding both
+# (42-44 s). A test file stays on one worker (--dist loadfile), so a module's
 # server (the real engine's, the hostile one) starts once. Each pass fails `make` on any
 # non-zero exit, 5 (no tests collected) included.
 PYTEST := $(VENV)/bin/python -m pytest
@@ -156,7 +156,7 @@ TEST_WORKERS ?= 4
 # --no-loadscope-reorder: files start in collection order, the longest first
 # (tests/conftest.py LONGEST_FIRST), not xdist's order by number of tests
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
-SERIAL_WORKERS ?= 3
+SERIAL_WORKERS ?= 4
 SERIAL := -n $(SERIAL_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # This project's modules are compiled once, in one process, before the workers start: in a
