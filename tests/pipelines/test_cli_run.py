@@ -37,21 +37,18 @@ def test_run_one_candidate_on_the_local_profile(tmp_path, monkeypatch, capsys):
 def test_run_all_names_why_its_code_server_did_not_start(tmp_path, monkeypatch, capsys):
     """`run --all` serves the definitions from one code server of its own: when it cannot
     start, the command fails with the server's own words, and leaves no process or folder."""
-    import tempfile
-
     from servingbench.pipelines.catalog import load_candidates
     from servingbench.pipelines.cli import run_all
 
-    from tests.support.fleet import candidates_file, dagster_children
+    from tests.support.fleet import candidates_file, dagster_children, watch_folders
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    folders = watch_folders(monkeypatch)
     monkeypatch.setattr(run_all, "MODULE", "servingbench.no_such_module")
     cands = {c.name: c for c in load_candidates(candidates_file(tmp_path, {"a": "p5.48xlarge"}))}
     assert run_all.run_all(cands, "2026-11-29", 1, tmp_path) == 1
     err = capsys.readouterr().err
     assert "the code server exited during start" in err and "no_such_module" in err, err
-    assert dagster_children() == [] and list(scratch.iterdir()) == []
+    assert dagster_children() == []
+    assert len(folders) == 1 and not folders[0].exists(), folders

@@ -41,6 +41,20 @@ def dagster_children() -> list[str]:
     return out
 
 
+def watch_folders(monkeypatch) -> list[Path]:
+    """The folders `run --all` makes for its code server's socket, as it makes them."""
+    from servingbench.pipelines.cli import run_all
+
+    made: list[Path] = []
+    make = run_all._folder
+
+    def folder() -> Path:
+        made.append(make())
+        return made[-1]
+    monkeypatch.setattr(run_all, "_folder", folder)
+    return made
+
+
 def candidates_file(tmp_path: Path, types: dict[str, str], pools: str | None = None,
                     requests: int = 4, extra: dict[str, str] | None = None) -> Path:
     """A candidates file: name -> instance type, a short load, `pools` as YAML flow text."""
@@ -175,14 +189,14 @@ def fleet_takes_turns(tmp_path: Path, dagster_home: Path, monkeypatch, capsys) -
     monkeypatch.chdir(REPO)
     from servingbench.pipelines.cli import main as cli
 
-    scratch = tmp_path / "scratch"  # where run --all keeps its code server's socket
-    scratch.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    folders = watch_folders(monkeypatch)
     rc = cli(["run", "--all", "--parallel", "3", "--date", "2026-11-29"])
     out = capsys.readouterr()
     assert rc == 0, out.out[-3000:] + out.err[-3000:]
-    # it stops what it started (the daemon, the code server and the runs) and removes its folder
-    assert dagster_children() == [] and list(scratch.iterdir()) == []
+    # it stops what it started (the daemon, the code server and the runs) and removes the
+    # folder of its code server's socket
+    assert dagster_children() == []
+    assert len(folders) == 1 and not folders[0].exists(), folders
     assert "3 of 3 candidates" in out.out, out.out[-3000:]
     assert "pools g6e: 2, p5: 1" in out.out
     limits = yaml.safe_load((dagster_home / "dagster.yaml").read_text())
