@@ -155,14 +155,12 @@ def run_all(candidates: dict, date: str, parallel: int, home: Path) -> int:
                 results[name] = "not queued"
                 tail = err.decode(errors="replace").strip().splitlines()[-3:]
                 print(f"  FAILED to queue {name}:\n    " + "\n    ".join(tail), flush=True)
-            if daemon.poll() is not None:
-                print(f"the Dagster daemon stopped (exit {daemon.poll()})", file=sys.stderr)
-                return 1
+            for child in (daemon, server):  # neither may stop while runs are queued
+                if child.poll() is not None:
+                    print(f"{child.name} stopped (exit {child.poll()})", file=sys.stderr)
+                    return 1
             if len(results) < len(names):
                 time.sleep(POLL_S)
-            if server.poll() is not None:
-                print(f"the code server stopped (exit {server.poll()})", file=sys.stderr)
-                return 1
     finally:
         daemon.stop(grace_s=30)
         server.stop(grace_s=30)  # after the daemon: no run is launched through it any more

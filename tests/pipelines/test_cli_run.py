@@ -52,3 +52,32 @@ def test_run_all_names_why_its_code_server_did_not_start(tmp_path, monkeypatch, 
     assert "the code server exited during start" in err and "no_such_module" in err, err
     assert dagster_children() == []
     assert len(folders) == 1 and not folders[0].exists(), folders
+
+
+def test_run_all_stops_when_its_code_server_dies(tmp_path, monkeypatch, capsys):
+    """A code server that dies once started (an OOM kill) ends `run --all` with exit 1 naming
+    it, instead of queueing runs that nothing can launch; the daemon and folder go too."""
+    import signal
+
+    from servingbench.pipelines.catalog import load_candidates
+    from servingbench.pipelines.cli import run_all
+
+    from tests.support.fleet import candidates_file, dagster_children, watch_folders
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    folders = watch_folders(monkeypatch)
+    start = run_all._code_server
+
+    def killed(folder):
+        server, workspace = start(folder)
+        server.proc.send_signal(signal.SIGKILL)  # its guard: run_all's stop ends the rest of the group
+        server.proc.wait()
+        return server, workspace
+    monkeypatch.setattr(run_all, "_code_server", killed)
+    cands = {c.name: c for c in load_candidates(candidates_file(tmp_path, {"a": "p5.48xlarge"}))}
+    assert run_all.run_all(cands, "2026-11-29", 1, tmp_path) == 1
+    err = capsys.readouterr().err
+    assert "the code server stopped (exit -9)" in err, err
+    assert dagster_children() == []
+    assert len(folders) == 1 and not folders[0].exists(), folders
